@@ -1,0 +1,226 @@
+"""Declarations shipped with cadencelab.
+
+* ``token2wav_declaration``: the streaming Token2wav tail of MiniCPM-o 4.5 (CosyVoice2
+  lineage) at the paper's operating point: f_prompt 302, f_retained 100, f_chunk 50,
+  f_call 56, 10 solver steps, 2 frames per token.
+* ``moshi_mimi_declaration``: Mimi's ring KV caches (catalog width 1).
+* ``backbone_declaration``: a unit-stride language backbone with a 2,000-token window
+  (catalog width 2,001: outside the lossless scope).
+* ``freeze_style_declaration``: a Freeze-Omni-*style* codec decoder chunk policy
+  (catalog width 2). It is modelled on published facts; it is not Freeze-Omni.
+"""
+
+from __future__ import annotations
+
+from .clocks import Clock
+from .declaration import Admission, Declaration, DeviceConstant, Operator, Region
+from .policies import Fixed, PromptRetained, Ring, SlidingWindow, Unbounded
+
+
+def token2wav_declaration(
+    f_prompt: int = 302,
+    f_retained: int = 100,
+    f_chunk: int = 50,
+    n_steps: int = 10,
+    tokens_per_chunk: int = 25,
+    lookahead: int = 3,
+    frames_per_token: int = 2,
+    samples_per_frame: int = 480,
+    depth: int = 16,
+    heads: int = 8,
+    head_dim: int = 64,
+    hidden: int = 512,
+    enc_layers: int = 10,
+    enc_heads: int = 8,
+    enc_head_dim: int = 64,
+    enc_hidden: int = 512,
+    mel_bins: int = 80,
+    mel_cache: int = 8,
+    noise_frames: int = 50 * 600,
+    stock_slots: int = 16,
+    stock_frames: int = 1000,
+    dtype: str = "float32",
+) -> Declaration:
+    """The Token2wav declaration. Every extent and class count below is derived from these numbers."""
+    f_call = frames_per_token * (tokens_per_chunk + lookahead)  # 56: a flush carrying its lookahead
+    source_cache = mel_cache * samples_per_frame  # 3840 samples
+    clocks = (
+        Clock("tokens", "speech token", rate_hz=25.0),
+        Clock("frames", "mel frame", parent="tokens", ratio=frames_per_token),
+        Clock("samples", "PCM sample at 24 kHz", parent="frames", ratio=samples_per_frame),
+        Clock("chunks", "stream call of 25 tokens + 3 lookahead", parent=None, rate_hz=1.0),
+        Clock("steps", "Euler solver step", parent="chunks", ratio=n_steps),
+        Clock("turns", "conversation turn", rate_hz=None),
+    )
+    kv = 2 * head_dim
+    common = dict(clock="frames", growth=f_chunk, max_call=f_call, dtype=dtype)
+    regions = (
+        Region(
+            "estimator_att_cache", shape=("n_steps", depth, 2, heads, "frames", kv),
+            policy=PromptRetained(f_prompt, f_retained, layout="newest_first"), initial=f_prompt,
+            lifetime="turn", role="state", envelope="retained", stock={"n_steps": stock_slots},
+            address_stable=True, resident_in="solver_workspace",
+            description="DiT self-attention K|V per solver step and block (CFG batch 2); newest frames first", **common,
+        ),
+        Region(
+            "solver_workspace", shape=("n_steps", depth, 2, heads, "frames", kv),
+            policy=PromptRetained(f_prompt, f_retained, layout="newest_first"), initial=f_prompt,
+            lifetime="stream", role="workspace", envelope="attended",
+            stock={"n_steps": stock_slots, "frames": stock_frames}, address_stable=True,
+            description="the CFM's per-step cache buffer holding a whole attended extent (the 16x1000 envelope)", **common,
+        ),
+        Region(
+            "estimator_step_workspace", shape=(depth, 2, heads, "frames", kv),
+            policy=PromptRetained(f_prompt, f_retained, layout="newest_first"), initial=f_prompt,
+            lifetime="stream", role="workspace", envelope="attended", stock={"frames": stock_frames},
+            address_stable=True, description="the DiT's per-call K|V scratch", **common,
+        ),
+        Region(
+            "conformer_att_cache", shape=(enc_layers, 1, enc_heads, "frames", 2 * enc_head_dim),
+            policy=PromptRetained(f_prompt, f_retained, layout="chronological"), initial=f_prompt,
+            lifetime="turn", role="state", envelope="retained", address_stable=True,
+            description="upsampling conformer K|V (prompt first)", **common,
+        ),
+        Region(
+            "estimator_cnn_cache", shape=("n_steps", depth, 2, 2 * hidden, "frames"),
+            policy=Fixed(2), lifetime="turn", role="state", clock="frames", stock={"n_steps": stock_slots},
+            address_stable=True, dtype=dtype, description="causal-conv left context per step and block",
+        ),
+        Region(
+            "conformer_cnn_cache", shape=(1, enc_hidden, "frames"), policy=Fixed(2 + 2 * frames_per_token),
+            lifetime="turn", role="state", clock="frames", address_stable=True, dtype=dtype,
+            description="pre-lookahead (2) and upsample (4) conv left context",
+        ),
+        Region(
+            "vocoder_mel_cache", shape=(1, mel_bins, "frames"), policy=SlidingWindow(mel_cache), lifetime="turn",
+            role="state", address_stable=True, description="HiFT mel overlap", **common,
+        ),
+        Region(
+            "vocoder_source_cache", shape=(1, 1, "samples"), policy=SlidingWindow(source_cache), clock="samples",
+            growth=f_chunk * samples_per_frame, max_call=f_call * samples_per_frame, lifetime="turn", role="state",
+            address_stable=True, dtype=dtype, description="HiFT NSF source overlap",
+        ),
+        Region(
+            "vocoder_speech_cache", shape=(1, "samples"), policy=SlidingWindow(source_cache), clock="samples",
+            growth=f_chunk * samples_per_frame, max_call=f_call * samples_per_frame, lifetime="turn", role="state",
+            address_stable=True, dtype=dtype, description="PCM tail for the fade-in of the next chunk",
+        ),
+        Region(
+            "cfm_noise", shape=(1, mel_bins, "frames"), policy=Fixed(f_prompt + f_retained + f_call), clock="frames",
+            lifetime="stream", mutability="immutable", role="constant", stock={"frames": noise_frames}, dtype=dtype,
+            description="solver start noise, read at [offset, offset + f) with offset = cached extent",
+        ),
+    )
+    flush = (frames_per_token * lookahead, frames_per_token * (tokens_per_chunk + lookahead - 1), frames_per_token)
+    q = {"n_timesteps": n_steps, "dtype": dtype}
+    operators = (
+        Operator("flow_chunk", reads=("estimator_att_cache", "conformer_att_cache"), clock="frames", call=f_chunk,
+                 flush=flush, scalars=q, description="encoder + CFM loop + retention of one chunk (chunk granularity)"),
+        Operator("estimator_step", reads=("estimator_att_cache",), clock="frames", call=f_chunk, flush=flush,
+                 per_chunk=n_steps, scalars=q, description="one DiT call of the Euler loop (solver-step granularity)"),
+        Operator("flow_encoder", reads=("conformer_att_cache",), clock="frames", call=f_chunk, flush=flush,
+                 scalars={"dtype": dtype}, description="upsampling conformer encoder of one chunk"),
+        Operator("vocoder_core", reads=("vocoder_mel_cache", "vocoder_source_cache"), clock="frames", call=f_chunk,
+                 flush=flush, scalars={"dtype": dtype}, description="HiFT up to the iSTFT (device RNG drawn)"),
+    )
+    constants = (
+        DeviceConstant("timestep_freqs", (128,), source="DiT timestep embedding frequency table"),
+        DeviceConstant("harmonic_multiplier", (1, 1, 9), source="SineGen2 harmonic numbers 1..9"),
+        DeviceConstant("stft_window", (16,), source="HiFT Hann window for STFT/iSTFT"),
+    )
+    return Declaration(
+        model="token2wav",
+        clocks=clocks,
+        regions=regions,
+        operators=operators,
+        admission=Admission("frames", f_chunk),
+        dims={"n_steps": n_steps},
+        constants=constants,
+        params=dict(f_prompt=f_prompt, f_retained=f_retained, f_chunk=f_chunk, f_call=f_call, n_steps=n_steps,
+                    tokens_per_chunk=tokens_per_chunk, lookahead=lookahead, frames_per_token=frames_per_token,
+                    samples_per_frame=samples_per_frame, address_stable_regions=2),
+    )
+
+
+def moshi_mimi_declaration(capacity: int = 250, layers: int = 8, heads: int = 8, head_dim: int = 64) -> Declaration:
+    """Mimi: 80 ms frames, 2 transformer steps per frame, ring KV caches of ``capacity``."""
+    clocks = (
+        Clock("frames", "Mimi frame (80 ms)", rate_hz=12.5),
+        Clock("samples", "PCM sample at 24 kHz", parent="frames", ratio=1920),
+        Clock("steps", "transformer step", parent="frames", ratio=2),
+    )
+    regions = tuple(
+        Region(f"{side}_kv_{i}", clock="steps", shape=(2, 1, heads, "steps", head_dim), policy=Ring(capacity),
+               growth=1, lifetime="stream", role="state", address_stable=True)
+        for side in ("encoder", "decoder") for i in range(layers)
+    ) + (
+        Region("conv_left_context", clock="samples", shape=(1, 512, "samples"), policy=Fixed(6), lifetime="stream",
+               role="state", address_stable=True),
+    )
+    operators = (
+        Operator("decoder_transformer", reads=tuple(f"decoder_kv_{i}" for i in range(layers)), clock="steps", call=1),
+        Operator("encoder_transformer", reads=tuple(f"encoder_kv_{i}" for i in range(layers)), clock="steps", call=1),
+    )
+    return Declaration("moshi-mimi", clocks, regions, operators, admission=Admission("steps", 2))
+
+
+def backbone_declaration(window: int = 2000, layers: int = 36, kv_heads: int = 8, head_dim: int = 128) -> Declaration:
+    """A decoder-only language backbone decoding one token per call over a sliding window."""
+    clocks = (
+        Clock("tokens", "LLM token", rate_hz=12.5),
+        Clock("turns", "conversation turn"),
+    )
+    regions = (
+        Region("kv_cache", clock="tokens", shape=(layers, 2, 1, kv_heads, "tokens", head_dim),
+               policy=SlidingWindow(window), growth=1, lifetime="stream", role="state", dtype="bfloat16"),
+        Region("speech_kv", clock="tokens", shape=(4, 2, 1, 8, "tokens", 64), policy=Ring(16), growth=1,
+               lifetime="turn", role="state", dtype="bfloat16"),
+    )
+    operators = (
+        Operator("backbone_decode", reads=("kv_cache",), clock="tokens", call=1),
+        Operator("speech_token_decode", reads=("speech_kv",), clock="tokens", call=1, query_dependent=True,
+                 description="query length follows the traffic (how many tokens the backbone emitted)"),
+    )
+    return Declaration("duplex-backbone", clocks, regions, operators, admission=Admission("tokens", 1))
+
+
+def unbounded_backbone_declaration() -> Declaration:
+    """The same backbone with an unbounded KV cache: fails C2 and has no finite catalog."""
+    clocks = (Clock("tokens", "LLM token", rate_hz=12.5), Clock("turns", "conversation turn"))
+    regions = (
+        Region("kv_cache", clock="tokens", shape=(36, 2, 1, 8, "tokens", 128), policy=Unbounded(), growth=1,
+               lifetime="stream", role="state", dtype="bfloat16"),
+    )
+    operators = (Operator("backbone_decode", reads=("kv_cache",), clock="tokens", call=1),)
+    return Declaration("unbounded-backbone", clocks, regions, operators)
+
+
+def freeze_style_declaration(first: int = 20, steady: int = 40, overlap: int = 10, state: int = 20,
+                             samples_per_token: int = 600, channels: int = 256) -> Declaration:
+    """A Freeze-Omni-style codec decoder: first window ``first`` tokens, then ``steady`` with ``overlap``.
+
+    With the carry, the decoder keeps ``state`` tokens of left context instead of
+    recomputing the overlap; the left-context extent takes two values (0, then ``state``).
+    """
+    clocks = (
+        Clock("tokens", "codec token", rate_hz=40.0),
+        Clock("samples", "PCM sample at 24 kHz", parent="tokens", ratio=samples_per_token),
+    )
+    regions = (
+        Region("left_context", clock="tokens", shape=(1, channels, "tokens"), policy=SlidingWindow(state),
+               growth=state, lifetime="turn", role="state", address_stable=True,
+               stock={"tokens": 2 * overlap + state}),
+    )
+    operators = (Operator("decode_chunk", reads=("left_context",), clock="tokens", call=state,
+                          flush=(1, state, 1)),)
+    return Declaration("freeze-style-decoder", clocks, regions, operators, admission=Admission("tokens", state),
+                       params=dict(first=first, steady=steady, overlap=overlap, state=state))
+
+
+EXAMPLES = {
+    "token2wav": token2wav_declaration,
+    "moshi-mimi": moshi_mimi_declaration,
+    "backbone": backbone_declaration,
+    "unbounded-backbone": unbounded_backbone_declaration,
+    "freeze-style": freeze_style_declaration,
+}

@@ -1,0 +1,147 @@
+"""The shadow auditor: the stock concatenation beside every retention, compared elementwise.
+
+Two ways to watch a carry:
+
+* ``retain(carry, call)`` -- for an operator that writes its full cache into the carry
+  itself (an in-buffer carry): snapshot the attended cache, compute the stock cut
+  (``policy.apply``, a ``torch.cat``), run the carry's in-place retention, compare.
+* ``step(carry, new, call)`` -- for a carry that appends new frames itself: the auditor
+  keeps its own shadow of the stock cache under the *declared* layout and policy, applies
+  the stock concat and cut to it, and compares with the carry.
+
+``compare="elementwise"`` (default) demands identical tensors in identical order: the
+product's bar, since key order changes reduction order. ``compare="frames"`` compares the
+retained frames as a multiset along the clock dimension: an attention layer without
+positional terms cannot tell the order apart, which is how a wrong-layout carry passes
+value checks until eviction first reaches the prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from .carry import Carry
+
+
+@dataclass
+class Divergence:
+    call: int
+    region: str
+    index: tuple
+    detail: str
+
+
+def _frames(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Frames of ``x`` along ``dim`` as rows, sorted lexicographically (order-insensitive form)."""
+    import numpy as np
+
+    rows = x.movedim(dim, 0).reshape(x.shape[dim], -1).detach().cpu().double().numpy()
+    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(rows.shape[0])
+    return torch.from_numpy(rows[order])
+
+
+@dataclass
+class ShadowAuditor:
+    """Counts agreements and records the first divergence (call, region, index)."""
+
+    compare: str = "elementwise"
+    applications: int = 0
+    agreements: int = 0
+    divergences: list = field(default_factory=list)
+    records: list = field(default_factory=list)
+    _shadow: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.compare not in ("elementwise", "frames"):
+            raise ValueError(f"compare must be 'elementwise' or 'frames', got {self.compare!r}")
+
+    @property
+    def first_divergence(self) -> Divergence | None:
+        return self.divergences[0] if self.divergences else None
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences
+
+    # -- comparisons ------------------------------------------------------------------
+    def _check(self, call: int, region: str, got: torch.Tensor, want: torch.Tensor, dim: int, addr_ok: bool) -> bool:
+        self.applications += 1
+        if got.shape != want.shape:
+            same, index, detail = False, (), f"extent {tuple(got.shape)} != stock {tuple(want.shape)}"
+        elif self.compare == "elementwise":
+            same = torch.equal(got, want)
+            index, detail = (), ""
+            if not same:
+                diff = (got != want) | (torch.isnan(got) ^ torch.isnan(want))
+                index = tuple(int(i) for i in diff.nonzero()[0].tolist())
+                detail = f"first differing element at {index}"
+        else:
+            a, b = _frames(got, dim), _frames(want, dim)
+            same = torch.equal(a, b)
+            index, detail = (), ""
+            if not same:
+                rows = (a != b).any(dim=1).nonzero()
+                index = (int(rows[0]),) if len(rows) else ()
+                detail = f"retained frame sets differ (first at sorted row {index})"
+        if not addr_ok:
+            same = False
+            detail = (detail + "; " if detail else "") + "carry storage moved"
+        self.records.append(dict(call=call, region=region, agreed=same, extent=got.shape[dim], detail=detail))
+        if same:
+            self.agreements += 1
+        else:
+            self.divergences.append(Divergence(call, region, index, detail))
+        return same
+
+    # -- watching an in-buffer carry ----------------------------------------------------
+    def retain(self, carry: Carry, call: int) -> bool:
+        """Stock cut of the carry's current content beside its in-place retention."""
+        h = carry.view().clone()
+        want = carry.policy.apply(h, carry.dim)
+        carry.retain_in_place()
+        return self._check(call, carry.name, carry.view(), want, carry.dim, carry.address_ok())
+
+    # -- watching an appending carry ----------------------------------------------------
+    def watch(self, carry: Carry, policy, base: torch.Tensor | None = None) -> None:
+        """Start a shadow stock cache for ``carry`` under the declared ``policy`` (its layout is the truth)."""
+        self._shadow[carry.name] = (policy, None if base is None else base.clone())
+
+    def step(self, carry: Carry, new: torch.Tensor, call: int) -> bool:
+        """Append ``new`` and retain, both in the carry and in the stock shadow, then compare."""
+        if carry.name not in self._shadow:
+            raise KeyError(f"auditor is not watching carry '{carry.name}': call watch() first")
+        policy, shadow = self._shadow[carry.name]
+        d = carry.dim
+        if shadow is None:
+            full = new.clone()
+        elif policy.layout == "newest_first":
+            full = torch.cat([new, shadow], dim=d)
+        else:
+            full = torch.cat([shadow, new], dim=d)
+        shadow = policy.apply(full, d).clone()
+        self._shadow[carry.name] = (policy, shadow)
+        carry.append_in_place(new)
+        carry.retain_in_place()
+        return self._check(call, carry.name, carry.view(), shadow, d, carry.address_ok())
+
+    def reset(self, carry: Carry, base: torch.Tensor | None) -> None:
+        """A turn boundary: the carry is reset in place and the shadow restarts from ``base``."""
+        carry.reset_in_place(base)
+        if carry.name in self._shadow:
+            policy, _ = self._shadow[carry.name]
+            self._shadow[carry.name] = (policy, None if base is None else base.clone())
+
+    def summary(self) -> pd.DataFrame:
+        """One row per region: applications, agreements, first divergent call."""
+        df = pd.DataFrame(self.records, columns=["call", "region", "agreed", "extent", "detail"])
+        if df.empty:
+            return pd.DataFrame(columns=["region", "applications", "agreements", "first_divergent_call"])
+        g = df.groupby("region")
+        out = pd.DataFrame({"applications": g.size(), "agreements": g["agreed"].sum()})
+        out["first_divergent_call"] = g.apply(
+            lambda x: int(x.loc[~x["agreed"], "call"].min()) if (~x["agreed"]).any() else None, include_groups=False
+        )
+        return out.reset_index()

@@ -1,0 +1,189 @@
+"""The carry: retained state at one address for the stream's life.
+
+A :class:`Carry` owns a buffer of fixed capacity along the region's clock dimension,
+allocated once. Retention writes the surviving frames into it in place, elementwise
+identical to the stock ``torch.cat`` cut for the declared layout; turn resets write the
+base state in place. ``data_ptr`` never changes, which is what lets the replay engine
+alias the carry instead of staging a copy per call.
+
+Host bookkeeping (``length``) is kept apart from device work: ``move_retained`` only
+enqueues copies and returns the new extent computed from integers, so it can run inside a
+captured graph; ``commit`` records the extent on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..contract.errors import DeclarationError
+from ..contract.policies import Ring
+
+
+def move_frames(buf: torch.Tensor, dim: int, src: int, dst: int, n: int) -> None:
+    """``buf[dst:dst+n] = buf[src:src+n]`` along ``dim`` for overlapping ranges, without a scratch.
+
+    Copies blocks no larger than the shift, in the order that never overwrites a source
+    before it is read (left-to-right for a left shift, right-to-left for a right shift).
+    """
+    if n <= 0 or src == dst:
+        return
+    shift = abs(src - dst)
+    if shift >= n:
+        buf.narrow(dim, dst, n).copy_(buf.narrow(dim, src, n))
+        return
+    if dst < src:
+        for off in range(0, n, shift):
+            m = min(shift, n - off)
+            buf.narrow(dim, dst + off, m).copy_(buf.narrow(dim, src + off, m))
+    else:
+        for end in range(n, 0, -shift):
+            m = min(shift, end)
+            buf.narrow(dim, dst + end - m, m).copy_(buf.narrow(dim, src + end - m, m))
+
+
+@dataclass
+class Carry:
+    """A contract-owned buffer for one retained region.
+
+    name:     region name (for errors, audits and counters).
+    policy:   the region's retention policy (its layout says where new frames go).
+    dim:      the clock dimension of ``buffer``.
+    buffer:   the storage, allocated once at ``capacity`` frames along ``dim``.
+    length:   live extent (host integer).
+    """
+
+    name: str
+    policy: object
+    dim: int
+    buffer: torch.Tensor
+    length: int = 0
+    base_ptr: int = field(init=False)
+    writes: int = field(default=0, init=False)
+
+    def __post_init__(self):
+        if not getattr(self.policy, "bounded", False):
+            raise DeclarationError(f"regions.{self.name}.policy", "an unbounded region has no fixed capacity for a carry")
+        self.base_ptr = self.buffer.data_ptr()
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def allocate(cls, name: str, policy, shape: tuple, dim: int, dtype=torch.float32, device="cpu") -> "Carry":
+        """Allocate a zeroed carry of ``shape`` (capacity = shape[dim])."""
+        return cls(name, policy, dim, torch.zeros(shape, dtype=dtype, device=device))
+
+    @classmethod
+    def for_region(cls, decl, region: str, device="cpu", dtype=None, envelope: str | None = None) -> "Carry":
+        """A carry sized from the declaration: retention bound A, or A + f_call for an in-buffer carry."""
+        from ..contract.derive import envelope as env
+
+        r = decl.region(region)
+        _, a, a_att = env(decl, region)
+        use = envelope or r.envelope
+        ext = int(a_att if use == "attended" else a)
+        shape = tuple(
+            ext if d == r.clock else (decl.dims[d] if isinstance(d, str) else d) for d in r.shape
+        )
+        dt = dtype or getattr(torch, r.dtype)
+        return cls.allocate(r.name, r.policy, shape, r.clock_axis, dt, device)
+
+    # -- views and checks -------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return self.buffer.shape[self.dim]
+
+    @property
+    def layout(self) -> str:
+        return self.policy.layout
+
+    def view(self, length: int | None = None) -> torch.Tensor:
+        """The live extent (or ``length`` frames) as a view starting at the buffer base."""
+        n = self.length if length is None else length
+        if n > self.capacity:
+            raise ValueError(f"carry '{self.name}': extent {n} exceeds capacity {self.capacity}")
+        return self.buffer.narrow(self.dim, 0, n)
+
+    def address_ok(self) -> bool:
+        return self.buffer.data_ptr() == self.base_ptr
+
+    def owns(self, t: torch.Tensor) -> bool:
+        """True when ``t`` is a view of this carry starting at its base."""
+        return t.data_ptr() == self.base_ptr
+
+    def _need(self, n: int, what: str) -> None:
+        if n > self.capacity:
+            raise ValueError(
+                f"carry '{self.name}': {what} needs {n} frames but capacity is {self.capacity}; "
+                "size the carry from the declaration's attended envelope (A + f_call)"
+            )
+
+    # -- device work (capturable: no host reads, no allocation beyond copies) -----------
+    def move_retained(self, attended: int) -> int:
+        """Apply retention in place to a buffer holding ``attended`` frames; return the new extent."""
+        if isinstance(self.policy, Ring):
+            return min(attended, self.capacity)
+        dst = 0
+        for src, n in self.policy.segments(attended):
+            move_frames(self.buffer, self.dim, src, dst, n)
+            dst += n
+        return dst
+
+    def write_retained_from(self, h: torch.Tensor) -> int:
+        """Write the frames of a separate full cache ``h`` that survive retention; return the new extent."""
+        attended = h.shape[self.dim]
+        if h.data_ptr() == self.base_ptr:
+            return self.move_retained(attended)
+        dst = 0
+        for src, n in self.policy.segments(attended):
+            self._need(dst + n, "retention")
+            self.buffer.narrow(self.dim, dst, n).copy_(h.narrow(self.dim, src, n))
+            dst += n
+        return dst
+
+    def write_appended(self, new: torch.Tensor, length: int) -> int:
+        """Add ``new`` frames to a carry holding ``length`` frames, per layout; return the new extent."""
+        f = new.shape[self.dim]
+        if isinstance(self.policy, Ring):
+            for i in range(f):
+                self.buffer.narrow(self.dim, (length + i) % self.capacity, 1).copy_(new.narrow(self.dim, i, 1))
+            return length + f
+        self._need(length + f, "append")
+        if self.layout == "chronological":
+            self.buffer.narrow(self.dim, length, f).copy_(new)
+        else:
+            move_frames(self.buffer, self.dim, 0, f, length)
+            self.buffer.narrow(self.dim, 0, f).copy_(new)
+        return length + f
+
+    # -- host bookkeeping + eager conveniences ----------------------------------------
+    def commit(self, length: int) -> None:
+        """Record the live extent on the host (after device work, replayed or eager)."""
+        self._need(length, "commit")
+        self.length = length
+        self.writes += 1
+
+    def retain_in_place(self) -> None:
+        self.commit(self.move_retained(self.length))
+
+    def adopt(self, h: torch.Tensor) -> None:
+        """The operator wrote its full cache ``h`` into this buffer itself: record its extent."""
+        if not self.owns(h):
+            raise ValueError(f"carry '{self.name}': adopt() needs a view of the carry's own storage")
+        self.commit(h.shape[self.dim])
+
+    def retain_from(self, h: torch.Tensor) -> None:
+        self.commit(self.write_retained_from(h))
+
+    def append_in_place(self, new: torch.Tensor) -> None:
+        self.commit(self.write_appended(new, self.length))
+
+    def reset_in_place(self, base: torch.Tensor | None) -> None:
+        """Turn reset: write the base state into the existing storage (no reallocation)."""
+        if base is None or base.shape[self.dim] == 0:
+            self.commit(0)
+            return
+        n = base.shape[self.dim]
+        self._need(n, "reset")
+        self.buffer.narrow(self.dim, 0, n).copy_(base)
+        self.commit(n)
