@@ -1,0 +1,585 @@
+"""Token2wav arms on one code path: B0, S, R, Rc, SR, SRc and the controls.
+
+The two rules are switches on the same streaming loop:
+
+* the **state rule** (S*): solver and vocoder buffers sized from the declaration, the
+  estimator cache kept in place in the solver's own buffer (an in-buffer carry, newest
+  frames first), the conformer, vocoder and conv caches in carries, retention by in-place
+  moves instead of ``torch.cat``;
+* the **compute rule** (*R, *Rc): :class:`~cadencelab.replay.ExactShapeReplay` at solver-step
+  granularity (the upsampling encoder, every DiT call and the vocoder core are bound
+  separately; the Euler arithmetic between steps stays eager) or at chunk granularity (the
+  whole flow chunk with its retention, and the vocoder core).
+
+Replay arms move the three host constants the stock code rebuilds every call (timestep
+frequencies, harmonic multipliers, STFT window) to device-resident, bit-identical buffers.
+The vocoder's iSTFT (a host-side window check) always runs eagerly after the captured core.
+
+Controls (stock state, no rule): the vendor's graph branch as shipped (buckets 30/48/96),
+the vendor graph re-bucketed to the live 50-frame chunk, and ``torch.compile`` in
+``reduce-overhead`` mode on the estimator.
+
+With every switch off the loop performs the stock operations in the stock order; a test
+checks it is bit-identical to :class:`StockToken2wav` (and, on CUDA, to the vendor class).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import types
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ...contract import admitted_labels, token2wav_declaration
+from ...replay import ExactShapeReplay
+from ...state import Carry
+from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
+from .vendor import PromptState, Token2wavConfig, demand_envelope
+
+# ---------------------------------------------------------------------------------------
+# arms
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """One cell of the factorial (or a control)."""
+
+    name: str
+    state_rule: bool
+    replay: str | None  # None, "step" or "chunk"
+    control: str | None = None  # None, "vendor_graph", "vendor_graph_50", "compile"
+    description: str = ""
+
+
+ARMS: dict[str, ArmSpec] = {
+    "B0": ArmSpec("B0", False, None, description="stock runtime"),
+    "S": ArmSpec("S", True, None, description="state rule only: carry + demand sizing"),
+    "R": ArmSpec("R", False, "step", description="replay at solver-step granularity, stock state"),
+    "Rc": ArmSpec("Rc", False, "chunk", description="replay at chunk granularity, stock state"),
+    "SR": ArmSpec("SR", True, "step", description="state rule + replay at solver-step granularity"),
+    "SRc": ArmSpec("SRc", True, "chunk", description="state rule + replay at chunk granularity"),
+    "vendor_graph": ArmSpec("vendor_graph", False, None, "vendor_graph",
+                            "control: the vendor's CUDA-graph branch as shipped (buckets 30/48/96)"),
+    "vendor_graph_50": ArmSpec("vendor_graph_50", False, None, "vendor_graph_50",
+                               "control: the vendor's graph branch re-bucketed to the live 50-frame chunk (padded cache)"),
+    "compile": ArmSpec("compile", False, None, "compile",
+                       "control: torch.compile(mode='reduce-overhead') on the estimator"),
+}
+FACTORIAL = ("B0", "S", "R", "Rc", "SR", "SRc")
+CONTROLS = ("vendor_graph", "vendor_graph_50", "compile")
+
+
+def declaration_for(cfg: Token2wavConfig, n_timesteps: int = 10, prompt_frames: int = 302, retained: int = 100):
+    """The Token2wav declaration at ``cfg``'s sizes."""
+    enc, dit = cfg.encoder, cfg.estimator
+    return token2wav_declaration(
+        f_prompt=prompt_frames, f_retained=retained, n_steps=n_timesteps, depth=dit.depth, heads=dit.num_heads,
+        head_dim=dit.head_dim, hidden=dit.hidden_size, enc_layers=enc.num_blocks + enc.num_up_blocks,
+        enc_heads=enc.attention_heads, enc_head_dim=enc.output_size // enc.attention_heads, enc_hidden=enc.output_size,
+    )
+
+
+def chunk_frames(n_tokens: int, last_chunk: bool, lookahead: int = 3, frames_per_token: int = 2) -> int:
+    """Mel frames a stream call yields: the encoder strips the lookahead unless it is the last chunk."""
+    return frames_per_token * (n_tokens if last_chunk else n_tokens - lookahead)
+
+
+# ---------------------------------------------------------------------------------------
+# device-resident constants (the three host constants of the stock code)
+# ---------------------------------------------------------------------------------------
+
+
+def make_constants_device_resident(flow: torch.nn.Module, hift: torch.nn.Module, device) -> list[str]:
+    """Replace the per-call host->device constant copies with buffers built once, bit-identically.
+
+    Each constant is computed on the host exactly as the stock code computes it, then moved
+    to ``device`` once: the values the kernels read are the same bytes.
+    """
+    device = torch.device(device)
+    emb = flow.decoder.estimator.t_embedder
+    stock_embedding = type(emb).timestep_embedding
+    cached: dict = {}
+
+    def timestep_embedding(t, dim, max_period=10000):
+        key = (dim, max_period, t.dtype, t.device)
+        if key not in cached:
+            half = dim // 2
+            freqs = torch.exp(-math.log(max_period) * torch.arange(start=0, end=half) / half)
+            cached[key] = freqs.to(t)
+        if t.device != device:
+            return stock_embedding(t, dim, max_period)
+        args = t[:, None] * cached[key][None]
+        embedding = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+        if dim % 2:
+            embedding = torch.cat([embedding, torch.zeros_like(embedding[:, :1])], dim=-1)
+        return embedding
+
+    emb.timestep_embedding = timestep_embedding
+    flow_dtype = next(flow.parameters()).dtype
+    timestep_embedding(torch.zeros(1, device=device, dtype=flow_dtype), emb.frequency_embedding_size)
+
+    sine = hift.m_source.l_sin_gen
+    harmonics = torch.FloatTensor([[range(1, sine.harmonic_num + 2)]]).to(device)
+
+    def sine_forward(f0):
+        fn = torch.multiply(f0, harmonics)
+        sine_waves = sine._f02sine(fn) * sine.sine_amp
+        uv = sine._f02uv(f0)
+        noise_amp = uv * sine.noise_std + (1 - uv) * sine.sine_amp / 3
+        noise = noise_amp * torch.randn_like(sine_waves)
+        sine_waves = sine_waves * uv + noise
+        return sine_waves, uv, noise
+
+    sine.forward = sine_forward
+    hift.stft_window = hift.stft_window.to(device)
+    return ["timestep_freqs", "harmonic_multiplier", "stft_window"]
+
+
+# ---------------------------------------------------------------------------------------
+# engine stand-ins for vendor submodules (solver-step granularity)
+# ---------------------------------------------------------------------------------------
+
+
+class _ReplayedForwardChunk(torch.nn.Module):
+    """Stands in for a vendor submodule whose ``forward_chunk`` is called by vendor code."""
+
+    def __init__(self, inner: torch.nn.Module, engine: ExactShapeReplay):
+        super().__init__()
+        self.inner = inner
+        self.__dict__["engine"] = engine
+
+    def forward_chunk(self, *args, **kwargs):
+        return self.engine(*args, **kwargs)
+
+
+class _CountingGraph:
+    """Wraps a vendor ``CUDAGraph`` to count how often the vendor's branch replays it."""
+
+    def __init__(self, graph, counter: dict, key):
+        self.graph, self.counter, self.key = graph, counter, key
+
+    def replay(self):
+        self.counter[self.key] = self.counter.get(self.key, 0) + 1
+        return self.graph.replay()
+
+
+def capture_vendor_buckets(dit: torch.nn.Module, buckets: dict[int, int]) -> None:
+    """The vendor's own graph branch, captured at other ``{chunk_frames: max_cache_frames}`` buckets.
+
+    Mirrors what the vendor's ``_init_cuda_graph_chunk`` sets up (static inputs with the cache
+    padded to ``max_cache_frames`` and a padded boolean mask, one graph of
+    ``blocks_forward_chunk`` per bucket) so that its unchanged ``forward_chunk`` takes the graph
+    path for those chunk sizes.
+    """
+    dtype, device = dit.cnn_cache_buffer.dtype, dit.cnn_cache_buffer.device
+    depth, heads = len(dit.blocks), dit.blocks[0].attn.num_heads
+    kv, conv = 2 * dit.blocks[0].attn.head_dim, dit.cnn_cache_buffer.shape[2]
+    hidden = dit.in_proj.out_features
+    with torch.no_grad():
+        for chunk, max_size in buckets.items():
+            dit.max_size_chunk[chunk] = max_size
+            x = torch.zeros((2, dit.in_channels, chunk), dtype=dtype, device=device)
+            t = torch.zeros((2, 1, hidden), dtype=dtype, device=device)
+            mask = torch.ones((2, chunk, max_size + chunk), dtype=torch.bool, device=device)
+            att = torch.zeros((depth, 2, heads, max_size, kv), dtype=dtype, device=device)
+            cnn = torch.zeros((depth, 2, conv, 2), dtype=dtype, device=device)
+            new_cnn = torch.zeros((depth, 2, conv, 2), dtype=dtype, device=device)
+            new_att = torch.zeros((depth, 2, heads, max_size + chunk, kv), dtype=dtype, device=device)
+            dit.blocks_forward_chunk(x, t, mask, cnn, att, new_cnn, new_att)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = dit.blocks_forward_chunk(x, t, mask, cnn, att, new_cnn, new_att)
+            dit.inference_buffers_chunk[chunk] = {"static_inputs": [x, t, mask, cnn, att],
+                                                  "static_outputs": [out, new_cnn, new_att]}
+            dit.graph_chunk[chunk] = graph
+    dit.use_cuda_graph = True
+
+
+# ---------------------------------------------------------------------------------------
+# the runtime
+# ---------------------------------------------------------------------------------------
+
+
+class Token2wavRuntime:
+    """The streaming Token2wav under one arm.
+
+    flow, hift: vendor modules. For state-rule arms build them with
+        ``envelope=runtime_envelope(arm, n_timesteps)`` (demand-sized solver buffers); the
+        stock arms keep the vendor's 16 x 1000 envelope.
+    arm: a key of :data:`ARMS` or an :class:`ArmSpec`.
+    backend: replay backend ("auto", "cuda", "eager").
+    Use :meth:`set_stream_cache` at every turn start and :meth:`stream` per chunk, like the
+    vendor class. After each call ``last_mel`` / ``last_speech`` hold the chunk's mel and
+    float32 waveform; ``engines`` the replay engines.
+    """
+
+    def __init__(self, flow, hift, device, arm="B0", n_timesteps: int = 10, cfg: Token2wavConfig | None = None,
+                 backend: str = "auto", prompt_frames: int = 302):
+        self.spec = ARMS[arm] if isinstance(arm, str) else arm
+        self.device = torch.device(device)
+        self.flow, self.hift = flow, hift
+        self.n_timesteps = n_timesteps
+        self.prompt_frames = prompt_frames
+        self.cfg = cfg
+        self.backend = backend
+        self.mel_cache_len = MEL_CACHE_LEN
+        self.source_cache_len = MEL_CACHE_LEN * SAMPLES_PER_FRAME
+        self.speech_window = torch.from_numpy(np.hamming(2 * self.source_cache_len)).to(self.device)
+        self.engines: dict[str, ExactShapeReplay] = {}
+        self.constants: list[str] = []
+        self.vendor_graph_fires: dict = {}
+        self.primings = 0
+        self.cache = None
+        self.stream_cache = None
+        self.hift_cache_dict: dict = {}
+        self.last_mel = self.last_speech = None
+        self._stash: list = []
+        self.decl = None
+        if self.spec.state_rule or self.spec.replay:
+            self.decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames)
+        if self.spec.state_rule:
+            self._setup_state()
+        if self.spec.state_rule or self.spec.replay:
+            self._split_vocoder()
+        if self.spec.replay:
+            self.constants = make_constants_device_resident(flow, hift, self.device)
+            self._setup_replay()
+        if self.spec.control:
+            self._setup_control()
+
+    # -- state rule -------------------------------------------------------------------
+    def _setup_state(self) -> None:
+        d, dec = self.decl, self.flow.decoder
+        need = d.params["f_prompt"] + d.params["f_retained"] + d.params["f_call"]
+        att = dec.att_cache_buffer
+        if att.shape[0] != self.n_timesteps or att.shape[4] != need:
+            raise ValueError(
+                f"state-rule arm '{self.spec.name}' needs the solver buffers at the declared demand "
+                f"({self.n_timesteps} steps x {need} frames), found {att.shape[0]} x {att.shape[4]}: build the "
+                f"modules with envelope=runtime_envelope('{self.spec.name}', {self.n_timesteps})"
+            )
+        noise_frames = d.region("cfm_noise").policy.extent
+        dec.rand_noise = dec.rand_noise[:, :, :noise_frames].clone()
+        dt = att.dtype
+        self.est = Carry("estimator_att_cache", d.region("estimator_att_cache").policy, 4, att)
+        self.conf_att = Carry.for_region(d, "conformer_att_cache", self.device, dt)
+        self.conf_cnn = Carry.for_region(d, "conformer_cnn_cache", self.device, dt)
+        self.mel = Carry.for_region(d, "vocoder_mel_cache", self.device, envelope="attended")
+        self.src = Carry.for_region(d, "vocoder_source_cache", self.device)
+        self.spc = Carry.for_region(d, "vocoder_speech_cache", self.device)
+        spk_dim = self.flow.spk_embed_affine_layer.in_features
+        self.spk = torch.zeros(1, spk_dim, device=self.device, dtype=dt)
+
+    def carries(self) -> list[Carry]:
+        return [self.est, self.conf_att, self.conf_cnn, self.mel, self.src, self.spc] if self.spec.state_rule else []
+
+    def owned(self) -> list[torch.Tensor]:
+        """Contract-owned buffers the engines may alias (empty without the state rule)."""
+        if not self.spec.state_rule:
+            return []
+        dec = self.flow.decoder
+        return [self.spk, dec.cnn_cache_buffer] + [c.buffer for c in self.carries()]
+
+    def _write_through(self) -> dict:
+        dec = self.flow.decoder
+        wt = {"solver_workspace": lambda: dec.att_cache_buffer, "solver_cnn": lambda: dec.cnn_cache_buffer}
+        dit = self._dit()
+        wt.update(step_att=lambda: dit.att_cache_buffer, step_cnn=lambda: dit.cnn_cache_buffer)
+        if self.spec.state_rule:
+            wt.update({c.name: (lambda c=c: c.buffer) for c in self.carries()})
+        return wt
+
+    def _dit(self):
+        est = self.flow.decoder.estimator
+        return est.inner if isinstance(est, _ReplayedForwardChunk) else est
+
+    # -- the vocoder split at the iSTFT ---------------------------------------------------
+    def _split_vocoder(self) -> None:
+        cls_istft = type(self.hift)._istft
+        self._istft = types.MethodType(cls_istft, self.hift)
+        stash = self._stash
+
+        def stash_istft(magnitude, phase):
+            stash.append((magnitude, phase))
+            return magnitude.new_empty(0)
+
+        self.hift._istft = stash_istft
+
+    def _vocoder_core(self, mel, cache_source):
+        """HiFT up to the iSTFT (the stock vocoder, device RNG included): magnitude, phase, source."""
+        _, source = self.hift(mel, cache_source)
+        magnitude, phase = self._stash.pop()
+        return magnitude, phase, source
+
+    def _vocoder_core_state(self, chunk_mel, mel_cached, source_cached):
+        """Vocoder core on the carries: write the chunk after the cached mel, run, retain in place."""
+        n, f = mel_cached.shape[2], chunk_mel.shape[2]
+        self.mel.buffer.narrow(2, n, f).copy_(chunk_mel)
+        magnitude, phase, source = self._vocoder_core(self.mel.buffer.narrow(2, 0, n + f), source_cached)
+        self.mel.move_retained(n + f)
+        self.src.write_retained_from(source)
+        return magnitude, phase
+
+    def _vocoder_tail(self, magnitude, phase):
+        return torch.clamp(self._istft(magnitude, phase), -self.hift.audio_limit, self.hift.audio_limit)
+
+    # -- the flow chunk ---------------------------------------------------------------
+    def _autocast(self):
+        if self.device.type == "cuda":
+            return torch.amp.autocast("cuda", dtype=torch.float32)
+        return contextlib.nullcontext()
+
+    def _flow_chunk_stock(self, token, spk, cache, last_chunk, n_timesteps):
+        """Stock flow chunk and cut (``torch.cat``), returning new tensors."""
+        with self._autocast():
+            chunk_mel, new = self.flow.inference_chunk(token=token, spk=spk, cache=cache, last_chunk=last_chunk,
+                                                       n_timesteps=n_timesteps)
+        p = self.prompt_frames
+        if new["estimator_att_cache"].shape[4] > p + 100:
+            new["estimator_att_cache"] = torch.cat(
+                [new["estimator_att_cache"][:, :, :, :, :p], new["estimator_att_cache"][:, :, :, :, -100:]], dim=4)
+        if new["conformer_att_cache"].shape[3] > p + 100:
+            new["conformer_att_cache"] = torch.cat(
+                [new["conformer_att_cache"][:, :, :, :p, :], new["conformer_att_cache"][:, :, :, -100:, :]], dim=3)
+        return chunk_mel, new
+
+    def _flow_chunk_state(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, n_timesteps):
+        """Flow chunk on the carries: retention written in place (device work only)."""
+        cache = dict(conformer_cnn_cache=conf_cnn, conformer_att_cache=conf_att,
+                     estimator_cnn_cache=est_cnn, estimator_att_cache=est_att)
+        with self._autocast():
+            chunk_mel, new = self.flow.inference_chunk(token=token, spk=spk, cache=cache, last_chunk=last_chunk,
+                                                       n_timesteps=n_timesteps)
+        self.conf_cnn.buffer.copy_(new["conformer_cnn_cache"])
+        self.conf_att.write_retained_from(new["conformer_att_cache"])
+        self.est.write_retained_from(new["estimator_att_cache"])
+        return chunk_mel
+
+    # -- replay wiring ------------------------------------------------------------------
+    def _setup_replay(self) -> None:
+        d, owners, mods = self.decl, self.owned, [self.flow]
+        common = dict(backend=self.backend, owners=owners, write_through=self._write_through())
+        self.engines["vocoder_core"] = ExactShapeReplay(
+            self._vocoder_core_state if self.spec.state_rule else self._vocoder_core, "vocoder_core",
+            catalog=admitted_labels(d, "vocoder_core"), classify=self._classify_vocoder, modules=[self.hift],
+            clone_outputs=True, **{**common, "write_through": self._vocoder_write_through()})
+        if self.spec.replay == "chunk":
+            fn = self._flow_chunk_state if self.spec.state_rule else self._flow_chunk_stock
+            self.engines["flow_chunk"] = ExactShapeReplay(
+                fn, "flow_chunk", catalog=admitted_labels(d, "flow_chunk"), classify=self._classify_flow,
+                modules=mods, clone_outputs=self.spec.state_rule, **common)
+            return
+        dec = self.flow.decoder
+        dit, enc = dec.estimator, self.flow.encoder
+        step = ExactShapeReplay(dit.forward_chunk, "estimator_step", catalog=admitted_labels(d, "estimator_step"),
+                                classify=self._classify_step, modules=[dit], clone_outputs=False, **common)
+        encoder = ExactShapeReplay(enc.forward_chunk, "flow_encoder", catalog=admitted_labels(d, "flow_encoder"),
+                                   classify=self._classify_encoder, modules=[enc], clone_outputs=False, **common)
+        dec.estimator = _ReplayedForwardChunk(dit, step)
+        self.flow.encoder = _ReplayedForwardChunk(enc, encoder)
+        self.engines["flow_encoder"], self.engines["estimator_step"] = encoder, step
+
+    def _vocoder_write_through(self) -> dict:
+        if not self.spec.state_rule:
+            return {}
+        return {c.name: (lambda c=c: c.buffer) for c in (self.mel, self.src)}
+
+    # class labels: (extents of the regions read ..., frames of the call); None-cached calls are priming
+    def _classify_flow(self, token, spk, *rest, **kw):
+        if self.spec.state_rule:
+            conf_att, est_att, last = rest[1], rest[3], rest[4]
+            return (est_att.shape[4], conf_att.shape[3], chunk_frames(token.shape[1], last))
+        cache, last = rest[0], rest[1]
+        return (cache["estimator_att_cache"].shape[4], cache["conformer_att_cache"].shape[3],
+                chunk_frames(token.shape[1], last))
+
+    def _classify_step(self, *args, **kw):
+        att = kw.get("att_cache")
+        if att is None:
+            return ("eager", "priming")
+        return (att.shape[3], kw["x"].shape[2])
+
+    def _classify_encoder(self, *args, **kw):
+        xs = kw.get("xs", args[0] if args else None)
+        att = kw.get("att_cache")
+        if att is None:
+            return ("eager", "priming")
+        return (att.shape[3], chunk_frames(xs.shape[1], kw.get("last_chunk", False)))
+
+    def _classify_vocoder(self, *args, **kw):
+        if self.spec.state_rule:
+            chunk_mel, mel_cached, source_cached = args
+            return (mel_cached.shape[2], source_cached.shape[2], chunk_mel.shape[2])
+        mel, cache_source = args
+        n = min(self.mel_cache_len, mel.shape[2]) if cache_source.shape[2] else 0
+        return (n, cache_source.shape[2], mel.shape[2] - n)
+
+    # -- controls ---------------------------------------------------------------------
+    def _setup_control(self) -> None:
+        c, dit = self.spec.control, self._dit()
+        if c == "vendor_graph":
+            self.flow.scatter_cuda_graph(True)
+        elif c == "vendor_graph_50":
+            capture_vendor_buckets(dit, {50: 500})
+        elif c == "compile":
+            dit.forward_chunk = torch.compile(dit.forward_chunk, mode="reduce-overhead")
+            return
+        fires = self.vendor_graph_fires
+        dit.graph_chunk = {k: _CountingGraph(g, fires, k) for k, g in dit.graph_chunk.items()}
+
+    # -- the vendor-shaped API --------------------------------------------------------------
+    @torch.inference_mode()
+    def set_stream_cache(self, prompt: PromptState):
+        """Turn start: prime the flow with the prompt (eager by construction).
+
+        Under the state rule the primed caches are written into the carries in place, the
+        estimator cache directly into the solver buffer by the vendor code itself.
+        """
+        if prompt.n_frames != self.prompt_frames:
+            raise ValueError(f"prompt has {prompt.n_frames} mel frames but the runtime was declared with "
+                             f"f_prompt={self.prompt_frames}")
+        self.cache = prompt.as_tuple()
+        tokens, _, spk_emb, prompt_mels, _ = self.cache
+        pad = torch.ones(1, 3, device=tokens.device, dtype=tokens.dtype) * SILENCE_TOKEN
+        stream_cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), prompt_mels, spk_emb,
+                                             n_timesteps=self.n_timesteps)
+        self.primings += 1
+        for name in ("flow_chunk",):
+            if name in self.engines:
+                self.engines[name].record_external("priming")
+        if self.spec.state_rule:
+            self.est.adopt(stream_cache["estimator_att_cache"])
+            self.conf_att.reset_in_place(stream_cache["conformer_att_cache"])
+            self.conf_cnn.reset_in_place(stream_cache["conformer_cnn_cache"])
+            for c in (self.mel, self.src, self.spc):
+                c.reset_in_place(None)
+            self.spk.copy_(spk_emb)
+            self.stream_cache = None
+            return None
+        mel_bins = prompt_mels.shape[2]
+        self.stream_cache = stream_cache
+        self.hift_cache_dict = dict(mel=torch.zeros(1, mel_bins, 0, device=self.device),
+                                    source=torch.zeros(1, 1, 0, device=self.device),
+                                    speech=torch.zeros(1, 0, device=self.device))
+        return stream_cache, self.hift_cache_dict
+
+    @torch.inference_mode()
+    def stream(self, tokens: Sequence[int] | torch.Tensor, last_chunk: bool = False, return_waveform: bool = False,
+               events: tuple | None = None):
+        """One chunk of speech tokens -> int16 PCM bytes (or the float32 waveform).
+
+        ``events``: optional (start, end) CUDA events recorded around the synthesis segment
+        (flow + cut + vocoder), before the waveform is copied to the host.
+        """
+        if self.cache is None:
+            raise ValueError("Token2wavRuntime.stream: call set_stream_cache(prompt) first")
+        if isinstance(tokens, torch.Tensor):
+            tokens = tokens.tolist()
+        token = torch.tensor([tokens], dtype=torch.int32, device=self.device)
+        torch.tensor([token.shape[1]], dtype=torch.int32, device=self.device)  # the stock code builds lens too
+        if events is not None:
+            events[0].record()
+        if self.spec.state_rule:
+            speech, first = self._synthesise_state(token, last_chunk)
+        else:
+            speech, first = self._synthesise_stock(token, last_chunk)
+        if not last_chunk:
+            if first:
+                pad = torch.zeros(1, self.source_cache_len, device=speech.device)
+                speech = torch.cat([pad, speech[:, : -self.source_cache_len]], dim=1)
+            else:
+                speech = speech[:, : -self.source_cache_len]
+        if events is not None:
+            events[1].record()
+        self.last_speech = speech
+        wav = speech.cpu().numpy()
+        if return_waveform:
+            return wav
+        return (np.clip(wav, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+
+    def _synthesise_stock(self, token, last_chunk):
+        spk = self.cache[2]
+        flow = self.engines.get("flow_chunk", self._flow_chunk_stock)
+        chunk_mel, self.stream_cache = flow(token, spk, self.stream_cache, last_chunk, self.n_timesteps)
+        self.last_mel = chunk_mel
+        h = self.hift_cache_dict
+        mel = torch.concat([h["mel"], chunk_mel], dim=2)
+        if self.spec.replay:
+            magnitude, phase, source = self.engines["vocoder_core"](mel, h["source"])
+            speech = self._vocoder_tail(magnitude, phase)
+        else:
+            speech, source = self.hift(mel, h["source"])
+        if h["speech"].shape[-1] > 0:
+            speech = crossfade(speech, h["speech"], self.speech_window)
+        first = h["speech"].shape[-1] == 0
+        self.hift_cache_dict = dict(mel=mel[..., -self.mel_cache_len:].clone().detach(),
+                                    source=source[:, :, -self.source_cache_len:].clone().detach(),
+                                    speech=speech[:, -self.source_cache_len:].clone().detach())
+        return speech, first
+
+    def _synthesise_state(self, token, last_chunk):
+        f = chunk_frames(token.shape[1], last_chunk)
+        le, lc = self.est.length, self.conf_att.length
+        flow = self.engines.get("flow_chunk", self._flow_chunk_state)
+        chunk_mel = flow(token, self.spk, self.conf_cnn.buffer, self.conf_att.view(), self.flow.decoder.cnn_cache_buffer,
+                         self.est.view(), last_chunk, self.n_timesteps)
+        self.est.commit(self.est.policy.extent_after(le + f))
+        self.conf_att.commit(self.conf_att.policy.extent_after(lc + f))
+        self.conf_cnn.commit(self.conf_cnn.capacity)
+        self.last_mel = chunk_mel
+        nm, ns = self.mel.length, self.src.length
+        core = self.engines.get("vocoder_core", self._vocoder_core_state)
+        magnitude, phase = core(chunk_mel, self.mel.view(), self.src.view())
+        self.mel.commit(self.mel.policy.extent_after(nm + f))
+        self.src.commit(self.src.policy.extent_after((nm + f) * SAMPLES_PER_FRAME))
+        speech = self._vocoder_tail(magnitude, phase)
+        first = self.spc.length == 0
+        if not first:
+            speech = crossfade(speech, self.spc.view(), self.speech_window)
+        self.spc.retain_from(speech)
+        return speech, first
+
+    # -- reports ----------------------------------------------------------------------------
+    def counters(self):
+        """Replay counters of every engine (empty frame for arms without replay)."""
+        import pandas as pd
+
+        frames = [e.counters() for e in self.engines.values()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def summaries(self) -> dict[str, str]:
+        return {k: e.summary() for k, e in self.engines.items()}
+
+
+def runtime_envelope(arm, n_timesteps: int = 10, prompt_frames: int = 302, retained: int = 100, call_frames: int = 56):
+    """Solver-buffer envelope an arm is built with: demand-sized under the state rule, stock otherwise."""
+    spec = ARMS[arm] if isinstance(arm, str) else arm
+    if spec.state_rule:
+        return demand_envelope(n_timesteps, prompt_frames + retained + call_frames)
+    from .vendor import STOCK_ENVELOPE
+
+    return STOCK_ENVELOPE
+
+
+def _cfg_of(flow) -> Token2wavConfig:
+    """Recover a config's clock-relevant sizes from built modules (for declarations)."""
+    from .vendor import DiTConfig, EncoderConfig
+
+    dit, enc = flow.decoder.estimator, flow.encoder
+    if isinstance(dit, _ReplayedForwardChunk):
+        dit = dit.inner
+    attn = dit.blocks[0].attn
+    hidden = dit.in_proj.out_features
+    out = enc.output_size()
+    heads = enc.encoders[0].self_attn.h
+    return Token2wavConfig(
+        name="derived", input_size=out,
+        encoder=EncoderConfig(input_size=out, output_size=out, num_blocks=len(enc.encoders),
+                              num_up_blocks=len(enc.up_encoders), attention_heads=heads),
+        estimator=DiTConfig(depth=len(dit.blocks), num_heads=attn.num_heads, head_dim=attn.head_dim, hidden_size=hidden),
+    )
