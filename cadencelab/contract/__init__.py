@@ -4,6 +4,7 @@ from .clocks import Clock, clocks_table
 from .declaration import Admission, Declaration, DeviceConstant, Operator, Region
 from .derive import (
     K_MAX,
+    admitted_labels,
     Derivation,
     catalog,
     catalog_width,

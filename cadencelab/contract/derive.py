@@ -247,6 +247,14 @@ def catalog(decl: Declaration, operator: str) -> pd.DataFrame:
     return df
 
 
+def admitted_labels(decl: Declaration, operator: str) -> set[tuple]:
+    """Catalog labels (ext_<region>..., f) of the admitted steady and flush classes of ``operator``."""
+    cat = catalog(decl, operator)
+    ext = [c for c in cat.columns if c.startswith("ext_")]
+    rows = cat[cat["admitted"].astype(bool)]
+    return {tuple(int(r[c]) for c in ext) + (int(r["f"]),) for _, r in rows.iterrows()}
+
+
 def catalogs(decl: Declaration) -> pd.DataFrame:
     """All operators' catalogs stacked."""
     frames = [catalog(decl, o.name) for o in decl.operators]

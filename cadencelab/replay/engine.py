@@ -171,13 +171,19 @@ class ExactShapeReplay:
     def write_through(self) -> dict[str, torch.Tensor]:
         return {k: (v() if callable(v) else v) for k, v in self._write_through.items()}
 
-    def _guard_ptrs(self) -> tuple:
-        ptrs = [(k, t.data_ptr()) for k, t in self.write_through().items()]
+    def _guard_names(self) -> list[str]:
+        names = list(self.write_through())
         for mi, m in enumerate(self.modules):
-            for n, p in m.named_parameters():
-                ptrs.append((f"module{mi}.{n}", p.data_ptr()))
-            for n, b in m.named_buffers():
-                ptrs.append((f"module{mi}.{n}", b.data_ptr()))
+            names += [f"module{mi}.{n}" for n, _ in m.named_parameters()]
+            names += [f"module{mi}.{n}" for n, _ in m.named_buffers()]
+        return names
+
+    def _guard_ptrs(self) -> tuple:
+        """Addresses the graphs read or write implicitly: write-through regions, then module state."""
+        ptrs = [t.data_ptr() for t in self.write_through().values()]
+        for m in self.modules:
+            ptrs += [p.data_ptr() for p in m.parameters()]
+            ptrs += [b.data_ptr() for b in m.buffers()]
         return tuple(ptrs)
 
     def _event(self, kind: str, cls: ClassState | None, detail: str = "") -> None:
@@ -224,7 +230,9 @@ class ExactShapeReplay:
             label = self.classify(*args, **kwargs) if self.classify is not None else describe(key)
             cls = ClassState(key, label)
             self.classes[key] = cls
-            if self.catalog is not None and label not in self.catalog:
+            if isinstance(label, tuple) and len(label) == 2 and label[0] == "eager":
+                cls.status, cls.reason = REJECTED, str(label[1])  # eager by construction (e.g. priming)
+            elif self.catalog is not None and label not in self.catalog:
                 cls.status, cls.reason = REJECTED, "outside_catalog"
                 log.info("%s: signature outside the catalog: %s (label %r); nearest captured: %s",
                          self.name, describe(key), label, self._nearest(key))
@@ -254,7 +262,10 @@ class ExactShapeReplay:
             return "aliased input moved"
         now = self._guard_ptrs()
         if now != cls.guard_ptrs:
-            moved = [k for (k, p), (_, q) in zip(now, cls.guard_ptrs) if p != q] if len(now) == len(cls.guard_ptrs) else ["set changed"]
+            if len(now) == len(cls.guard_ptrs):
+                moved = [n for n, p, q in zip(self._guard_names(), now, cls.guard_ptrs) if p != q]
+            else:
+                moved = ["the set of regions/parameters changed"]
             return "write-through/parameter moved: " + ", ".join(moved[:4])
         return ""
 
@@ -324,6 +335,9 @@ class ExactShapeReplay:
         torch.cuda.synchronize(dev)
         alloc0 = torch.cuda.memory_allocated(dev)
         graph = torch.cuda.CUDAGraph()
+        if self.pool is None and not self.clone_outputs:
+            # outputs alias pool memory across calls: keep them out of other engines' reuse
+            self.pool = torch.cuda.graph_pool_handle()
         pool = self.pool if self.pool is not None else shared_pool(dev)
         try:
             with torch.cuda.graph(graph, pool=pool, stream=self._stream):
@@ -400,6 +414,11 @@ class ExactShapeReplay:
         verb = "replayed" if self.backend == "cuda" else "admitted (eager backend)"
         tail = ", ".join(f"{r} {n}" for r, n in reasons.most_common())
         return f"{self.name}: {replayed} of {total} {verb}, {miss} misses" + (f": {tail}" if tail else "")
+
+    def record_external(self, reason: str) -> None:
+        """Count a call of this operator that ran eagerly outside the engine (e.g. cache-free priming)."""
+        self.calls += 1
+        self.unclassed[reason] += 1
 
     def reset_counters(self) -> None:
         """Zero the counters, keeping captured graphs."""

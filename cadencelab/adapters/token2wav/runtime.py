@@ -239,6 +239,7 @@ class Token2wavRuntime:
         self.hift_cache_dict: dict = {}
         self.last_mel = self.last_speech = None
         self._stash: list = []
+        self.ranges = False
         self.decl = None
         if self.spec.state_rule or self.spec.replay:
             self.decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames)
@@ -484,10 +485,11 @@ class Token2wavRuntime:
         torch.tensor([token.shape[1]], dtype=torch.int32, device=self.device)  # the stock code builds lens too
         if events is not None:
             events[0].record()
-        if self.spec.state_rule:
-            speech, first = self._synthesise_state(token, last_chunk)
-        else:
-            speech, first = self._synthesise_stock(token, last_chunk)
+        with self._range("synthesis"):
+            if self.spec.state_rule:
+                speech, first = self._synthesise_state(token, last_chunk)
+            else:
+                speech, first = self._synthesise_stock(token, last_chunk)
         if not last_chunk:
             if first:
                 pad = torch.zeros(1, self.source_cache_len, device=speech.device)
@@ -502,18 +504,24 @@ class Token2wavRuntime:
             return wav
         return (np.clip(wav, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
 
+    def _range(self, name: str):
+        """A named profiler range when ``ranges`` is on (the bench's profiled blocks), else nothing."""
+        return torch.profiler.record_function(name) if self.ranges else contextlib.nullcontext()
+
     def _synthesise_stock(self, token, last_chunk):
         spk = self.cache[2]
         flow = self.engines.get("flow_chunk", self._flow_chunk_stock)
-        chunk_mel, self.stream_cache = flow(token, spk, self.stream_cache, last_chunk, self.n_timesteps)
+        with self._range("flow"):
+            chunk_mel, self.stream_cache = flow(token, spk, self.stream_cache, last_chunk, self.n_timesteps)
         self.last_mel = chunk_mel
         h = self.hift_cache_dict
-        mel = torch.concat([h["mel"], chunk_mel], dim=2)
-        if self.spec.replay:
-            magnitude, phase, source = self.engines["vocoder_core"](mel, h["source"])
-            speech = self._vocoder_tail(magnitude, phase)
-        else:
-            speech, source = self.hift(mel, h["source"])
+        with self._range("vocoder"):
+            mel = torch.concat([h["mel"], chunk_mel], dim=2)
+            if self.spec.replay:
+                magnitude, phase, source = self.engines["vocoder_core"](mel, h["source"])
+                speech = self._vocoder_tail(magnitude, phase)
+            else:
+                speech, source = self.hift(mel, h["source"])
         if h["speech"].shape[-1] > 0:
             speech = crossfade(speech, h["speech"], self.speech_window)
         first = h["speech"].shape[-1] == 0
@@ -526,18 +534,20 @@ class Token2wavRuntime:
         f = chunk_frames(token.shape[1], last_chunk)
         le, lc = self.est.length, self.conf_att.length
         flow = self.engines.get("flow_chunk", self._flow_chunk_state)
-        chunk_mel = flow(token, self.spk, self.conf_cnn.buffer, self.conf_att.view(), self.flow.decoder.cnn_cache_buffer,
-                         self.est.view(), last_chunk, self.n_timesteps)
+        with self._range("flow"):
+            chunk_mel = flow(token, self.spk, self.conf_cnn.buffer, self.conf_att.view(),
+                             self.flow.decoder.cnn_cache_buffer, self.est.view(), last_chunk, self.n_timesteps)
         self.est.commit(self.est.policy.extent_after(le + f))
         self.conf_att.commit(self.conf_att.policy.extent_after(lc + f))
         self.conf_cnn.commit(self.conf_cnn.capacity)
         self.last_mel = chunk_mel
         nm, ns = self.mel.length, self.src.length
         core = self.engines.get("vocoder_core", self._vocoder_core_state)
-        magnitude, phase = core(chunk_mel, self.mel.view(), self.src.view())
-        self.mel.commit(self.mel.policy.extent_after(nm + f))
-        self.src.commit(self.src.policy.extent_after((nm + f) * SAMPLES_PER_FRAME))
-        speech = self._vocoder_tail(magnitude, phase)
+        with self._range("vocoder"):
+            magnitude, phase = core(chunk_mel, self.mel.view(), self.src.view())
+            self.mel.commit(self.mel.policy.extent_after(nm + f))
+            self.src.commit(self.src.policy.extent_after((nm + f) * SAMPLES_PER_FRAME))
+            speech = self._vocoder_tail(magnitude, phase)
         first = self.spc.length == 0
         if not first:
             speech = crossfade(speech, self.spc.view(), self.speech_window)

@@ -1,0 +1,520 @@
+"""The Token2wav factorial: B0, S, R, Rc, SR, SRc and the controls on matched blocks.
+
+Protocol (every arm sees the same seeds, prompt and token streams):
+
+* the random weights are built once and saved as a checkpoint; each arm runs in its own
+  fresh process that loads them (its solver buffers sized for the arm);
+* a block is two turns; each turn primes the flow with the prompt (a turn boundary: the
+  state-rule arms reset into the carry in place), streams ``chunks_per_turn`` chunks of
+  28 tokens (dropping 25 after each, as the duplex demo does) and flushes the remainder
+  with ``last_chunk=True``; the device generator is seeded at the block start;
+* block 0 is a warm-up (captures happen there) and is reported but left out of the
+  statistics; arms are interleaved block by block, the order rotating each block;
+* per chunk: synthesis-segment latency (flow + cut + vocoder, CUDA events), host wall,
+  SHA-256 of mel / float32 PCM / int16 PCM; per block: the allocator peak (reset per block)
+  and the replay counters; after the timed blocks one profiled block per arm gives
+  device-busy time, kernel and graph launches per chunk.
+
+The exactness gate compares every block's hashes with B0's. Ratios come with paired
+bootstrap 95% intervals over blocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# ---------------------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class StudyConfig:
+    config: str = "real"  # "real" or "teaching"
+    device: str = "cuda"
+    arms: tuple = ("B0", "S", "R", "Rc", "SR", "SRc", "vendor_graph", "vendor_graph_50", "compile")
+    blocks: int = 8  # timed blocks (plus one warm-up block)
+    chunks_per_turn: int = 4
+    flush_tokens: tuple = (13, 27)  # tokens left for each turn's final flush (f = 2 x tokens)
+    n_timesteps: int = 10
+    seed: int = 0
+    profile: bool = True
+    processes: bool = True  # a fresh process per arm; False runs arms in this process (CPU smoke)
+    block_timeout_s: float = 240.0
+    compile_timeout_s: float = 420.0
+    out: str = "out/token2wav"
+
+    def turns(self) -> int:
+        return len(self.flush_tokens)
+
+
+def token_streams(cfg: StudyConfig, block: int, vocab: int = 6561) -> list[list[int]]:
+    """The generated speech tokens of each turn of ``block`` (same for every arm)."""
+    rng = np.random.default_rng([cfg.seed, block])
+    out = []
+    for r in cfg.flush_tokens:
+        n = 25 * cfg.chunks_per_turn + (r - 3)  # leaves r tokens (3 lookahead + r - 3) for the flush
+        out.append(rng.integers(0, vocab, n).tolist())
+    return out
+
+
+def block_seed(cfg: StudyConfig, block: int) -> int:
+    return 1_000_003 * (cfg.seed + 1) + block
+
+
+# ---------------------------------------------------------------------------------------
+# one arm (in its own process)
+# ---------------------------------------------------------------------------------------
+
+
+class ArmRunner:
+    """Holds one arm's runtime and runs blocks on it."""
+
+    def __init__(self, arm: str, ckpt: str, cfg: StudyConfig):
+        import torch
+
+        from ..adapters.token2wav import load_checkpoint, make_prompt
+        from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.torch = torch
+        self.arm, self.cfg = arm, cfg
+        self.device = torch.device(cfg.device)
+        t0 = time.perf_counter()
+        flow, hift, mcfg = load_checkpoint(ckpt, device=self.device, seed_for_noise=cfg.seed,
+                                           envelope=runtime_envelope(arm, cfg.n_timesteps))
+        self.prompt = make_prompt(mcfg, cfg.seed, self.device)
+        backend = "cuda" if self.device.type == "cuda" else "eager"
+        self.rt = Token2wavRuntime(flow, hift, self.device, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=backend)
+        self.setup_s = time.perf_counter() - t0
+
+    def _sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def run_block(self, block: int, profile_path: str | None = None) -> dict:
+        torch, rt, cfg = self.torch, self.rt, self.cfg
+        for e in rt.engines.values():
+            e.reset_counters()
+        rt.primings = 0
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            torch.cuda.manual_seed(block_seed(cfg, block))
+        torch.manual_seed(block_seed(cfg, block))
+        h_mel, h_f32, h_i16 = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
+        rows = []
+        prof_ctx = None
+        if profile_path is not None:
+            from ..profile.capture import profiled
+
+            rt.ranges = True
+            prof_ctx = profiled(self.device, trace_path=profile_path, window="chunk")
+            prof = prof_ctx.__enter__()
+        try:
+            for turn, toks in enumerate(token_streams(cfg, block)):
+                with torch.profiler.record_function("priming") if rt.ranges else _null():
+                    rt.set_stream_cache(self.prompt)
+                buf = [4218] * 3 + toks
+                index = 0
+                while True:
+                    last = len(buf) < 28
+                    piece = buf if last else buf[:28]
+                    ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
+                    t0 = time.perf_counter()
+                    with torch.profiler.record_function("chunk") if rt.ranges else _null():
+                        pcm = rt.stream(piece, last_chunk=last, events=ev)
+                    wall = time.perf_counter() - t0
+                    self._sync()
+                    lat = ev[0].elapsed_time(ev[1]) if cuda else wall * 1e3
+                    mel = rt.last_mel.detach().float().cpu().numpy().tobytes()
+                    f32 = rt.last_speech.detach().float().cpu().numpy().tobytes()
+                    for h, b in ((h_mel, mel), (h_f32, f32), (h_i16, pcm)):
+                        h.update(b)
+                    kind = "flush" if last else ("first" if index == 0 else "steady")
+                    rows.append(dict(arm=self.arm, block=block, turn=turn, chunk=index, kind=kind,
+                                     tokens=len(piece), frames=2 * (len(piece) if last else len(piece) - 3),
+                                     latency_ms=lat, wall_ms=wall * 1e3,
+                                     sha_mel=hashlib.sha256(mel).hexdigest()[:16],
+                                     sha_i16=hashlib.sha256(pcm).hexdigest()[:16]))
+                    index += 1
+                    if last:
+                        break
+                    buf = buf[25:]
+        finally:
+            if prof_ctx is not None:
+                prof_ctx.__exit__(None, None, None)
+                rt.ranges = False
+        peak = torch.cuda.max_memory_allocated(self.device) if cuda else None
+        out = dict(arm=self.arm, block=block, rows=rows, peak_bytes=peak,
+                   sha_mel=h_mel.hexdigest(), sha_f32=h_f32.hexdigest(), sha_i16=h_i16.hexdigest(),
+                   summaries=rt.summaries(), primings=rt.primings,
+                   vendor_graph_fires=dict(rt.vendor_graph_fires),
+                   counters=rt.counters().drop(columns=["miss_reasons"], errors="ignore").to_dict("records")
+                   if rt.engines else [])
+        if profile_path is not None:
+            out["profile"] = _profile_rows(prof, self.arm)
+        return out
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _profile_rows(prof, arm: str) -> list[dict]:
+    """Per-chunk device-busy time and launch counts from a profiled block."""
+    s = prof.summary("chunk")
+    s["arm"] = arm
+    stage_rows = []
+    try:
+        st = prof.stages(["flow", "vocoder", "priming"])
+        st["arm"] = arm
+        stage_rows = st.to_dict("records")
+    except Exception:  # stage attribution is a bonus; the chunk windows are the measurement
+        pass
+    cols = ["arm", "occurrence", "wall_us", "busy_us", "slack_frac", "host_wait_us", "kernel_wait_us",
+            "other_idle_us", "kernel_launches", "graph_launches", "kernels"]
+    return dict(chunks=s[cols].to_dict("records"), stages=stage_rows)
+
+
+def _worker(conn, arm: str, ckpt: str, cfg_dict: dict) -> None:
+    """Process entry: build the arm, then serve block requests until told to stop."""
+    try:
+        runner = ArmRunner(arm, ckpt, StudyConfig(**cfg_dict))
+        conn.send(("ready", dict(setup_s=runner.setup_s)))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            break
+        try:
+            if msg[0] == "block":
+                conn.send(("ok", runner.run_block(msg[1])))
+            elif msg[0] == "profile":
+                conn.send(("ok", runner.run_block(msg[1], profile_path=msg[2])))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+
+
+# ---------------------------------------------------------------------------------------
+# orchestration
+# ---------------------------------------------------------------------------------------
+
+
+class _Proc:
+    def __init__(self, arm, ckpt, cfg: StudyConfig):
+        ctx = mp.get_context("spawn")
+        self.arm = arm
+        self.conn, child = ctx.Pipe()
+        self.p = ctx.Process(target=_worker, args=(child, arm, ckpt, dataclasses.asdict(cfg)), daemon=True)
+        self.p.start()
+        self.dead: str | None = None
+
+    def ask(self, msg, timeout: float):
+        if self.dead:
+            return ("error", self.dead)
+        self.conn.send(msg)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float):
+        if not self.conn.poll(timeout):
+            self.kill(f"no answer within {timeout:.0f} s")
+            return ("error", self.dead)
+        try:
+            return self.conn.recv()
+        except EOFError:
+            self.kill("the worker process died")
+            return ("error", self.dead)
+
+    def kill(self, why: str):
+        self.dead = why
+        if self.p.is_alive():
+            self.p.kill()
+
+    def stop(self):
+        if not self.dead and self.p.is_alive():
+            try:
+                self.conn.send(("stop",))
+            except Exception:
+                pass
+        self.p.join(timeout=10)
+        if self.p.is_alive():
+            self.p.kill()
+
+
+class _Inline:
+    """Same interface as _Proc, in this process (CPU smoke runs)."""
+
+    def __init__(self, arm, ckpt, cfg):
+        self.arm, self.dead = arm, None
+        try:
+            self.runner = ArmRunner(arm, ckpt, cfg)
+            self._ready = ("ready", dict(setup_s=self.runner.setup_s))
+        except Exception:
+            self._ready = ("error", traceback.format_exc())
+
+    def wait(self, timeout):
+        return self._ready
+
+    def ask(self, msg, timeout):
+        try:
+            if msg[0] == "block":
+                return ("ok", self.runner.run_block(msg[1]))
+            return ("ok", self.runner.run_block(msg[1], profile_path=msg[2]))
+        except Exception:
+            return ("error", traceback.format_exc())
+
+    def stop(self):
+        pass
+
+
+def provenance(cfg: StudyConfig) -> dict:
+    import torch
+
+    def git(*a):
+        try:
+            return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10,
+                                  cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+        except Exception:
+            return ""
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    try:
+        from importlib.metadata import version
+
+        minicpmo = version("minicpmo")
+    except Exception:
+        minicpmo = None
+    return dict(git_commit=git("rev-parse", "HEAD") or os.environ.get("CADENCELAB_COMMIT", ""),
+                git_dirty=bool(git("status", "--porcelain")), gpu=gpu, torch=torch.__version__,
+                cuda=torch.version.cuda, python=platform.python_version(), minicpmo=minicpmo,
+                date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
+                study=dataclasses.asdict(cfg))
+
+
+def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """Paired bootstrap of mean(a) / mean(b) - 1 over blocks: (point, lo, hi) of the 95% interval."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) == 0 or len(a) != len(b):
+        return (float("nan"),) * 3
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(a), (n, len(a)))
+    r = a[idx].mean(1) / b[idx].mean(1) - 1
+    return float(a.mean() / b.mean() - 1), float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
+
+
+def run_study(cfg: StudyConfig, progress=print) -> dict:
+    """Run the whole factorial; write JSON + CSV under ``cfg.out``; return the result dict."""
+    import torch
+
+    from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if "B0" not in cfg.arms:
+        raise ValueError("the study needs the B0 arm: every exactness gate and ratio is against it")
+    mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
+    t_start = time.perf_counter()
+    ckpt = tempfile.mkdtemp(prefix="cadencelab-weights-")
+    flow, hift = build_token2wav(mcfg, cfg.seed)
+    save_checkpoint(ckpt, flow, hift, mcfg)
+    del flow, hift
+    progress(f"weights built and saved ({cfg.config}) in {time.perf_counter() - t_start:.1f} s")
+    make = _Proc if cfg.processes else _Inline
+    procs = {a: make(a, ckpt, cfg) for a in cfg.arms}
+    failures: dict[str, str] = {}
+    setup = {}
+    for a, p in procs.items():
+        kind, info = p.wait(cfg.block_timeout_s + (cfg.compile_timeout_s if a == "compile" else 0))
+        if kind == "ready":
+            setup[a] = info["setup_s"]
+        else:
+            failures[a] = str(info)[-2000:]
+            progress(f"arm {a} failed to start: {str(info).strip().splitlines()[-1]}")
+    blocks: list[dict] = []
+    order = [a for a in cfg.arms if a not in failures]
+    for b in range(cfg.blocks + 1):
+        rot = order[b % len(order):] + order[: b % len(order)]
+        for a in rot:
+            if a in failures:
+                continue
+            timeout = cfg.block_timeout_s + (cfg.compile_timeout_s if (a == "compile" and b == 0) else 0)
+            kind, res = procs[a].ask(("block", b), timeout)
+            if kind != "ok":
+                failures[a] = str(res)[-2000:]
+                progress(f"arm {a} failed in block {b}: {str(res).strip().splitlines()[-1]}")
+                continue
+            res["warmup"] = b == 0
+            blocks.append(res)
+        progress(f"block {b}/{cfg.blocks} done ({time.perf_counter() - t_start:.0f} s)")
+    profiles = {}
+    if cfg.profile:
+        for a in order:
+            if a in failures:
+                continue
+            path = str(out / f"trace_{a}.json.gz")
+            kind, res = procs[a].ask(("profile", cfg.blocks + 1, path), cfg.block_timeout_s)
+            if kind == "ok":
+                profiles[a] = res.get("profile", {})
+            else:
+                progress(f"arm {a}: profiled block failed: {str(res).strip().splitlines()[-1]}")
+        progress(f"profiled blocks done ({time.perf_counter() - t_start:.0f} s)")
+    for p in procs.values():
+        p.stop()
+    result = analyse(cfg, blocks, profiles, failures, setup)
+    result["provenance"] = provenance(cfg)
+    result["provenance"]["wall_s"] = time.perf_counter() - t_start
+    write_results(result, out)
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# analysis
+# ---------------------------------------------------------------------------------------
+
+
+def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict, setup: dict) -> dict:
+    chunks = pd.DataFrame([r for b in blocks for r in b["rows"]])
+    if not chunks.empty:
+        chunks = chunks.merge(pd.DataFrame([dict(arm=b["arm"], block=b["block"], warmup=b["warmup"]) for b in blocks]),
+                              on=["arm", "block"])
+    ref = {b["block"]: b for b in blocks if b["arm"] == "B0"}
+    block_rows = []
+    for b in blocks:
+        r = ref.get(b["block"])
+        steady = [x["latency_ms"] for x in b["rows"] if x["kind"] == "steady"]
+        block_rows.append(dict(
+            arm=b["arm"], block=b["block"], warmup=b["warmup"], peak_bytes=b["peak_bytes"],
+            steady_latency_ms_median=float(np.median(steady)) if steady else float("nan"),
+            steady_latency_ms_p95=float(np.percentile(steady, 95)) if steady else float("nan"),
+            all_latency_ms_mean=float(np.mean([x["latency_ms"] for x in b["rows"]])),
+            sha_mel=b["sha_mel"], sha_f32=b["sha_f32"], sha_i16=b["sha_i16"],
+            exact_mel=bool(r and r["sha_mel"] == b["sha_mel"]), exact_f32=bool(r and r["sha_f32"] == b["sha_f32"]),
+            exact_i16=bool(r and r["sha_i16"] == b["sha_i16"]),
+            primings=b["primings"], summaries=b["summaries"], vendor_graph_fires=b["vendor_graph_fires"],
+        ))
+    bdf = pd.DataFrame(block_rows)
+    if not bdf.empty:
+        bdf["exact"] = bdf["exact_mel"] & bdf["exact_f32"] & bdf["exact_i16"]
+    timed = bdf[~bdf["warmup"]] if not bdf.empty else bdf
+    arms = {}
+    b0 = timed[timed["arm"] == "B0"].set_index("block") if not timed.empty else None
+    for a in cfg.arms:
+        if a in failures and (timed.empty or a not in set(timed["arm"])):
+            arms[a] = dict(arm=a, failed=failures[a])
+            continue
+        t = timed[timed["arm"] == a].set_index("block")
+        common = t.index.intersection(b0.index)
+        lat = chunks[(chunks["arm"] == a) & (~chunks["warmup"]) & (chunks["kind"] == "steady")]["latency_ms"]
+        row = dict(arm=a, blocks=int(len(t)), exact_blocks=int(t["exact"].sum()),
+                   exact=bool(len(t) and t["exact"].all()),
+                   steady_latency_ms_median=float(lat.median()) if len(lat) else float("nan"),
+                   steady_latency_ms_p95=float(lat.quantile(0.95)) if len(lat) else float("nan"),
+                   peak_MiB_median=float(t["peak_bytes"].median() / 2**20) if t["peak_bytes"].notna().all() and len(t) else float("nan"))
+        d, lo, hi = bootstrap_ratio(t.loc[common, "steady_latency_ms_median"], b0.loc[common, "steady_latency_ms_median"])
+        row.update(latency_delta=d, latency_delta_lo=lo, latency_delta_hi=hi)
+        if t["peak_bytes"].notna().all() and len(common):
+            d, lo, hi = bootstrap_ratio(t.loc[common, "peak_bytes"], b0.loc[common, "peak_bytes"])
+            row.update(peak_delta=d, peak_delta_lo=lo, peak_delta_hi=hi)
+        prof = profiles.get(a)
+        if prof and prof.get("chunks"):
+            p = pd.DataFrame(prof["chunks"])
+            kinds = chunks[(chunks["arm"] == a) & (chunks["block"] == 0)]["kind"].tolist()
+            if len(kinds) == len(p):
+                p["kind"] = kinds
+                p = p[p["kind"] == "steady"]
+            row.update(busy_ms_median=float(p["busy_us"].median() / 1e3), wall_ms_median=float(p["wall_us"].median() / 1e3),
+                       wall_over_busy=float((p["wall_us"] / p["busy_us"]).median()),
+                       slack_frac_median=float(p["slack_frac"].median()),
+                       kernel_launches_per_chunk=float(p["kernel_launches"].median()),
+                       graph_launches_per_chunk=float(p["graph_launches"].median()))
+        last = t.iloc[-1] if len(t) else None
+        if last is not None:
+            row["replay"] = last["summaries"]
+            row["vendor_graph_fires"] = last["vendor_graph_fires"]
+        arms[a] = row
+    summary = _summary(arms, bdf)
+    return dict(summary=summary, arms=arms, failures=failures, setup_s=setup,
+                blocks=bdf.to_dict("records"), chunks=chunks.to_dict("records"),
+                profiles=profiles)
+
+
+def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
+    def ratio(a, b, key):
+        x, y = arms.get(a, {}).get(key), arms.get(b, {}).get(key)
+        return (y / x) if (x and y and x == x and y == y) else None
+
+    def reduction(a, b, key):
+        x, y = arms.get(a, {}).get(key), arms.get(b, {}).get(key)
+        return (1 - x / y) if (x and y and x == x and y == y) else None
+
+    timed = bdf[~bdf["warmup"]] if not bdf.empty else bdf
+    s = dict(
+        speedup_SRc_vs_B0=ratio("SRc", "B0", "steady_latency_ms_median"),
+        peak_reduction_SRc_vs_B0=reduction("SRc", "B0", "peak_MiB_median"),
+        wall_over_busy_SRc=arms.get("SRc", {}).get("wall_over_busy"),
+        speedup_SRc_vs_vendor_graph_50=ratio("SRc", "vendor_graph_50", "steady_latency_ms_median"),
+        peak_reduction_SRc_vs_vendor_graph_50=reduction("SRc", "vendor_graph_50", "peak_MiB_median"),
+        exact_blocks=int(timed[timed["arm"] == "SRc"]["exact"].sum()) if not timed.empty else 0,
+        total_blocks=int((timed["arm"] == "SRc").sum()) if not timed.empty else 0,
+        exact_blocks_all_arms={a: int(g["exact"].sum()) for a, g in timed.groupby("arm")} if not timed.empty else {},
+        non_exact_arms=sorted(a for a, r in arms.items() if r.get("blocks") and not r.get("exact")),
+    )
+    return s
+
+
+def write_results(result: dict, out: Path) -> None:
+    def default(o):
+        if isinstance(o, (np.integer,)):
+            return int(o)
+        if isinstance(o, (np.floating,)):
+            return float(o)
+        if isinstance(o, (np.bool_,)):
+            return bool(o)
+        return str(o)
+
+    (out / "token2wav_factorial.json").write_text(json.dumps(result, indent=1, default=default))
+    pd.DataFrame(result["chunks"]).to_csv(out / "token2wav_factorial_chunks.csv", index=False)
+    pd.DataFrame(result["blocks"]).to_csv(out / "token2wav_factorial_blocks.csv", index=False)
+
+
+def table(result: dict) -> str:
+    """The short table printed last."""
+    rows = []
+    for a, r in result["arms"].items():
+        if "failed" in r:
+            rows.append(f"{a:>16}  FAILED: {r['failed'].strip().splitlines()[-1][:90]}")
+            continue
+        rows.append(
+            f"{a:>16}  lat {r['steady_latency_ms_median']:8.2f} ms ({100 * r.get('latency_delta', float('nan')):+6.1f}% "
+            f"[{100 * r.get('latency_delta_lo', float('nan')):+.1f},{100 * r.get('latency_delta_hi', float('nan')):+.1f}])  "
+            f"peak {r['peak_MiB_median']:8.0f} MiB ({100 * r.get('peak_delta', float('nan')):+6.1f}%)  "
+            f"exact {r['exact_blocks']}/{r['blocks']}  busy {r.get('busy_ms_median', float('nan')):6.1f} ms  "
+            f"wall/busy {r.get('wall_over_busy', float('nan')):5.2f}  launches k{r.get('kernel_launches_per_chunk', float('nan')):.0f}"
+            f"/g{r.get('graph_launches_per_chunk', float('nan')):.0f}")
+    s = result["summary"]
+    rows.append("summary: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items()}))
+    return "\n".join(rows)

@@ -1,0 +1,29 @@
+"""cadencelab.viz: DataFrames in, plotly figures out (never shown from here).
+
+    waterfall       stage waterfall of a duplex second against the cadence
+    kernel_timeline kernels per stream on a µs axis, idle gaps by category, eager vs replay
+    rho_bars        reserved vs live MiB per region, rho annotated
+    catalog_grid    clock values -> shape classes, non-admitted values marked
+    pareto          latency vs peak memory per arm, CIs, non-exact arms marked, frontier
+    capacity_lines  sessions N vs a metric per arm, with the cadence line
+"""
+
+from .catalog import catalog_grid
+from .memory import rho_bars
+from .options import (
+    CapacityOptions,
+    FigureOptions,
+    ParetoOptions,
+    TimelineOptions,
+    WaterfallOptions,
+    require_columns,
+)
+from .timeline import kernel_timeline
+from .tradeoffs import capacity_lines, pareto, pareto_frontier
+from .waterfall import waterfall
+
+__all__ = [
+    "waterfall", "kernel_timeline", "rho_bars", "catalog_grid", "pareto", "pareto_frontier", "capacity_lines",
+    "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
+    "require_columns",
+]

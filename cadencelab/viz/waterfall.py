@@ -1,0 +1,69 @@
+"""The stage waterfall of one duplex second: when each stage runs, against the cadence."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .options import WaterfallOptions, require_columns, require_rows
+
+__all__ = ["waterfall"]
+
+
+def _stage_order(df: pd.DataFrame, opts: WaterfallOptions) -> list[str]:
+    if opts.stage_order is not None:
+        unknown = sorted(set(df["stage"]) - set(opts.stage_order))
+        if unknown:
+            raise ValueError(f"waterfall: stages {unknown} are not in stage_order")
+        return list(opts.stage_order)
+    return list(df.groupby("stage", sort=False)["start_ms"].min().sort_values(kind="stable").index)
+
+
+def _bar(d: pd.DataFrame, name: str, showlegend: bool = True) -> go.Bar:
+    end = d["start_ms"] + d["dur_ms"]
+    return go.Bar(
+        y=d["stage"], x=d["dur_ms"], base=d["start_ms"], orientation="h", name=name, showlegend=showlegend,
+        customdata=list(zip(d["start_ms"], end)),
+        hovertemplate="%{y}<br>start %{customdata[0]:.1f} ms<br>dur %{x:.1f} ms<br>end %{customdata[1]:.1f} ms"
+                      f"<extra>{name}</extra>",
+    )
+
+
+def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
+              options: WaterfallOptions | None = None) -> go.Figure:
+    """Horizontal bars, one per stage (columns stage, start_ms, dur_ms; optional source).
+
+    With a ``source`` column (e.g. "measured" vs "paper") each source is one trace, drawn side by
+    side in each stage row (``layout="grouped"``) or in its own panel (``layout="facets"``).
+    A vertical line marks ``cadence_ms`` (None: no line). Traces: one per source.
+    """
+    opts = options or WaterfallOptions()
+    require_columns(stages_df, ["stage", "start_ms", "dur_ms"], "waterfall")
+    require_rows(stages_df, "waterfall")
+    if opts.layout not in ("grouped", "facets"):
+        raise ValueError(f"waterfall: layout must be 'grouped' or 'facets', got {opts.layout!r}")
+    df = stages_df.copy()
+    if (df["dur_ms"] < 0).any():
+        raise ValueError(f"waterfall: negative dur_ms for stages {df.loc[df['dur_ms'] < 0, 'stage'].tolist()}")
+    if "source" not in df.columns:
+        df["source"] = "stages"
+    sources = list(dict.fromkeys(df["source"]))
+    order = _stage_order(df, opts)
+
+    if opts.layout == "facets" and len(sources) > 1:
+        fig = make_subplots(rows=1, cols=len(sources), shared_yaxes=True, subplot_titles=sources,
+                            horizontal_spacing=0.04)
+        for i, src in enumerate(sources, start=1):
+            fig.add_trace(_bar(df[df["source"] == src], src), row=1, col=i)
+            fig.update_xaxes(title_text="time in the second (ms)", row=1, col=i)
+    else:
+        fig = go.Figure([_bar(df[df["source"] == src], src) for src in sources])
+        fig.update_layout(barmode="group")
+        fig.update_xaxes(title_text="time in the second (ms)")
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1])
+    if cadence_ms is not None:
+        fig.add_vline(x=float(cadence_ms), line_dash="dash", line_color="black",
+                      annotation_text=f"cadence {cadence_ms:g} ms", annotation_position="top")
+    fig.update_layout(legend_title_text="source" if len(sources) > 1 else None, showlegend=len(sources) > 1)
+    return opts.apply(fig, "Stage waterfall")
