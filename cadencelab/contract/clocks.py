@@ -64,7 +64,7 @@ def validate_clocks(clocks: tuple[Clock, ...]) -> dict[str, Clock]:
             raise DeclarationError(f"clocks[{i}].name", f"duplicate clock name '{c.name}'")
         by_name[c.name] = c
     for i, c in enumerate(clocks):
-        if c.parent is not None and c.parent not in by_name:
+        if c.parent is not None and (not isinstance(c.parent, str) or c.parent not in by_name):
             raise DeclarationError(f"clocks[{i}].parent", f"unknown clock '{c.parent}'")
     for c in clocks:
         seen = {c.name}

@@ -75,8 +75,8 @@ class Region:
     def validate(self, where: str, clocks: Mapping[str, Clock], dims: Mapping[str, int]) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise DeclarationError(f"{where}.name", "a region needs a non-empty name")
-        if self.clock not in clocks:
-            raise DeclarationError(f"{where}.clock", f"unknown clock '{self.clock}'")
+        if not isinstance(self.clock, str) or self.clock not in clocks:
+            raise DeclarationError(f"{where}.clock", f"unknown clock {self.clock!r}")
         if not isinstance(self.shape, tuple) or not self.shape:
             raise DeclarationError(f"{where}.shape", f"must be a non-empty tuple, got {self.shape!r}")
         if list(self.shape).count(self.clock) != 1:
@@ -104,7 +104,7 @@ class Region:
             raise DeclarationError(f"{where}.role", f"must be one of {ROLES}, got {self.role!r}")
         if self.envelope not in ENVELOPES:
             raise DeclarationError(f"{where}.envelope", f"must be one of {ENVELOPES}, got {self.envelope!r}")
-        if self.dtype not in DTYPE_BYTES:
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPE_BYTES:
             raise DeclarationError(f"{where}.dtype", f"unknown dtype {self.dtype!r}; known: {sorted(DTYPE_BYTES)}")
         if not isinstance(self.stock, Mapping):
             raise DeclarationError(f"{where}.stock", "must map dim names to implementation constants")
@@ -150,10 +150,10 @@ class Operator:
         if not isinstance(self.reads, tuple):
             raise DeclarationError(f"{where}.reads", f"must be a tuple of region names, got {self.reads!r}")
         for j, r in enumerate(self.reads):
-            if r not in regions:
+            if not isinstance(r, str) or r not in regions:
                 raise DeclarationError(f"{where}.reads[{j}]", f"unknown region '{r}'")
-        if self.clock not in clocks:
-            raise DeclarationError(f"{where}.clock", f"unknown clock '{self.clock}'")
+        if not isinstance(self.clock, str) or self.clock not in clocks:
+            raise DeclarationError(f"{where}.clock", f"unknown clock {self.clock!r}")
         if not _is_int(self.call) or self.call <= 0:
             raise DeclarationError(f"{where}.call", f"must be a positive integer, got {self.call!r}")
         if self.flush is not None:
@@ -262,7 +262,7 @@ class Declaration:
             regions[r.name] = r
         for i, r in enumerate(self.regions):
             if r.resident_in is not None:
-                host = regions.get(r.resident_in)
+                host = regions.get(r.resident_in) if isinstance(r.resident_in, str) else None
                 if host is None:
                     raise DeclarationError(f"regions[{i}]({r.name}).resident_in", f"unknown region '{r.resident_in}'")
                 if host.resident_in is not None:
@@ -278,7 +278,7 @@ class Declaration:
         if self.admission is not None:
             if not isinstance(self.admission, Admission):
                 raise DeclarationError("admission", f"expected an Admission, got {type(self.admission).__name__}")
-            if self.admission.clock not in clocks:
+            if not isinstance(self.admission.clock, str) or self.admission.clock not in clocks:
                 raise DeclarationError("admission.clock", f"unknown clock '{self.admission.clock}'")
             if not _is_int(self.admission.max_call) or self.admission.max_call <= 0:
                 raise DeclarationError("admission.max_call", f"must be a positive integer, got {self.admission.max_call!r}")

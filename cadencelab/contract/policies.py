@@ -216,6 +216,8 @@ class Fixed:
 
     def apply(self, x, dim: int):
         n = x.shape[dim]
+        if n <= self.extent:
+            return x
         if self.layout == "chronological":
             return x.narrow(dim, n - self.extent, self.extent)
         return x.narrow(dim, 0, self.extent)

@@ -56,8 +56,8 @@ def tensor_key(t: torch.Tensor) -> tuple:
 
 
 def scalar_key(v) -> tuple:
-    if isinstance(v, float) and v != v:
-        return ("float", "nan")
+    if isinstance(v, float):
+        return ("float", v.hex())  # distinguishes -0.0 from 0.0 and keys NaN
     return (type(v).__name__, v if not isinstance(v, (torch.dtype, torch.device)) else str(v))
 
 

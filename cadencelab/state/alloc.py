@@ -15,7 +15,7 @@ def allocation_plan(decl) -> pd.DataFrame:
     """
     t = region_table(decl)
     plan = t[["region", "role", "demand_shape", "demand_bytes", "stock_shape", "stock_bytes", "resident_in"]].copy()
-    plan["allocated_bytes"] = [0.0 if r else b for r, b in zip(plan["resident_in"], plan["demand_bytes"])]
+    plan["allocated_bytes"] = [0.0 if isinstance(r, str) else b for r, b in zip(plan["resident_in"], plan["demand_bytes"])]
     return plan
 
 

@@ -141,7 +141,6 @@ class ShadowAuditor:
             return pd.DataFrame(columns=["region", "applications", "agreements", "first_divergent_call"])
         g = df.groupby("region")
         out = pd.DataFrame({"applications": g.size(), "agreements": g["agreed"].sum()})
-        out["first_divergent_call"] = g.apply(
-            lambda x: int(x.loc[~x["agreed"], "call"].min()) if (~x["agreed"]).any() else None, include_groups=False
-        )
+        bad = df[~df["agreed"].astype(bool)].groupby("region")["call"].min()
+        out["first_divergent_call"] = [int(bad[r]) if r in bad.index else None for r in out.index]
         return out.reset_index()

@@ -59,6 +59,7 @@ class Carry:
     dim: int
     buffer: torch.Tensor
     length: int = 0
+    cursor: int = 0  # frames ever written (rings write at cursor % capacity)
     base_ptr: int = field(init=False)
     writes: int = field(default=0, init=False)
 
@@ -142,7 +143,10 @@ class Carry:
         return dst
 
     def write_appended(self, new: torch.Tensor, length: int) -> int:
-        """Add ``new`` frames to a carry holding ``length`` frames, per layout; return the new extent."""
+        """Add ``new`` frames to a carry holding ``length`` frames, per layout; return the new extent.
+
+        For a ring, ``length`` is the cursor (frames ever written) and the new cursor is returned.
+        """
         f = new.shape[self.dim]
         if isinstance(self.policy, Ring):
             for i in range(f):
@@ -158,12 +162,21 @@ class Carry:
 
     # -- host bookkeeping + eager conveniences ----------------------------------------
     def commit(self, length: int) -> None:
-        """Record the live extent on the host (after device work, replayed or eager)."""
+        """Record the live extent on the host (after device work, replayed or eager).
+
+        For a ring, ``length`` may be the cursor (frames ever written); the live extent is
+        capped at capacity.
+        """
+        if isinstance(self.policy, Ring):
+            self.cursor = length
+            length = min(length, self.capacity)
         self._need(length, "commit")
         self.length = length
         self.writes += 1
 
     def retain_in_place(self) -> None:
+        if isinstance(self.policy, Ring):
+            return  # a ring retains by overwriting modulo capacity as it is written
         self.commit(self.move_retained(self.length))
 
     def adopt(self, h: torch.Tensor) -> None:
@@ -176,10 +189,11 @@ class Carry:
         self.commit(self.write_retained_from(h))
 
     def append_in_place(self, new: torch.Tensor) -> None:
-        self.commit(self.write_appended(new, self.length))
+        self.commit(self.write_appended(new, self.cursor if isinstance(self.policy, Ring) else self.length))
 
     def reset_in_place(self, base: torch.Tensor | None) -> None:
         """Turn reset: write the base state into the existing storage (no reallocation)."""
+        self.cursor = 0
         if base is None or base.shape[self.dim] == 0:
             self.commit(0)
             return

@@ -1,0 +1,219 @@
+"""ExactShapeReplay on the CUDA backend: bit-exact replay, RNG effects, guards, aliasing, failures.
+
+Every test needs a CUDA device (``@pytest.mark.cuda``; skipped by conftest.py without one).
+The reference for every replayed output is a separate eager run of the same callable from
+an identical initial state, compared with ``torch.equal``.
+
+The capture-failure test is last in the file: a failed capture is the one thing here that
+leaves the CUDA runtime in an unusual state if the engine mishandles it.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+import torch
+
+from cadencelab.contract import PromptRetained
+from cadencelab.replay import CAPTURED, FAILED, REJECTED, ExactShapeReplay
+from cadencelab.state import Carry
+
+MiB = 2**20
+GRANULE = 2 * MiB  # the caching allocator rounds large blocks to 2 MiB
+
+D, P, R, F = 16, 6, 4, 2
+POLICY = PromptRetained(P, R, layout="newest_first")
+
+
+@pytest.fixture(autouse=True)
+def _replay_enabled(monkeypatch):
+    monkeypatch.delenv("CADENCELAB_NO_REPLAY", raising=False)
+
+
+def _cpu_randn(*shape, seed):
+    """Deterministic inputs drawn on the host generator of a private Generator (no global RNG use)."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class TinyAttention(torch.nn.Module):
+    """A streaming attention-like step over a prompt-retained, newest-first carry."""
+
+    def __init__(self):
+        super().__init__()
+        self.kv = torch.nn.Linear(D, D)
+        self.q = torch.nn.Linear(D, D)
+        self.o = torch.nn.Linear(D, D)
+        with torch.no_grad():
+            for i, p in enumerate(self.parameters()):
+                p.copy_(_cpu_randn(*p.shape, seed=100 + i) * 0.3)
+        self.requires_grad_(False)
+
+    @torch.no_grad()
+    def forward(self, x, buf, length):
+        # device work only: no host reads, no host bookkeeping (that happens outside, in StreamState)
+        carry = Carry("kv", POLICY, 0, buf)  # wraps the storage it is handed, allocates nothing
+        n = carry.write_appended(self.kv(x), length)  # in-buffer write: H = cat([new, C]) in place
+        h = buf.narrow(0, 0, n)
+        att = torch.softmax(self.q(x) @ h.transpose(0, 1) * (1.0 / D**0.5), dim=-1)
+        out = self.o(att @ h)
+        carry.move_retained(n)  # retention in place, same address
+        return out
+
+
+class StreamState:
+    """One stream's state: a carry sized A + f, reset to the same prompt."""
+
+    def __init__(self):
+        self.carry = Carry.allocate("kv", POLICY, (P + R + F, D), 0, device="cuda")
+        self.carry.reset_in_place(_cpu_randn(P, D, seed=7).cuda())
+
+    def call(self, fn, x):
+        out = fn(x, self.carry.buffer, self.carry.length)
+        self.carry.commit(POLICY.extent_after(self.carry.length + x.shape[0]))
+        return out
+
+
+def _stream_inputs(n):
+    return [_cpu_randn(F, D, seed=1000 + i).cuda() for i in range(n)]
+
+
+@pytest.mark.cuda
+def test_streaming_carry_replay_is_bit_exact():
+    model = TinyAttention().cuda()
+    eager, replayed = StreamState(), StreamState()
+    eng = ExactShapeReplay(model, "tiny_attention", backend="cuda", owners=lambda: [replayed.carry.buffer],
+                           modules=[model])
+    lengths = []
+    for i, x in enumerate(_stream_inputs(12)):
+        lengths.append(replayed.carry.length)
+        got = replayed.call(eng, x)
+        want = eager.call(model, x)
+        assert torch.equal(got, want), f"call {i}: replay differs from eager"
+    torch.cuda.synchronize()
+    assert torch.equal(replayed.carry.view(), eager.carry.view())
+    assert replayed.carry.address_ok()
+    assert lengths == [6, 8, 10] + [10] * 9  # three classes until retention locks the extent
+    c = eng.counters()
+    assert c["status"].tolist() == [CAPTURED] * 3
+    assert int(c["replays"].sum()) == 9 and c["replays"].tolist() == [0, 0, 9]
+    assert set(c["backend"]) == {"cuda"} and set(c["rng"]) == {"none"}
+    assert c["staging_bytes"].tolist() == [F * D * 4] * 3  # x is staged; the carry is aliased
+    assert eng.summary() == "tiny_attention: 9 of 12 replayed, 3 misses: probe 3"
+
+
+@pytest.mark.cuda
+def test_pointer_drift_invalidates_and_outputs_stay_exact():
+    model = TinyAttention().cuda()
+    eager, replayed = StreamState(), StreamState()
+    eng = ExactShapeReplay(model, "tiny_attention", backend="cuda", owners=lambda: [replayed.carry.buffer],
+                           modules=[model])
+    for i, x in enumerate(_stream_inputs(10)):
+        if i == 5:  # swap the carry for a new tensor (same values, new address) mid-stream
+            old = replayed.carry
+            replayed.carry = Carry("kv", POLICY, 0, old.buffer.clone(), length=old.length)
+        assert torch.equal(replayed.call(eng, x), eager.call(model, x)), f"call {i}"
+    torch.cuda.synchronize()
+    assert torch.equal(replayed.carry.view(), eager.carry.view())
+    c = eng.counters()
+    locked = c[c["hits"] == 8].iloc[0]  # the class at the retention bound: calls 2..9
+    assert locked["invalidations"] == 1 and locked["captures"] == 2 and locked["status"] == CAPTURED
+    assert locked["replays"] == 5  # 2 before the swap, 3 after the re-capture at the new address
+    assert locked["miss_reasons"] == {"probe": 2, "invalidated": 1}
+    inval = [e for e in eng.events if e["kind"] == "invalidation"]
+    assert len(inval) == 1 and inval[0]["detail"] == "aliased input moved"
+
+
+def noisy(x):
+    return x + torch.rand_like(x) + torch.randn(x.shape, device=x.device)
+
+
+@pytest.mark.cuda
+def test_device_rng_callable_replays_bit_exactly():
+    xs = [torch.linspace(-1, 1, 4 * 257, device="cuda").reshape(4, 257) * i for i in range(6)]
+    torch.cuda.manual_seed(1234)
+    want = [noisy(x) for x in xs]
+    want_next = torch.rand(5, device="cuda")
+    torch.cuda.manual_seed(1234)
+    eng = ExactShapeReplay(noisy, backend="cuda")
+    got = [eng(x) for x in xs]
+    got_next = torch.rand(5, device="cuda")
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert torch.equal(g, w), f"call {i}: replayed draws differ from eager"
+    assert torch.equal(got_next, want_next)  # the generator ends where eager leaves it
+    row = eng.counters().iloc[0]
+    assert (row["status"], row["rng"], row["replays"], row["eager"]) == (CAPTURED, "device", 5, 1)
+
+
+@pytest.mark.cuda
+def test_host_rng_callable_is_rejected_on_cuda():
+    def jitter(x):
+        return x + float(random.random())  # advances Python's host generator
+
+    xs = [torch.full((8,), float(i), device="cuda") for i in range(5)]
+    random.seed(21)
+    want = [jitter(x) for x in xs]
+    random.seed(21)
+    eng = ExactShapeReplay(jitter, backend="cuda")
+    got = [eng(x) for x in xs]
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    row = eng.counters().iloc[0]
+    assert (row["status"], row["reason"], row["rng"], row["replays"], row["eager"]) == (
+        REJECTED, "host_rng", "host", 0, 5)
+
+
+@pytest.mark.cuda
+def test_aliasing_removes_the_staging_copy():
+    x = torch.ones(4096, 4096, device="cuda")  # 64 MiB
+
+    def colsum(t):
+        return t.sum(dim=0)
+
+    want = colsum(x)  # warm the kernel outside the measurement
+    torch.cuda.synchronize()
+
+    def setup(owners):
+        gc.collect()  # graph capture runs gc.collect(); collect first so nothing else is freed mid-measurement
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        eng = ExactShapeReplay(colsum, backend="cuda", owners=owners)
+        outs = [eng(x) for _ in range(3)]  # probe + capture, then two replays
+        torch.cuda.synchronize()
+        return eng, outs, torch.cuda.memory_allocated() - before
+
+    staged, staged_outs, staged_growth = setup(())
+    aliased, aliased_outs, aliased_growth = setup([x])
+    for o in staged_outs + aliased_outs:
+        assert torch.equal(o, want)
+    s_row, a_row = staged.counters().iloc[0], aliased.counters().iloc[0]
+    assert s_row["status"] == a_row["status"] == CAPTURED
+    assert s_row["replays"] == a_row["replays"] == 2
+    assert s_row["staging_bytes"] == 64 * MiB
+    assert a_row["staging_bytes"] == 0
+    assert "A(owner 0+0)" in a_row["signature"]
+    assert abs((staged_growth - aliased_growth) - s_row["staging_bytes"]) <= GRANULE, (
+        staged_growth, aliased_growth, s_row["staging_bytes"])
+
+
+# --- keep last: a capture that fails ------------------------------------------------------
+
+
+@pytest.mark.cuda
+def test_sync_inside_capture_fails_closed_to_eager():
+    def syncing(x):
+        return x * 2 + x.max().item()  # a host read: illegal while the stream is capturing
+
+    xs = [torch.arange(6, device="cuda", dtype=torch.float32) + i for i in range(4)]
+    eng = ExactShapeReplay(syncing, backend="cuda")
+    default = torch.cuda.current_stream()
+    for x in xs:
+        assert torch.equal(eng(x), syncing(x))
+    assert torch.cuda.current_stream() == default  # the engine restored the caller's stream
+    row = eng.counters().iloc[0]
+    assert (row["status"], row["reason"], row["replays"], row["eager"]) == (FAILED, "capture_failed", 0, 4)
+    assert row["miss_reasons"] == {"probe": 1, "capture_failed": 3}
+    assert [e["kind"] for e in eng.events] == ["capture_failed"]
+    # the device is still usable for ordinary work afterwards
+    y = torch.ones(3, device="cuda") * 3
+    assert y.sum().item() == 9.0
