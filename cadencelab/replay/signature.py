@@ -105,6 +105,8 @@ def describe(key: tuple) -> str:
             out.append(f"T{list(p[1])}:{p[3].replace('torch.', '')}")
         elif p[0] == "A":
             out.append(f"A(owner {p[1][0]}+{p[1][1]}){list(p[2])}")
+        elif p[1] == "float":
+            out.append(f"float={float.fromhex(p[2])!r}")
         else:
             out.append(f"{p[1]}={p[2]!r}")
     return ", ".join(out)
