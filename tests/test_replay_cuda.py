@@ -217,3 +217,25 @@ def test_sync_inside_capture_fails_closed_to_eager():
     # the device is still usable for ordinary work afterwards
     y = torch.ones(3, device="cuda") * 3
     assert y.sum().item() == 9.0
+    # ...including device randomness: the failed capture must not leave the generator in capture mode
+    torch.cuda.manual_seed(3)
+    a = torch.rand(4, device="cuda")
+    torch.cuda.manual_seed(3)
+    assert torch.equal(a, torch.rand(4, device="cuda"))
+
+
+@pytest.mark.cuda
+def test_capture_failure_keeps_earlier_rng_graphs_exact():
+    """A capture failure between replays of a device-RNG graph does not shift its draws."""
+    noisy = ExactShapeReplay(lambda x: x + torch.rand_like(x), backend="cuda")
+    broken = ExactShapeReplay(lambda x: x * 2 + x.max().item(), backend="cuda")
+    x = torch.zeros(5, device="cuda")
+    torch.cuda.manual_seed(11)
+    got = [noisy(x), noisy(x)]
+    broken(x)
+    broken(x)  # the capture fails here
+    got += [noisy(x), noisy(x)]
+    torch.cuda.manual_seed(11)
+    want = [x + torch.rand_like(x) for _ in range(4)]
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert noisy.counters().iloc[0]["replays"] >= 2

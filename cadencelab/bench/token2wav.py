@@ -55,6 +55,8 @@ class StudyConfig:
     seed: int = 0
     profile: bool = True
     processes: bool = True  # a fresh process per arm; False runs arms in this process (CPU smoke)
+    profile_chunks: int = 3  # the profiled block: one turn of this many chunks + a flush
+    keep_traces: tuple = ("B0", "SRc")  # Chrome traces kept in the output folder
     block_timeout_s: float = 240.0
     compile_timeout_s: float = 420.0
     out: str = "out/token2wav"
@@ -63,12 +65,16 @@ class StudyConfig:
         return len(self.flush_tokens)
 
 
-def token_streams(cfg: StudyConfig, block: int, vocab: int = 6561) -> list[list[int]]:
-    """The generated speech tokens of each turn of ``block`` (same for every arm)."""
+def token_streams(cfg: StudyConfig, block: int, vocab: int = 6561, profiled: bool = False) -> list[list[int]]:
+    """The generated speech tokens of each turn of ``block`` (same for every arm).
+
+    The profiled block is one turn of ``profile_chunks`` chunks and a flush (a short trace).
+    """
     rng = np.random.default_rng([cfg.seed, block])
+    plan = [(cfg.profile_chunks, cfg.flush_tokens[0])] if profiled else [(cfg.chunks_per_turn, r) for r in cfg.flush_tokens]
     out = []
-    for r in cfg.flush_tokens:
-        n = 25 * cfg.chunks_per_turn + (r - 3)  # leaves r tokens (3 lookahead + r - 3) for the flush
+    for chunks, r in plan:
+        n = 25 * chunks + (r - 3)  # leaves r tokens (3 lookahead + r - 3) for the flush
         out.append(rng.integers(0, vocab, n).tolist())
     return out
 
@@ -129,7 +135,7 @@ class ArmRunner:
             prof_ctx = profiled(self.device, trace_path=profile_path, window="chunk")
             prof = prof_ctx.__enter__()
         try:
-            for turn, toks in enumerate(token_streams(cfg, block)):
+            for turn, toks in enumerate(token_streams(cfg, block, profiled=profile_path is not None)):
                 with torch.profiler.record_function("priming") if rt.ranges else _null():
                     rt.set_stream_cache(self.prompt)
                 buf = [4218] * 3 + toks
@@ -182,7 +188,7 @@ class _null:
         return False
 
 
-def _profile_rows(prof, arm: str) -> list[dict]:
+def _profile_rows(prof, arm: str) -> dict:
     """Per-chunk device-busy time and launch counts from a profiled block."""
     s = prof.summary("chunk")
     s["arm"] = arm
@@ -370,15 +376,22 @@ def run_study(cfg: StudyConfig, progress=print) -> dict:
             res["warmup"] = b == 0
             blocks.append(res)
         progress(f"block {b}/{cfg.blocks} done ({time.perf_counter() - t_start:.0f} s)")
+        partial = analyse(cfg, blocks, {}, failures, setup)
+        partial["provenance"] = dict(provenance(cfg), partial=f"{b + 1} of {cfg.blocks + 1} blocks")
+        write_results(partial, out)
     profiles = {}
     if cfg.profile:
         for a in order:
             if a in failures:
                 continue
-            path = str(out / f"trace_{a}.json.gz")
+            keep = a in cfg.keep_traces
+            path = str((out if keep else Path(ckpt)) / f"trace_{a}.json.gz")
             kind, res = procs[a].ask(("profile", cfg.blocks + 1, path), cfg.block_timeout_s)
+            if not keep and os.path.exists(path):
+                os.remove(path)
             if kind == "ok":
                 profiles[a] = res.get("profile", {})
+                profiles[a]["kinds"] = [r["kind"] for r in res["rows"]]
             else:
                 progress(f"arm {a}: profiled block failed: {str(res).strip().splitlines()[-1]}")
         progress(f"profiled blocks done ({time.perf_counter() - t_start:.0f} s)")
@@ -421,12 +434,14 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
         bdf["exact"] = bdf["exact_mel"] & bdf["exact_f32"] & bdf["exact_i16"]
     timed = bdf[~bdf["warmup"]] if not bdf.empty else bdf
     arms = {}
-    b0 = timed[timed["arm"] == "B0"].set_index("block") if not timed.empty else None
+    b0 = timed[timed["arm"] == "B0"].set_index("block") if not timed.empty else pd.DataFrame(
+        columns=["steady_latency_ms_median", "peak_bytes"])
     for a in cfg.arms:
         if a in failures and (timed.empty or a not in set(timed["arm"])):
             arms[a] = dict(arm=a, failed=failures[a])
             continue
-        t = timed[timed["arm"] == a].set_index("block")
+        t = timed[timed["arm"] == a].set_index("block") if not timed.empty else pd.DataFrame(
+            columns=["exact", "peak_bytes", "steady_latency_ms_median", "summaries", "vendor_graph_fires"])
         common = t.index.intersection(b0.index)
         lat = chunks[(chunks["arm"] == a) & (~chunks["warmup"]) & (chunks["kind"] == "steady")]["latency_ms"]
         row = dict(arm=a, blocks=int(len(t)), exact_blocks=int(t["exact"].sum()),
@@ -442,7 +457,7 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
         prof = profiles.get(a)
         if prof and prof.get("chunks"):
             p = pd.DataFrame(prof["chunks"])
-            kinds = chunks[(chunks["arm"] == a) & (chunks["block"] == 0)]["kind"].tolist()
+            kinds = prof.get("kinds", [])
             if len(kinds) == len(p):
                 p["kind"] = kinds
                 p = p[p["kind"] == "steady"]

@@ -68,6 +68,24 @@ def _static_like(t: torch.Tensor) -> torch.Tensor:
     return raw.as_strided(t.shape, t.stride(), raw.storage_offset() + resid)
 
 
+def _end_generator_capture(device, stream) -> None:
+    """Take the CUDA generators out of capture mode after a failed capture.
+
+    A capture that fails never runs the generators' capture epilogue, so every later draw
+    raises "Offset increment outside graph capture". A trivial capture that succeeds runs
+    prologue and epilogue on the same generator state (graphs captured earlier keep pointing
+    at it, so their replays stay exact).
+    """
+    scratch = torch.zeros(1, device=device)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, stream=stream):
+            scratch.add_(1)
+    except Exception as e:  # pragma: no cover - would leave the process without device RNG
+        log.error("could not end generator capture mode after a failed capture: %s", e)
+    del graph
+
+
 @dataclass
 class ClassState:
     """Bookkeeping of one signature class."""
@@ -350,6 +368,7 @@ class ExactShapeReplay:
                 torch.cuda.synchronize(dev)
             except Exception:
                 pass
+            _end_generator_capture(dev, self._stream)
             msg = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
             cls.status, cls.reason, cls.graph = FAILED, "capture_failed", None
             self._event("capture_failed", cls, msg)

@@ -102,17 +102,14 @@ def make_constants_device_resident(flow: torch.nn.Module, hift: torch.nn.Module,
     """
     device = torch.device(device)
     emb = flow.decoder.estimator.t_embedder
-    stock_embedding = type(emb).timestep_embedding
     cached: dict = {}
 
     def timestep_embedding(t, dim, max_period=10000):
         key = (dim, max_period, t.dtype, t.device)
-        if key not in cached:
+        if key not in cached:  # filled once, before any capture (see the warm call below)
             half = dim // 2
             freqs = torch.exp(-math.log(max_period) * torch.arange(start=0, end=half) / half)
             cached[key] = freqs.to(t)
-        if t.device != device:
-            return stock_embedding(t, dim, max_period)
         args = t[:, None] * cached[key][None]
         embedding = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
         if dim % 2:
