@@ -47,7 +47,8 @@ import pandas as pd
 class StudyConfig:
     config: str = "real"  # "real" or "teaching"
     device: str = "cuda"
-    arms: tuple = ("B0", "S", "R", "Rc", "SR", "SRc", "vendor_graph", "vendor_graph_50", "compile")
+    arms: tuple = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
+    deterministic: bool = True  # pin cuDNN/cuBLAS determinism in every arm (see runtime.pin_determinism)
     blocks: int = 8  # timed blocks (plus one warm-up block)
     chunks_per_turn: int = 4
     flush_tokens: tuple = (13, 27)  # tokens left for each turn's final flush (f = 2 x tokens)
@@ -97,8 +98,11 @@ class ArmRunner:
         from ..adapters.token2wav import load_checkpoint, make_prompt
         from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 
+        from ..adapters.token2wav.runtime import pin_determinism
+
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        self.determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
         self.torch = torch
         self.arm, self.cfg = arm, cfg
         self.device = torch.device(cfg.device)
@@ -318,6 +322,8 @@ def provenance(cfg: StudyConfig) -> dict:
                 git_dirty=bool(git("status", "--porcelain")), gpu=gpu, torch=torch.__version__,
                 cuda=torch.version.cuda, python=platform.python_version(), minicpmo=minicpmo,
                 date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
+                determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+                                 cudnn_deterministic=cfg.deterministic),
                 study=dataclasses.asdict(cfg))
 
 
@@ -340,6 +346,8 @@ def run_study(cfg: StudyConfig, progress=print) -> dict:
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # inherited by the arm processes
     if "B0" not in cfg.arms:
         raise ValueError("the study needs the B0 arm: every exactness gate and ratio is against it")
     mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
@@ -533,3 +541,43 @@ def table(result: dict) -> str:
     s = result["summary"]
     rows.append("summary: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items()}))
     return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------
+
+
+def default_out(study: str) -> str:
+    return os.path.join(os.environ.get("OUT", "out"), study)
+
+
+def _cli(args) -> int:
+    cfg = StudyConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
+                      n_timesteps=args.steps, seed=args.seed, profile=not args.no_profile,
+                      processes=not args.inline, out=args.out, compile_timeout_s=args.compile_timeout,
+                      deterministic=not args.unpinned)
+    if args.arms:
+        cfg.arms = tuple(args.arms.split(","))
+    elif args.device == "cpu":
+        cfg.arms = ("B0", "S", "R", "Rc", "SR", "SRc")
+    res = run_study(cfg, progress=lambda m: print(m, flush=True))
+    print(table(res), flush=True)
+    return 0
+
+
+def add_parser(sub) -> None:
+    t = sub.add_parser("token2wav", help="the Token2wav factorial (B0, S, R, Rc, SR, SRc + controls)")
+    t.add_argument("--config", choices=["real", "teaching"], default="real")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--arms", default="", help="comma-separated arms (default: all; CPU: the six factorial arms)")
+    t.add_argument("--blocks", type=int, default=8, help="timed blocks (plus one warm-up block)")
+    t.add_argument("--chunks", type=int, default=4, help="steady chunks per turn (two turns per block)")
+    t.add_argument("--steps", type=int, default=10, help="solver steps (10 or 5)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--no-profile", action="store_true")
+    t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
+    t.add_argument("--compile-timeout", type=float, default=420.0)
+    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--out", default=default_out("token2wav"))
+    t.set_defaults(fn=_cli)

@@ -44,6 +44,19 @@ log = logging.getLogger("cadencelab.replay")
 NEW, CAPTURED, REJECTED, FAILED = "new", "captured", "rejected", "capture_failed"
 _POOLS: dict = {}
 
+# Any parameter, buffer or submodule (re)registration anywhere bumps this epoch, so an
+# engine can keep its list of module tensors and still notice a replaced parameter.
+_EPOCH = [0]
+
+
+def _bump(*_args):
+    _EPOCH[0] += 1
+
+
+torch.nn.modules.module.register_module_parameter_registration_hook(_bump)
+torch.nn.modules.module.register_module_buffer_registration_hook(_bump)
+torch.nn.modules.module.register_module_module_registration_hook(_bump)
+
 
 def shared_pool(device=None):
     """One graph memory pool per device, shared by every engine that does not bring its own."""
@@ -68,14 +81,21 @@ def _static_like(t: torch.Tensor) -> torch.Tensor:
     return raw.as_strided(t.shape, t.stride(), raw.storage_offset() + resid)
 
 
-def _end_generator_capture(device, stream) -> None:
-    """Take the CUDA generators out of capture mode after a failed capture.
+def _end_failed_capture(device, pool, stream) -> None:
+    """Undo what a failed capture leaves behind.
 
-    A capture that fails never runs the generators' capture epilogue, so every later draw
-    raises "Offset increment outside graph capture". A trivial capture that succeeds runs
-    prologue and epilogue on the same generator state (graphs captured earlier keep pointing
-    at it, so their replays stay exact).
+    A capture that fails inside ``cudaStreamEndCapture`` leaves (1) the caching allocator
+    still routing the stream's allocations to the graph pool ("already recording to
+    mempool_id" at the next capture) and (2) the CUDA generators in capture mode ("Offset
+    increment outside graph capture" at the next draw). End the pool recording, then run a
+    trivial capture that succeeds: it runs the generators' prologue and epilogue on the same
+    generator state (graphs captured earlier keep pointing at it, so their replays stay exact).
     """
+    index = torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
+    try:
+        torch._C._cuda_endAllocateToPool(index, pool)
+    except Exception:  # not recording any more: nothing to end
+        pass
     scratch = torch.zeros(1, device=device)
     graph = torch.cuda.CUDAGraph()
     try:
@@ -178,6 +198,8 @@ class ExactShapeReplay:
         self.events: list[dict] = []
         self.calls = 0
         self._stream = None
+        self._tensors: list = []
+        self._tensors_epoch = -1
 
     # ------------------------------------------------------------------------------------
     # helpers
@@ -196,12 +218,20 @@ class ExactShapeReplay:
             names += [f"module{mi}.{n}" for n, _ in m.named_buffers()]
         return names
 
+    def _module_tensors(self) -> list:
+        if self._tensors_epoch != _EPOCH[0]:
+            self._tensors = [t for m in self.modules for t in (*m.parameters(), *m.buffers())]
+            self._tensors_epoch = _EPOCH[0]
+        return self._tensors
+
     def _guard_ptrs(self) -> tuple:
-        """Addresses the graphs read or write implicitly: write-through regions, then module state."""
+        """Addresses the graphs read or write implicitly: write-through regions, then module state.
+
+        Module tensors are listed again only after a (re)registration anywhere (the epoch);
+        their data pointers are read every call, so ``.data`` swaps and moves are seen too.
+        """
         ptrs = [t.data_ptr() for t in self.write_through().values()]
-        for m in self.modules:
-            ptrs += [p.data_ptr() for p in m.parameters()]
-            ptrs += [b.data_ptr() for b in m.buffers()]
+        ptrs += [t.data_ptr() for t in self._module_tensors()]
         return tuple(ptrs)
 
     def _event(self, kind: str, cls: ClassState | None, detail: str = "") -> None:
@@ -368,7 +398,7 @@ class ExactShapeReplay:
                 torch.cuda.synchronize(dev)
             except Exception:
                 pass
-            _end_generator_capture(dev, self._stream)
+            _end_failed_capture(dev, pool, self._stream)
             msg = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
             cls.status, cls.reason, cls.graph = FAILED, "capture_failed", None
             self._event("capture_failed", cls, msg)

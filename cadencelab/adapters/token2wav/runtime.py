@@ -63,6 +63,8 @@ ARMS: dict[str, ArmSpec] = {
     "Rc": ArmSpec("Rc", False, "chunk", description="replay at chunk granularity, stock state"),
     "SR": ArmSpec("SR", True, "step", description="state rule + replay at solver-step granularity"),
     "SRc": ArmSpec("SRc", True, "chunk", description="state rule + replay at chunk granularity"),
+    "B0_repeat": ArmSpec("B0_repeat", False, None, description="control: the stock runtime again, in another "
+                         "process (cross-process determinism of the baseline)"),
     "vendor_graph": ArmSpec("vendor_graph", False, None, "vendor_graph",
                             "control: the vendor's CUDA-graph branch as shipped (buckets 30/48/96)"),
     "vendor_graph_50": ArmSpec("vendor_graph_50", False, None, "vendor_graph_50",
@@ -71,7 +73,25 @@ ARMS: dict[str, ArmSpec] = {
                        "control: torch.compile(mode='reduce-overhead') on the estimator"),
 }
 FACTORIAL = ("B0", "S", "R", "Rc", "SR", "SRc")
-CONTROLS = ("vendor_graph", "vendor_graph_50", "compile")
+CONTROLS = ("B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
+
+
+def pin_determinism() -> dict:
+    """Deterministic kernel selection for every arm, B0 included (the precondition of a bitwise gate).
+
+    cuDNN's transposed convolutions (HiFT's upsampling) may pick atomics-based algorithms
+    whose float32 output varies run to run; cuBLAS needs a fixed workspace configuration.
+    Set before the first CUDA call of the process.
+    """
+    import os
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return dict(CUBLAS_WORKSPACE_CONFIG=os.environ["CUBLAS_WORKSPACE_CONFIG"], cudnn_deterministic=True,
+                cudnn_benchmark=False, tf32=False)
 
 
 def declaration_for(cfg: Token2wavConfig, n_timesteps: int = 10, prompt_frames: int = 302, retained: int = 100):
