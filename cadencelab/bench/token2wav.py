@@ -556,7 +556,7 @@ def _cli(args) -> int:
     cfg = StudyConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
                       n_timesteps=args.steps, seed=args.seed, profile=not args.no_profile,
                       processes=not args.inline, out=args.out, compile_timeout_s=args.compile_timeout,
-                      deterministic=not args.unpinned)
+                      deterministic=not args.unpinned, block_timeout_s=args.block_timeout)
     if args.arms:
         cfg.arms = tuple(args.arms.split(","))
     elif args.device == "cpu":
@@ -578,6 +578,7 @@ def add_parser(sub) -> None:
     t.add_argument("--no-profile", action="store_true")
     t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
     t.add_argument("--compile-timeout", type=float, default=420.0)
+    t.add_argument("--block-timeout", type=float, default=240.0)
     t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
     t.add_argument("--out", default=default_out("token2wav"))
     t.set_defaults(fn=_cli)

@@ -81,6 +81,9 @@ def _static_like(t: torch.Tensor) -> torch.Tensor:
     return raw.as_strided(t.shape, t.stride(), raw.storage_offset() + resid)
 
 
+_FAILED_GRAPHS: list = []  # failed captures stay referenced: the allocator may still hold their filters
+
+
 def _end_failed_capture(device, pool, stream) -> None:
     """Undo what a failed capture leaves behind.
 
@@ -94,8 +97,10 @@ def _end_failed_capture(device, pool, stream) -> None:
     index = torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
     try:
         torch._C._cuda_endAllocateToPool(index, pool)
-    except Exception:  # not recording any more: nothing to end
-        pass
+    except Exception as e:  # not recording any more: nothing to end
+        log.debug("endAllocateToPool after a failed capture: %s", e)
+    if _POOLS.get(index) == pool:  # never begin recording to that pool id again
+        del _POOLS[index]
     scratch = torch.zeros(1, device=device)
     graph = torch.cuda.CUDAGraph()
     try:
@@ -399,6 +404,9 @@ class ExactShapeReplay:
             except Exception:
                 pass
             _end_failed_capture(dev, pool, self._stream)
+            _FAILED_GRAPHS.append(graph)
+            if self.pool == pool:
+                self.pool = torch.cuda.graph_pool_handle()
             msg = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
             cls.status, cls.reason, cls.graph = FAILED, "capture_failed", None
             self._event("capture_failed", cls, msg)
