@@ -318,7 +318,9 @@ def provenance(cfg: StudyConfig) -> dict:
         minicpmo = version("minicpmo")
     except Exception:
         minicpmo = None
-    return dict(git_commit=git("rev-parse", "HEAD") or os.environ.get("CADENCELAB_COMMIT", ""),
+    head = git("rev-parse", "HEAD")
+    commit = os.environ.get("CADENCELAB_COMMIT") or (head if len(head) == 40 else "")
+    return dict(git_commit=commit,
                 git_dirty=bool(git("status", "--porcelain")), gpu=gpu, torch=torch.__version__,
                 cuda=torch.version.cuda, python=platform.python_version(), minicpmo=minicpmo,
                 date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
@@ -462,18 +464,7 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
         if t["peak_bytes"].notna().all() and len(common):
             d, lo, hi = bootstrap_ratio(t.loc[common, "peak_bytes"], b0.loc[common, "peak_bytes"])
             row.update(peak_delta=d, peak_delta_lo=lo, peak_delta_hi=hi)
-        prof = profiles.get(a)
-        if prof and prof.get("chunks"):
-            p = pd.DataFrame(prof["chunks"])
-            kinds = prof.get("kinds", [])
-            if len(kinds) == len(p):
-                p["kind"] = kinds
-                p = p[p["kind"] == "steady"]
-            row.update(busy_ms_median=float(p["busy_us"].median() / 1e3), wall_ms_median=float(p["wall_us"].median() / 1e3),
-                       wall_over_busy=float((p["wall_us"] / p["busy_us"]).median()),
-                       slack_frac_median=float(p["slack_frac"].median()),
-                       kernel_launches_per_chunk=float(p["kernel_launches"].median()),
-                       graph_launches_per_chunk=float(p["graph_launches"].median()))
+        row.update(profile_fields(profiles.get(a)))
         last = t.iloc[-1] if len(t) else None
         if last is not None:
             row["replay"] = last["summaries"]
@@ -483,6 +474,34 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
     return dict(summary=summary, arms=arms, failures=failures, setup_s=setup,
                 blocks=bdf.to_dict("records"), chunks=chunks.to_dict("records"),
                 profiles=profiles)
+
+
+def profile_fields(prof: dict | None) -> dict:
+    """Steady-chunk medians of a profiled block: device-busy, wall, wall/busy, slack, launches."""
+    if not prof or not prof.get("chunks"):
+        return {}
+    p = pd.DataFrame(prof["chunks"])
+    kinds = prof.get("kinds", [])
+    if len(kinds) == len(p):
+        p["kind"] = kinds
+        p = p[p["kind"] == "steady"]
+    return dict(busy_ms_median=float(p["busy_us"].median() / 1e3), wall_ms_median=float(p["wall_us"].median() / 1e3),
+                wall_over_busy=float((p["wall_us"] / p["busy_us"]).median()),
+                slack_frac_median=float(p["slack_frac"].median()),
+                kernel_launches_per_chunk=float(p["kernel_launches"].median()),
+                graph_launches_per_chunk=float(p["graph_launches"].median()))
+
+
+def profile_from_trace(trace_path, chunks_per_turn: int = 3) -> dict:
+    """Rebuild a profiled block's per-chunk rows from its Chrome trace (one ``chunk`` range per call)."""
+    from ..profile.metrics import summary
+    from ..profile.trace import load_trace
+
+    s = summary(load_trace(trace_path), "chunk")
+    kinds = ["first"] + ["steady"] * (chunks_per_turn - 1) + ["flush"]
+    cols = ["occurrence", "wall_us", "busy_us", "slack_frac", "host_wait_us", "kernel_wait_us", "other_idle_us",
+            "kernel_launches", "graph_launches", "kernels"]
+    return dict(chunks=s[cols].to_dict("records"), kinds=kinds if len(kinds) == len(s) else [])
 
 
 def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
