@@ -45,10 +45,10 @@ def token2wav_declaration(
     f_call = frames_per_token * (tokens_per_chunk + lookahead)  # 56: a flush carrying its lookahead
     source_cache = mel_cache * samples_per_frame  # 3840 samples
     clocks = (
-        Clock("tokens", "speech token", rate_hz=25.0),
+        Clock("chunks", "stream call (one second of speech)", rate_hz=1.0),
+        Clock("tokens", "speech token", parent="chunks", ratio=tokens_per_chunk, offset=lookahead),
         Clock("frames", "mel frame", parent="tokens", ratio=frames_per_token),
         Clock("samples", "PCM sample at 24 kHz", parent="frames", ratio=samples_per_frame),
-        Clock("chunks", "stream call of 25 tokens + 3 lookahead", parent=None, rate_hz=1.0),
         Clock("steps", "Euler solver step", parent="chunks", ratio=n_steps),
         Clock("turns", "conversation turn", rate_hz=None),
     )
