@@ -524,8 +524,16 @@ def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
         total_blocks=int((timed["arm"] == "SRc").sum()) if not timed.empty else 0,
         exact_blocks_all_arms={a: int(g["exact"].sum()) for a, g in timed.groupby("arm")} if not timed.empty else {},
         non_exact_arms=sorted(a for a, r in arms.items() if r.get("blocks") and not r.get("exact")),
+        exact_blocks_by_hash=exact_by_hash(timed),
     )
     return s
+
+
+def exact_by_hash(timed: pd.DataFrame) -> dict:
+    """Per arm, timed blocks whose mel / float32 PCM / int16 PCM hashes equal B0's."""
+    if timed.empty:
+        return {}
+    return {a: {h: int(g[f"exact_{h}"].sum()) for h in ("mel", "f32", "i16")} for a, g in timed.groupby("arm")}
 
 
 def write_results(result: dict, out: Path) -> None:
