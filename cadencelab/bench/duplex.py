@@ -1,0 +1,338 @@
+"""The duplex second: backbone -> speech-token decoder -> Token2wav synthesis, per arm.
+
+    python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --seconds 3 --out DIR
+
+Protocol (every arm sees the same models, inputs and seeds):
+
+* the two language models (:mod:`cadencelab.profile.duplex`, random weights from the declared
+  preset) are built once and shared; each arm builds its own Token2wav (REAL for ``h200``,
+  TEACHING for ``tiny``) with its solver envelope, in this process, one arm after the other;
+* per arm, ``--seconds`` duplex seconds of one session; the first is a warm-up: after it the
+  runtime streams synthesis-only chunks until every steady cache extent of a turn has occurred
+  (replay arms capture their classes there), then the session restarts (a turn boundary);
+* per second and stage (backbone, speech_decoder, synthesis, and synthesis' flow / vocoder):
+  start and duration from CUDA events on the device timeline (perf_counter on a CPU);
+* then one more second under ``torch.profiler``: its trace, trimmed to that second, is kept as
+  ``trace_duplex_<arm>.json.gz`` and gives per-stage device-busy time, slack and launches;
+* the allocator peak per arm (reset before the arm is built).
+
+Writes ``duplex_second.json`` (rows, per-stage medians, per-second totals, profiles, provenance)
+and ``duplex_second_rows.csv`` under ``--out`` and prints a short table last. PCM digests per
+second let arms be compared: same tokens in, same bytes out when the arms are bit-exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .token2wav import default_out
+
+# ---------------------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class DuplexStudyConfig:
+    preset: str = "h200"  # "h200" or "tiny"
+    device: str = "cuda"
+    arms: tuple = ("B0", "SRc")
+    seconds: int = 3  # per arm, the first one a warm-up
+    seed: int = 0
+    profile: bool = True  # one profiled second per arm, its trimmed trace kept
+    deterministic: bool = True  # pin cuDNN/cuBLAS determinism (as the token2wav factorial does)
+    backend: str = "auto"
+    input_tokens: int | None = None  # override the preset's per-second clocks
+    text_tokens: int | None = None
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+    trace_cpu_depth: int | None = None  # keep host ops up to this nesting depth in the kept traces (None: all)
+    out: str = "out/duplex"
+
+
+def study_preset(cfg: DuplexStudyConfig):
+    from ..profile.duplex import preset
+
+    p = preset(cfg.preset)
+    changes = {k: v for k, v in (("input_tokens", cfg.input_tokens), ("text_tokens", cfg.text_tokens)) if v is not None}
+    return p.replace(**changes) if changes else p
+
+
+# ---------------------------------------------------------------------------------------
+# provenance
+# ---------------------------------------------------------------------------------------
+
+
+def provenance(cfg: DuplexStudyConfig, models=None) -> dict:
+    import torch
+
+    def git(*a):
+        try:
+            return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10,
+                                  cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+        except Exception:
+            return ""
+
+    head = git("rev-parse", "HEAD")
+    commit = os.environ.get("CADENCELAB_COMMIT") or (head if len(head) == 40 else "")
+    cuda = torch.device(cfg.device).type == "cuda" and torch.cuda.is_available()
+    try:
+        from importlib.metadata import version
+
+        versions = {}
+        for pkg in ("transformers", "minicpmo"):
+            try:
+                versions[pkg] = version(pkg)
+            except Exception:
+                versions[pkg] = None
+    except Exception:  # pragma: no cover
+        versions = {}
+    return dict(
+        git_commit=commit, git_commit_source="CADENCELAB_COMMIT" if os.environ.get("CADENCELAB_COMMIT") else "git rev-parse",
+        git_dirty=bool(git("status", "--porcelain")),
+        gpu=torch.cuda.get_device_name(torch.device(cfg.device)) if cuda else None,
+        torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(), **versions,
+        threads=torch.get_num_threads(),
+        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
+        determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+                         cudnn_deterministic=bool(torch.backends.cudnn.deterministic)),
+        condition=("pinned kernel selection (cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG)" if cfg.deterministic
+                   else "unpinned kernel selection (stock)"),
+        study=dataclasses.asdict(cfg),
+        config=study_preset(cfg).to_dict(),
+        models=models.describe() if models is not None else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# the study
+# ---------------------------------------------------------------------------------------
+
+
+def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
+    """Run every arm; write ``duplex_second.json`` (+ rows CSV, traces) under ``cfg.out``; return the result."""
+    import torch
+
+    from ..adapters.token2wav.runtime import pin_determinism
+    from ..profile.duplex import DuplexSecond, build_models
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device(cfg.device)
+    cuda = device.type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise RuntimeError(f"--device {cfg.device}: torch.cuda is not available (use --device cpu --preset tiny)")
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    if cfg.deterministic:
+        pin_determinism()  # before the first CUDA call
+    else:
+        torch.backends.cudnn.deterministic = False
+    if cfg.seconds < 2:
+        raise ValueError("--seconds must be >= 2: the first second of each arm is a warm-up")
+    dcfg = study_preset(cfg)
+    t_start = time.perf_counter()
+    models = build_models(dcfg, device, cfg.seed)
+    progress(f"language models built ({dcfg.name}: backbone {dcfg.backbone.parameters() / 1e6:.1f} M, "
+             f"speech decoder {dcfg.speech.parameters() / 1e6:.1f} M parameters, {dcfg.dtype}) in {models.build_s:.1f} s")
+    rows, seconds, profiles, arms_info, failures = [], [], {}, {}, {}
+    for arm in cfg.arms:
+        t_arm = time.perf_counter()
+        h = None
+        try:
+            if cuda:
+                torch.cuda.synchronize(device)
+                torch.cuda.reset_peak_memory_stats(device)
+            h = DuplexSecond(dcfg, arm, device, cfg.seed, models=models, backend=cfg.backend)
+            df = h.run(cfg.seconds, warmup=1, progress=True)
+            rows.append(df)
+            seconds.append(h.seconds_frame().assign(warmup=lambda d: d["second"] < 1))
+            info = dict(token2wav_build_s=h.token2wav_build_s, substages_timed=h.substages_timed)
+            if cfg.profile:  # after the timed seconds: the profiler's overhead stays out of them
+                path = out / f"trace_duplex_{arm}.json.gz"
+                pdf, prof = h.profile_second(trace_path=str(path), max_cpu_depth=cfg.trace_cpu_depth)
+                profiles[arm] = _profile_rows(prof, arm, path)
+                profiles[arm]["rows"] = pdf.to_dict("records")
+            info["peak_MiB"] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
+            if h.rt.engines:
+                info["replay"] = h.rt.summaries()
+            info["wall_s"] = time.perf_counter() - t_arm
+            arms_info[arm] = info
+            progress(f"arm {arm}: {cfg.seconds} seconds{' + 1 profiled' if cfg.profile else ''} "
+                     f"in {info['wall_s']:.1f} s")
+        except Exception as e:  # one arm failing keeps the others
+            import traceback
+
+            failures[arm] = traceback.format_exc()[-2000:]
+            progress(f"arm {arm} failed: {type(e).__name__}: {e}")
+        finally:
+            if h is not None:
+                h.close()
+            del h
+    result = analyse(cfg, rows, seconds, profiles, arms_info, failures)
+    result["provenance"] = provenance(cfg, models)
+    result["provenance"]["wall_s"] = time.perf_counter() - t_start
+    write_results(result, out)
+    return result
+
+
+def _profile_rows(prof, arm: str, path: Path) -> dict:
+    """Per-stage device attribution of the profiled second (busy, slack, launches), and its trace file."""
+    from ..profile.duplex import STAGES, SUBSTAGES
+
+    names = [n for n in (*STAGES, *SUBSTAGES) if n in set(prof.ranges["name"])]
+    st = prof.stages(names, by_name=True)
+    st.insert(0, "arm", arm)
+    return dict(trace=path.name, trace_bytes=path.stat().st_size if path.exists() else None,
+                stages=st.to_dict("records"), events=dict(kernels=len(prof.kernels), cpu_ops=len(prof.cpu_ops),
+                                                          launches=len(prof.launches)))
+
+
+# ---------------------------------------------------------------------------------------
+# analysis
+# ---------------------------------------------------------------------------------------
+
+
+def medians(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (arm, stage): medians of start_ms and dur_ms over the timed (non-warm-up) seconds."""
+    timed = rows[~rows["warmup"].astype(bool)]
+    g = timed.groupby(["arm", "stage", "parent"], sort=False)
+    m = g.agg(start_ms=("start_ms", "median"), dur_ms=("dur_ms", "median"), dur_ms_min=("dur_ms", "min"),
+              dur_ms_max=("dur_ms", "max"), n=("dur_ms", "size")).reset_index()
+    m["source"] = "measured"
+    cols = ["stage", "start_ms", "dur_ms", "source", "arm", "parent", "n", "dur_ms_min", "dur_ms_max"]
+    return m.sort_values(["arm", "start_ms"], kind="stable")[cols].reset_index(drop=True)
+
+
+def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.DataFrame], profiles: dict,
+            arms_info: dict, failures: dict) -> dict:
+    r = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+        columns=["stage", "start_ms", "dur_ms", "source", "arm", "second", "parent", "warmup"])
+    s = pd.concat(seconds, ignore_index=True) if seconds else pd.DataFrame(
+        columns=["arm", "second", "second_ms", "pcm_sha16", "warmup"])
+    med = medians(r) if len(r) else pd.DataFrame()
+    summary = {}
+    ref = cfg.arms[0] if cfg.arms else None
+    ref_sha = s[s["arm"] == ref].set_index("second")["pcm_sha16"] if len(s) else pd.Series(dtype=object)
+    for arm in cfg.arms:
+        if arm in failures:
+            summary[arm] = dict(failed=failures[arm].strip().splitlines()[-1])
+            continue
+        ts = s[(s["arm"] == arm) & (~s["warmup"].astype(bool))]
+        stage = med[(med["arm"] == arm)].set_index("stage")["dur_ms"] if len(med) else pd.Series(dtype=float)
+        sha = s[s["arm"] == arm].set_index("second")["pcm_sha16"]
+        common = sha.index.intersection(ref_sha.index)
+        row = dict(seconds_timed=int(len(ts)),
+                   second_ms_median=float(ts["second_ms"].median()) if len(ts) else float("nan"),
+                   second_ms_max=float(ts["second_ms"].max()) if len(ts) else float("nan"),
+                   **{f"{k}_ms_median": float(stage.get(k, np.nan)) for k in
+                      ("backbone", "speech_decoder", "synthesis", "flow", "vocoder")},
+                   peak_MiB=arms_info.get(arm, {}).get("peak_MiB"),
+                   pcm_equal_to=ref, pcm_equal_seconds=f"{int((sha.loc[common] == ref_sha.loc[common]).sum())}/{len(common)}")
+        row["over_cadence"] = row["second_ms_median"] / 1000.0 - 1.0
+        prof = profiles.get(arm)
+        if prof:
+            for st in prof["stages"]:
+                if st["range"] in ("backbone", "speech_decoder", "synthesis"):
+                    row[f"{st['range']}_slack_frac"] = st.get("slack_frac")
+                    row[f"{st['range']}_launches"] = int(st.get("kernel_launches", 0)) + int(st.get("graph_launches", 0))
+        summary[arm] = row
+    return dict(summary=summary, medians=med.to_dict("records"), rows=r.to_dict("records"),
+                seconds=s.to_dict("records"), profiles=profiles, arms=arms_info, failures=failures,
+                cadence_ms=1000.0)
+
+
+def write_results(result: dict, out: Path) -> None:
+    def default(o):
+        if isinstance(o, np.integer):
+            return int(o)
+        if isinstance(o, np.floating):
+            return float(o)
+        if isinstance(o, np.bool_):
+            return bool(o)
+        return str(o)
+
+    def clean(o):  # NaN -> null: the file stays strict JSON
+        if isinstance(o, float) and o != o:
+            return None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        return o
+
+    (out / "duplex_second.json").write_text(json.dumps(clean(result), indent=1, default=default))
+    pd.DataFrame(result["rows"]).to_csv(out / "duplex_second_rows.csv", index=False)
+
+
+def table(result: dict) -> str:
+    """The short table printed last: per arm, stage medians and the second against the cadence."""
+    lines = [f"{'arm':>6}  {'backbone':>9} {'speech':>9} {'synth':>9} {'(flow':>8} {'vocoder)':>9}  "
+             f"{'second':>9}  {'vs 1 s':>7}  {'peak MiB':>9}  pcm"]
+    for arm, r in result["summary"].items():
+        if "failed" in r:
+            lines.append(f"{arm:>6}  FAILED: {r['failed'][:100]}")
+            continue
+
+        def f(k):
+            v = r.get(k)
+            return float("nan") if v is None else v
+
+        peak = r.get("peak_MiB")
+        lines.append(
+            f"{arm:>6}  {f('backbone_ms_median'):9.1f} {f('speech_decoder_ms_median'):9.1f} "
+            f"{f('synthesis_ms_median'):9.1f} {f('flow_ms_median'):8.1f} {f('vocoder_ms_median'):9.1f}  "
+            f"{f('second_ms_median'):9.1f}  {100 * f('over_cadence'):+6.1f}%  "
+            f"{(f'{peak:9.0f}' if peak is not None else '        -')}  "
+            f"={r.get('pcm_equal_to')} {r.get('pcm_equal_seconds')}")
+    lines.append("ms, medians over the timed seconds; synthesis = flow + cut + vocoder (the paper's synthesis "
+                 "segment); second = end of synthesis")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------
+
+
+def _cli(args) -> int:
+    threads = args.threads
+    if threads is None and args.device == "cpu" and args.preset == "tiny":
+        threads = 1  # tiny shapes gain nothing from intra-op threads and suffer when cores are shared
+    cfg = DuplexStudyConfig(preset=args.preset, device=args.device, arms=tuple(a for a in args.arms.split(",") if a),
+                            seconds=args.seconds, seed=args.seed, profile=not args.no_profile,
+                            deterministic=not args.unpinned, backend=args.backend, input_tokens=args.input_tokens,
+                            text_tokens=args.text_tokens, threads=threads, trace_cpu_depth=args.trace_cpu_depth,
+                            out=args.out)
+    res = run_study(cfg, progress=lambda m: print(m, flush=True))
+    print(table(res), flush=True)
+    return 1 if res["failures"] and len(res["failures"]) == len(cfg.arms) else 0
+
+
+def add_parser(sub) -> None:
+    t = sub.add_parser("duplex", help="one full-duplex second (backbone, speech decoder, Token2wav) per arm")
+    t.add_argument("--preset", choices=["h200", "tiny"], default="h200")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--arms", default="B0,SRc", help="comma-separated Token2wav arms (default B0,SRc)")
+    t.add_argument("--seconds", type=int, default=3, help="duplex seconds per arm, the first a warm-up (>= 2)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--input-tokens", type=int, default=None, help="backbone prefill tokens per second (preset: 25)")
+    t.add_argument("--text-tokens", type=int, default=None, help="backbone decoded tokens per second (preset: 10)")
+    t.add_argument("--backend", default="auto", help="replay backend of the Token2wav runtime (auto, cuda, eager)")
+    t.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's; 1 for --device cpu --preset tiny)")
+    t.add_argument("--no-profile", action="store_true", help="skip the profiled second and its trace")
+    t.add_argument("--trace-cpu-depth", type=int, default=None,
+                   help="keep host ops only up to this nesting depth in the kept traces (smaller files; default: all)")
+    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--out", default=default_out("duplex"))
+    t.set_defaults(fn=_cli)

@@ -1,0 +1,327 @@
+"""Recorded data, as DataFrames: the H200 studies, the paper's published figures, recorded traces.
+
+The notebooks read everything through here, never through paths of their own. Files live in the
+repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H200;
+``data/paper/``: figures as published), or in the folder named by ``$CADENCELAB_DATA``.
+
+    factorial(condition)          one row per Token2wav arm (latency, peak memory, deltas, exactness)
+    factorial_blocks(condition)   one row per (arm, block)
+    factorial_chunks(condition)   one row per streamed chunk
+    factorial_summary(condition)  the study's headline ratios (dict)
+    pareto_frame(condition)       the columns cadencelab.viz.pareto expects
+    provenance(name)              where a recorded file came from (commit, GPU, torch, CUDA, date, ...)
+    paper_duplex_second(block)    the paper's duplex-second breakdown (data/paper/duplex_second.csv)
+    duplex_second(condition)      the measured duplex second (data/h200/duplex_second*.json)
+    recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
+
+``condition`` is "pinned" (cuDNN / cuBLAS kernel selection pinned in every arm, the bitwise gate's
+precondition) or "unpinned" (the stock kernel selection). A missing file raises
+FileNotFoundError naming the path and the command that records it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "DATA_ENV", "CONDITIONS", "PARETO_COLUMNS", "data_dir", "data_path", "load_json",
+    "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
+    "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "recorded_trace",
+]
+
+DATA_ENV = "CADENCELAB_DATA"
+#: the columns cadencelab.viz.pareto reads (intervals as bounds, not half-widths)
+PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]
+CONDITIONS = ("pinned", "unpinned")
+
+#: recorded files by dataset name -> (path under data/, how to record it)
+_FACTORIAL_CMD = ("python -m cadencelab.bench token2wav --device cuda --out DIR{flag}  (on a CUDA machine), "
+                  "then copy DIR/token2wav_factorial.json to {path}")
+_DUPLEX_CMD = ("python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --seconds 3 --out DIR{flag}  "
+               "(on a CUDA machine), then copy DIR/duplex_second.json to {path}")
+DATASETS = {
+    "factorial": ("h200/token2wav_factorial.json", _FACTORIAL_CMD, ""),
+    "factorial_unpinned": ("h200/token2wav_factorial_unpinned.json", _FACTORIAL_CMD, " --unpinned"),
+    "duplex_second": ("h200/duplex_second.json", _DUPLEX_CMD, ""),
+    "duplex_second_unpinned": ("h200/duplex_second_unpinned.json", _DUPLEX_CMD, " --unpinned"),
+    "paper_duplex_second": ("paper/duplex_second.csv", None, ""),
+}
+_PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2.1 and §4.3, figures as published; "
+                 "see data/paper/README.md")
+
+
+# ---------------------------------------------------------------------------------------
+# finding files
+# ---------------------------------------------------------------------------------------
+
+
+def _candidates() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    return [here.parent / "data", here / "data"]
+
+
+def data_dir() -> Path:
+    """The data folder: ``$CADENCELAB_DATA`` when set, else the repository's ``data/``.
+
+    The repository root is the folder above the ``cadencelab`` package; an installed package may
+    carry its data at ``cadencelab/data/`` instead. FileNotFoundError lists where it looked.
+    """
+    env = os.environ.get(DATA_ENV)
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_dir():
+            raise FileNotFoundError(f"${DATA_ENV} is set to {env!r}, which is not a folder")
+        return p
+    for p in _candidates():
+        if p.is_dir():
+            return p
+    raise FileNotFoundError("no cadencelab data folder: looked in " + ", ".join(str(p) for p in _candidates())
+                            + f"; set ${DATA_ENV} to the folder that holds h200/ and paper/")
+
+
+def data_path(relative: str | os.PathLike, how: str | None = None) -> Path:
+    """``data_dir() / relative``, which must exist (the error names the path and how to make it)."""
+    p = data_dir() / relative
+    if not p.exists():
+        msg = f"recorded data file not found: {p}"
+        if how:
+            msg += f"\nrecord it with: {how}"
+        raise FileNotFoundError(msg)
+    return p
+
+
+def _condition(condition: str) -> str:
+    if condition not in CONDITIONS:
+        raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+    return condition
+
+
+def _dataset(kind: str, condition: str = "pinned") -> tuple[str, str | None]:
+    name = kind if _condition(condition) == "pinned" else f"{kind}_unpinned"
+    rel, cmd, flag = DATASETS[name]
+    return rel, (cmd.format(flag=flag, path=f"data/{rel}") if cmd else None)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_json_cached(path: str, mtime_ns: int) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        try:
+            return json.load(fh)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from e
+
+
+def load_json(relative: str | os.PathLike, how: str | None = None) -> dict:
+    """A recorded JSON file under the data folder (parsed once per file version; do not mutate)."""
+    p = data_path(relative, how)
+    return _load_json_cached(str(p), p.stat().st_mtime_ns)
+
+
+def _need(obj: dict, key: str, rel: str):
+    if key not in obj:
+        path = data_dir() / rel
+        raise KeyError(f"{path}: no {key!r} key (keys: {sorted(obj)})")
+    return obj[key]
+
+
+# ---------------------------------------------------------------------------------------
+# the Token2wav factorial (data/h200/token2wav_factorial*.json)
+# ---------------------------------------------------------------------------------------
+
+
+def factorial_result(condition: str = "pinned") -> dict:
+    """The whole recorded factorial result (summary, arms, blocks, chunks, profiles, provenance)."""
+    rel, how = _dataset("factorial", condition)
+    return load_json(rel, how)
+
+
+def factorial(condition: str = "pinned") -> pd.DataFrame:
+    """One row per arm: steady_latency_ms_median / _p95, peak_MiB_median, latency_delta(_lo/_hi),
+    peak_delta(_lo/_hi), exact, exact_blocks, blocks, and where profiled busy_ms_median,
+    wall_over_busy, slack_frac_median, launches per chunk; replay summaries as dicts. Arms that
+    failed keep a row with their ``failed`` message and NaN numbers. Adds ``condition``.
+    """
+    rel, _ = _dataset("factorial", condition)
+    arms = _need(factorial_result(condition), "arms", rel)
+    df = pd.DataFrame([dict(v, arm=v.get("arm", k)) for k, v in arms.items()])
+    first = ["arm", "steady_latency_ms_median", "peak_MiB_median", "exact", "exact_blocks", "blocks"]
+    df = df[[c for c in first if c in df.columns] + [c for c in df.columns if c not in first]]
+    df["condition"] = condition
+    return df
+
+
+def factorial_blocks(condition: str = "pinned") -> pd.DataFrame:
+    """One row per (arm, block): warmup, peak_bytes, latency medians, hashes, exact_* flags."""
+    rel, _ = _dataset("factorial", condition)
+    df = pd.DataFrame(_need(factorial_result(condition), "blocks", rel))
+    if "peak_bytes" in df.columns:
+        df["peak_MiB"] = df["peak_bytes"] / 2**20
+    df["condition"] = condition
+    return df
+
+
+def factorial_chunks(condition: str = "pinned") -> pd.DataFrame:
+    """One row per streamed chunk: arm, block, turn, chunk, kind (first/steady/flush), latency_ms, ..."""
+    rel, _ = _dataset("factorial", condition)
+    df = pd.DataFrame(_need(factorial_result(condition), "chunks", rel))
+    df["condition"] = condition
+    return df
+
+
+def factorial_summary(condition: str = "pinned") -> dict:
+    """The headline ratios: speedup_SRc_vs_B0, peak_reduction_SRc_vs_B0, exact blocks, ..."""
+    rel, _ = _dataset("factorial", condition)
+    return dict(_need(factorial_result(condition), "summary", rel))
+
+
+def pareto_frame(condition: str = "pinned", arms: list[str] | None = None) -> pd.DataFrame:
+    """The factorial's arms in the columns :func:`cadencelab.viz.pareto` expects.
+
+    lat_ms = steady_latency_ms_median, peak_MiB = peak_MiB_median, exact = bit-exact in every
+    block. The error bars (lat_lo/lat_hi, peak_lo/peak_hi) are the paired bootstrap 95% intervals
+    of each arm's ratio to B0 (``latency_delta_lo/hi``, ``peak_delta_lo/hi``), carried to the arm's
+    own median: ``lat_lo = lat_ms * (1 + latency_delta_lo) / (1 + latency_delta)``. B0, the
+    reference, therefore has zero-width bars. Failed arms are left out.
+    """
+    df = factorial(condition)
+    if "failed" in df.columns:
+        df = df[df["failed"].isna()]
+    if arms is not None:
+        missing = sorted(set(arms) - set(df["arm"]))
+        if missing:
+            raise ValueError(f"pareto_frame: arms {missing} not in the recorded factorial ({sorted(df['arm'])})")
+        df = df.set_index("arm").loc[list(arms)].reset_index()
+    out = pd.DataFrame({"arm": df["arm"].astype(str), "lat_ms": df["steady_latency_ms_median"].astype(float),
+                        "peak_MiB": df["peak_MiB_median"].astype(float)})
+    for value, delta, lo, hi in (("lat_ms", "latency_delta", "lat_lo", "lat_hi"),
+                                 ("peak_MiB", "peak_delta", "peak_lo", "peak_hi")):
+        d = df.get(delta, pd.Series(np.nan, index=df.index)).astype(float).fillna(0.0)
+        for col, src in ((lo, f"{delta}_lo"), (hi, f"{delta}_hi")):
+            b = df.get(src, pd.Series(np.nan, index=df.index)).astype(float)
+            out[col] = (out[value] * (1 + b.fillna(d)) / (1 + d)).to_numpy()
+        out[lo] = np.minimum(out[lo], out[value])  # a percentile interval can miss its point by rounding
+        out[hi] = np.maximum(out[hi], out[value])
+    out["exact"] = df["exact"].fillna(False).astype(bool).to_numpy()
+    out["condition"] = condition
+    return out[PARETO_COLUMNS + ["condition"]].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------
+# provenance
+# ---------------------------------------------------------------------------------------
+
+
+def provenance(name: str = "factorial") -> dict:
+    """Where a recorded file came from.
+
+    ``name``: a dataset ("factorial", "factorial_unpinned", "duplex_second",
+    "duplex_second_unpinned", "paper_duplex_second") or a JSON path relative to the data folder.
+    Recorded studies give their ``provenance`` block (git commit, GPU, torch, CUDA, date, study
+    config); the paper data gives its citation.
+    """
+    if name == "paper_duplex_second":
+        rel = DATASETS[name][0]
+        data_path(rel)
+        return dict(source=_PAPER_SOURCE, file=str(data_path(rel)), readme=str(data_path("paper/README.md")))
+    if name in DATASETS:
+        rel, cmd, flag = DATASETS[name]
+        how = cmd.format(flag=flag, path=f"data/{rel}") if cmd else None
+    else:
+        rel, how = name, None
+    obj = load_json(rel, how)
+    return dict(_need(obj, "provenance", rel))
+
+
+# ---------------------------------------------------------------------------------------
+# the duplex second: paper and measured
+# ---------------------------------------------------------------------------------------
+
+_PAPER_BLOCKS = ("anatomy", "live_synthesis", "live_speak")
+
+
+def paper_duplex_second(block: str | list[str] | None = None) -> pd.DataFrame:
+    """The paper's published duplex-second figures (stage, start_ms, dur_ms, source="paper", arm, block,
+    where, note).
+
+    block: "anatomy" (§2.2.1: earlier_stages 842 ms then synthesis 327 ms, stock), "live_synthesis"
+    (table 5: synthesis 201.7 -> 72.2 ms; start_ms is NaN, the paper does not place it),
+    "live_speak" (table 5: mean SPEAK 1,141 -> 976 ms, totals from 0), a list of these, or None (all).
+    """
+    rel = DATASETS["paper_duplex_second"][0]
+    p = data_path(rel)
+    df = pd.read_csv(p)
+    need = ["stage", "start_ms", "dur_ms", "source", "arm", "block"]
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p}: missing columns {missing}")
+    if block is not None:
+        blocks = [block] if isinstance(block, str) else list(block)
+        unknown = sorted(set(blocks) - set(_PAPER_BLOCKS))
+        if unknown:
+            raise ValueError(f"paper_duplex_second: unknown block {unknown}; blocks: {list(_PAPER_BLOCKS)}")
+        df = df[df["block"].isin(blocks)]
+    return df.reset_index(drop=True)
+
+
+def _duplex(condition: str) -> tuple[dict, str]:
+    rel, how = _dataset("duplex_second", condition)
+    return load_json(rel, how), rel
+
+
+def duplex_second(condition: str = "pinned", arm: str | None = None) -> pd.DataFrame:
+    """The measured duplex second: the median stage rows per arm (waterfall-ready).
+
+    Columns: stage, start_ms, dur_ms (medians over the timed seconds), source ("measured"), arm,
+    parent ("" for backbone / speech_decoder / synthesis; "synthesis" for flow / vocoder), n.
+    From ``data/h200/duplex_second.json`` (pinned) or ``duplex_second_unpinned.json``.
+    """
+    obj, rel = _duplex(condition)
+    df = pd.DataFrame(_need(obj, "medians", rel))
+    if arm is not None:
+        if arm not in set(df["arm"]):
+            raise ValueError(f"{rel}: no arm {arm!r} (arms: {sorted(set(df['arm']))})")
+        df = df[df["arm"] == arm]
+    return df.reset_index(drop=True)
+
+
+def duplex_seconds(condition: str = "pinned") -> pd.DataFrame:
+    """Every recorded stage row of every second (warm-up seconds flagged ``warmup``)."""
+    obj, rel = _duplex(condition)
+    return pd.DataFrame(_need(obj, "rows", rel))
+
+
+# ---------------------------------------------------------------------------------------
+# recorded traces
+# ---------------------------------------------------------------------------------------
+
+_TRACE_FILES = {
+    "chunk": ("h200/trace_{arm}_chunk.json.gz",
+              "python -m cadencelab.bench token2wav --device cuda --arms B0,SRc --out DIR (it keeps "
+              "DIR/trace_<arm>.json.gz); trim it to one steady chunk "
+              "(cadencelab.profile.duplex.write_trimmed_trace(load_trace(...), PATH, window='chunk', occurrence=1)) "
+              "and save it as {path}"),
+    "duplex": ("h200/trace_duplex_{arm}.json.gz",
+               "python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --out DIR "
+               "(it writes DIR/trace_duplex_<arm>.json.gz, already trimmed to one second); copy it to {path}"),
+}
+
+
+def recorded_trace(arm: str = "B0", kind: str = "chunk"):
+    """A recorded, trimmed Chrome trace as a :class:`cadencelab.profile.Trace`.
+
+    kind "chunk": one steady Token2wav chunk (``data/h200/trace_<arm>_chunk.json.gz``);
+    kind "duplex": one duplex second (``data/h200/trace_duplex_<arm>.json.gz``).
+    """
+    from .profile.trace import load_trace
+
+    if kind not in _TRACE_FILES:
+        raise ValueError(f"recorded_trace: kind must be one of {sorted(_TRACE_FILES)}, got {kind!r}")
+    pattern, how = _TRACE_FILES[kind]
+    rel = pattern.format(arm=arm)
+    return load_trace(data_path(rel, how.format(path=f"data/{rel}")))

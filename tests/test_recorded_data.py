@@ -1,0 +1,172 @@
+"""cadencelab.data: the recorded H200 studies and the paper's published figures load as frames."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from cadencelab import data, viz
+from cadencelab.profile import Trace
+
+PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]
+
+
+# ----------------------------------------------------------------------------------------------
+# the recorded factorial
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("condition", data.CONDITIONS)
+def test_factorial_per_arm(condition):
+    df = data.factorial(condition)
+    assert {"B0", "SRc"} <= set(df["arm"]) and df["arm"].is_unique
+    for col in ("steady_latency_ms_median", "peak_MiB_median", "latency_delta", "latency_delta_lo",
+                "latency_delta_hi", "peak_delta", "exact", "exact_blocks", "blocks"):
+        assert col in df.columns, col
+    ok = df[df.get("failed", pd.Series(index=df.index, dtype=object)).isna()]
+    assert (ok["steady_latency_ms_median"] > 0).all() and (ok["peak_MiB_median"] > 0).all()
+    b0 = df.set_index("arm").loc["B0"]
+    assert b0["latency_delta"] == 0 and bool(b0["exact"])
+    assert (df["condition"] == condition).all()
+
+
+@pytest.mark.parametrize("condition", data.CONDITIONS)
+def test_factorial_blocks_chunks_summary(condition):
+    blocks, chunks = data.factorial_blocks(condition), data.factorial_chunks(condition)
+    assert {"arm", "block", "warmup", "peak_bytes", "peak_MiB", "exact"} <= set(blocks.columns)
+    assert {"arm", "block", "turn", "chunk", "kind", "latency_ms"} <= set(chunks.columns)
+    assert set(chunks["kind"]) >= {"first", "steady", "flush"}
+    assert set(blocks["arm"]) == set(chunks["arm"])
+    s = data.factorial_summary(condition)
+    assert s["speedup_SRc_vs_B0"] > 1 and 0 < s["peak_reduction_SRc_vs_B0"] < 1
+
+
+def test_factorial_matches_its_csv_export():
+    """The committed CSV and the JSON's blocks are the same record."""
+    csv = pd.read_csv(data.data_path("h200/token2wav_factorial_blocks.csv"))
+    js = data.factorial_blocks("pinned")
+    assert len(csv) == len(js) and list(csv["sha_i16"]) == list(js["sha_i16"])
+
+
+@pytest.mark.parametrize("condition", data.CONDITIONS)
+def test_pareto_frame_has_the_viz_columns(condition):
+    p = data.pareto_frame(condition)
+    assert list(p.columns[: len(PARETO_COLUMNS)]) == PARETO_COLUMNS
+    assert ((p["lat_lo"] <= p["lat_ms"]) & (p["lat_ms"] <= p["lat_hi"])).all()
+    assert ((p["peak_lo"] <= p["peak_MiB"]) & (p["peak_MiB"] <= p["peak_hi"])).all()
+    b0 = p.set_index("arm").loc["B0"]
+    assert b0["lat_lo"] == b0["lat_ms"] == b0["lat_hi"]  # the reference of the paired intervals
+    fig = viz.pareto(p)
+    assert isinstance(fig, go.Figure) and len(fig.data) >= 1
+    f = data.factorial(condition).set_index("arm")
+    assert p.set_index("arm").loc["SRc", "lat_ms"] == f.loc["SRc", "steady_latency_ms_median"]
+
+
+def test_pareto_frame_arm_selection():
+    p = data.pareto_frame("pinned", arms=["SRc", "B0"])
+    assert list(p["arm"]) == ["SRc", "B0"]
+    with pytest.raises(ValueError, match="not in the recorded factorial"):
+        data.pareto_frame("pinned", arms=["B0", "nope"])
+    with pytest.raises(ValueError, match="condition"):
+        data.factorial("sometimes")
+
+
+def test_provenance():
+    prov = data.provenance("factorial")
+    for key in ("git_commit", "gpu", "torch", "cuda", "date", "study"):
+        assert key in prov, key
+    assert "H200" in prov["gpu"]
+    assert data.provenance("h200/token2wav_factorial_unpinned.json")["study"]["config"] == "real"
+    paper = data.provenance("paper_duplex_second")
+    assert "arXiv:2609.35115v1" in paper["source"]
+
+
+# ----------------------------------------------------------------------------------------------
+# the paper's duplex second
+# ----------------------------------------------------------------------------------------------
+
+
+def test_paper_duplex_second_holds_the_published_figures():
+    df = data.paper_duplex_second()
+    assert (df["source"] == "paper").all() and set(df["arm"]) == {"stock", "duplexcadence"}
+    a = data.paper_duplex_second("anatomy").set_index("stage")
+    assert a.loc["earlier_stages", "start_ms"] == 0 and a.loc["earlier_stages", "dur_ms"] == 842
+    assert a.loc["synthesis", "start_ms"] == 842 and a.loc["synthesis", "dur_ms"] == 327
+    total = a.loc["synthesis", "start_ms"] + a.loc["synthesis", "dur_ms"]
+    assert round(100 * (total / 1000 - 1), 1) == 16.9  # "16.9% past deadline"
+    live = data.paper_duplex_second("live_synthesis").set_index("arm")
+    assert live.loc["stock", "dur_ms"] == 201.7 and live.loc["duplexcadence", "dur_ms"] == 72.2
+    assert live["start_ms"].isna().all()  # the paper does not place the segment in time
+    speak = data.paper_duplex_second("live_speak").set_index("arm")
+    assert speak.loc["stock", "dur_ms"] == 1141 and speak.loc["duplexcadence", "dur_ms"] == 976
+    assert round(100 * (1141 / 1000 - 1), 1) == 14.1 and round(100 * (1 - 976 / 1000), 1) == 2.4
+    with pytest.raises(ValueError, match="unknown block"):
+        data.paper_duplex_second("figure9")
+
+
+def test_paper_waterfall_builds():
+    fig = viz.waterfall(data.paper_duplex_second(["anatomy", "live_speak"]))
+    assert len(fig.data) == 1 and fig.layout.shapes[0].x0 == 1000.0
+
+
+# ----------------------------------------------------------------------------------------------
+# traces
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arm", ["B0", "SRc"])
+def test_recorded_chunk_trace(arm):
+    path = data.data_dir() / f"h200/trace_{arm}_chunk.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not recorded yet")
+    t = data.recorded_trace(arm)
+    assert isinstance(t, Trace) and t.has_device_activity
+    assert "chunk" in set(t.ranges["name"])
+
+
+# ----------------------------------------------------------------------------------------------
+# missing files and folders
+# ----------------------------------------------------------------------------------------------
+
+
+def test_missing_files_name_the_path(tmp_path, monkeypatch):
+    (tmp_path / "h200").mkdir()
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path))
+    assert data.data_dir() == tmp_path
+    expected = str(tmp_path / "h200" / "token2wav_factorial.json")
+    with pytest.raises(FileNotFoundError, match="token2wav_factorial.json") as e:
+        data.factorial()
+    assert expected in str(e.value) and "python -m cadencelab.bench token2wav" in str(e.value)
+    with pytest.raises(FileNotFoundError, match="token2wav_factorial_unpinned.json") as e:
+        data.pareto_frame("unpinned")
+    assert "--unpinned" in str(e.value)
+    with pytest.raises(FileNotFoundError) as e:
+        data.recorded_trace("SRc")
+    assert str(tmp_path / "h200" / "trace_SRc_chunk.json.gz") in str(e.value) and "record it with" in str(e.value)
+    with pytest.raises(FileNotFoundError) as e:
+        data.recorded_trace("B0", kind="duplex")
+    assert "trace_duplex_B0.json.gz" in str(e.value) and "bench duplex" in str(e.value)
+    with pytest.raises(FileNotFoundError) as e:
+        data.duplex_second()
+    assert str(tmp_path / "h200" / "duplex_second.json") in str(e.value)
+    with pytest.raises(FileNotFoundError, match="duplex_second_unpinned.json"):
+        data.duplex_second("unpinned")
+    with pytest.raises(FileNotFoundError, match="paper/duplex_second.csv"):
+        data.paper_duplex_second()
+    with pytest.raises(FileNotFoundError, match="token2wav_factorial.json"):
+        data.provenance("factorial")
+
+
+def test_bad_data_folder_and_bad_json(tmp_path, monkeypatch):
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        data.data_dir()
+    (tmp_path / "h200").mkdir()
+    (tmp_path / "h200" / "token2wav_factorial.json").write_text("{not json")
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path))
+    with pytest.raises(ValueError, match="token2wav_factorial.json"):
+        data.factorial()
+    (tmp_path / "h200" / "token2wav_factorial.json").write_text('{"summary": {}}')
+    with pytest.raises(KeyError, match="token2wav_factorial.json"):
+        data.factorial()
