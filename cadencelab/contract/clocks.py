@@ -49,8 +49,12 @@ class Clock:
                 )
         if not isinstance(self.offset, int) or isinstance(self.offset, bool) or self.offset < 0:
             raise DeclarationError(f"{where}.offset", f"must be a non-negative integer, got {self.offset!r}")
-        if self.rate_hz is not None and not (isinstance(self.rate_hz, (int, float)) and self.rate_hz > 0):
+        if self.rate_hz is not None and (
+            isinstance(self.rate_hz, bool) or not isinstance(self.rate_hz, (int, float)) or not self.rate_hz > 0
+        ):
             raise DeclarationError(f"{where}.rate_hz", f"must be a positive number, got {self.rate_hz!r}")
+        if not isinstance(self.fixed, bool):
+            raise DeclarationError(f"{where}.fixed", f"must be True or False, got {self.fixed!r}")
 
 
 def validate_clocks(clocks: tuple[Clock, ...]) -> dict[str, Clock]:

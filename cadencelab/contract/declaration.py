@@ -79,6 +79,9 @@ class Region:
             raise DeclarationError(f"{where}.clock", f"unknown clock {self.clock!r}")
         if not isinstance(self.shape, tuple) or not self.shape:
             raise DeclarationError(f"{where}.shape", f"must be a non-empty tuple, got {self.shape!r}")
+        for j, d in enumerate(self.shape):
+            if not isinstance(d, (str, int)) or isinstance(d, bool):
+                raise DeclarationError(f"{where}.shape[{j}]", f"dims must be positive integers or names, got {d!r}")
         if list(self.shape).count(self.clock) != 1:
             raise DeclarationError(f"{where}.shape", f"must name the clock '{self.clock}' exactly once, got {self.shape!r}")
         for j, d in enumerate(self.shape):
@@ -96,13 +99,13 @@ class Region:
                 raise DeclarationError(f"{where}.{name}", f"must be a non-negative integer, got {v!r}")
         if self.max_call is not None and (not _is_int(self.max_call) or self.max_call < self.growth):
             raise DeclarationError(f"{where}.max_call", f"must be an integer >= growth ({self.growth}), got {self.max_call!r}")
-        if self.lifetime not in LIFETIMES:
+        if not isinstance(self.lifetime, str) or self.lifetime not in LIFETIMES:
             raise DeclarationError(f"{where}.lifetime", f"must be one of {LIFETIMES}, got {self.lifetime!r}")
-        if self.mutability not in MUTABILITY:
+        if not isinstance(self.mutability, str) or self.mutability not in MUTABILITY:
             raise DeclarationError(f"{where}.mutability", f"must be one of {MUTABILITY}, got {self.mutability!r}")
-        if self.role not in ROLES:
+        if not isinstance(self.role, str) or self.role not in ROLES:
             raise DeclarationError(f"{where}.role", f"must be one of {ROLES}, got {self.role!r}")
-        if self.envelope not in ENVELOPES:
+        if not isinstance(self.envelope, str) or self.envelope not in ENVELOPES:
             raise DeclarationError(f"{where}.envelope", f"must be one of {ENVELOPES}, got {self.envelope!r}")
         if not isinstance(self.dtype, str) or self.dtype not in DTYPE_BYTES:
             raise DeclarationError(f"{where}.dtype", f"unknown dtype {self.dtype!r}; known: {sorted(DTYPE_BYTES)}")
@@ -119,6 +122,16 @@ class Region:
             raise DeclarationError(
                 f"{where}.initial", f"initial extent {self.initial} exceeds the declared prompt {self.policy.prompt}"
             )
+        cap = {"ring": "capacity", "fixed": "extent"}.get(self.policy.kind)
+        if cap is not None and self.initial > getattr(self.policy, cap):
+            raise DeclarationError(
+                f"{where}.initial",
+                f"initial extent {self.initial} exceeds the policy's {cap} {getattr(self.policy, cap)}",
+            )
+        if not isinstance(self.address_stable, bool):
+            raise DeclarationError(f"{where}.address_stable", f"must be True or False, got {self.address_stable!r}")
+        if not isinstance(self.device, str) or not self.device:
+            raise DeclarationError(f"{where}.device", f"must be a device string such as 'cuda', got {self.device!r}")
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,8 @@ class Operator:
             raise DeclarationError(f"{where}.per_chunk", f"must be a positive integer, got {self.per_chunk!r}")
         if not isinstance(self.scalars, Mapping):
             raise DeclarationError(f"{where}.scalars", "must be a mapping of keyed scalar arguments")
+        if not isinstance(self.query_dependent, bool):
+            raise DeclarationError(f"{where}.query_dependent", f"must be True or False, got {self.query_dependent!r}")
         for k, v in self.scalars.items():
             if not isinstance(v, (int, float, bool, str, type(None))):
                 raise DeclarationError(f"{where}.scalars.{k}", f"must be a plain scalar, got {type(v).__name__}")
@@ -247,6 +262,8 @@ class Declaration:
         if not isinstance(self.dims, Mapping):
             raise DeclarationError("dims", "must map symbolic dim names to sizes")
         for k, v in self.dims.items():
+            if not isinstance(k, str):
+                raise DeclarationError(f"dims.{k}", f"dim names must be strings, got {type(k).__name__}")
             if not _is_int(v) or v <= 0:
                 raise DeclarationError(f"dims.{k}", f"must be a positive integer, got {v!r}")
             if k in clocks:
@@ -285,6 +302,12 @@ class Declaration:
         for i, c in enumerate(self.constants):
             if not isinstance(c, DeviceConstant):
                 raise DeclarationError(f"constants[{i}]", f"expected a DeviceConstant, got {type(c).__name__}")
+            if not isinstance(c.shape, tuple) or not all(_is_int(d) and d > 0 for d in c.shape):
+                raise DeclarationError(f"constants[{i}].shape", f"must be a tuple of positive integers, got {c.shape!r}")
+            if not isinstance(c.dtype, str) or c.dtype not in DTYPE_BYTES:
+                raise DeclarationError(f"constants[{i}].dtype", f"unknown dtype {c.dtype!r}")
+        if not isinstance(self.params, Mapping):
+            raise DeclarationError("params", f"must be a mapping, got {type(self.params).__name__}")
         if not isinstance(self.single_session, bool):
             raise DeclarationError("single_session", "must be True or False")
         if not _is_int(self.horizon) or self.horizon < 2:

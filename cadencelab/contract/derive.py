@@ -91,8 +91,9 @@ def catalog_width(decl: Declaration, region: str) -> dict:
     if not r.policy.bounded:
         return dict(W=math.inf, s=r.growth, K=math.inf, K_enumerated=math.inf)
     w = a - a_minus
-    k = 1 if (w == 0 or r.growth == 0) else math.ceil(w / r.growth) + 1
     k_enum = len({r.policy.shape_extent(c) for _, c, _, _ in _steps(r)})
+    # with no growth the extent only settles once (e.g. a prompt longer than a window): count, no stride
+    k = 1 if w == 0 else (k_enum if r.growth == 0 else math.ceil(w / r.growth) + 1)
     return dict(W=w, s=r.growth, K=k, K_enumerated=k_enum)
 
 

@@ -1,0 +1,646 @@
+"""The soak: one long stream through an arm (SRc by default), every chunk checked against B0.
+
+``python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda --out DIR``
+
+Protocol
+
+* The stream is ``--chunks`` calls of 28 tokens (25 new + 3 lookahead; 25 dropped after each
+  call, as the duplex demo does), cut into turns of about ``--turn-every`` calls (a
+  deterministic jitter of ``--jitter`` calls, default a tenth). Every turn primes the flow with
+  the prompt (a turn boundary: the state-rule arms reset their carries in place), streams its
+  steady chunks and ends with a flush (``last_chunk=True``) of 13 or 27 tokens, alternating:
+  f = 26 frames is admitted, f = 54 > f_chunk = 50 is outside the admission predicate and runs
+  eagerly by declaration. The device and host generators are seeded at every turn start.
+* The arm streams the whole thing in one process, so captured classes, carries and the
+  allocator live across all turns. Per chunk it records the int16 PCM (and float32 waveform)
+  SHA-256, the synthesis-segment latency (CUDA events) and host wall time, the allocator's
+  ``memory_allocated`` / ``max_memory_allocated`` / ``memory_reserved`` and the deltas of every
+  replay engine's miss counters, replays and events.
+* B0 streams the same turns with the same seeds. Every turn is self-contained (seeded at its
+  start, primed from the prompt), so the B0 reference may be split at turn boundaries across
+  ``--b0-workers`` processes to fit the device's time limit; ``--b0-workers 1`` runs it as one
+  unbroken stream. Each arm runs in its own fresh process (``spawn``), so the arm's allocator
+  statistics see nothing of B0; by default the arm runs alone first and the B0 shards after it
+  (``--concurrent`` overlaps them: faster, but the arm's latencies then share the device). On a
+  CPU everything runs sequentially in this process (``--inline`` forces that elsewhere).
+* Warm-up is the first ``--warmup-turns`` turns (default 2: one flush of each size). After it
+
+  - the allocator peak must stay flat: ``max_memory_allocated`` grows by at most one
+    allocator granule (2 MiB);
+  - there must be no fallbacks: a fallback is any engine miss other than the declared eager
+    cases -- ``priming`` (the cache-free prompt priming), ``outside_catalog`` on a flush longer
+    than f_chunk, ``probe`` during warm-up, and on a CPU ``host_rng`` (the CPU device's
+    generator *is* the host generator, so the vocoder's draws cannot be captured there);
+  - every chunk's int16 PCM hash equals B0's.
+
+Output under ``--out``: ``soak.json`` (provenance, the summary -- chunks, exact_chunks,
+peak_growth_bytes_after_warmup, fallbacks_after_warmup, warmup_chunks, ... -- one row per
+turn, per-arm counters) and ``soak_chunks.csv`` (one row per chunk, both arms side by side).
+Per-process rows are streamed to ``rows_<arm>_<shard>.jsonl`` as they are produced, so a run
+cut short still leaves its chunks behind; ``--reference DIR`` reuses the B0 rows of an earlier
+run (``--arms SRc``), which splits the soak into two device commands when needed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .token2wav import default_out, provenance
+
+GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
+SILENCE = 4218
+CALL_TOKENS, STRIDE_TOKENS, LOOKAHEAD = 28, 25, 3
+
+
+@dataclass
+class SoakConfig:
+    config: str = "real"  # "real" or "teaching"
+    device: str = "cuda"
+    arm: str = "SRc"  # the arm under soak
+    reference_arm: str = "B0"
+    arms: tuple = ("SRc", "B0")  # which of (arm, reference_arm) run now; () only re-analyses recorded rows
+    chunks: int = 1800
+    turn_every: int = 30
+    jitter: int = -1  # calls of deterministic jitter on each turn's length; -1: turn_every // 10
+    flush_tokens: tuple = (13, 27)  # tokens of each turn's final flush, alternating (f = 2 x tokens frames)
+    warmup_turns: int = 2
+    n_timesteps: int = 10
+    seed: int = 0
+    deterministic: bool = True
+    processes: bool = True  # a fresh process per arm / shard; False runs everything inline (CPU)
+    concurrent: bool = False  # overlap the arm with the reference shards
+    b0_workers: int = 1
+    b0_devices: tuple = ()  # devices of the reference shards (default: --device)
+    reference: str = ""  # a previous soak folder (or rows_*.jsonl file) holding the reference arm's rows
+    granule_bytes: int = GRANULE
+    timeout_s: float = 3600.0
+    out: str = "out/soak"
+
+    def jitter_calls(self) -> int:
+        return self.turn_every // 10 if self.jitter < 0 else self.jitter
+
+
+# ---------------------------------------------------------------------------------------
+# the stream
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    turn: int
+    start: int  # global index of the turn's first chunk
+    calls: int  # steady chunks + the flush
+    flush_tokens: int
+    seed: int
+    tokens: list = field(repr=False, default_factory=list)
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.calls
+
+
+def turn_seed(cfg: SoakConfig, turn: int) -> int:
+    return 1_000_003 * (cfg.seed + 1) + 7919 * turn + 17
+
+
+def plan_turns(cfg: SoakConfig, vocab: int = 6561) -> list[Turn]:
+    """The stream's turns: lengths about ``turn_every`` (deterministic jitter), tokens per turn.
+
+    A turn of n calls holds n - 1 steady chunks of 28 tokens and a final flush of
+    ``flush_tokens[turn % 2]`` tokens; its generated tokens number 25 (n - 1) + flush - 3 (the
+    buffer starts with three silence tokens of lookahead).
+    """
+    if cfg.chunks < 1 or cfg.turn_every < 1:
+        raise ValueError("chunks and turn_every must be positive")
+    for r in cfg.flush_tokens:
+        if not LOOKAHEAD <= r < CALL_TOKENS:
+            raise ValueError(f"flush tokens must be in [{LOOKAHEAD}, {CALL_TOKENS}), got {r}")
+    rng = np.random.default_rng([cfg.seed, 0x50AC])
+    jitter = cfg.jitter_calls()
+    turns: list[Turn] = []
+    start = 0
+    while start < cfg.chunks:
+        left = cfg.chunks - start
+        n = cfg.turn_every + (int(rng.integers(-jitter, jitter + 1)) if jitter else 0)
+        n = max(3, n) if cfg.turn_every >= 3 else max(1, n)
+        if left - n < min(3, cfg.turn_every):  # never leave a stub turn behind
+            n = left
+        t = len(turns)
+        r = cfg.flush_tokens[t % len(cfg.flush_tokens)]
+        toks = np.random.default_rng([cfg.seed, 1 + t]).integers(0, vocab, STRIDE_TOKENS * (n - 1) + r - LOOKAHEAD)
+        turns.append(Turn(t, start, n, r, turn_seed(cfg, t), toks.tolist()))
+        start += n
+    return turns
+
+
+def warmup_chunks(cfg: SoakConfig, turns: list[Turn]) -> int:
+    w = min(cfg.warmup_turns, len(turns))
+    return turns[w - 1].stop if w > 0 else 0
+
+
+# ---------------------------------------------------------------------------------------
+# one process: an arm streaming a list of turns
+# ---------------------------------------------------------------------------------------
+
+
+def _engine_state(rt) -> tuple[Counter, int, Counter]:
+    """(misses by 'engine:reason', replays, events by 'engine:kind') summed over the runtime's engines."""
+    misses, events = Counter(), Counter()
+    replays = 0
+    for name, e in rt.engines.items():
+        for c in e.classes.values():
+            replays += c.replays
+            for reason, n in c.misses.items():
+                misses[f"{name}:{reason}"] += n
+        for reason, n in e.unclassed.items():
+            misses[f"{name}:{reason}"] += n
+        for ev in e.events:
+            events[f"{name}:{ev['kind']}"] += 1
+    return misses, replays, events
+
+
+def _delta(now: Counter, before: Counter) -> dict:
+    return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] - before.get(k, 0) > 0}
+
+
+def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device: str, rows_path: str,
+              progress=None) -> dict:
+    """Build ``arm`` on ``device`` and stream ``turn_ids``; append one JSON row per chunk to ``rows_path``."""
+    import torch
+
+    from ..adapters.token2wav import load_checkpoint, make_prompt
+    from ..adapters.token2wav.runtime import Token2wavRuntime, pin_determinism, runtime_envelope
+
+    determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    if cuda:
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(dev)  # events, graphs and the allocator statistics follow the current device
+    t0 = time.perf_counter()
+    flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
+                                       envelope=runtime_envelope(arm, cfg.n_timesteps))
+    prompt = make_prompt(mcfg, cfg.seed, dev)
+    rt = Token2wavRuntime(flow, hift, dev, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg,
+                          backend="cuda" if cuda else "eager")
+    f_chunk = rt.decl.admission.max_call if rt.decl is not None and rt.decl.admission else 50
+    if cuda:
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+    setup_s = time.perf_counter() - t0
+    turns = {t.turn: t for t in plan_turns(cfg, mcfg.vocab_size)}
+    written = 0
+    t_stream = time.perf_counter()
+    with open(rows_path, "a") as fh:
+        for tid in turn_ids:
+            turn = turns[tid]
+            misses0, replays0, events0 = _engine_state(rt)
+            torch.manual_seed(turn.seed)  # seeds the CPU and every CUDA generator
+            rt.set_stream_cache(prompt)
+            buf = [SILENCE] * LOOKAHEAD + turn.tokens
+            for k in range(turn.calls):
+                last = k == turn.calls - 1
+                piece = buf if last else buf[:CALL_TOKENS]
+                if last != (len(buf) < CALL_TOKENS):
+                    raise RuntimeError(f"turn {tid}: token plan out of step at call {k} ({len(buf)} tokens left)")
+                ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
+                w0 = time.perf_counter()
+                pcm = rt.stream(piece, last_chunk=last, events=ev)
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                wall = time.perf_counter() - w0
+                f32 = rt.last_speech.detach().float().cpu().numpy().tobytes()
+                misses, replays, events = _engine_state(rt)
+                frames = 2 * (len(piece) if last else len(piece) - LOOKAHEAD)
+                row = dict(
+                    arm=arm, chunk=turn.start + k, turn=tid, call=k,
+                    kind="flush" if last else ("first" if k == 0 else "steady"),
+                    tokens=len(piece), frames=frames, beyond_f_chunk=bool(last and frames > f_chunk),
+                    sha_i16=hashlib.sha256(pcm).hexdigest(), sha_f32=hashlib.sha256(f32).hexdigest(),
+                    samples=len(pcm) // 2,
+                    latency_ms=ev[0].elapsed_time(ev[1]) if cuda else wall * 1e3, wall_ms=wall * 1e3,
+                    allocated_bytes=torch.cuda.memory_allocated(dev) if cuda else None,
+                    peak_bytes=torch.cuda.max_memory_allocated(dev) if cuda else None,
+                    reserved_bytes=torch.cuda.memory_reserved(dev) if cuda else None,
+                    replays=replays - replays0, misses=_delta(misses, misses0), events=_delta(events, events0),
+                    device=str(dev),
+                )
+                misses0, replays0, events0 = misses, replays, events
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()  # a process killed at the time limit leaves every finished chunk behind
+                written += 1
+                if not last:
+                    buf = buf[STRIDE_TOKENS:]
+            if progress is not None:
+                progress(f"{arm} {device}: turn {tid} done ({written} chunks, {time.perf_counter() - t_stream:.0f} s)")
+    counters = rt.counters()
+    return dict(arm=arm, device=str(dev), turns=list(turn_ids), chunks=written, setup_s=setup_s,
+                stream_s=time.perf_counter() - t_stream, determinism=determinism, summaries=rt.summaries(),
+                counters=counters.drop(columns=["miss_reasons"], errors="ignore").to_dict("records")
+                if len(counters) else [],
+                gpu=torch.cuda.get_device_name(dev) if cuda else None)
+
+
+def _worker(conn, arm, ckpt, cfg_dict, turn_ids, device, rows_path, threads):
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        cfg = SoakConfig(**cfg_dict)
+        every = max(1, len(turn_ids) // 10)
+
+        def progress(msg, _n=[0]):
+            _n[0] += 1
+            if _n[0] % every == 0 or _n[0] == len(turn_ids):
+                print(msg, flush=True)
+
+        conn.send(("ok", run_turns(arm, ckpt, cfg, turn_ids, device, rows_path, progress=progress)))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+
+
+class _Job:
+    """One spawned process streaming a shard of turns."""
+
+    def __init__(self, arm, ckpt, cfg, turn_ids, device, rows_path, threads):
+        ctx = mp.get_context("spawn")
+        self.arm, self.device, self.rows_path = arm, device, rows_path
+        self.conn, child = ctx.Pipe()
+        self.p = ctx.Process(target=_worker, args=(child, arm, ckpt, dataclasses.asdict(cfg), turn_ids, device,
+                                                   rows_path, threads), daemon=True)
+        self.p.start()
+
+    def result(self, deadline: float):
+        left = max(1.0, deadline - time.monotonic())
+        if not self.conn.poll(left):
+            self.p.kill()
+            return ("error", f"no answer within the time limit ({left:.0f} s left)")
+        try:
+            out = self.conn.recv()
+        except EOFError:
+            out = ("error", "the worker process died")
+        self.p.join(timeout=30)
+        if self.p.is_alive():
+            self.p.kill()
+        return out
+
+
+def shard_turns(turns: list[Turn], workers: int) -> list[list[int]]:
+    """Contiguous groups of turns with about equal chunk counts."""
+    workers = max(1, min(workers, len(turns)))
+    total = sum(t.calls for t in turns)
+    groups: list[list[int]] = [[] for _ in range(workers)]
+    acc = 0
+    for t in turns:
+        g = min(workers - 1, int(acc * workers / total))
+        groups[g].append(t.turn)
+        acc += t.calls
+    return [g for g in groups if g]
+
+
+def read_rows(paths) -> pd.DataFrame:
+    rows = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            continue
+        for line in p.read_text().splitlines():
+            line = line.strip()
+            if line:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:  # a row cut short by a killed process
+                    pass
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df = df.drop_duplicates("chunk", keep="last").sort_values("chunk").reset_index(drop=True)
+    return df
+
+
+def reference_rows(path: str, arm: str) -> pd.DataFrame:
+    p = Path(path)
+    files = [p] if p.is_file() else sorted(p.glob(f"rows_{arm}_*.jsonl"))
+    if not files:
+        raise FileNotFoundError(f"{path}: no rows_{arm}_*.jsonl reference rows")
+    return read_rows(files)
+
+
+# ---------------------------------------------------------------------------------------
+# orchestration
+# ---------------------------------------------------------------------------------------
+
+
+def run_soak(cfg: SoakConfig, progress=print) -> dict:
+    """Run the soak; write ``soak.json`` and ``soak_chunks.csv`` under ``cfg.out``; return the result."""
+    import torch
+
+    from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # inherited by the spawned processes
+    unknown = set(cfg.arms) - {cfg.arm, cfg.reference_arm}
+    if unknown:
+        raise ValueError(f"--arms may name the arm ({cfg.arm}) and the reference ({cfg.reference_arm}), "
+                         f"got {sorted(unknown)}")
+    mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
+    turns = plan_turns(cfg, mcfg.vocab_size)
+    progress(f"soak: {cfg.chunks} chunks in {len(turns)} turns ({cfg.arm} vs {cfg.reference_arm}, {cfg.config}, "
+             f"{cfg.device}); running {', '.join(cfg.arms) or 'nothing (analysis of recorded rows)'}")
+    for arm in cfg.arms:  # rows of the arms that run now are recorded afresh; others stay (split runs)
+        for old in out.glob(f"rows_{arm}_*.jsonl"):
+            old.unlink()
+    t_start = time.perf_counter()
+    ckpt = tempfile.mkdtemp(prefix="cadencelab-soak-weights-")
+    if cfg.arms:
+        flow, hift = build_token2wav(mcfg, cfg.seed)
+        save_checkpoint(ckpt, flow, hift, mcfg)
+        del flow, hift
+        progress(f"weights built and saved in {time.perf_counter() - t_start:.1f} s")
+    all_turns = [t.turn for t in turns]
+    jobs: list[tuple[str, list[int], str]] = []  # (arm, turns, device)
+    if cfg.arm in cfg.arms:
+        jobs.append((cfg.arm, all_turns, cfg.device))
+    ref_shards = []
+    if cfg.reference_arm in cfg.arms:
+        devices = list(cfg.b0_devices) or [cfg.device]
+        for i, group in enumerate(shard_turns(turns, cfg.b0_workers if cfg.processes else 1)):
+            ref_shards.append((cfg.reference_arm, group, devices[i % len(devices)]))
+    meta: dict[str, list] = {}
+    failures: list[str] = []
+    deadline = time.monotonic() + cfg.timeout_s
+
+    def rows_path(arm, i):
+        return str(out / f"rows_{arm}_{i}.jsonl")
+
+    def collect(job_list):
+        for (arm, group, dev, path), job in job_list:
+            kind, res = job.result(deadline)
+            if kind == "ok":
+                meta.setdefault(arm, []).append(res)
+                progress(f"{arm} on {dev}: {res['chunks']} chunks in {res['stream_s']:.0f} s "
+                         f"(setup {res['setup_s']:.0f} s)")
+            else:
+                failures.append(f"{arm} turns {group[0]}..{group[-1]} on {dev}: {str(res)[-2000:]}")
+                progress(f"{arm} on {dev} failed: {str(res).strip().splitlines()[-1]}")
+
+    if cfg.processes:
+        specs = [(a, g, d, rows_path(a, i)) for i, (a, g, d) in enumerate(jobs)]
+        specs += [(a, g, d, rows_path(a, i)) for i, (a, g, d) in enumerate(ref_shards)]
+        phases = [p for p in ([specs] if cfg.concurrent else [specs[: len(jobs)], specs[len(jobs):]]) if p]
+        # one intra-op thread count for every process: on a CPU it changes float32 reduction order
+        threads = max(1, (os.cpu_count() or 2) // max(len(p) for p in phases))
+        for phase in phases:
+            collect([(s, _Job(s[0], ckpt, cfg, s[1], s[2], s[3], threads)) for s in phase])
+    else:
+        for i, (a, g, d) in [(0, j) for j in jobs] + list(enumerate(ref_shards)):
+            path = rows_path(a, i)
+            try:
+                res = run_turns(a, ckpt, cfg, g, d, path, progress=None)
+                meta.setdefault(a, []).append(res)
+                progress(f"{a}: {res['chunks']} chunks in {res['stream_s']:.1f} s (setup {res['setup_s']:.1f} s)")
+            except Exception:
+                failures.append(f"{a} on {d}: {traceback.format_exc()[-2000:]}")
+                progress(f"{a} failed: {traceback.format_exc().strip().splitlines()[-1]}")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    arm_rows = read_rows(sorted(out.glob(f"rows_{cfg.arm}_*.jsonl")))
+    if cfg.reference and cfg.reference_arm not in cfg.arms:
+        ref_rows = reference_rows(cfg.reference, cfg.reference_arm)
+    else:  # recorded now, or by an earlier run into the same folder
+        ref_rows = read_rows(sorted(out.glob(f"rows_{cfg.reference_arm}_*.jsonl")))
+    if ref_rows.empty:
+        progress(f"no {cfg.reference_arm} rows to compare with: exact_chunks will be 0")
+    result = analyse(cfg, turns, arm_rows, ref_rows, meta, failures)
+    result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start,
+                                torch_threads=torch.get_num_threads())
+    write_results(result, out)
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# analysis
+# ---------------------------------------------------------------------------------------
+
+
+def declared_eager(reason: str, row: dict, warmup: int, cpu: bool) -> bool:
+    """Whether one engine miss is a declared eager case (else it is a fallback)."""
+    if reason == "priming":
+        return True  # cache-free prompt priming: eager by construction
+    if reason == "outside_catalog":
+        return bool(row["beyond_f_chunk"])  # a flush longer than f_chunk: outside the admission predicate
+    if reason == "probe":
+        return row["chunk"] < warmup  # first sight of a class, during warm-up
+    if reason == "host_rng":
+        return cpu  # the CPU device's generator is the host generator
+    return False
+
+
+def analyse(cfg: SoakConfig, turns: list[Turn], arm_rows: pd.DataFrame, ref_rows: pd.DataFrame, meta: dict,
+            failures: list) -> dict:
+    warm = warmup_chunks(cfg, turns)
+    cpu = not str(cfg.device).startswith("cuda")
+    ref = ref_rows.set_index("chunk") if not ref_rows.empty else pd.DataFrame(columns=["sha_i16", "sha_f32"])
+    chunks = []
+    fallbacks_after, declared_after, fallbacks_during = Counter(), Counter(), Counter()
+    events_after = Counter()
+    replayed_after = 0
+    for row in arm_rows.to_dict("records") if not arm_rows.empty else []:
+        c = int(row["chunk"])
+        r = ref.loc[c] if c in ref.index else None
+        fb, dec = Counter(), Counter()
+        for key, n in (row.get("misses") or {}).items():
+            engine, reason = key.split(":", 1)
+            (dec if declared_eager(reason, row, warm, cpu) else fb)[key] += n
+        after = c >= warm
+        if after:
+            fallbacks_after.update(fb)
+            declared_after.update(dec)
+            events_after.update(row.get("events") or {})
+            replayed_after += int(row["replays"])
+        else:
+            fallbacks_during.update(fb)
+        chunks.append(dict(
+            chunk=c, turn=row["turn"], call=row["call"], kind=row["kind"], tokens=row["tokens"], frames=row["frames"],
+            warmup=not after, exact_i16=bool(r is not None and r["sha_i16"] == row["sha_i16"]),
+            exact_f32=bool(r is not None and r["sha_f32"] == row["sha_f32"]),
+            sha_i16=row["sha_i16"], sha_i16_ref=None if r is None else r["sha_i16"],
+            latency_ms=row["latency_ms"], latency_ms_ref=None if r is None else r["latency_ms"],
+            wall_ms=row["wall_ms"], allocated_bytes=row["allocated_bytes"], peak_bytes=row["peak_bytes"],
+            reserved_bytes=row["reserved_bytes"], replays=row["replays"], fallbacks=sum(fb.values()),
+            declared_eager=sum(dec.values()), misses=json.dumps(row.get("misses") or {}, sort_keys=True),
+            events=json.dumps(row.get("events") or {}, sort_keys=True),
+        ))
+    cdf = pd.DataFrame(chunks)
+    n = len(cdf)
+    compared = int(cdf["sha_i16_ref"].notna().sum()) if n else 0
+    exact = int(cdf["exact_i16"].sum()) if n else 0
+    mism = cdf[~cdf["exact_i16"]]["chunk"] if n else pd.Series(dtype=int)
+    peak_growth = peak_warm = peak_final = None
+    if n and cdf["peak_bytes"].notna().all():
+        peak_final = int(cdf["peak_bytes"].iloc[-1])
+        before = cdf[cdf["chunk"] < warm]
+        peak_warm = int(before["peak_bytes"].iloc[-1]) if len(before) else int(cdf["peak_bytes"].iloc[0])
+        peak_growth = peak_final - peak_warm
+    steady = cdf[(cdf["kind"] == "steady") & ~cdf["warmup"]] if n else cdf
+    lat = float(steady["latency_ms"].median()) if len(steady) else float("nan")
+    lat_ref = float(pd.to_numeric(steady["latency_ms_ref"]).median()) if len(steady) else float("nan")
+    after_rows = cdf[~cdf["warmup"]] if n else cdf
+    summary = dict(
+        arm=cfg.arm, reference_arm=cfg.reference_arm, config=cfg.config, device=cfg.device,
+        chunks=n, planned_chunks=cfg.chunks, turns=len(turns), turn_every=cfg.turn_every,
+        turn_calls_min=min(t.calls for t in turns), turn_calls_max=max(t.calls for t in turns),
+        warmup_turns=min(cfg.warmup_turns, len(turns)), warmup_chunks=warm,
+        compared_chunks=compared, exact_chunks=exact,
+        exact_chunks_f32=int(cdf["exact_f32"].sum()) if n else 0,
+        first_mismatch_chunk=int(mism.iloc[0]) if len(mism) else None,
+        peak_bytes_at_warmup_end=peak_warm, peak_bytes_final=peak_final,
+        peak_growth_bytes_after_warmup=peak_growth, granule_bytes=cfg.granule_bytes,
+        peak_flat=None if peak_growth is None else bool(peak_growth <= cfg.granule_bytes),
+        allocated_bytes_after_warmup_min=int(after_rows["allocated_bytes"].min())
+        if len(after_rows) and after_rows["allocated_bytes"].notna().all() else None,
+        allocated_bytes_after_warmup_max=int(after_rows["allocated_bytes"].max())
+        if len(after_rows) and after_rows["allocated_bytes"].notna().all() else None,
+        fallbacks_after_warmup=int(sum(fallbacks_after.values())),
+        fallbacks_after_warmup_by_reason=dict(fallbacks_after),
+        fallbacks_during_warmup=int(sum(fallbacks_during.values())),
+        declared_eager_after_warmup=dict(declared_after),
+        declared_eager_cases=["priming", "outside_catalog on a flush beyond f_chunk", "probe during warm-up"]
+        + (["host_rng (CPU: the device generator is the host generator)"] if cpu else []),
+        engine_events_after_warmup=dict(events_after),
+        replayed_calls_after_warmup=replayed_after,
+        steady_latency_ms_median=lat, reference_steady_latency_ms_median=lat_ref,
+        speedup=(lat_ref / lat) if (lat and lat == lat and lat_ref == lat_ref) else None,
+        reference_processes=sum(len(v) for k, v in meta.items() if k == cfg.reference_arm) or None,
+        reference_from=cfg.reference or None, reference_chunks=int(len(ref_rows)),
+        failures=len(failures),
+    )
+    summary["exact"] = bool(n == cfg.chunks and exact == n)
+    summary["passed"] = bool(summary["exact"] and summary["fallbacks_after_warmup"] == 0
+                             and summary["peak_flat"] is not False and not failures)
+    per_turn = []
+    for t in turns:
+        rows = cdf[(cdf["chunk"] >= t.start) & (cdf["chunk"] < t.stop)] if n else cdf
+        per_turn.append(dict(turn=t.turn, start=t.start, calls=t.calls, flush_tokens=t.flush_tokens, seed=t.seed,
+                             recorded=int(len(rows)), exact=int(rows["exact_i16"].sum()) if len(rows) else 0,
+                             fallbacks=int(rows["fallbacks"].sum()) if len(rows) else 0,
+                             peak_bytes=int(rows["peak_bytes"].iloc[-1])
+                             if len(rows) and rows["peak_bytes"].notna().all() else None))
+    return dict(summary=summary, config=dataclasses.asdict(cfg), turns=per_turn, arms=meta, failures=failures,
+                chunks=cdf)
+
+
+def write_results(result: dict, out: Path) -> None:
+    def default(o):
+        if isinstance(o, np.integer):
+            return int(o)
+        if isinstance(o, np.floating):
+            return float(o)
+        if isinstance(o, np.bool_):
+            return bool(o)
+        return str(o)
+
+    chunks = result["chunks"]
+    body = {k: v for k, v in result.items() if k != "chunks"}
+    body["chunks_csv"] = "soak_chunks.csv"
+    (out / "soak.json").write_text(json.dumps(body, indent=1, default=default))
+    chunks.to_csv(out / "soak_chunks.csv", index=False)
+
+
+def table(result: dict) -> str:
+    s = result["summary"]
+    growth = s["peak_growth_bytes_after_warmup"]
+    lines = [
+        f"{s['arm']} vs {s['reference_arm']} ({s['config']}, {s['device']}): {s['chunks']} chunks, {s['turns']} turns, "
+        f"warm-up {s['warmup_chunks']} chunks",
+        f"  exact int16 PCM: {s['exact_chunks']}/{s['chunks']} (float32 {s['exact_chunks_f32']}; compared "
+        f"{s['compared_chunks']})" + (f", first mismatch at chunk {s['first_mismatch_chunk']}"
+                                      if s["first_mismatch_chunk"] is not None else ""),
+        "  allocator peak growth after warm-up: " + ("n/a (CPU)" if growth is None else
+                                                     f"{growth} bytes (granule {s['granule_bytes']})"),
+        f"  fallbacks after warm-up: {s['fallbacks_after_warmup']} {s['fallbacks_after_warmup_by_reason'] or ''}; "
+        f"declared eager: {s['declared_eager_after_warmup']}",
+        f"  steady latency median: {s['steady_latency_ms_median']:.2f} ms vs {s['reference_steady_latency_ms_median']:.2f}"
+        f" ms",
+        f"  {'PASS' if s['passed'] else 'FAIL'}" + (f" ({s['failures']} process failures)" if s["failures"] else ""),
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------
+
+
+def _cli(args) -> int:
+    cpu = not args.device.startswith("cuda")
+    cfg = SoakConfig(
+        config=args.config, device=args.device, arm=args.arm, chunks=args.chunks, turn_every=args.turn_every,
+        jitter=args.jitter, warmup_turns=args.warmup_turns, n_timesteps=args.steps, seed=args.seed,
+        deterministic=not args.unpinned, processes=(args.processes or not cpu) and not args.inline,
+        concurrent=args.concurrent, b0_workers=args.b0_workers if args.b0_workers > 0 else (1 if cpu else 4),
+        b0_devices=tuple(d for d in args.b0_devices.split(",") if d), reference=args.reference,
+        timeout_s=args.timeout, out=args.out,
+    )
+    if args.analyse_only:
+        cfg.arms = ()
+    elif args.arms:
+        cfg.arms = tuple(a for a in args.arms.split(",") if a)
+    else:
+        cfg.arms = (cfg.arm,) if args.reference else (cfg.arm, cfg.reference_arm)
+    try:
+        res = run_soak(cfg, progress=lambda m: print(m, flush=True))
+    except (ValueError, FileNotFoundError) as e:
+        print(f"soak: {e}", flush=True)
+        return 2
+    if cfg.arms and cfg.arm not in cfg.arms:  # a reference-only run: nothing to gate yet
+        print(f"{cfg.reference_arm} reference rows recorded under {cfg.out}: {res['summary']['reference_chunks']} "
+              f"chunks; run the arm with --arms {cfg.arm} --out {cfg.out} to compare", flush=True)
+        return 2 if res["failures"] else 0
+    print(table(res), flush=True)
+    if res["failures"]:
+        return 2
+    return 0 if res["summary"]["passed"] else 1
+
+
+def add_parser(sub) -> None:
+    t = sub.add_parser("soak", help="a long stream through SRc, every chunk checked against B0 (allocator, fallbacks)")
+    t.add_argument("--config", choices=["real", "teaching"], default="real")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--arm", default="SRc", help="the arm under soak (default SRc)")
+    t.add_argument("--arms", default="", help="which of the arm and B0 run now (default both; B0 alone records the "
+                   "reference rows; the arm alone compares with B0 rows already under --out or --reference)")
+    t.add_argument("--chunks", type=int, default=1800, help="stream calls in all (1800 = 30 min of audio)")
+    t.add_argument("--turn-every", type=int, default=30, help="calls per turn, about (each turn ends with a flush)")
+    t.add_argument("--jitter", type=int, default=-1, help="jitter of turn lengths in calls (default turn-every // 10)")
+    t.add_argument("--warmup-turns", type=int, default=2)
+    t.add_argument("--steps", type=int, default=10, help="solver steps")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--b0-workers", type=int, default=0,
+                   help="processes the B0 reference is split into at turn boundaries (default 4 on CUDA, 1 on CPU)")
+    t.add_argument("--b0-devices", default="", help="comma-separated devices of the B0 processes (default --device)")
+    t.add_argument("--concurrent", action="store_true", help="run the arm and the B0 processes at the same time")
+    t.add_argument("--inline", action="store_true", help="everything in this process, sequentially (CPU default)")
+    t.add_argument("--processes", action="store_true", help="fresh processes even on a CPU")
+    t.add_argument("--reference", default="", help="folder (or rows file) of an earlier run whose rows_B0_*.jsonl are "
+                   "the reference; B0 then does not run")
+    t.add_argument("--analyse-only", action="store_true", help="run nothing: summarise the rows already under --out")
+    t.add_argument("--timeout", type=float, default=3600.0, help="seconds before unfinished processes are killed")
+    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--out", default=default_out("soak"))
+    t.set_defaults(fn=_cli)
