@@ -1,0 +1,329 @@
+"""``cadencelab``: the command line.
+
+    cadencelab catalog [--model token2wav] [--f-prompt 302 --f-retained 100 --f-chunk 50 --steps 10] [--json FILE]
+        derive regions, catalogs, checks and verdicts from a shipped declaration (no torch work)
+    cadencelab bench STUDY ...
+        the benchmark studies (same as ``python -m cadencelab.bench``)
+    cadencelab profile [--config teaching] [--device cpu] [--arm B0] [--chunks 2] [--out DIR]
+        profile a short Token2wav stream: Chrome trace (.json.gz) + per-chunk summary CSV
+    cadencelab lab [--port N]
+        open the notebooks in JupyterLab
+    cadencelab tour OUT_DIR
+        run the notebooks end to end and write an HTML report
+
+Every subcommand returns an exit code (0 on success).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+#: subcommands whose arguments go untouched to another entry point
+_PASSTHROUGH = ("bench",)
+
+#: declaration parameters the token2wav factory accepts from the command line
+_T2W_FLAGS = (("f_prompt", "--f-prompt"), ("f_retained", "--f-retained"), ("f_chunk", "--f-chunk"),
+              ("n_steps", "--steps"))
+
+
+# ---------------------------------------------------------------------------------------
+# catalog
+# ---------------------------------------------------------------------------------------
+
+
+def _declaration(args):
+    """The declaration named by ``--model``, with the token2wav parameters that were given."""
+    from .contract import EXAMPLES
+
+    given = {name: getattr(args, name) for name, _ in _T2W_FLAGS if getattr(args, name) is not None}
+    if given and args.model != "token2wav":
+        flags = ", ".join(flag for name, flag in _T2W_FLAGS if name in given)
+        print(f"cadencelab catalog: {flags} apply to --model token2wav only", file=sys.stderr)
+        return None
+    return EXAMPLES[args.model](**given)
+
+
+def catalog_summary(derivation) -> str:
+    """Class counts per operator and kind (admitted / eager), one line per operator."""
+    cat = derivation.catalog
+    lines = ["## catalog summary"]
+    listed = set(cat["operator"]) if not cat.empty else set()
+    for op, g in (cat.groupby("operator", sort=False) if listed else ()):
+        parts = []
+        for kind in ("steady", "flush", "priming"):
+            k = g[g["kind"] == kind]
+            if len(k):
+                adm = int(k["admitted"].astype(bool).sum())
+                parts.append(f"{kind} {len(k)} ({adm} admitted, {len(k) - adm} eager)")
+        lines.append(f"  {op}: {len(g)} classes: " + "; ".join(parts))
+    for op in derivation.verdict["operator"]:
+        if op not in listed:
+            lines.append(f"  {op}: no finite catalog")
+    return "\n".join(lines)
+
+
+def _jsonable(v):
+    """Plain JSON values: tuples as lists, numpy scalars unwrapped, inf as "inf", NaN as null."""
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        try:
+            v = v.item()
+        except (ValueError, TypeError):
+            return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return None
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return v
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    return str(v)
+
+
+def derivation_dict(derivation) -> dict:
+    """region_table, catalog, checks and verdict as lists of records (plus model and params)."""
+    d = derivation.declaration
+
+    def records(df):
+        return [_jsonable(r) for r in df.to_dict("records")]
+
+    return dict(model=d.model, params=_jsonable(dict(d.params or {})),
+                region_table=records(derivation.regions), catalog=records(derivation.catalog),
+                checks=records(derivation.checks), verdict=records(derivation.verdict))
+
+
+def cmd_catalog(args) -> int:
+    from .contract import derive
+
+    decl = _declaration(args)
+    if decl is None:
+        return 2
+    der = derive(decl, k_max=args.k_max)
+    print(der.report())
+    print()
+    print(catalog_summary(der))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(derivation_dict(der), indent=1))
+        print(f"\nwrote {path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# bench (pass-through)
+# ---------------------------------------------------------------------------------------
+
+
+def cmd_bench(argv: list[str]) -> int:
+    from .bench.__main__ import main as bench_main
+
+    try:
+        return int(bench_main(argv) or 0)
+    except SystemExit as e:  # argparse --help / usage errors
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+
+
+# ---------------------------------------------------------------------------------------
+# profile
+# ---------------------------------------------------------------------------------------
+
+
+def _stream_plan(n_chunks: int, vocab: int, seed: int, flush_tokens: int = 13) -> list[tuple[list[int], bool]]:
+    """The chunks of one turn: ``n_chunks`` steady calls of 28 tokens (dropping 25 each), then a flush."""
+    import numpy as np
+
+    toks = np.random.default_rng([seed, 7]).integers(0, vocab, 25 * n_chunks + flush_tokens - 3).tolist()
+    buf, plan = [4218] * 3 + toks, []
+    while True:
+        last = len(buf) < 28
+        plan.append((buf if last else buf[:28], last))
+        if last:
+            return plan
+        buf = buf[25:]
+
+
+def cmd_profile(args) -> int:
+    import torch
+
+    from .adapters.token2wav import REAL, TEACHING, build_token2wav, make_prompt
+    from .adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+    from .profile import export_chrome_trace
+    from .profile.capture import profiled
+
+    cfg = TEACHING if args.config == "teaching" else REAL
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+    flow, hift = build_token2wav(cfg, args.seed, device=device, envelope=runtime_envelope(args.arm, args.steps))
+    rt = Token2wavRuntime(flow, hift, device, args.arm, n_timesteps=args.steps, cfg=cfg, backend="auto")
+    prompt = make_prompt(cfg, args.seed, device)
+    plan = _stream_plan(args.chunks, cfg.vocab_size, args.seed)
+    rt.ranges = True  # flow / vocoder / synthesis sub-ranges inside each chunk
+    with profiled(device, window="chunk") as prof:
+        with torch.profiler.record_function("priming"):
+            rt.set_stream_cache(prompt)
+        for piece, last in plan:
+            with torch.profiler.record_function("chunk"):
+                rt.stream(piece, last_chunk=last)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+    rt.ranges = False
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"token2wav_{args.config}_{args.arm}"
+    trace_path = export_chrome_trace(prof, out / f"{stem}.pt.trace.json.gz")
+    chunks = _chunk_rows(prof, plan)
+    csv_path = out / f"{stem}_chunks.csv"
+    chunks.to_csv(csv_path, index=False)
+    print(_profile_table(chunks, args, device))
+    print(f"\ntrace:   {trace_path}  (open in https://ui.perfetto.dev or chrome://tracing)")
+    print(f"summary: {csv_path}")
+    return 0
+
+
+def _chunk_rows(prof, plan):
+    """prof.windows("chunk") plus kind, host op count and the flow / vocoder stage walls per chunk."""
+    chunks = prof.windows("chunk")
+    chunks.insert(1, "kind", ["flush" if last else ("first" if i == 0 else "steady")
+                              for i, (_, last) in enumerate(plan)][: len(chunks)])
+    starts = prof.cpu_ops["start_ns"].to_numpy()
+    chunks["cpu_ops"] = [int(((starts >= s) & (starts < e)).sum()) for s, e in zip(chunks["start_ns"], chunks["end_ns"])]
+    stages = prof.stages(["flow", "vocoder"])
+    for name in ("flow", "vocoder"):
+        wall = stages.loc[stages["range"] == name, "wall_us"].to_numpy()
+        chunks[f"{name}_us"] = wall if len(wall) == len(chunks) else float("nan")
+    return chunks
+
+
+def _profile_table(chunks, args, device) -> str:
+    t = chunks[["occurrence", "kind"]].copy()
+    for col in ("wall", "flow", "vocoder", "busy"):
+        t[f"{col}_ms"] = chunks[f"{col}_us"] / 1e3
+    for col in ("slack_frac", "cpu_ops", "kernel_launches", "graph_launches"):
+        t[col] = chunks[col]
+    head = f"# Token2wav {args.config}, arm {args.arm}, {device}: {len(t)} chunks"
+    lines = [head, t.to_string(index=False, float_format=lambda v: f"{v:.2f}")]
+    reason = chunks.attrs.get("na_reason") or ""
+    if reason:
+        lines.append(f"note: {reason}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# lab / tour
+# ---------------------------------------------------------------------------------------
+
+
+def _tour_module():
+    """``cadencelab.tour``, or None with a message when this checkout does not have it."""
+    import importlib
+
+    try:
+        tour = importlib.import_module("cadencelab.tour")
+    except ModuleNotFoundError as e:
+        if e.name != "cadencelab.tour":
+            raise
+        print("cadencelab: the notebook tour (cadencelab/tour.py) is not part of this checkout; "
+              "try `cadencelab catalog --model token2wav`", file=sys.stderr)
+        return None
+    return tour
+
+
+def cmd_lab(args) -> int:
+    tour = _tour_module()
+    if tour is None:
+        return 2
+    kw = {} if args.browser else {"open_browser": False}
+    try:
+        rc = tour.launch_lab(port=args.port, **kw)
+    except RuntimeError as e:  # e.g. JupyterLab missing
+        print(f"cadencelab lab: {e}", file=sys.stderr)
+        return 2
+    return int(rc or 0)
+
+
+def cmd_tour(args) -> int:
+    tour = _tour_module()
+    if tour is None:
+        return 2
+    failed = getattr(tour, "TourFailed", None)
+    try:
+        report = tour.run_tour(args.out_dir, progress=not args.quiet)
+    except Exception as e:
+        if failed is None or not isinstance(e, failed):
+            raise
+        print(f"cadencelab tour: {e}", file=sys.stderr)
+        return 1
+    print(f"report: {report}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# parser and entry point
+# ---------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .contract import EXAMPLES, K_MAX
+
+    p = argparse.ArgumentParser(prog="cadencelab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("catalog", help="derive regions, catalogs and verdicts from a declaration")
+    c.add_argument("--model", choices=sorted(EXAMPLES), default="token2wav")
+    c.add_argument("--f-prompt", dest="f_prompt", type=int, help="token2wav: prompt frames (302)")
+    c.add_argument("--f-retained", dest="f_retained", type=int, help="token2wav: retained frames (100)")
+    c.add_argument("--f-chunk", dest="f_chunk", type=int, help="token2wav: frames per chunk (50)")
+    c.add_argument("--steps", dest="n_steps", type=int, help="token2wav: solver steps (10)")
+    c.add_argument("--k-max", type=int, default=K_MAX, help=f"affordable catalog width (default {K_MAX})")
+    c.add_argument("--json", metavar="FILE", help="also write region_table/catalog/checks/verdict as JSON")
+    c.set_defaults(fn=cmd_catalog)
+
+    sub.add_parser("bench", add_help=False, help="benchmark studies (python -m cadencelab.bench ...)")
+
+    pr = sub.add_parser("profile", help="profile a short Token2wav stream (trace + per-chunk summary)")
+    pr.add_argument("--config", choices=["teaching", "real"], default="teaching")
+    pr.add_argument("--device", default="cpu")
+    pr.add_argument("--arm", default="B0", choices=["B0", "S", "R", "Rc", "SR", "SRc"])
+    pr.add_argument("--chunks", type=int, default=2, help="steady chunks before the flush")
+    pr.add_argument("--steps", type=int, default=10, help="solver steps")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--out", default=os.path.join("out", "profile"))
+    pr.set_defaults(fn=cmd_profile)
+
+    lab = sub.add_parser("lab", help="open the notebooks in JupyterLab")
+    lab.add_argument("--port", type=int, default=None)
+    lab.add_argument("--no-browser", dest="browser", action="store_false", help="do not open a web browser")
+    lab.set_defaults(fn=cmd_lab)
+
+    t = sub.add_parser("tour", help="run the notebooks and write an HTML report")
+    t.add_argument("out_dir")
+    t.add_argument("--quiet", action="store_true", help="no progress lines")
+    t.set_defaults(fn=cmd_tour)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _PASSTHROUGH:
+        return cmd_bench(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "profile" and args.chunks < 1:
+        print("cadencelab profile: --chunks must be >= 1", file=sys.stderr)
+        return 2
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

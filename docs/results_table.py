@@ -1,0 +1,166 @@
+"""Print the README's results tables from the recorded H200 factorial runs.
+
+    python docs/results_table.py [FILE.json ...]      print the tables (default: pinned, then unpinned)
+    python docs/results_table.py --write-readme       rewrite README.md between the results markers
+
+One Markdown table per file (arm, steady-chunk latency median, peak allocator MiB median, bit-exact
+timed blocks against B0, and which of mel / int16 PCM / float32 PCM matched B0 in every timed block),
+then the SRc-vs-B0 summary line. Numbers come from the JSON as written by
+``python -m cadencelab.bench token2wav``; nothing is typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = [ROOT / "data/h200/token2wav_factorial.json", ROOT / "data/h200/token2wav_factorial_unpinned.json"]
+COMPILE = ROOT / "data/h200/token2wav_compile_control.json"
+
+
+def compile_line(path: Path) -> str:
+    """One sentence on the torch.compile control run."""
+    r = json.loads(Path(path).read_text())
+    c = r["arms"].get("compile", {})
+    if "failed" in c:
+        what = f"recorded as failed ({c['failed']})"
+    else:
+        what = (f"{c['steady_latency_ms_median']:.1f} ms steady latency, {c['peak_MiB_median']:.0f} MiB peak, "
+                f"bit-exact on {c['exact_blocks']}/{c['blocks']} blocks")
+    return (f"torch.compile(mode=\"reduce-overhead\") control (`{_name(path)}`, "
+            f"{r['provenance'].get('study', {}).get('blocks')} blocks against B0): {what}.")
+
+
+def _timed_blocks(result: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for b in result.get("blocks", []):
+        if not b.get("warmup"):
+            out.setdefault(b["arm"], []).append(b)
+    return out
+
+
+def _name(path) -> str:
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def table(path: Path) -> str:
+    r = json.loads(Path(path).read_text())
+    prov, s = r.get("provenance", {}), r["summary"]
+    blocks = _timed_blocks(r)
+    profiled = any(a.get("busy_ms_median") is not None for a in r["arms"].values())
+    head = "| arm | steady latency ms (median) | peak MiB (median) | bit-exact blocks | mel / int16 / float32 exact blocks |"
+    rule = "|---|---:|---:|---:|---|"
+    if profiled:
+        head += " device-busy ms | wall / busy | kernel + graph launches |"
+        rule += "---:|---:|---|"
+    lines = [f"`{_name(path)}`: {prov.get('condition', '')} ({prov.get('gpu')}, torch {prov.get('torch')}, "
+             f"{prov.get('study', {}).get('config')} config)", "", head, rule]
+    for arm, a in r["arms"].items():
+        if "failed" in a:
+            lines.append(f"| {arm} | failed: {a['failed']} | | | |" + (" | | |" if profiled else ""))
+            continue
+        bl = blocks.get(arm, [])
+        parts = "/".join(str(sum(bool(b[f"exact_{k}"]) for b in bl)) for k in ("mel", "i16", "f32"))
+        row = (f"| {arm} | {a['steady_latency_ms_median']:.1f} | {a['peak_MiB_median']:.0f} | "
+               f"{a['exact_blocks']}/{a['blocks']} | {parts} of {len(bl)} |")
+        if profiled:
+            if a.get("busy_ms_median") is not None:
+                row += (f" {a['busy_ms_median']:.1f} | {a['wall_over_busy']:.2f} | "
+                        f"{a['kernel_launches_per_chunk']:.0f} + {a['graph_launches_per_chunk']:.0f} |")
+            else:
+                row += " | | |"
+        lines.append(row)
+    lines += ["", f"SRc vs B0: {s['speedup_SRc_vs_B0']:.2f}x steady-chunk speedup, "
+                  f"{100 * s['peak_reduction_SRc_vs_B0']:.1f}% lower peak; SRc vs vendor_graph_50: "
+                  f"{s['speedup_SRc_vs_vendor_graph_50']:.2f}x, {100 * s['peak_reduction_SRc_vs_vendor_graph_50']:.1f}% lower peak; "
+                  f"non-exact arms: {', '.join(s['non_exact_arms']) or 'none'}"]
+    return "\n".join(lines)
+
+
+BEGIN, END = "<!-- results:begin (python docs/results_table.py --write-readme) -->", "<!-- results:end -->"
+
+
+def findings(pinned_path: Path, unpinned_path: Path) -> str:
+    """The comparison of the two conditions, every number read from the files."""
+    pin, unp = (json.loads(Path(p).read_text()) for p in (pinned_path, unpinned_path))
+    pa, ua = pin["arms"], unp["arms"]
+    ub = _timed_blocks(unp)
+
+    def n_exact(arm, key):
+        return sum(bool(b[f"exact_{key}"]) for b in ub.get(arm, []))
+
+    arms_u = [a for a in ua if "failed" not in ua[a] and a != "B0"]
+    n_blocks = len(ub.get("B0", []))
+    mel_i16_all = all(n_exact(a, "mel") == n_exact(a, "i16") == len(ub.get(a, [])) for a in arms_u)
+    pin_all = not pin["summary"]["non_exact_arms"] and all(
+        a.get("exact") for a in pa.values() if "failed" not in a)
+    out = []
+    out.append(f"- Pinned: {'every arm, controls included, is bit-exact with B0 on all' if pin_all else 'NOT every arm is bit-exact on'} "
+               f"{pin['summary']['total_blocks']} timed blocks (mel, int16 PCM and float32 PCM).")
+    f32 = ", ".join(f"{a} {n_exact(a, 'f32')}/{len(ub.get(a, []))}" for a in arms_u)
+    out.append(f"- Unpinned: mel and int16 PCM match B0 in {'every' if mel_i16_all else 'not every'} timed block of every arm, "
+               f"but float32 PCM drifts across processes (float32-exact blocks: {f32}).")
+    vg, b0u = ua.get("vendor_graph", {}), ua.get("B0", {})
+    if vg and not vg.get("vendor_graph_fires") and vg.get("kernel_launches_per_chunk") == b0u.get("kernel_launches_per_chunk"):
+        out.append(f"  The drift reaches arms that run B0's kernels: vendor_graph's graph branch never fires (its buckets "
+                   f"miss the live shapes; {vg['kernel_launches_per_chunk']:.0f} kernel launches per chunk, as B0) and its "
+                   f"float32 PCM matches B0 in {n_exact('vendor_graph', 'f32')}/{len(ub.get('vendor_graph', []))} blocks. "
+                   f"The bitwise gate on float32 PCM therefore needs pinned kernel selection; the drift is the kernel "
+                   f"library's, not the arms'.")
+    sp, su = pin["summary"]["speedup_SRc_vs_B0"], unp["summary"]["speedup_SRc_vs_B0"]
+    out.append(f"- Pinning slows the eager B0 ({pa['B0']['steady_latency_ms_median']:.1f} ms pinned vs "
+               f"{ua['B0']['steady_latency_ms_median']:.1f} ms unpinned: eager calls go through cuDNN's per-call kernel "
+               f"heuristics under the deterministic restriction) while SRc, which replays captured graphs, barely moves "
+               f"({pa['SRc']['steady_latency_ms_median']:.1f} vs {ua['SRc']['steady_latency_ms_median']:.1f} ms). The pinned "
+               f"SRc-vs-B0 speedup ({sp:.2f}x) is inflated by the slower baseline; unpinned it is {su:.2f}x. Peak memory "
+               f"does not depend on pinning (SRc {100 * pin['summary']['peak_reduction_SRc_vs_B0']:.1f}% below B0 pinned, "
+               f"{100 * unp['summary']['peak_reduction_SRc_vs_B0']:.1f}% unpinned).")
+    out.append(f"- Single rules: S cuts peak memory ({pa['S']['peak_MiB_median']:.0f} vs {pa['B0']['peak_MiB_median']:.0f} MiB) "
+               f"without a speedup (latency {100 * pa['S']['latency_delta']:+.1f}%, 95% CI "
+               f"[{100 * pa['S']['latency_delta_lo']:+.1f}, {100 * pa['S']['latency_delta_hi']:+.1f}]); Rc gets the speed "
+               f"({pa['Rc']['steady_latency_ms_median']:.1f} ms) at {pa['Rc']['peak_MiB_median'] / pa['B0']['peak_MiB_median']:.1f}x "
+               f"B0's peak ({pa['Rc']['peak_MiB_median']:.0f} MiB); SRc has both "
+               f"({pa['SRc']['steady_latency_ms_median']:.1f} ms, {pa['SRc']['peak_MiB_median']:.0f} MiB).")
+    return "\n".join(out)
+
+
+def render(paths=None) -> str:
+    paths = paths or DEFAULT
+    parts = [table(p) for p in paths]
+    if paths == DEFAULT:
+        parts.append("What the two runs say:\n\n" + findings(*DEFAULT))
+        if COMPILE.exists():
+            parts.append(compile_line(COMPILE))
+    return "\n\n".join(parts)
+
+
+def readme_block(readme: str) -> str:
+    """The text between the results markers of ``readme`` (stripped)."""
+    head, sep, rest = readme.partition(BEGIN)
+    body, sep2, _ = rest.partition(END)
+    if not (sep and sep2):
+        raise ValueError("README.md has no results markers")
+    return body.strip()
+
+
+def write_readme(path: Path = ROOT / "README.md") -> None:
+    text = path.read_text()
+    readme_block(text)  # both markers present
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    path.write_text(f"{head}{BEGIN}\n{render()}\n{END}{tail}")
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--write-readme"]:
+        write_readme()
+        return 0
+    print(render([Path(p).resolve() for p in argv] or None))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
