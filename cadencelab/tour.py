@@ -1,0 +1,404 @@
+"""The course, headless or in JupyterLab.
+
+    run_tour(out_dir)    execute the seven notebooks (nbclient, kernel python3), keep the executed
+                         copies in out_dir/notebooks/, and write out_dir/index.html: per notebook its
+                         title, learning goals, figures and check-cell result. Works offline:
+                         plotly.js is embedded once in the page.
+    launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
+    execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
+
+The kernel imports this checkout of cadencelab (its folder goes first on PYTHONPATH), and runs
+in the notebooks folder. Papermill-style parameters: ``execute_notebook(path, parameters={"LIVE":
+False})`` inserts an ``injected-parameters`` cell after the cell tagged ``parameters``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CHECK_MARKER", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "course", "execute_notebook", "inject_parameters",
+    "kernel_env", "launch_lab", "notebooks_dir", "render_report", "repo_root", "run_tour",
+]
+
+#: what every notebook's final check cell prints when its assertions hold
+CHECK_MARKER = "CHECK OK"
+NOTEBOOKS_ENV = "CADENCELAB_NOTEBOOKS"
+KERNEL = "python3"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+class TourFailed(RuntimeError):
+    """Some notebook raised or its check cell did not print the marker; the report was still written."""
+
+    def __init__(self, message: str, report: Path):
+        super().__init__(message)
+        self.report = report
+
+
+# ---------------------------------------------------------------------------------------
+# where things are
+# ---------------------------------------------------------------------------------------
+
+
+def repo_root() -> Path:
+    """The folder above the ``cadencelab`` package (the repository root in a checkout)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def notebooks_dir() -> Path:
+    """``$CADENCELAB_NOTEBOOKS`` when set, else the checkout's ``notebooks/``."""
+    env = os.environ.get(NOTEBOOKS_ENV)
+    p = Path(env).expanduser() if env else repo_root() / "notebooks"
+    if not p.is_dir():
+        raise FileNotFoundError(f"no notebooks folder at {p}; set ${NOTEBOOKS_ENV} to the folder holding the course")
+    return p
+
+
+def course(folder: Path | None = None) -> list[Path]:
+    """The course notebooks in order (``NN_name.ipynb``)."""
+    folder = folder or notebooks_dir()
+    nbs = sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+    if not nbs:
+        raise FileNotFoundError(f"{folder}: no course notebooks (NN_name.ipynb)")
+    return nbs
+
+
+def kernel_env() -> dict[str, str]:
+    """The environment for kernels and JupyterLab: this checkout first on PYTHONPATH."""
+    env = dict(os.environ)
+    root = str(repo_root())
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    env["PYTHONPATH"] = os.pathsep.join([root] + parts)
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    return env
+
+
+# ---------------------------------------------------------------------------------------
+# one notebook
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class NotebookRun:
+    """One executed notebook."""
+
+    path: Path
+    title: str
+    goals: list
+    seconds: float = 0.0
+    error: str | None = None
+    check: str = ""
+    figures: list = field(default_factory=list)  # plotly figure dicts, in output order
+    cell_seconds: list = field(default_factory=list)
+    nb: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and CHECK_MARKER in self.check
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def _header(nb) -> tuple[str, list[str]]:
+    """Title (first '# ' line) and learning goals (bullets after 'You will learn') of a notebook."""
+    title, goals = "", []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        lines = cell.source.splitlines()
+        for i, line in enumerate(lines):
+            if not title and line.startswith("# "):
+                title = line[2:].strip()
+            if "you will learn" in line.lower():
+                for g in lines[i + 1:]:
+                    if g.strip().startswith(("- ", "* ")):
+                        goals.append(g.strip()[2:].strip())
+                    elif goals and not g.strip():
+                        break
+        if title and goals:
+            break
+    return title, goals
+
+
+def inject_parameters(nb, parameters: dict) -> None:
+    """Insert ``NAME = value`` assignments after the cell tagged ``parameters`` (papermill style)."""
+    import nbformat
+
+    if not parameters:
+        return
+    src = "# injected parameters\n" + "\n".join(f"{k} = {v!r}" for k, v in parameters.items())
+    cell = nbformat.v4.new_code_cell(src, metadata={"tags": ["injected-parameters"]})
+    at = next((i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if at is None:
+        raise ValueError("inject_parameters: the notebook has no cell tagged 'parameters'")
+    nb.cells.insert(at + 1, cell)
+
+
+def _text(output) -> str:
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    if output.get("output_type") == "error":
+        return "\n".join(output.get("traceback", [])) or f"{output.get('ename')}: {output.get('evalue')}"
+    return output.get("data", {}).get("text/plain", "")
+
+
+def _cell_seconds(cell) -> float | None:
+    ex = cell.get("metadata", {}).get("execution", {})
+    a, b = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
+    if not (a and b):
+        return None
+    try:
+        t = [_dt.datetime.fromisoformat(x.replace("Z", "+00:00")) for x in (a, b)]
+    except ValueError:
+        return None
+    return (t[1] - t[0]).total_seconds()
+
+
+#: seconds between re-polls of the kernel's shell and iopub channels (see _client_class)
+POLL_S = 1.0
+
+
+def _client_class():
+    """NotebookClient that waits on the kernel's channels in short polls.
+
+    nbclient waits for a cell's execute reply with one ``get_msg(timeout=<cell timeout>)``; with
+    widget traffic on the channels that wait sometimes misses the arriving reply and sits out
+    the whole timeout (jupyter/nbclient#312). Re-polling every ``POLL_S`` recovers within a
+    second; the cell timeout still applies as a deadline.
+    """
+    import asyncio
+    from queue import Empty
+    from time import monotonic
+
+    from nbclient import NotebookClient
+    from nbclient.client import timestamp
+    from nbclient.exceptions import CellExecutionComplete, CellTimeoutError
+    from nbclient.util import ensure_async
+
+    class _PollingClient(NotebookClient):
+        async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
+            deadline = None if timeout is None else monotonic() + timeout
+            error_reply = None
+            while True:
+                if error_reply:
+                    msg = error_reply
+                    msg["parent_header"] = {"msg_id": msg_id}
+                else:
+                    wait = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - monotonic()))
+                    try:
+                        msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=wait))
+                    except Empty:
+                        if deadline is not None and monotonic() >= deadline:
+                            task_poll_kernel_alive.cancel()
+                            await self._async_check_alive()
+                            error_reply = await self._async_handle_timeout(timeout, cell)
+                        continue
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if self.record_timing:
+                    cell["metadata"]["execution"]["shell.execute_reply"] = timestamp(msg)
+                try:
+                    await asyncio.wait_for(task_poll_output_msg, self.iopub_timeout)
+                except (asyncio.TimeoutError, Empty):
+                    if self.raise_on_iopub_timeout:
+                        task_poll_kernel_alive.cancel()
+                        raise CellTimeoutError.error_from_timeout_and_cell(
+                            "Timeout waiting for IOPub output", self.iopub_timeout, cell) from None
+                    self.log.warning("Timeout waiting for IOPub output")
+                task_poll_kernel_alive.cancel()
+                return msg
+
+        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+            while True:
+                try:
+                    msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=POLL_S))
+                except Empty:
+                    continue
+                if msg["parent_header"].get("msg_id") == parent_msg_id:
+                    try:
+                        self.process_message(msg, cell, cell_index)
+                    except CellExecutionComplete:
+                        return
+
+    return _PollingClient
+
+
+def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: dict | None = None,
+                     kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None) -> NotebookRun:
+    """Execute one notebook top to bottom; errors are recorded, not raised.
+
+    timeout: seconds per cell. The check output is the text printed by the cell tagged
+    ``check`` (or, without a tag, by the last code cell).
+    """
+    import nbformat
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    title, goals = _header(nb)
+    inject_parameters(nb, parameters or {})
+    client = _client_class()(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
+                            record_timing=True, resources={"metadata": {"path": str(cwd or path.parent)}})
+    run = NotebookRun(path, title or path.stem, goals, nb=nb)
+    t0 = time.perf_counter()
+    try:
+        client.execute(env=kernel_env())
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as e:
+        run.error = f"{type(e).__name__}: {e}"
+    except Exception as e:  # kernel could not start, ...
+        run.error = f"{type(e).__name__}: {e}"
+    run.seconds = time.perf_counter() - t0
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    check = next((c for c in code if "check" in c.get("metadata", {}).get("tags", [])), code[-1] if code else None)
+    if check is not None:
+        run.check = "".join(_text(o) for o in check.get("outputs", []))
+    for c in code:
+        run.cell_seconds.append(_cell_seconds(c))
+        for o in c.get("outputs", []):
+            fig = o.get("data", {}).get(PLOTLY_MIME)
+            if fig is not None:
+                run.figures.append(fig)
+    return run
+
+
+# ---------------------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------------------
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { margin-bottom: 0.2em; } .meta { color: #666; }
+table.runs { border-collapse: collapse; margin: 1em 0; } table.runs td, table.runs th { padding: 4px 10px;
+  border-bottom: 1px solid #ddd; text-align: left; }
+.ok { color: #18794e; font-weight: bold; } .fail { color: #c62828; font-weight: bold; }
+section { border-top: 2px solid #eee; margin-top: 2em; padding-top: 1em; }
+pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; white-space: pre-wrap; }
+.figure { margin: 1em 0; }
+"""
+
+
+def _figure_html(fig: dict, div_id: str) -> str:
+    import plotly.io as pio
+
+    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def render_report(runs: list[NotebookRun], out_dir: Path, started: float | None = None) -> Path:
+    """Write ``out_dir/index.html`` for ``runs`` (plotly.js embedded once: the page works offline)."""
+    from plotly.offline import get_plotlyjs
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    total = sum(r.seconds for r in runs)
+    try:
+        import torch
+
+        device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (recorded H200 data)"
+    except Exception:  # torch missing or broken: the report still says something
+        device = "unknown"
+    rows, sections = [], []
+    for i, r in enumerate(runs):
+        status = "<span class='ok'>OK</span>" if r.ok else "<span class='fail'>FAILED</span>"
+        check_line = next((ln for ln in r.check.splitlines() if CHECK_MARKER in ln), "")
+        rows.append(f"<tr><td><a href='#nb{i}'>{html.escape(r.title)}</a></td><td>{r.seconds:.1f} s</td>"
+                    f"<td>{len(r.figures)}</td><td>{status}</td><td>{html.escape(check_line)}</td></tr>")
+        goals = "".join(f"<li>{html.escape(g)}</li>" for g in r.goals)
+        figs = "".join(f"<div class='figure'>{_figure_html(f, f'nb{i}-fig{j}')}</div>" for j, f in enumerate(r.figures))
+        err = f"<h3>Error</h3><pre>{html.escape(r.error)}</pre>" if r.error else ""
+        nb_link = f"notebooks/{r.path.name}"
+        sections.append(
+            f"<section id='nb{i}'><h2>{html.escape(r.title)}</h2>"
+            f"<p class='meta'>{html.escape(r.path.name)} · {r.seconds:.1f} s · {status} · "
+            f"<a href='{nb_link}'>executed notebook</a></p>"
+            f"<h3>You will learn</h3><ul>{goals}</ul>{figs}"
+            f"<h3>Check cell</h3><pre>{html.escape(r.check.strip() or '(no output)')}</pre>{err}</section>")
+    when = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    ok = sum(r.ok for r in runs)
+    page = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>cadencelab course tour</title>"
+        f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+        f"<h1>cadencelab: the course, executed</h1><p class='meta'>{when} · {html.escape(device)} · "
+        f"{ok}/{len(runs)} notebooks passed their checks · {total:.0f} s of execution</p>"
+        "<table class='runs'><tr><th>notebook</th><th>time</th><th>figures</th><th>status</th><th>check</th></tr>"
+        + "".join(rows) + "</table>" + "".join(sections) + "</body></html>"
+    )
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    summary = [dict(notebook=r.path.name, title=r.title, seconds=round(r.seconds, 2), ok=r.ok, error=r.error,
+                    figures=len(r.figures), check=r.check.strip()) for r in runs]
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return path
+
+
+def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list | None = None, timeout: int = 300,
+             parameters: dict | None = None) -> Path:
+    """Execute the course and write ``out_dir/index.html``; returns its path.
+
+    progress: a tqdm bar over the notebooks (on stderr). Executed notebooks (with outputs) are
+    kept in ``out_dir/notebooks/``, a machine-readable ``summary.json`` beside the page.
+    Raises :class:`TourFailed` (after writing the report) when a notebook fails or its check
+    cell does not print the marker.
+    """
+    import nbformat
+    from tqdm.auto import tqdm
+
+    out = Path(out_dir)
+    (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    paths = [Path(p) for p in (notebooks or course())]
+    runs = []
+    bar = tqdm(paths, desc="cadencelab tour", unit="notebook", disable=not progress, file=sys.stderr)
+    for p in bar:
+        bar.set_postfix_str(p.stem)
+        r = execute_notebook(p, timeout=timeout, parameters=parameters)
+        nbformat.write(r.nb, out / "notebooks" / p.name)
+        runs.append(r)
+        if progress:
+            bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
+    report = render_report(runs, out)
+    failed = [r.name for r in runs if not r.ok]
+    if failed:
+        raise TourFailed(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; see {report}", report)
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# JupyterLab
+# ---------------------------------------------------------------------------------------
+
+
+def lab_command(port: int | None = None, open_browser: bool = True, extra_args=()) -> list[str]:
+    """The ``jupyter lab`` command line that serves the course folder."""
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={notebooks_dir()}"]
+    if port is not None:
+        cmd.append(f"--port={int(port)}")
+    if not open_browser:
+        cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers often run as root; the server refuses otherwise
+        cmd.append("--allow-root")
+    return cmd + list(extra_args)
+
+
+def launch_lab(port: int | None = None, open_browser: bool = True, extra_args=()) -> int:
+    """Start JupyterLab on the notebooks folder; blocks until it stops (Ctrl-C). Returns its exit code."""
+    import importlib.util
+
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise RuntimeError("JupyterLab is not installed: python -m pip install jupyterlab")
+    cmd = lab_command(port, open_browser, extra_args)
+    try:
+        return subprocess.call(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
+    except KeyboardInterrupt:
+        return 0

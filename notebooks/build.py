@@ -1,0 +1,962 @@
+"""Generate the seven course notebooks (committed without outputs).
+
+    python notebooks/build.py            # (re)write notebooks/NN_*.ipynb
+    python notebooks/build.py --check    # exit 1 when a committed notebook differs from this source
+
+Each notebook teaches one idea with the library (logic lives in cadencelab; cells stay short),
+opens with its learning goals, has a papermill-style ``parameters`` cell (``LIVE`` defaults to
+``torch.cuda.is_available()``; GPU-only cells are guarded by ``if LIVE:``), and ends with a
+``check`` cell that prints ``CHECK OK`` when what it taught holds. Cell ids are deterministic so
+that rebuilding is byte-for-byte reproducible.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+
+PARAMS = """\
+# parameters: the tour and CI may override these (papermill style)
+import torch
+
+LIVE = torch.cuda.is_available()  # run the GPU-only cells live
+CONDITION = "pinned"  # recorded H200 data: "pinned" or "unpinned" kernel selection"""
+
+CHECK_MD = """\
+## Check
+
+Run the next cell: it asserts what this notebook taught and prints `CHECK OK` when it holds."""
+
+
+def md(text: str) -> tuple:
+    return ("markdown", textwrap.dedent(text).strip("\n"), ())
+
+
+def code(text: str, *tags: str) -> tuple:
+    return ("code", textwrap.dedent(text).strip("\n"), tuple(tags))
+
+
+def params(extra: str = "") -> tuple:
+    return code(PARAMS + (("\n" + textwrap.dedent(extra).strip("\n")) if extra else ""), "parameters")
+
+
+# =======================================================================================
+# 1. Anatomy of a duplex second
+# =======================================================================================
+
+NB1 = [
+    md("""
+    # 1 · Anatomy of a duplex second
+
+    A full-duplex speech model hears one second of the person and must answer with one second of its own
+    speech before the next second arrives: its **cadence** is 1 s. Every second runs the same stages in
+    order (the language backbone, the speech-token decoder, then *synthesis*: Token2wav turning 25 speech
+    tokens into 1 s of audio), and nothing inside one session can be batched.
+
+    **You will learn**
+    - to read a duplex second as a waterfall of stages against the 1 s cadence;
+    - where the second overruns: the synthesis tail that starts after the autoregressive stages;
+    - how much of that tail the two rules (state + replay) take back, on recorded H200 data, and what stays over.
+
+    Runs on a CPU from recorded data. With a GPU (`LIVE`), the last section also times a live second.
+    """),
+    params(),
+    code("""
+    import pandas as pd
+
+    from cadencelab import data, viz, widgets
+    """),
+    md("""
+    ## The paper's second
+
+    The paper measures the stock MiniCPM-o 4.5 runtime: 842 ms of earlier stages, then 327 ms of
+    synthesis. The second ends at 1,169 ms, 16.9% past the cadence. `data.paper_duplex_second` holds the
+    published figures; `viz.waterfall` draws any frame of `stage, start_ms, dur_ms`.
+    """),
+    code("""
+    paper = data.paper_duplex_second("anatomy")
+    paper[["stage", "start_ms", "dur_ms", "where"]]
+    """),
+    code("""
+    viz.waterfall(paper, options=viz.WaterfallOptions(title="The paper's duplex second (stock MiniCPM-o 4.5)"))
+    """),
+    md("""
+    ## The same second with synthesis measured on an H200
+
+    `widgets.anatomy_frame` puts recorded H200 numbers into the same picture. When a recorded duplex second
+    is in `data/` it uses it; otherwise it *composes* one per arm: the paper's earlier stages followed by the
+    Token2wav synthesis segment recorded for that arm (the median steady chunk of the factorial study). The
+    `source` column says which.
+    """),
+    code("""
+    second = widgets.anatomy_frame(CONDITION)
+    second.groupby("source", sort=False)["origin"].first()
+    """),
+    code("""
+    viz.waterfall(second, options=viz.WaterfallOptions(layout="facets", title="Stage waterfall against the 1 s cadence"))
+    """),
+    md("""
+    ## Where the tail overruns
+
+    `widgets.overrun_table` says where each second ends, by how much it misses the cadence (negative:
+    headroom) and which stage crosses the line. The crossing stage is always the last one: synthesis
+    starts late because everything before it is sequential, so its whole duration lands on the deadline.
+    """),
+    code("""
+    widgets.overrun_table(second)
+    """),
+    md("""
+    The synthesis numbers come from the factorial study (notebook 5): B0 is the stock runtime, SRc applies
+    both rules. Note the tail as well as the median: p95 latency is what a listener hears as a stall.
+    """),
+    code("""
+    data.factorial(CONDITION).set_index("arm").loc[
+        ["B0", "SRc"], ["steady_latency_ms_median", "steady_latency_ms_p95", "peak_MiB_median", "exact"]]
+    """),
+    md("""
+    The paper's live measurement (table 5) makes the same point end to end: mean SPEAK time of a one-second
+    unit falls from 1,141 ms (14.1% over) to 976 ms (2.4% under). What remains over at p95 comes from the
+    autoregressive stages, which notebook 2 shows are outside the lossless scope (their catalogs are too wide).
+    """),
+    code("""
+    data.paper_duplex_second("live_speak")[["stage", "dur_ms", "arm", "note"]]
+    """),
+    md("""
+    ## Live (GPU only)
+
+    With CUDA, `cadencelab.profile.duplex.run_second` times one second of stand-in models at H200 sizes
+    (random weights, declared shapes) under B0 and SRc.
+    """),
+    code("""
+    if LIVE:
+        from cadencelab.profile.duplex import build_models, run_second
+
+        models = build_models("h200", "cuda")
+        live = pd.concat([run_second("h200", arm=a, device="cuda", models=models).assign(source=f"live {a}")
+                          for a in ("B0", "SRc")])
+        top = live[live["parent"].fillna("") == ""]
+        display(viz.waterfall(top, options=viz.WaterfallOptions(layout="facets", title="A live duplex second")))
+        display(widgets.overrun_table(top))
+    else:
+        print("No CUDA device: the recorded H200 numbers above stand in for a live second.")
+    """),
+    md(CHECK_MD),
+    code("""
+    over = widgets.overrun_table(second).set_index("source")
+    stock = over.loc["paper (stock)"]
+    assert stock["crossing_stage"] == "synthesis" and round(stock["over_pct"], 1) == 16.9
+    b0, both = (over[over.index.str.contains(f"H200 {arm} ")].iloc[0] for arm in ("B0", "SRc"))
+    assert both["end_ms"] < b0["end_ms"], "the two rules should shorten the second"
+    print(f"CHECK OK: notebook 1: stock second ends at {stock['end_ms']:.0f} ms (synthesis crosses the cadence); "
+          f"with H200 synthesis B0 ends at {b0['end_ms']:.0f} ms, SRc at {both['end_ms']:.0f} ms")
+    """, "check"),
+]
+
+
+# =======================================================================================
+# 2. Native clocks and regions
+# =======================================================================================
+
+NB2 = [
+    md("""
+    # 2 · Native clocks and regions
+
+    A model in this class advances on several **native clocks** whose rates are fixed by configuration
+    (C1), and keeps persistent state under a **declared retention policy** (C2). Write those down once, as a
+    `Declaration`, and every extent, byte count and shape class follows by arithmetic, before any traffic.
+
+    **You will learn**
+    - to write the Token2wav declaration: clocks, regions with retention policies, an operator, admission;
+    - to derive the extent trajectory a_r(t), the envelope A_r, the over-reservation ρ_r and the catalog width K_r;
+    - how f_retained, f_chunk and n_steps move those numbers (sliders that re-derive them instantly).
+    """),
+    params(),
+    code("""
+    from cadencelab import viz, widgets
+    from cadencelab.contract import (Admission, Clock, Declaration, Operator, PromptRetained, Region, backbone_declaration,
+                                     catalog_width, clocks_table, derive, region_table, token2wav_declaration, trajectory)
+    """),
+    md("""
+    ## 1. Clocks
+
+    One stream call (a *chunk*) carries 25 speech tokens plus 3 lookahead tokens; each token is 2 mel frames;
+    the flow-matching solver runs 10 Euler steps per chunk. Rates are ratios to a parent clock.
+    """),
+    code("""
+    clocks = (
+        Clock("chunks", "stream call (one second of speech)", rate_hz=1.0),
+        Clock("tokens", "speech token", parent="chunks", ratio=25, offset=3),
+        Clock("frames", "mel frame", parent="tokens", ratio=2),
+        Clock("steps", "Euler solver step", parent="chunks", ratio=10),
+        Clock("turns", "conversation turn"),
+    )
+    clocks_table(clocks)
+    """),
+    md("""
+    ## 2. Regions
+
+    The DiT's attention cache keeps a 302-frame prompt plus 100 frames of history, newest frames first
+    (`PromptRetained(302, 100, layout="newest_first")`). The stock code reserves it for 16 solver slots, and
+    its solver workspace for 16 slots x 1000 frames: implementation constants, declared as `stock`.
+    """),
+    code("""
+    cache = PromptRetained(prompt=302, retained=100, layout="newest_first")
+    kv = ("n_steps", 16, 2, 8, "frames", 128)  # (solver steps, DiT blocks, CFG pair, heads, frames, K|V)
+    regions = (
+        Region("estimator_att_cache", clock="frames", shape=kv, policy=cache, growth=50, max_call=56, initial=302,
+               lifetime="turn", stock={"n_steps": 16}, address_stable=True),
+        Region("solver_workspace", clock="frames", shape=kv, policy=cache, growth=50, max_call=56, initial=302,
+               role="workspace", envelope="attended", stock={"n_steps": 16, "frames": 1000}, address_stable=True),
+    )
+    """),
+    md("""
+    ## 3. An operator and the admission predicate
+
+    The flow chunk reads the cache; a steady call advances 50 frames; a final flush carries 6 to 54 frames.
+    Admission: a call of f frames is admitted when f ≤ f_chunk = 50.
+    """),
+    code("""
+    flow_chunk = Operator("flow_chunk", reads=("estimator_att_cache",), clock="frames", call=50, flush=(6, 54, 2))
+    mine = Declaration("my-token2wav", clocks, regions, (flow_chunk,), admission=Admission("frames", 50),
+                       dims={"n_steps": 10})
+    derive(mine).checks
+    """),
+    md("""
+    ## Derived: extents, envelope, ρ_r, K_r
+
+    The cached extent walks 302 → 352 → 402 and stays: the retention bound caps it. That trajectory is
+    the set of shapes the operator can ever see.
+    """),
+    code("""
+    trajectory(mine, "estimator_att_cache", calls=6)
+    """),
+    code("""
+    region_table(mine)[["region", "A_minus", "A", "A_attended", "demand_shape", "stock_shape", "rho", "K"]]
+    """),
+    md("""
+    The 16 x 1000 envelope collapses to 10 x 458 (10 steps; 402 retained + 56 of one call): ρ = 3.49.
+    K_r = ⌈W_r / s_r⌉ + 1 with the retention window W_r = A_r − A_r⁻ and the stride s_r:
+    """),
+    code("""
+    catalog_width(mine, "estimator_att_cache")
+    """),
+    md("""
+    ## The shipped declaration
+
+    `token2wav_declaration()` declares every region of the adapter (conformer, vocoder caches, the solver
+    noise table, ...). Same arithmetic, whole model:
+    """),
+    code("""
+    shipped = token2wav_declaration()
+    widgets.derive_clock_table(shipped)
+    """),
+    code("""
+    viz.catalog_grid(widgets.catalog_grid_frame(shipped, "flow_chunk"))
+    """),
+    md("""
+    Not every stage qualifies. The same arithmetic on a language backbone decoding one token per call over
+    a 2,000-token window gives K = 2,001 shape classes, and a speech-token decoder whose query length
+    follows the traffic has no clock-determined signature at all: both stay outside the lossless scope.
+    """),
+    code("""
+    derive(backbone_declaration()).verdict[["operator", "K", "affordable", "reason"]]
+    """),
+    md("""
+    ## Sliders: change the configuration, re-derive instantly
+
+    Move f_retained, f_chunk or n_steps. With f_retained = 150 the trajectory needs one more step
+    (302, 352, 402, 452: K = 4); with f_chunk = 40 the stride no longer divides the window and truncation
+    adds a class (302, 342, 382, 402). n_steps scales the per-step regions.
+    """),
+    code("""
+    sliders = widgets.clock_sliders()
+    sliders
+    """),
+    code("""
+    sliders.figure()
+    """),
+    code("""
+    sliders.update(f_retained=150)
+    print(sliders.summary)
+    sliders.update(f_retained=100, f_chunk=40)
+    print(sliders.summary)
+    sliders.update(f_chunk=50)
+    """),
+    md(CHECK_MD),
+    code("""
+    t = region_table(mine).set_index("region")
+    assert sorted(trajectory(mine, "estimator_att_cache")["shape_extent"].unique()) == [302, 352, 402]
+    assert t.loc["solver_workspace", "demand_shape"] == (10, 16, 2, 8, 458, 128)
+    assert round(t.loc["solver_workspace", "rho"], 2) == 3.49 and t.loc["estimator_att_cache", "K"] == 3
+    assert sliders.update(f_retained=150).set_index("region").loc["estimator_att_cache", "K"] == 4
+    sliders.update(f_retained=100)
+    print("CHECK OK: notebook 2: L = {302, 352, 402}, K = 3, 16x1000 -> 10x458 (rho 3.49); f_retained=150 gives K = 4")
+    """, "check"),
+]
+
+
+# =======================================================================================
+# 3. The carry
+# =======================================================================================
+
+NB3 = [
+    md("""
+    # 3 · The carry
+
+    The stock streaming loop applies retention with `torch.cat`: every chunk allocates a new cache tensor.
+    The **carry** holds the retained cache in one buffer, at one address, for the stream's life, and writes
+    retention in place, elementwise identical to the stock cut. A **shadow auditor** runs the stock
+    concatenation beside every retention and compares.
+
+    **You will learn**
+    - to see the stock concat move the cache every chunk while the carry stays put, bit for bit equal;
+    - to read a shadow audit (applications, agreements, first divergent call);
+    - how a carry with the wrong layout is caught at the chunk where it diverges, before any output is wrong.
+
+    The lesson runs on the teaching model shipped in `cadencelab.teaching` (same cache structure as
+    Token2wav at toy sizes: prompt 12 + retained 8 frames, newest first, 4 frames per chunk), then on
+    Token2wav itself.
+    """),
+    params(),
+    code("""
+    import pandas as pd
+
+    from cadencelab import teaching, widgets
+    from cadencelab.state import ShadowAuditor
+
+    cfg = teaching.TeachingConfig()
+    model = teaching.TinyStreamer(cfg)
+    stream = teaching.make_stream(cfg)  # two turns: 5 chunks + a 6-frame flush, then 2 chunks + a 2-frame flush
+    """),
+    md("""
+    ## Stock concat vs carry
+
+    Each row is one call: the cached extent after it and the address of the cache tensor.
+    """),
+    code("""
+    stock = teaching.TeachingRuntime(model, state_rule=False).run(stream)
+    stock.table
+    """),
+    code("""
+    carry = teaching.TeachingRuntime(model).run(stream)
+    carry.table
+    """),
+    code("""
+    widgets.pointer_figure({"stock torch.cat": stock.table, "carry": carry.table})
+    """),
+    md("""
+    Same outputs, bit for bit (`torch.equal`, not a tolerance), under two allocation disciplines:
+    """),
+    code("""
+    teaching.bit_exact(stock, carry)
+    """),
+    md("""
+    ## The shadow audit
+
+    The auditor keeps its own stock cache under the *declared* layout and policy, applies the stock
+    `torch.cat` and cut to it at every retention, and compares elementwise with the carry (turn resets
+    included).
+    """),
+    code("""
+    auditor = ShadowAuditor()
+    teaching.TeachingRuntime(model, auditor=auditor).run(stream)
+    auditor.summary()
+    """),
+    md("""
+    ## A wrong layout, caught where it diverges
+
+    A plausible first carry appends new frames at the end (chronological) while the model's cache is newest
+    first. An attention layer without positional terms barely notices the order, so the outputs agree to
+    about 1e-6 until eviction first reaches the prompt, on the third chunk. Two audits watch it: the
+    elementwise one (the product's bar) and an order-insensitive one (what a value check sees).
+    """),
+    code("""
+    strict, lenient = ShadowAuditor(), ShadowAuditor(compare="frames")
+    wrong = teaching.TeachingRuntime(model, layout="chronological", auditor=lenient).run(stream)
+    teaching.TeachingRuntime(model, layout="chronological", auditor=strict).run(stream)
+    print("elementwise audit, first divergence:", strict.first_divergence)
+    print("frame-set audit,   first divergence:", lenient.first_divergence)
+    """),
+    code("""
+    widgets.audit_figure({"elementwise": pd.DataFrame(strict.records),
+                          "frame sets (order-insensitive)": pd.DataFrame(lenient.records)},
+                         teaching.bit_exact(stock, wrong))
+    """),
+    md("""
+    The frame-set audit flags call 2 (the third chunk, the first retention that cuts into the prompt), one
+    call *before* the first output that a tolerance check would reject (call 3). The elementwise audit flags
+    call 0: the frames are in the wrong order from the start. The paper's development story is the same:
+    an append-ordered carry matched for two chunks and diverged on chunk three.
+
+    ## The same carry inside Token2wav
+
+    Arm `S` of the Token2wav runtime keeps the DiT cache in the solver's own buffer (an in-buffer carry,
+    newest first). Teaching config, three chunks: the extent walks 302 → 352 → 402 at one address.
+    (The paper reports the same audit agreeing on all 264 retentions, at a single address, across 312
+    applications over four matched blocks, turn boundaries included.)
+    """),
+    code("""
+    from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
+    from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+
+    flow, hift = build_token2wav(TEACHING, 0, envelope=runtime_envelope("S"))
+    rt = Token2wavRuntime(flow, hift, "cpu", "S", cfg=TEACHING, backend="eager")
+    rt.set_stream_cache(make_prompt(TEACHING, 0))
+    base = rt.est.buffer.data_ptr()
+    """),
+    code("""
+    tokens = list(range(100, 200))
+    lengths = []
+    for i in range(3):
+        rt.stream(tokens[25 * i: 25 * i + 28])
+        lengths.append((rt.est.length, rt.est.buffer.data_ptr() == base))
+    lengths
+    """),
+    md(CHECK_MD),
+    code("""
+    assert teaching.bit_exact(stock, carry)["equal"].all()
+    assert carry.table["cache_ptr"].nunique() == 1 and stock.table["cache_ptr"].nunique() > 1
+    assert auditor.ok and auditor.agreements == len(carry.table)
+    assert (strict.first_divergence.call, lenient.first_divergence.call) == (0, 2)
+    assert lengths == [(352, True), (402, True), (402, True)]
+    print(f"CHECK OK: notebook 3: carry bit-exact at one address ({auditor.agreements} audited retentions); "
+          "wrong layout caught at call 0 (elementwise) / call 2 (frame sets)")
+    """, "check"),
+]
+
+
+# =======================================================================================
+# 4. Exact-shape replay
+# =======================================================================================
+
+NB4 = [
+    md("""
+    # 4 · Exact-shape replay
+
+    Because every hot tensor shape is a function of declared clocks, the reachable signatures form a small
+    **catalog** known before traffic. `ExactShapeReplay` captures one CUDA graph per catalog class, at exact
+    shapes (no padding), and admits each call only if (i) its full signature is a captured catalog class,
+    (ii) the addresses it reads and writes have not moved, and (iii) the class's effects were classified:
+    host randomness is rejected for good, device randomness (Philox) is admitted. Anything else runs eagerly.
+
+    **You will learn**
+    - to read a catalog derived from a declaration, admitted and rejected classes included;
+    - to follow admission call by call: probes, replays, and misses with their reasons;
+    - why device randomness can be replayed bit-exactly while host randomness cannot.
+
+    On a CPU the engine's eager backend keeps identical bookkeeping (catalog, admission, guards, counters)
+    and says so; with CUDA (`BACKEND="auto"`) it captures real graphs.
+    """),
+    params("""
+    BACKEND = "auto"  # ExactShapeReplay backend: "cuda" on a GPU, "eager" bookkeeping on a CPU"""),
+    code("""
+    import pandas as pd
+
+    from cadencelab import data, teaching, viz, widgets
+    from cadencelab.contract import admitted_labels, catalog, token2wav_declaration
+    """),
+    md("""
+    ## The catalog
+
+    Token2wav's flow chunk: three cached extents (302, 352, 402) and call sizes from the stride and the
+    partial flushes; flushes above f_chunk = 50 frames fall outside the admission predicate.
+    """),
+    code("""
+    t2w = token2wav_declaration()
+    viz.catalog_grid(widgets.catalog_grid_frame(t2w, "flow_chunk"))
+    """),
+    code("""
+    catalog(t2w, "flow_chunk").groupby(["kind", "admitted"]).size()
+    """),
+    md("""
+    The teaching model has the same structure at toy scale: cached extents 12, 16, 20 and calls of 2, 4 or
+    6 frames, of which 6 (a flush with its lookahead) is above f_chunk = 4.
+    """),
+    code("""
+    cfg = teaching.TeachingConfig()
+    model, decl = teaching.TinyStreamer(cfg), teaching.declaration(cfg)
+    stream = teaching.make_stream(cfg)
+    catalog(decl, "chunk_step")[["class_id", "kind", "ext_kv_cache", "f", "admitted", "reason"]]
+    """),
+    md("""
+    ## Admission, call by call
+
+    The carry runtime with the chunk step wrapped in the engine. `path` says what happened to each call:
+    the first call of a class is its eager *probe* (it watches the random generators, then captures),
+    later calls replay, and a signature outside the catalog runs eagerly.
+    """),
+    code("""
+    rt = teaching.TeachingRuntime(model, replay=True, backend=BACKEND)
+    run = rt.run(stream)
+    print(rt.summary())
+    run.table[["turn", "chunk", "f", "extent", "path"]]
+    """),
+    code("""
+    rt.counters()[["label", "status", "reason", "rng", "hits", "replays", "eager", "miss_reasons"]]
+    """),
+    code("""
+    widgets.misses_figure(rt.counters())
+    """),
+    md("""
+    Every call, replayed or not, is bit-identical to the stock loop:
+    """),
+    code("""
+    ref = teaching.TeachingRuntime(model, state_rule=False).run(stream)
+    teaching.bit_exact(ref, run)["equal"].value_counts()
+    """),
+    md("""
+    ## Randomness: host rejected, device admitted
+
+    A model that draws noise every call (HiFT's harmonic source does, on every chunk). Drawn on the host
+    (a CPU tensor), a captured graph would freeze the draw into a constant: the engine sees the host
+    generator move during the probe and rejects the class for good. Drawn on the device, the Philox offset
+    advances by the graph's increment at each replay, so replay n draws what eager call n would.
+    """),
+    code("""
+    noisy = teaching.TinyStreamer(cfg.replace(noise_std=0.05))
+    rt_noisy = teaching.TeachingRuntime(noisy, replay=True, backend=BACKEND)
+    run_noisy = rt_noisy.run(stream)
+    ref_noisy = teaching.TeachingRuntime(noisy, state_rule=False).run(stream)
+    print(rt_noisy.summary())
+    rt_noisy.counters()[["label", "status", "reason", "rng"]]
+    """),
+    code("""
+    teaching.bit_exact(ref_noisy, run_noisy)["equal"].value_counts()
+    """),
+    md("""
+    On the H200 the vocoder core (HiFT, which draws device randomness on every call) was replayed in every
+    replay arm, and every block stayed bit-exact with the stock runtime:
+    """),
+    code("""
+    fac = data.factorial(CONDITION)
+    pd.DataFrame([dict(arm=a, engine=k, summary=v, exact_blocks=f"{e}/{b}")
+                  for a, d, e, b in zip(fac["arm"], fac["replay"], fac["exact_blocks"], fac["blocks"])
+                  for k, v in (d or {}).items()])
+    """),
+    code("""
+    if LIVE:  # the same noisy model with real CUDA graphs: device RNG admitted, still bit-exact
+        cert = teaching.certify(noisy.cuda(), backend="cuda")
+        display(cert)
+    else:
+        print("No CUDA device: device-RNG admission is shown by the recorded H200 replay summaries above.")
+    """),
+    md(CHECK_MD),
+    code("""
+    c = rt.counters()
+    assert teaching.bit_exact(ref, run)["equal"].all() and teaching.bit_exact(ref_noisy, run_noisy)["equal"].all()
+    assert set(c.loc[c["status"] == "captured", "label"]) <= admitted_labels(decl, "chunk_step")
+    assert c["replays"].sum() > 0 and "outside_catalog" in set(c["reason"])
+    rng = set(rt_noisy.counters().query("status != 'unclassed'")["rng"]) - {"unknown"}
+    assert rng == ({"device"} if rt_noisy.engine.backend == "cuda" else {"host"})
+    print(f"CHECK OK: notebook 4: {rt.summary()}; noisy model ({rt_noisy.engine.backend}): RNG {sorted(rng)}, "
+          "bit-exact")
+    """, "check"),
+]
+
+
+# =======================================================================================
+# 5. Mutual enabling
+# =======================================================================================
+
+NB5 = [
+    md("""
+    # 5 · Mutual enabling
+
+    Two rules, four questions: state rule on or off, replay on or off, replay per solver step or per chunk,
+    and how many solver steps. The factorial study measured every combination on an H200 (8 blocks per arm,
+    paired bootstrap intervals, bit-exactness against the stock runtime per block).
+
+    **You will learn**
+    - that each rule alone fails in its own direction: the state rule saves memory without speed, replay
+      gains speed and *costs* memory (most at chunk granularity);
+    - that only the two together reach the corner of the Pareto plot;
+    - that exactness is a precondition of the comparison: without pinned kernels the float32 PCM drifts.
+    """),
+    params(),
+    code("""
+    import pandas as pd
+
+    from cadencelab import data, viz, widgets
+    """),
+    md("""
+    ## The recorded factorial
+
+    Each point is one arm: median steady-chunk latency vs median peak allocator memory, with the paired
+    95% intervals; arms that are not bit-exact are drawn as open crosses.
+    """),
+    code("""
+    viz.pareto(data.pareto_frame(CONDITION), viz.ParetoOptions(title=f"Token2wav on an H200 ({CONDITION} kernels)"))
+    """),
+    md("""
+    ## The rules panel
+
+    Toggle the rules; the ringed point is the arm they name, read from the recorded data (measured live on
+    this GPU when `LIVE`). The readout adds what the declaration says about the choice: how many steady graph
+    bindings replay captures and how large a solver workspace the state rule allocates.
+    """),
+    code("""
+    panel = widgets.rules_panel(live=LIVE)
+    panel
+    """),
+    md("""
+    The panel's callbacks are plain methods. Walk the six cells of the factorial:
+    """),
+    code("""
+    walk = [panel.set(state_rule=s, replay=r, granularity=g)
+            for s, r, g in [(False, False, "chunk"), (True, False, "chunk"), (False, True, "step"),
+                            (False, True, "chunk"), (True, True, "step"), (True, True, "chunk")]]
+    pd.DataFrame(walk)[["arm", "lat_ms", "peak_MiB", "exact", "latency_delta", "peak_delta", "steady_bindings",
+                        "solver_workspace_MiB"]]
+    """),
+    md("""
+    Read the rows against each other:
+
+    - **S** (state rule only) saves about two thirds of the memory, and its latency interval crosses zero:
+      demand sizing is a memory mechanism.
+    - **R / Rc** (replay only) are fast, and memory goes *up*: without a contract-owned carry the engine must
+      stage a copy of every cache input per captured class, at the stock envelope. At chunk granularity that
+      is the whole stacked cache per class: Rc triples the peak.
+    - **SR / SRc**: the carry is aliased by address (no staging), the envelope it freezes is the declared one.
+      Both gains survive, neither cost does.
+    """),
+    code("""
+    panel.figure()
+    """),
+    md("""
+    Solver steps: the recorded study ran at 10 steps. Other step counts change what the declaration derives
+    (bindings at step granularity, the solver workspace) at once; their latency needs a live GPU run.
+    """),
+    code("""
+    print(panel.set(steps=6)["note"] or "measured live at 6 steps")
+    panel.set(steps=10)
+    """),
+    md("""
+    ## Exactness is a precondition
+
+    Without pinned kernel selection the eager baseline's float32 PCM drifts across processes (mel and int16
+    PCM still match): every arm but B0 is marked not bit-exact, even `vendor_graph`, which runs B0's kernels.
+    The bitwise gate measures the kernel library here, not the rules.
+    """),
+    code("""
+    viz.pareto(data.pareto_frame("unpinned"), viz.ParetoOptions(title="Unpinned kernels: float32 PCM drifts"))
+    """),
+    md(CHECK_MD),
+    code("""
+    pts = {p["arm"]: p for p in panel.history}
+    assert {"B0", "S", "R", "Rc", "SR", "SRc"} <= set(pts)
+    assert pts["SRc"]["lat_ms"] < 0.5 * pts["B0"]["lat_ms"] and pts["SRc"]["peak_MiB"] < 0.5 * pts["B0"]["peak_MiB"]
+    assert pts["Rc"]["peak_MiB"] > pts["B0"]["peak_MiB"] and pts["S"]["peak_MiB"] < pts["B0"]["peak_MiB"]
+    assert abs(pts["S"]["lat_ms"] / pts["B0"]["lat_ms"] - 1) < 0.15
+    assert CONDITION != "pinned" or all(p["exact"] for p in pts.values())
+    print(f"CHECK OK: notebook 5: SRc {pts['SRc']['lat_ms']:.1f} ms / {pts['SRc']['peak_MiB']:.0f} MiB vs "
+          f"B0 {pts['B0']['lat_ms']:.1f} ms / {pts['B0']['peak_MiB']:.0f} MiB; Rc peak {pts['Rc']['peak_MiB']:.0f} MiB")
+    """, "check"),
+]
+
+
+# =======================================================================================
+# 6. Kernel timeline replay
+# =======================================================================================
+
+NB6 = [
+    md("""
+    # 6 · Kernel timeline replay
+
+    A steady Token2wav chunk is about ten thousand kernels either way. Eagerly, the host issues them one by
+    one and the GPU waits in between (`host_wait`); replayed, one `cudaGraphLaunch` issues them all and the
+    gaps shrink to the device's own scheduling (`kernel_wait`). The *orchestration slack* is the idle share
+    of the chunk's wall time.
+
+    **You will learn**
+    - to read a kernel timeline with its idle gaps classified (host_wait, kernel_wait, other);
+    - to watch idle time accumulate kernel by kernel, eager beside replay;
+    - that replay runs the same kernels in the same order and removes the time between them.
+
+    Uses the recorded H200 traces of one steady chunk (B0 and SRc). Without them it profiles the teaching
+    config live on the CPU (host ops instead of kernels); with a GPU (`LIVE`) it also profiles one live.
+    """),
+    params(),
+    code("""
+    from cadencelab import widgets
+    """),
+    code("""
+    tl = widgets.chunk_timelines("auto")
+    print(tl.source)
+    print("events:", tl.what, f"({len(tl.eager)} eager, {len(tl.replay)} replayed)")
+    """),
+    code("""
+    tl.summary[["variant", "wall_us", "busy_us", "slack_frac", "host_wait_us", "kernel_wait_us", "other_idle_us",
+                "kernel_launches", "graph_launches", "kernels"]]
+    """),
+    md("""
+    ## The player
+
+    Press play (or drag, or step one kernel at a time): both panels show the last 40 kernels up to the
+    cursor, with the idle gaps between them; the table accumulates busy and idle time; the lower figure shows
+    the whole chunk's accumulation with the cursor.
+    """),
+    code("""
+    player = widgets.timeline_player(tl.eager, tl.replay)
+    player
+    """),
+    md("""
+    The callbacks are plain methods: `player.show(k)` moves the cursor to kernel k and returns the readout.
+    """),
+    code("""
+    player.show(len(tl.eager) // 2)
+    """),
+    code("""
+    player.figure()
+    """),
+    code("""
+    player.progress_figure()
+    """),
+    md("""
+    Busy time is nearly the same in both: the same kernels run. What replay removes is idle time, and the
+    eager idle is almost all `host_wait`: the GPU finished and the next launch had not been issued yet.
+
+    ## Live (GPU only)
+    """),
+    code("""
+    if LIVE:
+        live = widgets.chunk_timelines("live", config="real", device="cuda")
+        display(live.summary[["variant", "wall_us", "busy_us", "slack_frac", "host_wait_us", "graph_launches"]])
+        display(widgets.timeline_player(live.eager, live.replay))
+    else:
+        print("No CUDA device: the recorded H200 chunk above stands in for a live profile.")
+    """),
+    md(CHECK_MD),
+    code("""
+    end = player.state(player.n).set_index("variant")
+    s = tl.summary.set_index("variant")
+    if "kernels" in tl.what:  # device traces: the slack story, and the player agrees with the summary
+        assert end.loc["eager", "slack_frac"] > 3 * end.loc["replay", "slack_frac"]
+        assert end.loc["eager", "host_wait_us"] > 0.5 * end.loc["eager", "idle_us"]
+        idle = s.loc["eager", "wall_us"] - s.loc["eager", "busy_us"]
+        assert abs(end.loc["eager", "idle_us"] - idle) < 0.05 * s.loc["eager", "wall_us"]
+    assert len(tl.eager) > 0 and len(tl.replay) > 0
+    print(f"CHECK OK: notebook 6: slack eager {end.loc['eager', 'slack_frac']:.2f} vs replay "
+          f"{end.loc['replay', 'slack_frac']:.2f} over {len(tl.eager)} / {len(tl.replay)} events")
+    """, "check"),
+]
+
+
+# =======================================================================================
+# 7. Write your own adapter
+# =======================================================================================
+
+NB7 = [
+    md("""
+    # 7 · Write your own adapter
+
+    `cadencelab.teaching.TinyStreamer` is a small streaming model shipped for this lesson: a causal conv
+    whose left context is state, then one attention layer over a K|V cache that keeps a prompt plus retained
+    history, newest frames first. You write its declaration; the library checks it, derives the catalog,
+    sizes and audits the carry, and certifies replay against the stock loop.
+
+    **You will learn**
+    - to declare a model's clocks, regions, operator and admission from its configuration;
+    - to read the checks C1-C3, the derived regions and the catalog before running anything;
+    - to run the carry under the shadow audit and the replay certification (eager backend on CPU, CUDA
+      graphs on a GPU), and to see a wrong declaration fail it.
+    """),
+    params("""
+    BACKEND = "auto"  # ExactShapeReplay backend for the certification"""),
+    code("""
+    import dataclasses
+
+    from cadencelab import teaching, viz, widgets
+    from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region, catalog,
+                                     derive, region_table)
+    from cadencelab.state import ShadowAuditor
+    """),
+    md("""
+    ## The model
+
+    Its configuration is all the declaration needs: 2 tokens + 1 lookahead per chunk, 2 frames per token
+    (4 frames per steady chunk, 6 in a full flush), prompt 12 + retained 8 frames, a kernel-3 causal conv.
+    """),
+    code("""
+    cfg = teaching.TeachingConfig()
+    model = teaching.TinyStreamer(cfg)
+    print(cfg)
+    print(model)
+    """),
+    md("""
+    ## 1. Clocks
+    """),
+    code("""
+    clocks = (
+        Clock("chunks", "stream call", rate_hz=12.5),
+        Clock("tokens", "token", parent="chunks", ratio=2, offset=1),
+        Clock("frames", "frame", parent="tokens", ratio=2),
+        Clock("turns", "conversation turn"),
+    )
+    """),
+    md("""
+    ## 2. Regions
+
+    The K|V cache `(2, heads, frames, head_dim)` grows 4 frames per call (up to 6), starts at the 12-frame
+    prompt and is cut back to prompt + 8; the carry holds one call's attended extent in place (`attended`).
+    A stock runtime would reserve 64 frames. The conv's left context is a fixed 2 frames.
+    """),
+    code("""
+    kv_cache = Region("kv_cache", clock="frames", shape=(2, 2, "frames", 8),
+                      policy=PromptRetained(12, 8, layout="newest_first"), growth=4, max_call=6, initial=12,
+                      lifetime="turn", envelope="attended", stock={"frames": 64}, address_stable=True, device="cpu")
+    conv_context = Region("conv_context", clock="frames", shape=(1, 16, "frames"), policy=Fixed(2),
+                          lifetime="turn", address_stable=True, device="cpu")
+    """),
+    md("""
+    ## 3. The operator and the admission predicate
+    """),
+    code("""
+    chunk_step = Operator("chunk_step", reads=("kv_cache",), clock="frames", call=4, flush=(2, 6, 2))
+    mine = Declaration("my-streamer", clocks, (kv_cache, conv_context), (chunk_step,),
+                       admission=Admission("frames", 4))
+    derive(mine).checks
+    """),
+    md("""
+    ## What the declaration says before anything runs
+    """),
+    code("""
+    print(derive(mine).report())
+    """),
+    code("""
+    catalog(mine, "chunk_step")[["class_id", "kind", "ext_kv_cache", "f", "admitted", "reason"]]
+    """),
+    code("""
+    viz.catalog_grid(widgets.catalog_grid_frame(mine, "chunk_step"))
+    """),
+    md("""
+    Your declaration should derive what the shipped one (`teaching.declaration()`) derives:
+    """),
+    code("""
+    cols = ["region", "A", "A_attended", "demand_shape", "stock_shape", "rho", "K"]
+    region_table(mine)[cols].equals(region_table(teaching.declaration(cfg))[cols])
+    """),
+    md("""
+    ## The carry under the shadow audit
+
+    `TeachingRuntime(decl=mine)` sizes the carry from *your* declaration and audits every retention against
+    the stock cut it declares.
+    """),
+    code("""
+    auditor = ShadowAuditor()
+    run = teaching.TeachingRuntime(model, decl=mine, auditor=auditor).run(teaching.make_stream(cfg))
+    auditor.summary()
+    """),
+    md("""
+    ## Replay certification
+
+    `teaching.certify` runs the stock loop and the carry + replay runtime (audited) under your declaration and
+    checks every clause: C1-C3, an affordable catalog, (i) signature match, (ii) address stability,
+    (iii) effect classification, the audit, and bit-exactness against the stock loop.
+    """),
+    code("""
+    cert = teaching.certify(model, decl=mine, backend=BACKEND)
+    cert
+    """),
+    code("""
+    widgets.misses_figure(cert.counters)
+    """),
+    md("""
+    ## A wrong declaration fails
+
+    Declare 6 retained frames where the model's code keeps 8. The declaration is valid and the audit agrees
+    with it (it checks the carry against the cut you *declared*), but the stream is no longer the model's:
+    the exactness clause fails, from the first call that reads a shortened cache.
+    """),
+    code("""
+    short = dataclasses.replace(kv_cache, policy=PromptRetained(12, 6, layout="newest_first"))
+    wrong = dataclasses.replace(mine, regions=(short, conv_context))
+    bad = teaching.certify(model, decl=wrong, backend=BACKEND)
+    bad.table
+    """),
+    md("""
+    ## Live (GPU only)
+
+    With CUDA the same certification captures real graphs; a model that draws noise every call shows device
+    randomness admitted and replayed bit-exactly.
+    """),
+    code("""
+    if LIVE:
+        noisy = teaching.TinyStreamer(cfg.replace(noise_std=0.05)).cuda()
+        display(teaching.certify(noisy, decl=mine, backend="cuda"))
+    else:
+        print("No CUDA device: certified with the eager backend above (same catalog, admission and counters).")
+    """),
+    md(CHECK_MD),
+    code("""
+    assert derive(mine).checks["passed"].all()
+    assert region_table(mine)[cols].equals(region_table(teaching.declaration(cfg))[cols])
+    assert auditor.ok and cert.ok, cert.table
+    assert not bad.ok and not bad.table.set_index("clause").loc["bit-exact with the stock stream", "passed"]
+    print(f"CHECK OK: notebook 7: your declaration is certified ({cert.backend} backend): {cert.extra['runtime'].summary()}")
+    """, "check"),
+]
+
+
+NOTEBOOKS = {
+    "01_anatomy_of_a_duplex_second": NB1,
+    "02_native_clocks_and_regions": NB2,
+    "03_the_carry": NB3,
+    "04_exact_shape_replay": NB4,
+    "05_mutual_enabling": NB5,
+    "06_kernel_timeline_replay": NB6,
+    "07_write_your_own_adapter": NB7,
+}
+
+
+def build(name: str, cells: list) -> nbformat.NotebookNode:
+    """A notebook with deterministic cell ids, no outputs and ``execution_count: None``."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    }
+    prefix = name.split("_")[0]
+    for i, (kind, src, tags) in enumerate(cells):
+        meta = {"tags": list(tags)} if tags else {}
+        if kind == "markdown":
+            cell = nbformat.v4.new_markdown_cell(src, metadata=meta)
+        else:
+            cell = nbformat.v4.new_code_cell(src, metadata=meta)
+            cell.execution_count = None
+            cell.outputs = []
+        cell.id = f"nb{prefix}-{i:02d}"
+        nb.cells.append(cell)
+    nbformat.validate(nb)
+    return nb
+
+
+def render(name: str) -> str:
+    return nbformat.writes(build(name, NOTEBOOKS[name])) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    check = "--check" in argv
+    stale = []
+    for name in NOTEBOOKS:
+        path = HERE / f"{name}.ipynb"
+        text = render(name)
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(HERE.parent)}")
+    if stale:
+        print("out of date (run python notebooks/build.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
