@@ -27,7 +27,6 @@ import dataclasses
 import json
 import os
 import platform
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .common import git, git_commit, json_default
 from .token2wav import default_out
 
 # ---------------------------------------------------------------------------------------
@@ -75,15 +75,7 @@ def study_preset(cfg: DuplexStudyConfig):
 def provenance(cfg: DuplexStudyConfig, models=None) -> dict:
     import torch
 
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10,
-                                  cwd=Path(__file__).resolve().parents[2]).stdout.strip()
-        except Exception:
-            return ""
-
-    head = git("rev-parse", "HEAD")
-    commit = os.environ.get("CADENCELAB_COMMIT") or (head if len(head) == 40 else "")
+    commit = git_commit()
     cuda = torch.device(cfg.device).type == "cuda" and torch.cuda.is_available()
     try:
         from importlib.metadata import version
@@ -252,15 +244,6 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
 
 
 def write_results(result: dict, out: Path) -> None:
-    def default(o):
-        if isinstance(o, np.integer):
-            return int(o)
-        if isinstance(o, np.floating):
-            return float(o)
-        if isinstance(o, np.bool_):
-            return bool(o)
-        return str(o)
-
     def clean(o):  # NaN -> null: the file stays strict JSON
         if isinstance(o, float) and o != o:
             return None
@@ -270,7 +253,7 @@ def write_results(result: dict, out: Path) -> None:
             return [clean(v) for v in o]
         return o
 
-    (out / "duplex_second.json").write_text(json.dumps(clean(result), indent=1, default=default))
+    (out / "duplex_second.json").write_text(json.dumps(clean(result), indent=1, default=json_default))
     pd.DataFrame(result["rows"]).to_csv(out / "duplex_second_rows.csv", index=False)
 
 

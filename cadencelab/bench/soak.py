@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .common import json_default
 from .token2wav import default_out, provenance
 
 GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
@@ -546,19 +547,10 @@ def analyse(cfg: SoakConfig, turns: list[Turn], arm_rows: pd.DataFrame, ref_rows
 
 
 def write_results(result: dict, out: Path) -> None:
-    def default(o):
-        if isinstance(o, np.integer):
-            return int(o)
-        if isinstance(o, np.floating):
-            return float(o)
-        if isinstance(o, np.bool_):
-            return bool(o)
-        return str(o)
-
     chunks = result["chunks"]
     body = {k: v for k, v in result.items() if k != "chunks"}
     body["chunks_csv"] = "soak_chunks.csv"
-    (out / "soak.json").write_text(json.dumps(body, indent=1, default=default))
+    (out / "soak.json").write_text(json.dumps(body, indent=1, default=json_default))
     chunks.to_csv(out / "soak_chunks.csv", index=False)
 
 

@@ -27,16 +27,16 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .common import git, git_commit, json_default
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -304,13 +304,6 @@ class _Inline:
 def provenance(cfg: StudyConfig) -> dict:
     import torch
 
-    def git(*a):
-        try:
-            return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10,
-                                  cwd=Path(__file__).resolve().parents[2]).stdout.strip()
-        except Exception:
-            return ""
-
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     try:
         from importlib.metadata import version
@@ -318,9 +311,7 @@ def provenance(cfg: StudyConfig) -> dict:
         minicpmo = version("minicpmo")
     except Exception:
         minicpmo = None
-    head = git("rev-parse", "HEAD")
-    commit = os.environ.get("CADENCELAB_COMMIT") or (head if len(head) == 40 else "")
-    return dict(git_commit=commit,
+    return dict(git_commit=git_commit(),
                 git_dirty=bool(git("status", "--porcelain")), gpu=gpu, torch=torch.__version__,
                 cuda=torch.version.cuda, python=platform.python_version(), minicpmo=minicpmo,
                 date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
@@ -342,8 +333,6 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0
 
 def run_study(cfg: StudyConfig, progress=print) -> dict:
     """Run the whole factorial; write JSON + CSV under ``cfg.out``; return the result dict."""
-    import torch
-
     from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
 
     out = Path(cfg.out)
@@ -537,16 +526,7 @@ def exact_by_hash(timed: pd.DataFrame) -> dict:
 
 
 def write_results(result: dict, out: Path) -> None:
-    def default(o):
-        if isinstance(o, (np.integer,)):
-            return int(o)
-        if isinstance(o, (np.floating,)):
-            return float(o)
-        if isinstance(o, (np.bool_,)):
-            return bool(o)
-        return str(o)
-
-    (out / "token2wav_factorial.json").write_text(json.dumps(result, indent=1, default=default))
+    (out / "token2wav_factorial.json").write_text(json.dumps(result, indent=1, default=json_default))
     pd.DataFrame(result["chunks"]).to_csv(out / "token2wav_factorial_chunks.csv", index=False)
     pd.DataFrame(result["blocks"]).to_csv(out / "token2wav_factorial_blocks.csv", index=False)
 

@@ -558,7 +558,7 @@ class Token2wavRuntime:
         self.conf_att.commit(self.conf_att.policy.extent_after(lc + f))
         self.conf_cnn.commit(self.conf_cnn.capacity)
         self.last_mel = chunk_mel
-        nm, ns = self.mel.length, self.src.length
+        nm = self.mel.length
         core = self.engines.get("vocoder_core", self._vocoder_core_state)
         with self._range("vocoder"):
             magnitude, phase = core(chunk_mel, self.mel.view(), self.src.view())
