@@ -112,8 +112,10 @@ def findings(pinned_path: Path, unpinned_path: Path) -> str:
                    f"library's, not the arms'.")
     sp, su = pin["summary"]["speedup_SRc_vs_B0"], unp["summary"]["speedup_SRc_vs_B0"]
     out.append(f"- Pinning slows the eager B0 ({pa['B0']['steady_latency_ms_median']:.1f} ms pinned vs "
-               f"{ua['B0']['steady_latency_ms_median']:.1f} ms unpinned: eager calls go through cuDNN's per-call kernel "
-               f"heuristics under the deterministic restriction) while SRc, which replays captured graphs, barely moves "
+               f"{ua['B0']['steady_latency_ms_median']:.1f} ms unpinned; its device-busy time is unchanged, "
+               f"{pa['B0']['busy_ms_median']:.1f} vs {ua['B0']['busy_ms_median']:.1f} ms, so the extra time is host-side -- "
+               f"most likely cuDNN's per-call algorithm choice under the deterministic restriction, not profiled further) "
+               f"while SRc, which replays captured graphs, barely moves "
                f"({pa['SRc']['steady_latency_ms_median']:.1f} vs {ua['SRc']['steady_latency_ms_median']:.1f} ms). The pinned "
                f"SRc-vs-B0 speedup ({sp:.2f}x) is inflated by the slower baseline; unpinned it is {su:.2f}x. Peak memory "
                f"does not depend on pinning (SRc {100 * pin['summary']['peak_reduction_SRc_vs_B0']:.1f}% below B0 pinned, "
