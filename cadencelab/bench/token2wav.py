@@ -264,12 +264,16 @@ class _Proc:
         if self.p.is_alive():
             self.p.kill()
 
-    def stop(self):
+    def request_stop(self):
         if not self.dead and self.p.is_alive():
             try:
                 self.conn.send(("stop",))
             except Exception:
                 pass
+        self.dead = self.dead or "stopped"
+
+    def stop(self):
+        self.request_stop()
         self.p.join(timeout=10)
         if self.p.is_alive():
             self.p.kill()
@@ -296,6 +300,9 @@ class _Inline:
             return ("ok", self.runner.run_block(msg[1], profile_path=msg[2]))
         except Exception:
             return ("error", traceback.format_exc())
+
+    def request_stop(self):
+        pass
 
     def stop(self):
         pass
@@ -394,12 +401,14 @@ def run_study(cfg: StudyConfig, progress=print) -> dict:
             else:
                 progress(f"arm {a}: profiled block failed: {str(res).strip().splitlines()[-1]}")
         progress(f"profiled blocks done ({time.perf_counter() - t_start:.0f} s)")
-    for p in procs.values():
-        p.stop()
     result = analyse(cfg, blocks, profiles, failures, setup)
     result["provenance"] = provenance(cfg)
     result["provenance"]["wall_s"] = time.perf_counter() - t_start
-    write_results(result, out)
+    write_results(result, out)  # before the workers are torn down: a run cut short here keeps its results
+    for p in procs.values():
+        p.request_stop()
+    for p in procs.values():
+        p.stop()
     return result
 
 
