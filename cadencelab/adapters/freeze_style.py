@@ -1,0 +1,398 @@
+"""A Freeze-Omni-*style* streaming codec decoder, with a carry path and an overlap-recompute path.
+
+**This is not Freeze-Omni.** Freeze-Omni's code and weights cannot be installed here. This module
+is a small model the project wrote itself from published facts about Freeze-Omni's codec stage
+(see ``shared/reference/other-models.md``): a HiFi-GAN-style generator turning codec tokens into
+24 kHz PCM at 600 samples per token (40 tokens/s), streamed under a chunk policy of a first chunk
+of 20 tokens, then 40-token windows that recompute a 10-token overlap on each side. The weights
+are seeded random numbers; the audio means nothing. Only the *streaming structure* is modelled.
+
+The generator (:class:`FreezeStyleDecoder`), every layer causal:
+
+    tokens (1, n) -> embedding (1, C0, n)
+      -> causal Conv1d, kernel 5, dilation 5      (left context: 20 tokens)       + leaky ReLU
+      -> for r, c in ((10, C1), (6, C2), (10, C3)):
+             nearest upsample x r (repeat_interleave) -> causal Conv1d kernel 3 (left context 2 frames) + leaky ReLU
+      -> causal Conv1d (C3 -> 1), kernel 7 (left context 6 samples) -> softsign
+    = (1, n * 600) PCM samples
+
+Upsampling is nearest-neighbour repetition followed by a causal conv rather than a transposed
+conv: repetition is pointwise per token, so a chunk border never splits an upsampling footprint,
+and every layer's only cross-frame dependency is a causal conv's left context.
+
+Bit-exactness by construction. ``torch.conv1d`` on a CPU is *not* per-position invariant to the
+sequence length (its GEMM blocking changes with the length; measured: 1-2 ulp differences between
+a chunked and a full-history decode). So every conv here is :func:`causal_conv`: a fixed-order
+sum over (input channel, tap) of separate elementwise ``mul`` and ``add`` ops (each correctly
+rounded, no fused multiply-add, no reduction kernel), and the output squashing is softsign
+``x / (1 + |x|)`` instead of ``tanh`` (whose vectorised and scalar-tail kernels may differ).
+Every op is then elementwise or a gather, so an output sample's arithmetic does not depend on
+how many other samples are computed with it.
+
+Two streaming paths, both emitting one PCM tensor per 20-token chunk of a turn:
+
+(a) **overlap recompute** (:func:`stream_reference` with :class:`OverlapPolicy`, the Freeze-Omni-
+    style eager reference): chunk 0 decodes tokens ``[0, 20)`` from a zero state. Chunk ``k >= 1``
+    (new tokens ``[20k, 20k + 20)``) decodes the window ``[20k - 10, 20k + 30)`` (clipped to the
+    turn's tokens: 40 tokens in the steady state) from a zero state, with no memory of earlier
+    calls, and keeps only the samples of the window's new tokens (trims 10 tokens of left overlap
+    and up to 10 tokens of right overlap). The left context it sees is 10 tokens, truncated;
+    the model's receptive field is 20 tokens + 10 samples, so (a) is an *approximation* of the
+    full-history decode and not bit-equal to it.
+
+(b) **carry** (:func:`stream_with_carry`): each call decodes only its new tokens. Each causal
+    conv reads its left context from a :class:`~cadencelab.state.Carry` holding exactly the
+    frames it needs: the token-rate conv's carry is the declaration's ``left_context`` region
+    (``SlidingWindow(20)``: 20 tokens x C0 channels, extent 0 on a turn's first chunk, then 20),
+    and the upsampled convs' carries hold 2, 2, 2 and 6 frames at their own rates (``Fixed``).
+    Its eager reference is the **full-history** decode (:func:`stream_reference` with
+    ``"full_history"``): run the causal model from a zero state over all of the turn's tokens so
+    far, keep the new samples. (b) is bit-exact (``torch.equal``, CPU float32) with that.
+
+The declaration hook is :func:`cadencelab.contract.examples.freeze_style_declaration` (catalog
+width 2: left-context extent 0 on the first chunk, then 20); ``stream_with_carry(..., replay=True)``
+wraps the chunk step in :class:`~cadencelab.replay.ExactShapeReplay` (backend ``"auto"``: CUDA
+graphs on a GPU, the eager backend's identical bookkeeping on a CPU) with the carries as owners.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from ..contract import admitted_labels
+from ..contract.examples import freeze_style_declaration
+from ..contract.policies import Fixed
+from ..replay import ExactShapeReplay
+from ..state import Carry
+
+__all__ = [
+    "FreezeStyleConfig", "FreezeStyleDecoder", "OverlapPolicy", "FULL_HISTORY", "CarryStream",
+    "stream_reference", "stream_with_carry", "causal_conv", "compare", "declaration", "OPERATOR", "LEFT_CONTEXT",
+]
+
+OPERATOR = "decode_chunk"
+LEFT_CONTEXT = "left_context"
+FULL_HISTORY = "full_history"
+
+
+@dataclass(frozen=True)
+class FreezeStyleConfig:
+    """Sizes of the Freeze-Omni-style decoder (not Freeze-Omni's: small, for a CPU)."""
+
+    vocab: int = 1024 + 4
+    channels: tuple = (32, 16, 8, 4)  # C0 (token rate), then after each upsampling stage
+    rates: tuple = (10, 6, 10)  # 600 samples per token
+    token_kernel: int = 5
+    token_dilation: int = 5  # left context (5 - 1) * 5 = 20 tokens: the declared bounded state
+    up_kernel: int = 3
+    out_kernel: int = 7
+    sample_rate: int = 24_000
+    chunk_tokens: int = 20
+    seed: int = 0
+
+    @property
+    def samples_per_token(self) -> int:
+        n = 1
+        for r in self.rates:
+            n *= r
+        return n
+
+    @property
+    def token_context(self) -> int:
+        return (self.token_kernel - 1) * self.token_dilation
+
+    @property
+    def contexts(self) -> tuple:
+        """Left-context frames of each causal conv, token conv first."""
+        return (self.token_context,) + (self.up_kernel - 1,) * len(self.rates) + (self.out_kernel - 1,)
+
+
+def declaration(cfg: FreezeStyleConfig | None = None):
+    """The declaration this model follows: ``freeze_style_declaration`` at this model's sizes."""
+    c = cfg or FreezeStyleConfig()
+    return freeze_style_declaration(state=c.token_context, samples_per_token=c.samples_per_token,
+                                    channels=c.channels[0])
+
+
+def causal_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, dilation: int = 1) -> torch.Tensor:
+    """Valid (no padding) conv of h (1, Cin, L) -> (1, Cout, L - (k-1)*dilation), length-invariant.
+
+    ``y = bias + sum_{ci, j} w[:, ci, j] * h[ci, t + j*dilation]``, accumulated in a fixed order
+    with separate elementwise mul and add: every output frame gets identical arithmetic whatever L.
+    """
+    cout, cin, k = weight.shape
+    n = h.shape[2] - (k - 1) * dilation
+    y = bias.view(1, cout, 1).expand(1, cout, n).clone()
+    for ci in range(cin):
+        for j in range(k):
+            y = y + weight[:, ci, j].view(1, cout, 1) * h[:, ci:ci + 1, j * dilation:j * dilation + n]
+    return y
+
+
+def _leaky(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(x > 0, x, x * 0.1)
+
+
+class FreezeStyleDecoder(torch.nn.Module):
+    """A Freeze-Omni-*style* HiFi-GAN-like codec generator (NOT Freeze-Omni), seeded random weights.
+
+    Written from published facts (600 samples/token at 24 kHz, HiFi-GAN-style upsampling); every
+    layer is causal, so decoding new tokens needs only each conv's left context.
+    :meth:`decode` takes those contexts explicitly and returns the next ones.
+    """
+
+    def __init__(self, cfg: FreezeStyleConfig | None = None):
+        super().__init__()
+        self.cfg = c = cfg or FreezeStyleConfig()
+        ch = c.channels
+        self.embed = torch.nn.Embedding(c.vocab, ch[0])
+        self.token_conv = torch.nn.Conv1d(ch[0], ch[0], c.token_kernel, dilation=c.token_dilation)
+        self.ups = torch.nn.ModuleList(torch.nn.Conv1d(ch[i], ch[i + 1], c.up_kernel) for i in range(len(c.rates)))
+        self.out = torch.nn.Conv1d(ch[-1], 1, c.out_kernel)
+        g = torch.Generator().manual_seed(c.seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                fan = p[0].numel() if p.dim() > 1 else 1
+                p.copy_(torch.randn(p.shape, generator=g) / fan ** 0.5)
+
+    def convs(self) -> list:
+        return [self.token_conv, *self.ups, self.out]
+
+    def zero_contexts(self, dtype=torch.float32, device=None) -> list:
+        """The turn-start contexts: zeros (the full-history decode's implicit left padding)."""
+        dev = device if device is not None else self.embed.weight.device
+        return [torch.zeros(1, conv.in_channels, n, dtype=dtype, device=dev)
+                for conv, n in zip(self.convs(), self.cfg.contexts)]
+
+    def decode(self, tokens: torch.Tensor, contexts: Sequence[torch.Tensor]):
+        """tokens (1, n) + left contexts -> (pcm (1, n * 600), next contexts as views of conv inputs).
+
+        ``contexts[0]`` may hold 0 frames (a turn's first chunk): it is then zero-padded here to
+        the full 20 tokens, the same arithmetic as a zero-filled carry.
+        """
+        c = self.cfg
+        x = self.embed(tokens).transpose(1, 2)  # (1, C0, n)
+        nxt = []
+        ctx0 = contexts[0]
+        if ctx0.shape[2] < c.token_context:
+            ctx0 = F.pad(ctx0, (c.token_context - ctx0.shape[2], 0))
+        h = torch.cat([ctx0, x], dim=2)
+        nxt.append(h[:, :, h.shape[2] - c.token_context:])
+        y = _leaky(self._conv(self.token_conv, h))
+        for conv, r, ctx, n in zip(self.ups, c.rates, contexts[1:], c.contexts[1:]):
+            y = y.repeat_interleave(r, dim=2)  # nearest upsampling: pointwise per frame
+            h = torch.cat([ctx, y], dim=2)
+            nxt.append(h[:, :, h.shape[2] - n:])
+            y = _leaky(self._conv(conv, h))
+        h = torch.cat([contexts[-1], y], dim=2)
+        nxt.append(h[:, :, h.shape[2] - c.contexts[-1]:])
+        y = self._conv(self.out, h)
+        return (y / (y.abs() + 1.0)).reshape(1, -1), nxt  # softsign: elementwise, correctly rounded
+
+    @staticmethod
+    def _conv(conv: torch.nn.Conv1d, h: torch.Tensor) -> torch.Tensor:
+        return causal_conv(h, conv.weight, conv.bias, conv.dilation[0])
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Full decode from a zero state: tokens (1, n) -> PCM (1, n * 600)."""
+        return self.decode(tokens, self.zero_contexts())[0]
+
+
+# ---------------------------------------------------------------------------------------
+# (a) and the full-history reference
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverlapPolicy:
+    """Freeze-Omni-style chunk policy: first ``first`` tokens, then ``steady``-token windows
+    with ``overlap`` tokens recomputed on each side (new tokens per steady call: steady - 2*overlap)."""
+
+    first: int = 20
+    steady: int = 40
+    overlap: int = 10
+
+    @property
+    def hop(self) -> int:
+        return self.steady - 2 * self.overlap
+
+    def windows(self, n: int) -> list[tuple[int, int, int, int]]:
+        """Per chunk (window_start, window_end, keep_start, keep_end) in token indices of a turn of n."""
+        out = [(0, min(self.first, n), 0, min(self.first, n))]
+        k0 = self.first
+        while k0 < n:
+            k1 = min(k0 + self.hop, n)
+            out.append((max(k0 - self.overlap, 0), min(k1 + self.overlap, n), k0, k1))
+            k0 = k1
+        return out
+
+
+def _turns(tokens) -> list[torch.Tensor]:
+    if isinstance(tokens, torch.Tensor):
+        tokens = [tokens]
+    return [t.reshape(1, -1).long() for t in tokens]
+
+
+@torch.inference_mode()
+def stream_reference(model: FreezeStyleDecoder, tokens, policy=FULL_HISTORY) -> list[torch.Tensor]:
+    """Eager references. ``tokens``: one (n,) / (1, n) LongTensor or a list of them (one per turn).
+
+    ``policy=FULL_HISTORY``: chunks of ``model.cfg.chunk_tokens``; each chunk decodes the turn's
+    whole token prefix from a zero state and keeps the new samples (the carry path's reference).
+    ``policy=OverlapPolicy(...)``: path (a), overlap recompute (see the module docstring).
+    Returns one (1, samples) PCM tensor per chunk, turns in order.
+    """
+    spt = model.cfg.samples_per_token
+    outs = []
+    for tok in _turns(tokens):
+        n = tok.shape[1]
+        if isinstance(policy, OverlapPolicy):
+            for w0, w1, k0, k1 in policy.windows(n):
+                pcm = model(tok[:, w0:w1])
+                outs.append(pcm[:, (k0 - w0) * spt:(k1 - w0) * spt].clone())
+        elif policy == FULL_HISTORY:
+            step = model.cfg.chunk_tokens
+            for k0 in range(0, n, step):
+                k1 = min(k0 + step, n)
+                outs.append(model(tok[:, :k1])[:, k0 * spt:k1 * spt].clone())
+        else:
+            raise ValueError(f"stream_reference: unknown policy {policy!r}")
+    return outs
+
+
+# ---------------------------------------------------------------------------------------
+# (b) the carry path
+# ---------------------------------------------------------------------------------------
+
+
+class CarryStream:
+    """Path (b): the Freeze-Omni-*style* decoder (NOT Freeze-Omni) streamed over carries.
+
+    One :class:`Carry` per causal conv: ``carries[0]`` is the declared ``left_context`` region
+    (SlidingWindow(20) tokens; live extent 0 at a turn's start, then 20), the rest are ``Fixed``
+    carries of 2, 2, 2 and 6 frames. All are allocated once; their addresses never change.
+    ``replay=True`` wraps the chunk step in ExactShapeReplay with the declared catalog.
+    """
+
+    def __init__(self, model: FreezeStyleDecoder, *, replay: bool = False, backend: str = "auto"):
+        self.model, self.cfg = model, model.cfg
+        self.decl = declaration(self.cfg)
+        dev = model.embed.weight.device
+        self.carries = [Carry.for_region(self.decl, LEFT_CONTEXT, dev)]
+        for i, (conv, n) in enumerate(zip(model.convs()[1:], self.cfg.contexts[1:])):
+            self.carries.append(Carry.allocate(f"conv{i + 1}_context", Fixed(n), (1, conv.in_channels, n), 2, device=dev))
+        self.engine = None
+        if replay:
+            self.engine = ExactShapeReplay(
+                self._step, OPERATOR, backend=backend, catalog=admitted_labels(self.decl, OPERATOR),
+                classify=self._classify, owners=lambda: [c.buffer for c in self.carries],
+                write_through={c.name: (lambda c=c: c.buffer) for c in self.carries}, modules=[model])
+        self.reset()
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(c.buffer.numel() * c.buffer.element_size() for c in self.carries)
+
+    def reset(self) -> None:
+        """Turn reset, in place: left context to extent 0, the sample-rate contexts to zeros."""
+        self.carries[0].reset_in_place(None)
+        for c in self.carries[1:]:
+            c.buffer.zero_()
+            c.commit(c.capacity)
+        if self.engine is not None:
+            self.engine.record_external("turn reset")
+
+    @staticmethod
+    def _classify(tokens, ctx0, *rest):
+        return (ctx0.shape[2], tokens.shape[1])
+
+    def _step(self, tokens, ctx0, *ctxs):
+        """Device work of one chunk: decode, write each conv's next left context into its carry."""
+        pcm, nxt = self.model.decode(tokens, (ctx0, *ctxs))
+        for c, h in zip(self.carries, nxt):
+            c.buffer.copy_(h)  # h is a view of a fresh conv workspace, never of the carry itself
+        return pcm
+
+    @torch.inference_mode()
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        """New tokens (1, n) -> their PCM (1, n * 600)."""
+        step = self.engine if self.engine is not None else self._step
+        pcm = step(tokens, self.carries[0].view(), *(c.buffer for c in self.carries[1:]))
+        self.carries[0].commit(self.carries[0].capacity)
+        for c in self.carries[1:]:
+            c.commit(c.capacity)
+        return pcm
+
+    def pointers(self) -> tuple:
+        return tuple(c.buffer.data_ptr() for c in self.carries)
+
+
+def stream_with_carry(model: FreezeStyleDecoder, tokens, chunk_tokens: int = 20, *, replay: bool = False,
+                      backend: str = "auto", runtime: CarryStream | None = None, timings: list | None = None):
+    """Path (b): decode each turn chunk by chunk over the carries (reset at each turn start).
+
+    Returns one (1, samples) PCM tensor per chunk. ``runtime`` reuses a :class:`CarryStream`
+    (to read its engine or pointers afterwards); ``timings`` collects per-chunk seconds.
+    """
+    rt = runtime or CarryStream(model, replay=replay, backend=backend)
+    outs = []
+    for tok in _turns(tokens):
+        rt.reset()
+        for k0 in range(0, tok.shape[1], chunk_tokens):
+            t0 = time.perf_counter()
+            chunk = tok[0, k0:k0 + chunk_tokens].clone().view(1, -1)  # fresh (1, n), strides (n, 1): one key per shape
+            outs.append(rt(chunk).clone())
+            if timings is not None:
+                timings.append(time.perf_counter() - t0)
+    return outs
+
+
+# ---------------------------------------------------------------------------------------
+# comparison
+# ---------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def compare(model: FreezeStyleDecoder, tokens, policy: OverlapPolicy | None = None) -> pd.DataFrame:
+    """Per chunk, (a) overlap recompute vs (b) carry: seconds (perf_counter), tokens decoded,
+    samples out, state bytes kept between calls, and whether the chunk equals the full-history
+    reference bit for bit (``exact_vs_full``) with its max abs difference.
+
+    State bytes: (a) keeps the last ``steady - hop`` = 20 token ids (int64) to rebuild its next
+    window; (b) keeps the carries (float32 activations: 20 x C0 plus the sample-rate contexts).
+    """
+    policy = policy or OverlapPolicy()
+    spt = model.cfg.samples_per_token
+    ref = stream_reference(model, tokens, FULL_HISTORY)
+    rows = []
+    i = 0
+    for tok in _turns(tokens):
+        for w0, w1, k0, k1 in policy.windows(tok.shape[1]):
+            t0 = time.perf_counter()
+            pcm = model(tok[:, w0:w1])[:, (k0 - w0) * spt:(k1 - w0) * spt]
+            dt = time.perf_counter() - t0
+            r = ref[i] if i < len(ref) else None
+            same = r is not None and r.shape == pcm.shape
+            rows.append(dict(path="a: overlap recompute", chunk=i, tokens_new=k1 - k0, tokens_decoded=w1 - w0,
+                             samples_out=pcm.shape[1], seconds=dt,
+                             state_bytes=(policy.steady - policy.hop) * tok.element_size(),
+                             exact_vs_full=bool(same and torch.equal(r, pcm)),
+                             max_abs_diff=(r - pcm).abs().max().item() if same else float("nan")))
+            i += 1
+    rt = CarryStream(model)
+    times: list = []
+    got = stream_with_carry(model, tokens, model.cfg.chunk_tokens, runtime=rt, timings=times)
+    for j, (pcm, dt) in enumerate(zip(got, times)):
+        r = ref[j]
+        n = pcm.shape[1] // spt
+        rows.append(dict(path="b: carry", chunk=j, tokens_new=n, tokens_decoded=n, samples_out=pcm.shape[1],
+                         seconds=dt, state_bytes=rt.state_bytes, exact_vs_full=bool(torch.equal(r, pcm)),
+                         max_abs_diff=(r - pcm).abs().max().item()))
+    return pd.DataFrame(rows)
