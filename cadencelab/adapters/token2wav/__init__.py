@@ -2,64 +2,11 @@
 
 ``vendor``: load the vendor classes, declared configs (REAL, TEACHING), seeded construction,
 cache-buffer sizing, checkpoints and synthetic prompts. ``stock``: the stock streaming loop (B0)
-and a handle on the vendor's own ``Token2wav`` for parity checks.
+and a handle on the vendor's own ``Token2wav`` for parity checks. ``runtime``: the arms.
 """
 
-from .stock import SILENCE_TOKEN, StockToken2wav, crossfade, vendor_token2wav
-from .vendor import (
-    REAL,
-    STOCK_ENVELOPE,
-    TEACHING,
-    CacheEnvelope,
-    CheckpointError,
-    DiTConfig,
-    EncoderConfig,
-    HiFTConfig,
-    PromptState,
-    Token2wavConfig,
-    build_token2wav,
-    cache_buffer_shapes,
-    config_from_flow_yaml,
-    demand_envelope,
-    demand_frames,
-    load_checkpoint,
-    load_vendor,
-    load_vendor_token2wav_module,
-    make_prompt,
-    parameter_counts,
-    reinit_parameters,
-    save_checkpoint,
-    size_cache_buffers,
-    stock_envelope,
-)
+from . import stock, vendor
+from .stock import *  # noqa: F401,F403 - the names listed in stock.__all__
+from .vendor import *  # noqa: F401,F403 - the names listed in vendor.__all__
 
-__all__ = [
-    "REAL",
-    "SILENCE_TOKEN",
-    "STOCK_ENVELOPE",
-    "TEACHING",
-    "CacheEnvelope",
-    "CheckpointError",
-    "DiTConfig",
-    "EncoderConfig",
-    "HiFTConfig",
-    "PromptState",
-    "StockToken2wav",
-    "Token2wavConfig",
-    "build_token2wav",
-    "cache_buffer_shapes",
-    "config_from_flow_yaml",
-    "crossfade",
-    "demand_envelope",
-    "demand_frames",
-    "load_checkpoint",
-    "load_vendor",
-    "load_vendor_token2wav_module",
-    "make_prompt",
-    "parameter_counts",
-    "reinit_parameters",
-    "save_checkpoint",
-    "size_cache_buffers",
-    "stock_envelope",
-    "vendor_token2wav",
-]
+__all__ = sorted(stock.__all__ + vendor.__all__)
