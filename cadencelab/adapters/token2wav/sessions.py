@@ -1,0 +1,422 @@
+"""Many Token2wav sessions on one device: shared weights, shared graph bindings, per-session state.
+
+A :class:`SessionManager` wraps one :class:`~.runtime.Token2wavRuntime` (one set of weights,
+flow + HiFT, and, for the replay arms, one set of captured graphs) and serves any number of
+:class:`Session` objects. A session owns only its state snapshot:
+
+* **state rule (S, SR, SRc)**: the live extent of every carry (estimator attention cache in the
+  solver buffer, conformer attention and conv caches, vocoder mel / source / speech caches),
+  the solver's estimator conv cache and the speaker embedding, each in a tensor sized to the
+  declared retention bound A of its region, plus the host bookkeeping (carry lengths, cursors);
+* **stock state (B0, R, Rc)**: its own stock cache dicts (``stream_cache``,
+  ``hift_cache_dict``) and prompt tuple. Cache tensors that alias the flow's shared solver
+  buffers (the stock code returns views of them) are cloned when the session is switched
+  out, since the next session's chunk overwrites those buffers;
+* **random state**: the host generator state and, on CUDA, the device generator state
+  (seed + Philox offset). HiFT draws from the default generator of its device on every call
+  (``torch.randn_like`` / ``torch.rand`` in the sine source), which the vendor code offers
+  no way to redirect to a per-session ``torch.Generator``; so the manager restores the
+  session's state into the default generator before each of its chunks and reads it back
+  after. ``torch.cuda.set_rng_state`` writes seed and offset into the generator's existing
+  state object, the one every captured graph registered at capture: a replay's prologue
+  reads seed and offset from it at replay time and advances the offset by the graph's whole
+  increment, so a replay after a restore draws exactly what session's eager call would
+  (this is the same mechanism :class:`~cadencelab.replay.ExactShapeReplay` relies on when it
+  restores the generators around a capture; ``graphsafe_set_state`` would instead swap the
+  state object and leave the graphs reading the old one).
+
+Design choice: **swap** (copy the session's state into the bindings' fixed addresses
+before its chunk, and out again when another session takes the bindings), not per-session
+carries with pointer rebinding.
+
+* Captured graphs read and write the carries by address. Per-session carries live at other
+  addresses; the engines' pointer guards see "aliased input moved", drop the graph and
+  re-capture, and after ``max_invalidations`` drifts a class is failed to eager for good.
+  Rebinding pointers inside an instantiated graph (``cudaGraphExecKernelNodeSetParams`` on
+  every kernel that touches a carry) is not exposed by torch and would bypass the admission
+  checks the engines exist for. One graph per session instead multiplies capture time and
+  graph-pool memory by N.
+* A swap is two device copies per switch of each region's *live* extent: at most 2 x the
+  declared state (for the real config about 2 x 527 MB: the estimator cache, 10 steps x 16
+  layers x 2 CFG rows x 8 heads x 402 frames x 128 x 4 B, dominates), about a millisecond of
+  HBM bandwidth against a 72 ms SRc chunk. It happens only when the bindings change hands:
+  a session streaming consecutive chunks is never copied, and N = 1 is exactly the solo
+  runtime. The ``sessions`` bench records bytes and device time of every swap
+  (``swap_bytes``, ``swap_ms`` per chunk).
+* Capacity: the bindings hold one resident state at the attended envelope (A + f_call) and
+  each session adds exactly its snapshot at the retention bound A -- the declared state
+  (:func:`declared_state_bytes`), which is what the capacity study checks the peak slope against.
+
+Exactness: a session's chunks through the manager are bit-identical to the same session run
+alone through B0 (same prompt, seed and tokens), whatever other sessions run in between;
+``tests/test_sessions.py`` (CPU) and ``tests/test_sessions_cuda.py`` (CUDA graphs, with the
+engines' capture counters unchanged across switches) check it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from .vendor import PromptState
+
+__all__ = ["RngState", "Session", "SessionManager", "declared_state_bytes", "STATE_REGIONS"]
+
+STATE_REGIONS = ("estimator_att_cache", "conformer_att_cache", "estimator_cnn_cache", "conformer_cnn_cache",
+                 "vocoder_mel_cache", "vocoder_source_cache", "vocoder_speech_cache")
+"""The declared regions a session carries between chunks (workspaces and the constant noise excluded)."""
+
+
+# ---------------------------------------------------------------------------------------
+# random state
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RngState:
+    """The default generators' states a session's stream draws from: host, and the device's on CUDA."""
+
+    host: torch.Tensor
+    device: torch.Tensor | None = None
+    device_index: int | None = None
+
+    @classmethod
+    def take(cls, device: torch.device) -> "RngState":
+        if device.type == "cuda":
+            idx = device.index if device.index is not None else torch.cuda.current_device()
+            return cls(torch.get_rng_state(), torch.cuda.get_rng_state(idx), idx)
+        return cls(torch.get_rng_state())
+
+    @classmethod
+    def seeded(cls, seed: int, device: torch.device) -> "RngState":
+        """The state ``torch.manual_seed(seed)`` gives (as a solo run seeds at its turn start).
+
+        The caller's generator states are left as they were.
+        """
+        saved = cls.take(device)
+        torch.manual_seed(int(seed))
+        out = cls.take(device)
+        saved.restore()
+        return out
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.host)
+        if self.device is not None:
+            torch.cuda.set_rng_state(self.device, self.device_index)
+
+    def nbytes(self) -> int:
+        return self.host.numel() + (self.device.numel() if self.device is not None else 0)
+
+
+# ---------------------------------------------------------------------------------------
+# sessions
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    """One stream's state snapshot; everything else (weights, graphs, workspaces) is shared.
+
+    ``state``: name -> tensor (state rule: one tensor per region at its retention bound; stock:
+    the ``stream_cache`` and ``hift_cache_dict`` entries under ``flow/`` and ``hift/``).
+    ``host``: host bookkeeping (carry extents; the prompt tuple). ``last_mel`` / ``last_speech``:
+    the latest chunk's flow output and waveform, as the runtime leaves them.
+    """
+
+    sid: int
+    prompt: PromptState
+    seed: int
+    rng: RngState
+    state: dict = field(default_factory=dict, repr=False)
+    host: dict = field(default_factory=dict, repr=False)
+    chunks: int = 0
+    closed: bool = False
+    last_mel: torch.Tensor | None = field(default=None, repr=False)
+    last_speech: torch.Tensor | None = field(default=None, repr=False)
+
+    def state_bytes(self) -> int:
+        """Device bytes this session holds (distinct storages of its snapshot) plus its RNG state."""
+        seen, total = set(), 0
+        for t in self.state.values():
+            s = t.untyped_storage()
+            if s.data_ptr() not in seen:
+                seen.add(s.data_ptr())
+                total += s.nbytes()
+        return total + self.rng.nbytes()
+
+
+def declared_state_bytes(decl) -> int:
+    """Bytes of one session's declared state: every region of :data:`STATE_REGIONS` at its retention bound A."""
+    from ...contract.derive import envelope
+
+    total = 0
+    for name in STATE_REGIONS:
+        r = decl.region(name)
+        a = int(envelope(decl, name)[1])
+        n = 1
+        for d in r.shape:
+            n *= a if d == r.clock else (decl.dims[d] if isinstance(d, str) else int(d))
+        total += n * torch.empty((), dtype=getattr(torch, r.dtype)).element_size()
+    return total
+
+
+def _retention_bound(decl, region: str) -> int:
+    from ...contract.derive import envelope
+
+    return int(envelope(decl, region)[1])
+
+
+class _CarrySwap:
+    """State-rule arms: copy live extents between the session snapshot and the bindings' carries."""
+
+    def __init__(self, rt):
+        self.rt = rt
+        dec = rt.flow.decoder
+        self.carries = {c.name: c for c in rt.carries()}
+        self.fixed = {"estimator_cnn_cache": lambda: dec.cnn_cache_buffer, "spk": lambda: rt.spk}
+
+    def allocate(self) -> dict:
+        out = {}
+        for name, c in self.carries.items():
+            shape = list(c.buffer.shape)
+            shape[c.dim] = min(c.capacity, _retention_bound(self.rt.decl, name))
+            out[name] = torch.zeros(shape, dtype=c.buffer.dtype, device=c.buffer.device)
+        for name, get in self.fixed.items():
+            out[name] = torch.zeros_like(get())
+        return out
+
+    def save(self, s: Session) -> int:
+        moved = 0
+        for name, c in self.carries.items():
+            n = c.length
+            if n > s.state[name].shape[c.dim]:
+                raise ValueError(f"session {s.sid}: carry '{name}' holds {n} frames, above its retention bound "
+                                 f"{s.state[name].shape[c.dim]}")
+            s.state[name].narrow(c.dim, 0, n).copy_(c.buffer.narrow(c.dim, 0, n))
+            s.host[name] = (c.length, c.cursor)
+            moved += _nbytes(c.buffer.narrow(c.dim, 0, n))
+        for name, get in self.fixed.items():
+            s.state[name].copy_(get())
+            moved += _nbytes(s.state[name])
+        s.host["prompt"] = self.rt.cache
+        return moved
+
+    def load(self, s: Session) -> int:
+        moved = 0
+        for name, c in self.carries.items():
+            n, cursor = s.host[name]
+            c.buffer.narrow(c.dim, 0, n).copy_(s.state[name].narrow(c.dim, 0, n))
+            c.length, c.cursor = n, cursor
+            moved += _nbytes(c.buffer.narrow(c.dim, 0, n))
+        for name, get in self.fixed.items():
+            get().copy_(s.state[name])
+            moved += _nbytes(s.state[name])
+        self.rt.cache = s.host["prompt"]
+        self.rt.stream_cache = None
+        return moved
+
+    def fork(self, template: Session) -> tuple[dict, dict]:
+        state = {k: v.clone() for k, v in template.state.items()}
+        return state, dict(template.host)
+
+
+class _StockSwap:
+    """Stock arms: the session's own cache dicts; views of the shared solver buffers are cloned on save."""
+
+    def __init__(self, rt):
+        self.rt = rt
+        self._shared = None
+
+    def _shared_storages(self) -> set:
+        dec = self.rt.flow.decoder
+        dit = self.rt._dit()
+        bufs = (dec.att_cache_buffer, dec.cnn_cache_buffer, dit.att_cache_buffer, dit.cnn_cache_buffer)
+        return {b.untyped_storage().data_ptr() for b in bufs}
+
+    def _own(self, t):
+        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in self._shared_storages():
+            return t.clone()
+        return t
+
+    def allocate(self) -> dict:
+        return {}
+
+    def save(self, s: Session) -> int:
+        moved = 0
+        state = {}
+        for prefix, d in (("flow/", self.rt.stream_cache or {}), ("hift/", self.rt.hift_cache_dict or {})):
+            for k, v in d.items():
+                own = self._own(v)
+                moved += _nbytes(v) if own is not v else 0
+                state[prefix + k] = own
+        s.state = state
+        s.host["prompt"] = self.rt.cache
+        return moved
+
+    def load(self, s: Session) -> int:
+        self.rt.stream_cache = {k[5:]: v for k, v in s.state.items() if k.startswith("flow/")}
+        self.rt.hift_cache_dict = {k[5:]: v for k, v in s.state.items() if k.startswith("hift/")}
+        self.rt.cache = s.host["prompt"]
+        s.state = {}  # the runtime holds the tensors now; save() rebuilds the snapshot
+        return 0
+
+    def fork(self, template: Session) -> tuple[dict, dict]:
+        return {k: v.clone() for k, v in template.state.items()}, dict(template.host)
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+@dataclass
+class SwapRecord:
+    """One change of hands of the bindings: bytes copied out and in, and the time it took."""
+
+    out_sid: int | None
+    in_sid: int
+    bytes_out: int
+    bytes_in: int
+    ms: float
+
+
+class SessionManager:
+    """N Token2wav sessions on one runtime (one set of weights and graph bindings), swapped in turn.
+
+    runtime: a :class:`~.runtime.Token2wavRuntime` of any arm; the manager owns it from now on
+        (stream through the manager only).
+    time_swaps: record each swap's duration (CUDA events, read after the chunk; host wall on CPU).
+
+    ``open(sid, prompt, seed)`` primes a new session (as a solo run does after
+    ``torch.manual_seed(seed)``); ``fork(template, sid, seed)`` starts a session from a primed
+    template's snapshot (priming is deterministic and draws no random numbers, so this equals
+    priming again); ``stream(session, tokens, last_chunk)`` synthesises one chunk of that session.
+    """
+
+    def __init__(self, runtime, time_swaps: bool = True):
+        self.rt = runtime
+        self.device = runtime.device
+        self.swap = _CarrySwap(runtime) if runtime.spec.state_rule else _StockSwap(runtime)
+        self.time_swaps = time_swaps
+        self.resident: Session | None = None
+        self.sessions: dict[int, Session] = {}
+        self.swaps: list[SwapRecord] = []
+        self.last_swap: SwapRecord | None = None
+        self._pending = None
+
+    # -- life cycle ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def open(self, sid: int, prompt: PromptState, seed: int) -> Session:
+        """A new session primed with ``prompt``; its generators start as ``torch.manual_seed(seed)`` leaves them."""
+        self._check_new(sid)
+        self.park()
+        s = Session(sid, prompt, int(seed), RngState.seeded(seed, self.device), state=self.swap.allocate())
+        s.rng.restore()
+        self.rt.set_stream_cache(prompt)
+        s.rng = RngState.take(self.device)
+        self.resident = s
+        self.sessions[sid] = s
+        self.park()
+        return s
+
+    @torch.inference_mode()
+    def fork(self, template: Session, sid: int, seed: int) -> Session:
+        """A new session starting from ``template``'s (primed, unstreamed) snapshot with its own seed."""
+        self._check_new(sid)
+        if template.chunks:
+            raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
+                             "fork from a freshly primed session")
+        if self.resident is template:
+            self.park()
+        state, host = self.swap.fork(template)
+        s = Session(sid, template.prompt, int(seed), RngState.seeded(seed, self.device), state=state, host=host)
+        self.sessions[sid] = s
+        return s
+
+    def close(self, session: Session) -> None:
+        """Drop a session's snapshot (its memory returns to the allocator)."""
+        if self.resident is session:
+            self.resident = None
+        session.state, session.closed = {}, True
+        session.last_mel = session.last_speech = None
+        self.sessions.pop(session.sid, None)
+
+    @torch.inference_mode()
+    def park(self) -> int:
+        """Write the resident session's state back into its snapshot; the bindings are then free."""
+        if self.resident is None:
+            return 0
+        moved = self.swap.save(self.resident)
+        self.resident = None
+        return moved
+
+    # -- streaming ------------------------------------------------------------------------
+    @torch.inference_mode()
+    def stream(self, session: Session, tokens: Sequence[int] | torch.Tensor, last_chunk: bool = False,
+               return_waveform: bool = False, events: tuple | None = None):
+        """One chunk of ``session``: bind its state (swap if another session holds the bindings), run, keep its RNG."""
+        if session.closed:
+            raise ValueError(f"session {session.sid} is closed")
+        self._activate(session)
+        session.rng.restore()
+        out = self.rt.stream(tokens, last_chunk=last_chunk, return_waveform=return_waveform, events=events)
+        session.rng = RngState.take(self.device)
+        session.chunks += 1
+        session.last_mel, session.last_speech = self.rt.last_mel, self.rt.last_speech
+        return out
+
+    def _activate(self, s: Session) -> None:
+        if self.resident is s:
+            self.last_swap = None
+            return
+        cuda = self.device.type == "cuda" and self.time_swaps
+        ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
+        t0 = time.perf_counter()
+        if ev:
+            ev[0].record()
+        out_sid = self.resident.sid if self.resident is not None else None
+        b_out = self.park()
+        b_in = self.swap.load(s)
+        if ev:
+            ev[1].record()
+        self.resident = s
+        rec = SwapRecord(out_sid, s.sid, b_out, b_in, float("nan") if ev else (time.perf_counter() - t0) * 1e3)
+        self._pending = (rec, ev) if ev else None
+        self.last_swap = rec
+        self.swaps.append(rec)
+        if len(self.swaps) > 100_000:
+            del self.swaps[:50_000]
+
+    def swap_ms(self) -> float | None:
+        """Duration of the latest swap (CUDA: reads its events; call after the chunk has synchronised)."""
+        if self.last_swap is None:
+            return None
+        if self._pending is not None and self._pending[0] is self.last_swap:
+            rec, ev = self._pending
+            ev[1].synchronize()
+            rec.ms = ev[0].elapsed_time(ev[1])
+            self._pending = None
+        return self.last_swap.ms
+
+    # -- reports ---------------------------------------------------------------------------
+    def state_bytes(self) -> dict[int, int]:
+        """Snapshot bytes per open session (the resident one is parked first so its snapshot is current)."""
+        self.park()
+        return {sid: s.state_bytes() for sid, s in self.sessions.items()}
+
+    def declared_state_bytes(self) -> int | None:
+        """Declared per-session state (state-rule arms; None for stock arms, which have no declaration)."""
+        return declared_state_bytes(self.rt.decl) if self.rt.spec.state_rule else None
+
+    def captures(self) -> int:
+        """Graphs captured so far by the runtime's engines (unchanged by switching sessions)."""
+        return sum(c.captures for e in self.rt.engines.values() for c in e.classes.values())
+
+    def invalidations(self) -> int:
+        return sum(c.invalidations for e in self.rt.engines.values() for c in e.classes.values())
+
+    def _check_new(self, sid: int) -> None:
+        if sid in self.sessions:
+            raise ValueError(f"session id {sid} is already open")
