@@ -1,0 +1,489 @@
+"""Moshi's Mimi codec (PyPI ``moshi==0.2.13``) under three arms: eager, the vendor's CUDA graphs, generic replay.
+
+Install (moshi pins an older torch, so it goes in without its declared dependencies)::
+
+    python3 -m pip install --no-deps moshi==0.2.13
+    python3 -m pip install numpy einops safetensors sentencepiece huggingface_hub   # or the `mimi` extra
+
+When moshi is absent, :func:`load_moshi` raises :class:`MimiUnavailable` naming that command.
+
+**Model.** :func:`build_mimi` builds Mimi with seeded random weights (``torch.manual_seed(seed);
+loaders.get_mimi(None, device=...)``). The quantizer's codebooks start at zero (every code would be
+0), so each codebook's ``embedding_sum`` is redrawn with ``normal_`` at the latent's scale (random
+SEANet weights give latents of std ~0.01) and its cached ``_embedding`` is rebuilt. No weights are
+downloaded; the audio means nothing; the streaming structure is Mimi's own.
+
+**Declaration** (:func:`declaration`): ``moshi_mimi_declaration`` (80 ms frame clock = 1,920 samples at
+24 kHz, transformer step clock 2 per frame, 16 ring KV caches of capacity 250, the conv left-context
+buffer), extended with the two per-frame operators this adapter replays: ``encode_frame`` (SEANet
+encoder, encoder transformer, downsample conv, RVQ encode) and ``decode_frame`` (RVQ decode, upsample,
+decoder transformer, SEANet decoder), one frame per call; the transformer operators are restated with
+their real call of 2 steps. Every operator's catalog width is 1: the carry *is* the ring.
+
+**Arms** (:class:`MimiStream`), one 80 ms frame per step (PCM frame -> codes -> PCM):
+
+* ``eager``: moshi's ``CUDAGraphed`` switched off (the ``_disable_cuda_graph`` flag that
+  ``moshi.utils.compile._is_cuda_graph_enabled`` reads on every call; the bench's arm processes
+  also set ``NO_CUDA_GRAPH=1`` before importing moshi);
+* ``vendor_graph``: moshi as shipped: ``CUDAGraphed`` around its four callables (SEANet encoder,
+  encoder transformer, decoder transformer, SEANet decoder), a warm-up call, a capture, then per call
+  a ``copy_`` of every tensor argument into the captured inputs and a replay; the quantizer and the
+  resampling convs stay eager;
+* ``replay``: vendor graphs off; the whole per-frame ``encode`` and ``decode`` each wrapped in
+  cadencelab's generic :class:`~cadencelab.replay.ExactShapeReplay` with the declaration's catalog,
+  a classifier that reads the live state shapes (ring capacities, conv context, frames per call),
+  every streaming-state tensor as a write-through region (pointer-checked every call) and the
+  model's parameters and buffers as guarded modules. Nothing Mimi-specific is hand-graphed.
+
+torch.compile is off in every arm (moshi compiles ``apply_rope`` lazily otherwise): compiling is a
+separate variable, and it costs startup time the bench does not have.
+
+**The one rebinding state tensor.** 181 of Mimi's 182 streaming-state tensors are updated in place
+(``x[:] = torch.where(...)``, ``scatter_``) and keep their address for the stream's life. The exception
+is ``downsample.conv``'s ``first`` flag: ``StreamingConv1d`` with ``pad_mode="replicate"`` *rebinds*
+``state.first = torch.where(...)`` every call. Inside a captured graph that is fatal if left alone:
+the graph reads ``first`` at the address it had at capture and writes the new value to a pool
+address that Python then holds, so the tensor the graph reads is no longer referenced, may be
+reused, and garbage read as ``True`` would re-pad the conv context. The engine's handling:
+
+1. fail closed: every state tensor, ``first`` included, is a write-through region whose pointer is
+   checked on every call (the callable re-reads the *current* binding); a rebinding is pointer
+   drift, the class's graph is dropped and the call runs eagerly (``pin_rebound=False`` shows
+   this: invalidations, then the class stays eager, outputs still exact);
+2. pinned (the default): :func:`audit_state_addresses` finds the rebinding fields by running one
+   eager frame on a throwaway stream; each is moved to an *anchor* tensor allocated once, and the
+   step ends with ``anchor.copy_(state.first); state.first = anchor`` -- a capturable device copy
+   plus a host rebinding that restores the anchor. The graph then reads and writes ``first`` at
+   one address, the guard sees no drift, and the rebinding region behaves as a write-through one.
+
+Host-side counters (``offset_cpu``) do not advance under replay; Mimi reads them only for
+``weights_per_step`` models, which it is not (the vendor's graphs skip them the same way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..contract import admitted_labels
+from ..contract.declaration import Operator
+from ..contract.examples import moshi_mimi_declaration
+from ..replay import ExactShapeReplay
+
+__all__ = [
+    "MOSHI_VERSION", "INSTALL_HINT", "ARMS", "MimiUnavailable", "load_moshi", "moshi_available", "build_mimi",
+    "declaration", "set_vendor_graphs", "pin_determinism", "state_tensors", "audit_state_addresses",
+    "MimiStream", "pcm_stream", "run_stream", "stream_hashes",
+]
+
+MOSHI_VERSION = "0.2.13"
+INSTALL_HINT = (f"python3 -m pip install --no-deps moshi=={MOSHI_VERSION} && "
+                "python3 -m pip install numpy einops safetensors sentencepiece huggingface_hub")
+ARMS = ("eager", "vendor_graph", "replay")
+ENCODE, DECODE = "encode_frame", "decode_frame"
+FRAME_SAMPLES = 1920
+CODEBOOK_STD = 0.005
+_MOSHI: SimpleNamespace | None = None
+
+
+class MimiUnavailable(ImportError):
+    """moshi (or one of the packages its imports need) is not installed."""
+
+    def __init__(self, cause: BaseException | None = None):
+        why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        super().__init__(f"the Mimi adapter needs moshi=={MOSHI_VERSION}{why}; install it with: {INSTALL_HINT}")
+
+
+def load_moshi(torch_compile: bool = False) -> SimpleNamespace:
+    """Import the moshi modules this adapter uses; raise :class:`MimiUnavailable` when missing.
+
+    ``torch_compile=False`` (default) turns moshi's lazy ``torch.compile`` off (``NO_TORCH_COMPILE``
+    before the first import, and the ``_compile_disabled`` flag read at call time).
+    """
+    global _MOSHI
+    if not torch_compile:
+        os.environ.setdefault("NO_TORCH_COMPILE", "1")
+    if _MOSHI is None:
+        try:
+            from moshi.models import compression, loaders
+            from moshi.modules import conv, streaming
+            from moshi.quantization.core_vq import EuclideanCodebook
+            from moshi.utils import compile as mcompile
+        except ImportError as e:
+            raise MimiUnavailable(e) from e
+        try:
+            from importlib.metadata import version
+
+            ver = version("moshi")
+        except Exception:
+            ver = "unknown"
+        _MOSHI = SimpleNamespace(loaders=loaders, compression=compression, conv=conv, streaming=streaming,
+                                 compile=mcompile, EuclideanCodebook=EuclideanCodebook, version=ver)
+    _MOSHI.compile._compile_disabled = not torch_compile
+    return _MOSHI
+
+
+def moshi_available() -> bool:
+    try:
+        load_moshi()
+        return True
+    except MimiUnavailable:
+        return False
+
+
+def set_vendor_graphs(enabled: bool) -> None:
+    """Switch moshi's ``CUDAGraphed`` on or off for this process (read by it on every call)."""
+    m = load_moshi()
+    m.compile._disable_cuda_graph = not enabled
+    if enabled:
+        os.environ.pop("NO_CUDA_GRAPH", None)
+    else:
+        os.environ["NO_CUDA_GRAPH"] = "1"
+
+
+def pin_determinism() -> dict:
+    """Deterministic kernel selection (cuDNN deterministic, no TF32, fixed cuBLAS workspace), every arm."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return dict(CUBLAS_WORKSPACE_CONFIG=os.environ["CUBLAS_WORKSPACE_CONFIG"], cudnn_deterministic=True, tf32=False)
+
+
+# ---------------------------------------------------------------------------------------
+# model and declaration
+# ---------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def build_mimi(seed: int = 0, device="cpu", codebook_std: float = CODEBOOK_STD):
+    """Mimi with seeded random weights and re-drawn codebooks (codes are not all zero)."""
+    m = load_moshi()
+    torch.manual_seed(seed)
+    mimi = m.loaders.get_mimi(None, device=device)
+    g = torch.Generator().manual_seed(seed + 1)
+    for cb in (x for x in mimi.modules() if isinstance(x, m.EuclideanCodebook)):
+        cb.embedding_sum.copy_(torch.empty(cb.embedding_sum.shape).normal_(0.0, codebook_std, generator=g))
+        cb._embedding = None
+        _ = cb.embedding  # materialise the cached centroids now, not inside a first streamed call
+    return mimi.eval()
+
+
+def declaration(capacity: int = 250, layers: int = 8, heads: int = 8, head_dim: int = 64):
+    """``moshi_mimi_declaration`` plus the per-frame operators this adapter replays (catalog width 1 each)."""
+    base = moshi_mimi_declaration(capacity, layers, heads, head_dim)
+    enc = tuple(f"encoder_kv_{i}" for i in range(layers))
+    dec = tuple(f"decoder_kv_{i}" for i in range(layers))
+    ops = (
+        Operator("encoder_transformer", reads=enc, clock="steps", call=2,
+                 description="Mimi encoder transformer: 2 steps (25 Hz) per 80 ms frame"),
+        Operator("decoder_transformer", reads=dec, clock="steps", call=2,
+                 description="Mimi decoder transformer: 2 steps (25 Hz) per 80 ms frame"),
+        Operator(ENCODE, reads=enc, clock="frames", call=1,
+                 description="one 80 ms PCM frame -> 8 codes: SEANet encoder, transformer, downsample, RVQ"),
+        Operator(DECODE, reads=dec + ("conv_left_context",), clock="frames", call=1,
+                 description="8 codes -> one 80 ms PCM frame: RVQ decode, upsample, transformer, SEANet decoder"),
+    )
+    return dataclasses.replace(base, operators=ops,
+                               params=dict(base.params, frame_samples=FRAME_SAMPLES, sample_rate=24_000,
+                                           steps_per_frame=2, kv_capacity=capacity))
+
+
+# ---------------------------------------------------------------------------------------
+# streaming state: enumeration and the address audit
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateRef:
+    """One streaming-state tensor: its owner module's name, the state object and the field path."""
+
+    module: str
+    state: object
+    path: tuple  # ("previous",) or ("kv_cache", "cache")
+
+    @property
+    def name(self) -> str:
+        return f"{self.module}.{'.'.join(self.path)}"
+
+    def get(self) -> torch.Tensor:
+        obj = self.state
+        for p in self.path:
+            obj = getattr(obj, p)
+        return obj
+
+    def set(self, t: torch.Tensor) -> None:
+        obj = self.state
+        for p in self.path[:-1]:
+            obj = getattr(obj, p)
+        setattr(obj, self.path[-1], t)
+
+
+def state_tensors(mimi) -> list[StateRef]:
+    """Every tensor of the live streaming state (conv contexts, flags, offsets, ring KV caches)."""
+    refs = []
+    for name, st in mimi.get_streaming_state().items():
+        for k, v in vars(st).items():
+            if isinstance(v, torch.Tensor):
+                refs.append(StateRef(name, st, (k,)))
+        kv = getattr(st, "kv_cache", None)
+        if kv is not None:
+            refs += [StateRef(name, st, ("kv_cache", k)) for k, v in vars(kv).items() if isinstance(v, torch.Tensor)]
+    return refs
+
+
+@torch.no_grad()
+def audit_state_addresses(mimi, frames: int = 2) -> pd.DataFrame:
+    """Run ``frames`` eager frames on a throwaway stream; one row per state tensor: does it keep its address?
+
+    Columns: name, module, field, shape, dtype, bytes, stable. Leaves ``mimi`` not streaming.
+    """
+    set_vendor_graphs(False)
+    dev = next(mimi.parameters()).device
+    with mimi.streaming(1):
+        refs = state_tensors(mimi)
+        before = [r.get().data_ptr() for r in refs]
+        pcm = torch.zeros(1, 1, FRAME_SAMPLES, device=dev)
+        for _ in range(frames):
+            mimi.decode(mimi.encode(pcm))
+        rows = [dict(name=r.name, module=r.module, field=".".join(r.path), shape=tuple(r.get().shape),
+                     dtype=str(r.get().dtype).replace("torch.", ""), bytes=r.get().numel() * r.get().element_size(),
+                     stable=r.get().data_ptr() == p) for r, p in zip(refs, before)]
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# one streaming session under one arm
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pin:
+    """A rebinding state field moved to an anchor tensor allocated once."""
+
+    ref: StateRef
+    anchor: torch.Tensor
+
+    def restore(self) -> None:
+        t = self.ref.get()
+        if t is not self.anchor:
+            self.anchor.copy_(t)
+            self.ref.set(self.anchor)
+
+
+class MimiStream:
+    """One streaming session (batch 1) of ``mimi`` under ``arm``; :meth:`step` takes one 1,920-sample frame.
+
+    ``arm="replay"``: two :class:`ExactShapeReplay` engines (``encode_frame``, ``decode_frame``), backend
+    ``"auto"`` (CUDA graphs on a GPU, the eager backend's identical bookkeeping on a CPU).
+    ``pin_rebound``: move the fields that :func:`audit_state_addresses` finds rebinding to anchors
+    (default); False leaves them rebinding, and the engine's pointer guard keeps those classes eager.
+    ``rebinding``: the rebinding field names, when already audited (skips the audit frame).
+    """
+
+    def __init__(self, mimi, arm: str = "eager", *, backend: str = "auto", pin_rebound: bool = True,
+                 rebinding: list | None = None, max_invalidations: int = 3):
+        if arm not in ARMS:
+            raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+        self.mimi, self.arm = mimi, arm
+        self.device = next(mimi.parameters()).device
+        self.decl = declaration()
+        self.rebinding = rebinding
+        if arm == "replay" and pin_rebound and rebinding is None:
+            audit = audit_state_addresses(mimi)
+            self.rebinding = audit.loc[~audit["stable"], "name"].tolist()
+        self._vendor = arm == "vendor_graph"
+        set_vendor_graphs(self._vendor)
+        self._stack = mimi.streaming(1)
+        self.refs = state_tensors(mimi)
+        self.pins = self._pin([r for r in self.refs if r.name in (self.rebinding or [])]) if pin_rebound else []
+        self.engines: dict[str, ExactShapeReplay] = {}
+        if arm == "replay":
+            self.engines = {op: self._engine(op, fn, backend, max_invalidations)
+                            for op, fn in ((ENCODE, self._encode), (DECODE, self._decode))}
+        self.frames = 0
+
+    # -- construction ------------------------------------------------------------------
+    @staticmethod
+    def _pin(refs: list[StateRef]) -> list[_Pin]:
+        pins = []
+        for r in refs:
+            anchor = r.get().clone()
+            r.set(anchor)
+            pins.append(_Pin(r, anchor))
+        return pins
+
+    def _engine(self, op: str, fn: Callable, backend: str, max_invalidations: int) -> ExactShapeReplay:
+        return ExactShapeReplay(
+            fn, op, backend=backend, catalog=admitted_labels(self.decl, op),
+            classify=self._classifier(op), modules=[self.mimi], max_invalidations=max_invalidations,
+            write_through={r.name: r.get for r in self.refs})
+
+    def _classifier(self, op: str) -> Callable:
+        """Map a call to its catalog label from the live state: the extents the operator reads + frames."""
+        o = self.decl.operator(op)
+        states = self.mimi.get_streaming_state()
+        side = "encoder" if op == ENCODE else "decoder"
+        layers = [int(n.rsplit("_", 1)[1]) for n in o.reads if n.startswith(f"{side}_kv_")]
+        kv = [states[f"{side}_transformer.transformer.layers.{i}.self_attn"].kv_cache for i in layers]
+        conv = states["decoder.model.0"] if "conv_left_context" in o.reads else None
+
+        def classify(x: torch.Tensor) -> tuple:
+            frames = x.shape[-1] // FRAME_SAMPLES if op == ENCODE else x.shape[-1]
+            ext = [c.cache.shape[3] for c in kv] + ([conv.previous.shape[-1]] if conv is not None else [])
+            return tuple(ext) + (frames,)
+
+        return classify
+
+    # -- device work (what the engines capture) -----------------------------------------
+    def _encode(self, pcm: torch.Tensor) -> torch.Tensor:
+        codes = self.mimi.encode(pcm)
+        for p in self.pins:
+            p.restore()
+        return codes
+
+    def _decode(self, codes: torch.Tensor) -> torch.Tensor:
+        out = self.mimi.decode(codes)
+        for p in self.pins:
+            p.restore()
+        return out
+
+    # -- the stream -----------------------------------------------------------------------
+    @torch.no_grad()
+    def encode(self, pcm: torch.Tensor) -> torch.Tensor:
+        set_vendor_graphs(self._vendor)
+        fn = self.engines.get(ENCODE, self._encode)
+        return fn(pcm)
+
+    @torch.no_grad()
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        set_vendor_graphs(self._vendor)
+        fn = self.engines.get(DECODE, self._decode)
+        return fn(codes)
+
+    def step(self, pcm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One 80 ms frame (1, 1, 1920) -> (codes (1, 8, 1), PCM (1, 1, 1920))."""
+        codes = self.encode(pcm)
+        out = self.decode(codes)
+        self.frames += 1
+        return codes, out
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        """A new stream on the same state objects: moshi's in-place ``reset_streaming`` (addresses kept)."""
+        self.mimi.reset_streaming()
+        for p in self.pins:
+            p.restore()
+        for e in self.engines.values():
+            e.record_external("stream reset")
+
+    def close(self) -> None:
+        self._stack.close()
+
+    # -- reports ------------------------------------------------------------------------------
+    def pointers(self) -> dict[str, int]:
+        return {r.name: r.get().data_ptr() for r in self.refs}
+
+    def vendor_graphs_captured(self) -> int:
+        """How many of moshi's four ``CUDAGraphed`` callables hold a captured graph."""
+        st = self.mimi._streaming_state
+        if st is None:
+            return 0
+        graphed = (st.graphed_encoder, st.graphed_tr_enc, st.graphed_tr_dec, st.graphed_decoder)
+        return sum(g is not None and g._graph is not None for g in graphed)
+
+    def counters(self) -> pd.DataFrame:
+        frames = [e.counters() for e in self.engines.values()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def summaries(self) -> dict[str, str]:
+        return {k: e.summary() for k, e in self.engines.items()}
+
+    def state_bytes(self) -> int:
+        return sum(r.get().numel() * r.get().element_size() for r in self.refs)
+
+
+# ---------------------------------------------------------------------------------------
+# streams, runs and hashes
+# ---------------------------------------------------------------------------------------
+
+
+def pcm_stream(frames: int, seed: int = 0, block: int = 0) -> torch.Tensor:
+    """A seeded test signal (1, 1, frames * 1920): a drifting chirp plus noise, same for every arm."""
+    rng = np.random.default_rng([seed, block])
+    n = frames * FRAME_SAMPLES
+    t = np.arange(n) / 24_000.0
+    f = 150.0 + 350.0 * (1 + np.sin(2 * np.pi * 0.3 * t + rng.uniform(0, np.pi)))
+    x = 0.3 * np.sin(2 * np.pi * np.cumsum(f) / 24_000.0) + 0.05 * rng.standard_normal(n)
+    return torch.from_numpy(x.astype(np.float32)).view(1, 1, n)
+
+
+@dataclass
+class StreamResult:
+    codes: list = field(default_factory=list)
+    pcm: list = field(default_factory=list)
+    rows: list = field(default_factory=list)
+
+
+def run_stream(stream: MimiStream, pcm: torch.Tensor, *, timing: bool = False) -> StreamResult:
+    """Step ``stream`` over every frame of ``pcm`` (host tensor); keep codes and PCM on the host.
+
+    ``timing``: per-frame rows with latency (CUDA events on a GPU, perf_counter otherwise; the
+    device is synchronised after every frame) and wall milliseconds.
+    """
+    dev = stream.device
+    cuda = dev.type == "cuda"
+    res = StreamResult()
+    frames = pcm.to(dev).reshape(-1, FRAME_SAMPLES)
+    for i in range(frames.shape[0]):
+        x = frames[i].view(1, 1, FRAME_SAMPLES)  # strides (1920, 1920, 1) in every block: one signature
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)] if (cuda and timing) else None
+        if cuda:
+            torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        if ev:
+            ev[0].record()
+        codes = stream.encode(x)
+        if ev:
+            ev[1].record()
+        t1 = time.perf_counter()
+        out = stream.decode(codes)
+        if ev:
+            ev[2].record()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        t2 = time.perf_counter()
+        stream.frames += 1
+        res.codes.append(codes.cpu())
+        res.pcm.append(out.cpu())
+        if timing:
+            enc = ev[0].elapsed_time(ev[1]) if ev else (t1 - t0) * 1e3
+            tot = ev[0].elapsed_time(ev[2]) if ev else (t2 - t0) * 1e3
+            res.rows.append(dict(frame=i, latency_ms=tot, encode_ms=enc, decode_ms=tot - enc, wall_ms=(t2 - t0) * 1e3,
+                                 sha_codes=_sha(res.codes[-1])[:16], sha_pcm=_sha(res.pcm[-1])[:16]))
+    return res
+
+
+def _sha(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()
+
+
+def stream_hashes(res: StreamResult) -> dict[str, str]:
+    """SHA-256 of all codes (int64) and all PCM (float32) of a stream, in frame order."""
+    out = {}
+    for key, parts in (("codes", res.codes), ("pcm", res.pcm)):
+        h = hashlib.sha256()
+        for t in parts:
+            h.update(t.contiguous().numpy().tobytes())
+        out[key] = h.hexdigest()
+    return out
