@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: study modules (``cadencelab.bench.<name>``), each with ``add_parser(subparsers)``
-STUDIES = ["token2wav", "duplex", "soak"]
+STUDIES = ["token2wav", "duplex", "soak", "crossarch"]
 
 
 def main(argv=None) -> int:
