@@ -13,6 +13,8 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     paper_duplex_second(block)    the paper's duplex-second breakdown (data/paper/duplex_second.csv)
     duplex_second(condition)      the measured duplex second (data/h200/duplex_second*.json)
     recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
+    soak_summary() / soak_chunks() / soak_turns()
+                                  the 1,800-chunk SRc soak against B0 (data/h200/soak.json + soak_chunks.csv.gz)
 
 ``condition`` is "pinned" (cuDNN / cuBLAS kernel selection pinned in every arm, the bitwise gate's
 precondition) or "unpinned" (the stock kernel selection). A missing file raises
@@ -33,6 +35,7 @@ __all__ = [
     "DATA_ENV", "CONDITIONS", "PARETO_COLUMNS", "data_dir", "data_path", "load_json",
     "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
     "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "recorded_trace",
+    "soak_result", "soak_summary", "soak_chunks", "soak_turns",
 ]
 
 DATA_ENV = "CADENCELAB_DATA"
@@ -51,6 +54,9 @@ DATASETS = {
     "duplex_second": ("h200/duplex_second.json", _DUPLEX_CMD, ""),
     "duplex_second_unpinned": ("h200/duplex_second_unpinned.json", _DUPLEX_CMD, " --unpinned"),
     "paper_duplex_second": ("paper/duplex_second.csv", None, ""),
+    "soak": ("h200/soak.json",
+             "python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda --out DIR  (on a CUDA "
+             "machine), then copy DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it", ""),
 }
 _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2.1 and §4.3, figures as published; "
                  "see data/paper/README.md")
@@ -325,3 +331,42 @@ def recorded_trace(arm: str = "B0", kind: str = "chunk"):
     pattern, how = _TRACE_FILES[kind]
     rel = pattern.format(arm=arm)
     return load_trace(data_path(rel, how.format(path=f"data/{rel}")))
+
+
+# ---------------------------------------------------------------------------------------
+# the soak (data/h200/soak.json + soak_chunks.csv.gz)
+# ---------------------------------------------------------------------------------------
+
+
+def soak_result() -> dict:
+    """The whole recorded soak result (summary, config, turns, arms, failures, provenance)."""
+    rel, how = _dataset("soak")
+    return load_json(rel, how)
+
+
+def soak_summary() -> dict:
+    """The soak's gates and headline numbers: chunks, exact_chunks, peak_growth_bytes_after_warmup,
+    fallbacks_after_warmup, declared eager cases, latency medians (with ``latency_comparable``)."""
+    rel, _ = _dataset("soak")
+    return dict(_need(soak_result(), "summary", rel))
+
+
+def soak_turns() -> pd.DataFrame:
+    """One row per turn of the soak: start chunk, calls, flush tokens, seed, exact chunks, fallbacks, peak."""
+    rel, _ = _dataset("soak")
+    return pd.DataFrame(_need(soak_result(), "turns", rel))
+
+
+def soak_chunks() -> pd.DataFrame:
+    """One row per soak chunk, arm and B0 side by side: turn, call, kind (first / steady / flush), frames,
+    warmup, exact_i16 / exact_f32, both SHA-256, latency_ms / latency_ms_ref, allocator bytes
+    (allocated, peak, reserved), replays, fallbacks, declared_eager."""
+    rel, how = _dataset("soak")
+    name = _need(soak_result(), "chunks_csv", rel)
+    p = data_path(Path(rel).parent / name, how)
+    df = pd.read_csv(p)
+    missing = [c for c in ("chunk", "turn", "kind", "warmup", "exact_i16", "latency_ms", "peak_bytes")
+               if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p}: missing columns {missing}")
+    return df

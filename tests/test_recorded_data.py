@@ -170,3 +170,35 @@ def test_bad_data_folder_and_bad_json(tmp_path, monkeypatch):
     (tmp_path / "h200" / "token2wav_factorial.json").write_text('{"summary": {}}')
     with pytest.raises(KeyError, match="token2wav_factorial.json"):
         data.factorial()
+
+
+# ----------------------------------------------------------------------------------------------
+# the soak
+# ----------------------------------------------------------------------------------------------
+
+
+def test_soak_summary_meets_the_issue_gates():
+    s = data.soak_summary()
+    assert s["chunks"] == 1800 and s["planned_chunks"] == 1800
+    assert s["exact_chunks"] == s["chunks"] == s["compared_chunks"]
+    assert 0 <= s["peak_growth_bytes_after_warmup"] <= s["granule_bytes"]
+    assert s["fallbacks_after_warmup"] == 0 and s["passed"] is True
+    # the latency ratio is labelled when the two arms did not run alike
+    assert isinstance(s["latency_comparable"], bool)
+    if not s["latency_comparable"]:
+        assert "not a like-for-like" in s["latency_note"]
+    prov = data.soak_result()["provenance"]
+    assert prov["gpu"].startswith("NVIDIA") and prov["git_commit"] and prov["date"]
+
+
+def test_soak_chunks_agree_with_the_summary():
+    s, df, turns = data.soak_summary(), data.soak_chunks(), data.soak_turns()
+    assert len(df) == s["chunks"] and df["chunk"].is_monotonic_increasing
+    assert int(df["exact_i16"].sum()) == s["exact_chunks"]
+    assert (df["sha_i16"] == df["sha_i16_ref"]).all()
+    after = df[~df["warmup"]]
+    assert int(after["fallbacks"].sum()) == s["fallbacks_after_warmup"]
+    assert int(after["peak_bytes"].max() - df[df["warmup"]]["peak_bytes"].max()) == s["peak_growth_bytes_after_warmup"]
+    assert len(turns) == s["turns"] and int(turns["calls"].sum()) == s["chunks"]
+    fig = viz.soak_panel(df)
+    assert isinstance(fig, go.Figure) and "1800/1800" in fig.layout.title.text

@@ -203,3 +203,17 @@ def test_library_never_shows_figures():
     offenders = [str(p) for sub in ("viz", "profile") for p in (root / sub).glob("*.py")
                  if re.search(r"\.show\(", p.read_text())]
     assert offenders == []
+
+
+def test_soak_panel_marks_mismatches_and_warmup():
+    df = pd.DataFrame(dict(chunk=range(6), warmup=[True, True, False, False, False, False],
+                           exact_i16=[True, True, True, False, True, True],
+                           peak_bytes=[2 ** 30] * 6, allocated_bytes=[2 ** 29] * 6,
+                           latency_ms=[900.0, 80, 75, 74, 76, 75], latency_ms_ref=[400.0, 350, 360, 355, 352, 351]))
+    fig = viz.soak_panel(df)
+    assert [t.name for t in fig.data] == ["peak allocated", "allocated", "arm", "reference", "PCM differs"]
+    assert list(fig.data[-1].x) == [3]
+    assert fig.layout.title.text == "Soak: 5/6 chunks bit-exact"
+    assert len(fig.layout.shapes) == 2  # the warm-up band, on each panel
+    with pytest.raises(ValueError, match="peak_bytes"):
+        viz.soak_panel(df.drop(columns="peak_bytes"))

@@ -531,6 +531,7 @@ def analyse(cfg: SoakConfig, turns: list[Turn], arm_rows: pd.DataFrame, ref_rows
         reference_from=cfg.reference or None, reference_chunks=int(len(ref_rows)),
         failures=len(failures),
     )
+    summary.update(latency_conditions(cfg, summary["reference_processes"]))
     summary["exact"] = bool(n == cfg.chunks and exact == n)
     summary["passed"] = bool(summary["exact"] and summary["fallbacks_after_warmup"] == 0
                              and summary["peak_flat"] is not False and not failures)
@@ -544,6 +545,23 @@ def analyse(cfg: SoakConfig, turns: list[Turn], arm_rows: pd.DataFrame, ref_rows
                              if len(rows) and rows["peak_bytes"].notna().all() else None))
     return dict(summary=summary, config=dataclasses.asdict(cfg), turns=per_turn, arms=meta, failures=failures,
                 chunks=cdf)
+
+
+def latency_conditions(cfg: SoakConfig, reference_processes: int | None) -> dict:
+    """Where the two latency medians were measured, and whether their ratio means anything.
+
+    The soak's gates are exactness, a flat peak and no fallbacks; latency is a by-product. The
+    ratio of the two medians is a like-for-like speedup only when both arms ran alone, one
+    process each, on the same device (``--b0-workers 1``, not ``--concurrent``).
+    """
+    ref_devices = list(cfg.b0_devices) or [cfg.device]
+    comparable = bool(not cfg.concurrent and (reference_processes or 1) == 1 and ref_devices == [cfg.device])
+    why = "" if comparable else (
+        f"reference ran as {reference_processes or 1} process(es) on {','.join(ref_devices)}"
+        + (" concurrently with the arm" if cfg.concurrent else "") + f", the arm alone on {cfg.device}: "
+        "the ratio is not a like-for-like speedup (see the factorial study for that)")
+    return dict(reference_devices=ref_devices, concurrent=bool(cfg.concurrent), latency_comparable=comparable,
+                latency_note=why)
 
 
 def write_results(result: dict, out: Path) -> None:
@@ -568,7 +586,7 @@ def table(result: dict) -> str:
         f"  fallbacks after warm-up: {s['fallbacks_after_warmup']} {s['fallbacks_after_warmup_by_reason'] or ''}; "
         f"declared eager: {s['declared_eager_after_warmup']}",
         f"  steady latency median: {s['steady_latency_ms_median']:.2f} ms vs {s['reference_steady_latency_ms_median']:.2f}"
-        f" ms",
+        f" ms" + ("" if s.get("latency_comparable", True) else " (not like-for-like: " + s["latency_note"].split(":")[0] + ")"),
         f"  {'PASS' if s['passed'] else 'FAIL'}" + (f" ({s['failures']} process failures)" if s["failures"] else ""),
     ]
     return "\n".join(lines)

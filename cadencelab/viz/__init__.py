@@ -6,6 +6,7 @@
     catalog_grid    clock values -> shape classes, non-admitted values marked
     pareto          latency vs peak memory per arm, CIs, non-exact arms marked, frontier
     capacity_lines  sessions N vs a metric per arm, with the cadence line
+    soak_panel      allocator bytes and chunk latency over a long stream, mismatches marked
 """
 
 from .catalog import catalog_grid
@@ -18,12 +19,14 @@ from .options import (
     WaterfallOptions,
     require_columns,
 )
+from .reliability import soak_panel
 from .timeline import kernel_timeline
 from .tradeoffs import capacity_lines, pareto, pareto_frontier
 from .waterfall import waterfall
 
 __all__ = [
     "waterfall", "kernel_timeline", "rho_bars", "catalog_grid", "pareto", "pareto_frontier", "capacity_lines",
+    "soak_panel",
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
     "require_columns",
 ]

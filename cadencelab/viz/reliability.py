@@ -1,0 +1,52 @@
+"""The soak as a picture: allocator bytes and chunk latency over a long stream, mismatches marked."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .options import FigureOptions, require_columns, require_rows
+
+__all__ = ["soak_panel"]
+
+MiB = 1024 * 1024
+
+
+def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) -> go.Figure:
+    """Two stacked panels over the chunk index: allocator peak / allocated MiB (top) and chunk
+    latency of the arm and the reference (bottom, log scale). The warm-up is shaded; a chunk whose
+    int16 PCM differs from the reference is marked with a red x on both panels.
+
+    Columns: chunk, warmup, exact_i16, peak_bytes, allocated_bytes, latency_ms; optional
+    latency_ms_ref. (``cadencelab.data.soak_chunks()`` has them.) Traces: 3-5.
+    """
+    opts = options or FigureOptions()
+    require_columns(chunks_df, ["chunk", "warmup", "exact_i16", "peak_bytes", "allocated_bytes", "latency_ms"],
+                    "soak_panel")
+    require_rows(chunks_df, "soak_panel")
+    df = chunks_df.sort_values("chunk", kind="stable")
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("allocator (MiB)", "chunk latency (ms)"))
+    fig.add_trace(go.Scatter(x=df["chunk"], y=df["peak_bytes"] / MiB, name="peak allocated", mode="lines"), 1, 1)
+    fig.add_trace(go.Scatter(x=df["chunk"], y=df["allocated_bytes"] / MiB, name="allocated", mode="lines",
+                             line=dict(dash="dot")), 1, 1)
+    fig.add_trace(go.Scatter(x=df["chunk"], y=df["latency_ms"], name="arm", mode="markers",
+                             marker=dict(size=3)), 2, 1)
+    if "latency_ms_ref" in df.columns:
+        ref = pd.to_numeric(df["latency_ms_ref"], errors="coerce")
+        fig.add_trace(go.Scatter(x=df["chunk"], y=ref, name="reference", mode="markers",
+                                 marker=dict(size=3, opacity=0.5)), 2, 1)
+    bad = df[~df["exact_i16"].astype(bool)]
+    if len(bad):
+        fig.add_trace(go.Scatter(x=bad["chunk"], y=bad["latency_ms"], name="PCM differs", mode="markers",
+                                 marker=dict(symbol="x", color="red", size=9)), 2, 1)
+    warm = df[df["warmup"].astype(bool)]
+    if len(warm):
+        fig.add_vrect(x0=float(warm["chunk"].min()) - 0.5, x1=float(warm["chunk"].max()) + 0.5,
+                      fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up",
+                      annotation_position="top left")
+    fig.update_yaxes(type="log", row=2, col=1)
+    fig.update_xaxes(title_text="chunk", row=2, col=1)
+    n, exact = len(df), int(df["exact_i16"].astype(bool).sum())
+    return opts.apply(fig, f"Soak: {exact}/{n} chunks bit-exact")
