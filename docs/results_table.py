@@ -18,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = [ROOT / "data/h200/token2wav_factorial.json", ROOT / "data/h200/token2wav_factorial_unpinned.json"]
 COMPILE = ROOT / "data/h200/token2wav_compile_control.json"
+SOAK = ROOT / "data/h200/soak.json"
+DUPLEX = ROOT / "data/h200/duplex_second.json"
 
 
 def compile_line(path: Path) -> str:
@@ -129,6 +131,53 @@ def findings(pinned_path: Path, unpinned_path: Path) -> str:
     return "\n".join(out)
 
 
+def soak_section(path: Path) -> str:
+    """The soak's gates, read from ``soak.json``."""
+    r = json.loads(Path(path).read_text())
+    s, prov = r["summary"], r["provenance"]
+    eager = ", ".join(f"{k} {v}" for k, v in s["declared_eager_after_warmup"].items()) or "none"
+    lat = (f"steady-chunk latency median {s['steady_latency_ms_median']:.1f} ms ({s['arm']}) vs "
+           f"{s['reference_steady_latency_ms_median']:.1f} ms ({s['reference_arm']})")
+    if not s.get("latency_comparable", True):
+        lat += f" -- not a like-for-like ratio: {s['latency_note'].split(': the ratio')[0]}"
+    return (f"Soak (`{_name(path)}`, {prov.get('gpu')}, torch {prov.get('torch')}, {prov.get('date', '')[:10]}): "
+            f"{s['chunks']} chunks ({s['turns']} turns of {s['turn_calls_min']}-{s['turn_calls_max']} calls) through "
+            f"{s['arm']}; int16 PCM equal to {s['reference_arm']} on **{s['exact_chunks']}/{s['chunks']}** chunks "
+            f"(float32 {s['exact_chunks_f32']}/{s['chunks']}); allocator peak growth after the {s['warmup_chunks']}-chunk "
+            f"warm-up **{s['peak_growth_bytes_after_warmup']} bytes** (granule {s['granule_bytes']}); fallbacks after "
+            f"warm-up **{s['fallbacks_after_warmup']}** (declared eager calls: {eager}); {lat}. "
+            f"{'PASS' if s['passed'] else 'FAIL'}.")
+
+
+def duplex_section(path: Path) -> str:
+    """The measured duplex second per arm, read from ``duplex_second.json``."""
+    r = json.loads(Path(path).read_text())
+    prov, cfg = r["provenance"], r["provenance"].get("config", {})
+    lines = [f"Duplex second (`{_name(path)}`, {prov.get('gpu')}, stand-in language models with random weights: "
+             f"backbone {cfg.get('backbone', {}).get('parameters', 0) / 1e9:.1f} B, speech decoder "
+             f"{cfg.get('speech', {}).get('parameters', 0) / 1e6:.0f} M parameters, {cfg.get('dtype')}; Token2wav "
+             f"{cfg.get('token2wav')} fp32; medians of the timed seconds, min-max in brackets)", "",
+             "| arm | seconds | backbone ms | speech decoder ms | synthesis ms | second ms | vs 1 s | synthesis slack | "
+             "synthesis launches | PCM equal to B0 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rng = {(m["arm"], m["stage"]): (m.get("dur_ms_min"), m.get("dur_ms_max")) for m in r["medians"]}
+
+    def cell(arm, stage, v):
+        lo, hi = rng.get((arm, stage), (None, None))
+        return f"{v:.0f}" + (f" [{lo:.0f}-{hi:.0f}]" if lo is not None and hi is not None else "")
+
+    for arm, a in r["summary"].items():
+        lines.append(f"| {arm} | {a['seconds_timed']} | {cell(arm, 'backbone', a['backbone_ms_median'])} | "
+                     f"{cell(arm, 'speech_decoder', a['speech_decoder_ms_median'])} | "
+                     f"{cell(arm, 'synthesis', a['synthesis_ms_median'])} | {a['second_ms_median']:.0f} | "
+                     f"{100 * a['over_cadence']:+.0f}% | {100 * a['synthesis_slack_frac']:.0f}% | "
+                     f"{a['synthesis_launches']} | {a['pcm_equal_seconds']} |")
+    return "\n".join(lines)
+
+
+EXTRA_SECTIONS = [(SOAK, soak_section), (DUPLEX, duplex_section)]
+
+
 def render(paths=None) -> str:
     paths = paths or DEFAULT
     parts = [table(p) for p in paths]
@@ -136,6 +185,7 @@ def render(paths=None) -> str:
         parts.append("What the two runs say:\n\n" + findings(*DEFAULT))
         if COMPILE.exists():
             parts.append(compile_line(COMPILE))
+        parts += [fn(p) for p, fn in EXTRA_SECTIONS if p.exists()]
     return "\n\n".join(parts)
 
 
