@@ -586,7 +586,8 @@ def table(result: dict) -> str:
         f"  fallbacks after warm-up: {s['fallbacks_after_warmup']} {s['fallbacks_after_warmup_by_reason'] or ''}; "
         f"declared eager: {s['declared_eager_after_warmup']}",
         f"  steady latency median: {s['steady_latency_ms_median']:.2f} ms vs {s['reference_steady_latency_ms_median']:.2f}"
-        f" ms" + ("" if s.get("latency_comparable", True) else " (not like-for-like: " + s["latency_note"].split(": the ratio")[0] + ")"),
+        f" ms" + ("" if s.get("latency_comparable", True)
+                  else " (not like-for-like: " + s["latency_note"].split(": the ratio")[0] + ")"),
         f"  {'PASS' if s['passed'] else 'FAIL'}" + (f" ({s['failures']} process failures)" if s["failures"] else ""),
     ]
     return "\n".join(lines)
