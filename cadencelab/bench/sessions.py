@@ -1,0 +1,689 @@
+"""Multi-session capacity: N Token2wav sessions on one device, B0 vs SRc.
+
+``python -m cadencelab.bench sessions --device cuda --out DIR``
+
+Protocol
+
+* One arm per process (``spawn``), SRc first, then B0; each loads the same seeded checkpoint and
+  serves every session through one :class:`~cadencelab.adapters.token2wav.sessions.SessionManager`
+  (one set of weights; for SRc one set of captured graphs, bound to each session's state by a swap).
+* Session ``i`` has its own token stream, seed and prompt (``--prompts`` distinct prompts, taken
+  in turn). Its k-th chunk is the same in every workload and at every N: a workload decides only
+  *when* a session speaks. Each process primes one template session per prompt; the sessions
+  of a run start from a copy of their prompt's template (priming is deterministic and draws
+  no random numbers, so this equals priming each session).
+* Workloads, at the 1 s cadence (a chunk is 25 new tokens = 1 s of audio, arriving at t = k s):
+  ``speak_heavy``: every session emits a chunk every second for ``--speak-seconds``;
+  ``mixed``: sessions alternate speaking and listening turns of ``--turn-seconds`` (session i
+  speaks at second k when ((k + i) // turn) is even), for ``--mixed-seconds``; half the sessions
+  speak in any second. A listening session keeps its state and resumes its stream later.
+* Chunks are served one at a time on the device, FIFO by arrival (round-robin over sessions
+  within a second). Each chunk's service time (swap + synthesis + PCM on the host) is measured
+  with the device synchronised before and after; the timeline is then replayed on a virtual
+  clock (start = max(arrival, previous completion)), so idle gaps cost no wall time. Latency =
+  completion - arrival: queueing shows. A session holds the cadence when its p95 chunk latency
+  is <= ``--cadence`` (1 s). Goodput = audio seconds produced / max(last completion, horizon).
+* N runs over ``--sessions`` (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64); an arm stops a workload
+  one point after the first N at which not every session holds the cadence, or at an
+  out-of-memory (recorded as a row, not a crash). Peak allocation per N is
+  ``max_memory_allocated`` after a reset at the run's start (sessions are opened inside it; the
+  weights, graphs and prompt templates are a constant under it).
+* Exactness: after its own runs the B0 process streams every session used by any arm alone
+  (one session at a time, the number of chunks the runs needed) -- the solo references -- and
+  every chunk of every run is compared with them by SHA-256 of int16 PCM and mel.
+* ``--time-budget`` (s) bounds the whole study: each arm gets a share, B0 reserves time for the
+  references, runs that would not fit are recorded as skipped, and results are written either way.
+
+Output under ``--out``: ``sessions.json`` (provenance, ``summary`` with
+``max_sessions_at_cadence_B0`` / ``_SRc`` per workload and their ratio,
+``peak_bytes_per_added_session`` per arm next to the state bytes per session (declared and
+measured), exactness, swap cost; one ``capacity`` row per (arm, workload, N)),
+``sessions.csv`` (one row per arm, workload, N, session) and ``sessions_chunks.csv`` (one row
+per chunk); per-arm rows are streamed to ``runs_<arm>.jsonl`` as they are produced. The
+``capacity`` rows (``sessions``, ``arm``, ``p95_chunk_ms``, ``peak_MiB``) feed
+:func:`cadencelab.viz.capacity_lines` one workload at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .common import json_default
+from .token2wav import default_out, provenance
+
+SILENCE, CALL_TOKENS, STRIDE_TOKENS, LOOKAHEAD = 4218, 28, 25, 3
+SAMPLE_RATE = 24_000
+WORKLOADS = ("mixed", "speak_heavy")
+
+
+@dataclass
+class SessionsConfig:
+    config: str = "real"  # "real" or "teaching"
+    device: str = "cuda"
+    arms: tuple = ("SRc", "B0")  # B0 runs last: it also streams the solo references
+    workloads: tuple = WORKLOADS
+    sessions: tuple = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+    speak_seconds: int = 3  # speak_heavy: chunks per session
+    mixed_seconds: int = 4
+    turn_seconds: int = 2  # mixed: length of a speaking / listening turn
+    prompts: int = 4  # distinct prompts, taken in turn by the sessions
+    cadence_s: float = 1.0
+    extra_points: int = 1  # points run after the first N that breaks the cadence
+    n_timesteps: int = 10
+    seed: int = 0
+    deterministic: bool = True
+    processes: bool = True  # one spawned process per arm; False runs inline (CPU smoke, tests)
+    time_budget_s: float = 225.0
+    out: str = "out/sessions"
+
+    def __post_init__(self):
+        for w in self.workloads:
+            if w not in WORKLOADS:
+                raise ValueError(f"SessionsConfig.workloads: unknown workload {w!r} (choose from {WORKLOADS})")
+        if not self.sessions or min(self.sessions) < 1:
+            raise ValueError(f"SessionsConfig.sessions must be positive session counts, got {self.sessions}")
+        if self.speak_seconds < 1 or self.mixed_seconds < 1 or self.turn_seconds < 1:
+            raise ValueError("SessionsConfig.speak_seconds, mixed_seconds and turn_seconds must be >= 1")
+        if self.prompts < 1:
+            raise ValueError(f"SessionsConfig.prompts must be >= 1, got {self.prompts}")
+        self.sessions = tuple(sorted(set(int(n) for n in self.sessions)))
+
+
+# ---------------------------------------------------------------------------------------
+# sessions and workloads (pure, the same in every process)
+# ---------------------------------------------------------------------------------------
+
+
+def session_seed(cfg: SessionsConfig, i: int) -> int:
+    return 1_000_003 * (cfg.seed + 1) + 7919 * i + 29
+
+
+def prompt_seed(cfg: SessionsConfig, p: int) -> int:
+    return 10_007 * (cfg.seed + 1) + p
+
+
+def session_chunk(cfg: SessionsConfig, i: int, k: int, vocab: int = 6561) -> list[int]:
+    """Tokens of session ``i``'s k-th chunk: 28 (25 new + 3 lookahead), the buffer starting with silence."""
+    need = STRIDE_TOKENS * (k + 1) + LOOKAHEAD
+    toks = np.random.default_rng([cfg.seed, 0x5E55, i]).integers(0, vocab, need).tolist()
+    buf = [SILENCE] * LOOKAHEAD + toks
+    return buf[STRIDE_TOKENS * k: STRIDE_TOKENS * k + CALL_TOKENS]
+
+
+def speaks(workload: str, i: int, second: int, turn: int) -> bool:
+    if workload == "speak_heavy":
+        return True
+    if workload == "mixed":
+        return ((second + i) // turn) % 2 == 0
+    raise ValueError(f"workload: unknown {workload!r} (choose from {WORKLOADS})")
+
+
+def horizon(cfg: SessionsConfig, workload: str) -> int:
+    return cfg.speak_seconds if workload == "speak_heavy" else cfg.mixed_seconds
+
+
+def schedule(cfg: SessionsConfig, workload: str, n: int) -> list[tuple[int, int, int]]:
+    """(arrival second, session, chunk index) in service order: FIFO by arrival, sessions in turn."""
+    out, count = [], [0] * n
+    for t in range(horizon(cfg, workload)):
+        for i in range(n):
+            if speaks(workload, i, t, cfg.turn_seconds):
+                out.append((t, i, count[i]))
+                count[i] += 1
+    return out
+
+
+def max_chunks(cfg: SessionsConfig) -> int:
+    """The most chunks any session streams in one run (over the configured workloads)."""
+    rows = [dict(session=i, chunk=k) for w in cfg.workloads for _, i, k in schedule(cfg, w, 2 * cfg.turn_seconds)]
+    return max(chunks_needed(rows).values(), default=1)
+
+
+def chunks_needed(rows) -> dict[int, int]:
+    """Per session, the chunks any recorded run streamed (what its solo reference must cover)."""
+    need: dict[int, int] = {}
+    for r in rows:
+        need[int(r["session"])] = max(need.get(int(r["session"]), 0), int(r["chunk"]) + 1)
+    return need
+
+
+# ---------------------------------------------------------------------------------------
+# one arm (in its own process)
+# ---------------------------------------------------------------------------------------
+
+
+def _digest(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+class ArmServer:
+    """One arm's runtime and session manager, its prompt templates, and the runs."""
+
+    def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
+        import torch
+
+        from ..adapters.token2wav import load_checkpoint, make_prompt
+        from ..adapters.token2wav.runtime import Token2wavRuntime, pin_determinism, runtime_envelope
+        from ..adapters.token2wav.sessions import SessionManager
+
+        self.torch, self.arm, self.cfg = torch, arm, cfg
+        self.determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
+        dev = torch.device(cfg.device)
+        if dev.type == "cuda":
+            dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
+            torch.cuda.set_device(dev)
+        self.device, self.cuda = dev, dev.type == "cuda"
+        t0 = time.perf_counter()
+        flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
+                                           envelope=runtime_envelope(arm, cfg.n_timesteps))
+        self.vocab = mcfg.vocab_size
+        rt = Token2wavRuntime(flow, hift, dev, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg,
+                              backend="cuda" if self.cuda else "eager")
+        self.manager = SessionManager(rt)
+        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), dev) for p in range(cfg.prompts)]
+        self.templates = [self.manager.open(-1 - p, pr, 0) for p, pr in enumerate(self.prompts)]
+        self.setup_s = time.perf_counter() - t0
+        self.chunk_s = self._warm_up()
+        self.captures_after_warmup = self.manager.captures()
+        self.template_bytes = sum(t.state_bytes() for t in self.templates)
+
+    def _sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def _warm_up(self) -> float:
+        """Two sessions interleaved over every chunk position a run reaches: captures, swaps, kernel selection."""
+        m, cfg = self.manager, self.cfg
+        k_max = max_chunks(cfg)
+        ss = [m.fork(self.templates[i % len(self.templates)], -100 - i, 7 + i) for i in range(2)]
+        times = []
+        for k in range(k_max):
+            for i, s in enumerate(ss):
+                self._sync()
+                t0 = time.perf_counter()
+                m.stream(s, session_chunk(cfg, 10_000 + i, k, self.vocab))
+                self._sync()
+                times.append(time.perf_counter() - t0)
+        for s in ss:
+            m.close(s)
+        return float(np.median(times[len(ss):] or times))
+
+    def _fresh(self):
+        m = self.manager
+        for s in [s for s in m.sessions.values() if s.sid >= 0]:
+            m.close(s)
+        m.park()
+        gc.collect()
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def recover(self) -> None:
+        """After an out-of-memory: drop every run session and return cached blocks."""
+        self._fresh()
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+
+    def run(self, workload: str, n: int) -> dict:
+        """Serve ``n`` sessions under ``workload``; per-chunk rows on the virtual clock."""
+        torch, m, cfg = self.torch, self.manager, self.cfg
+        self._fresh()
+        sessions = [m.fork(self.templates[i % len(self.templates)], i, session_seed(cfg, i)) for i in range(n)]
+        clock, rows = 0.0, []
+        for t, i, k in schedule(cfg, workload, n):
+            s = sessions[i]
+            self._sync()
+            w0 = time.perf_counter()
+            pcm = m.stream(s, session_chunk(cfg, i, k, self.vocab))
+            self._sync()
+            service = time.perf_counter() - w0
+            start = max(clock, float(t))
+            clock = start + service
+            swap = m.last_swap
+            mel = s.last_mel.detach().float().cpu().numpy().tobytes()
+            rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=float(t),
+                             start_s=start, completion_s=clock, latency_ms=(clock - t) * 1e3,
+                             service_ms=service * 1e3, audio_s=len(pcm) / 2 / SAMPLE_RATE,
+                             swap_bytes=(swap.bytes_out + swap.bytes_in) if swap else 0,
+                             swap_ms=m.swap_ms() if swap else 0.0,
+                             sha_i16=_digest(pcm), sha_mel=_digest(mel)))
+        peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
+        state = m.state_bytes()
+        out = dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
+                   state_bytes_per_session=max((state[i] for i in range(n)), default=0),
+                   captures=m.captures(), invalidations=m.invalidations())
+        for s in sessions:
+            m.close(s)
+        return out
+
+    def reference(self, i: int, chunks: int) -> list[dict]:
+        """Session ``i`` alone through this arm (B0: the solo reference), ``chunks`` chunks."""
+        m, cfg = self.manager, self.cfg
+        self._fresh()
+        s = m.fork(self.templates[i % len(self.templates)], i, session_seed(cfg, i))
+        rows = []
+        for k in range(chunks):
+            pcm = m.stream(s, session_chunk(cfg, i, k, self.vocab))
+            mel = s.last_mel.detach().float().cpu().numpy().tobytes()
+            rows.append(dict(session=i, chunk=k, ref_sha_i16=_digest(pcm), ref_sha_mel=_digest(mel)))
+        m.close(s)
+        return rows
+
+    def info(self) -> dict:
+        m = self.manager
+        return dict(arm=self.arm, setup_s=self.setup_s, chunk_s_warmup=self.chunk_s,
+                    template_bytes=self.template_bytes, declared_state_bytes=m.declared_state_bytes(),
+                    captures_after_warmup=self.captures_after_warmup, captures_end=m.captures(),
+                    invalidations_end=m.invalidations(), determinism=self.determinism,
+                    summaries=m.rt.summaries(), device=str(self.device))
+
+
+def guarded_run(server, workload: str, n: int) -> dict:
+    """``server.run`` with an out-of-memory turned into a result row (and the server recovered)."""
+    import torch
+
+    try:
+        return server.run(workload, n)
+    except torch.OutOfMemoryError as e:
+        msg = str(e).splitlines()[0][:200] if str(e) else "out of memory"
+        try:
+            server.recover()
+        except Exception:  # noqa: BLE001 - recovery is best effort; the row says what happened
+            pass
+        return dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=True, error=msg)
+
+
+def holds_cadence(rows: list[dict], n: int, cadence_s: float) -> bool:
+    """Every one of the ``n`` sessions has p95 chunk latency <= the cadence (sessions with no chunk hold)."""
+    by: dict[int, list[float]] = {}
+    for r in rows:
+        by.setdefault(r["session"], []).append(r["latency_ms"])
+    return all(float(np.percentile(v, 95)) <= cadence_s * 1e3 for v in by.values())
+
+
+def run_grid(server, cfg: SessionsConfig, workload: str, deadline: float, emit, progress=print) -> None:
+    """Ascending N until one point past the first break (or an out-of-memory, or the deadline)."""
+    fails = 0
+    per_chunk = getattr(server, "chunk_s", 0.0) or 0.0
+    for n in cfg.sessions:
+        need = per_chunk * len(schedule(cfg, workload, n)) * 1.2
+        if time.perf_counter() + need > deadline:
+            emit(dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=False,
+                      skipped=f"time budget (needs ~{need:.0f} s)"))
+            progress(f"{server.arm} {workload} N={n}: skipped, time budget")
+            break
+        t0 = time.perf_counter()
+        res = guarded_run(server, workload, n)
+        res["wall_s"] = time.perf_counter() - t0
+        emit(res)
+        if res["oom"]:
+            progress(f"{server.arm} {workload} N={n}: out of memory ({res.get('error', '')[:80]})")
+            break
+        ok = holds_cadence(res["rows"], n, cfg.cadence_s)
+        p95 = max((float(np.percentile([r["latency_ms"] for r in res["rows"] if r["session"] == i], 95))
+                   for i in {r["session"] for r in res["rows"]}), default=float("nan"))
+        peak = res["peak_bytes"]
+        progress(f"{server.arm} {workload} N={n}: {'holds' if ok else 'BREAKS'} the cadence, worst p95 {p95:.0f} ms, "
+                 f"peak {peak / 2**30 if peak else float('nan'):.2f} GiB ({res['wall_s']:.1f} s)")
+        if not ok:
+            fails += 1
+            if fails > cfg.extra_points:
+                break
+
+
+def serve_arm(arm: str, ckpt: str, cfg: SessionsConfig, deadline: float, rows_path: str,
+              references: dict | None = None, progress=print) -> dict:
+    """Build ``arm``, run every workload's grid, then (B0) the solo references; stream results to ``rows_path``."""
+    t0 = time.perf_counter()
+    server = ArmServer(arm, ckpt, cfg)
+    progress(f"{arm}: ready in {server.setup_s:.1f} s, warm-up chunk {server.chunk_s * 1e3:.0f} ms")
+    fh = open(rows_path, "a")
+
+    def emit(obj):
+        fh.write(json.dumps(obj, default=json_default) + "\n")
+        fh.flush()
+
+    runs: list[dict] = []
+
+    def emit_run(res):
+        runs.append(res)
+        emit(dict(kind="run", **res))
+
+    try:
+        refs_needed = dict(references or {})
+        ref_cost = lambda need: server.chunk_s * sum(need.values()) * 1.15 + 0.05 * len(need)  # noqa: E731
+        for wi, w in enumerate(cfg.workloads):
+            left = deadline - time.perf_counter() - (ref_cost(refs_needed) if references is not None else 0.0)
+            share = left / (len(cfg.workloads) - wi)
+            run_grid(server, cfg, w, time.perf_counter() + share, emit_run, progress)
+        if references is not None:
+            for s, c in chunks_needed([r for res in runs for r in res["rows"]]).items():
+                refs_needed[s] = max(refs_needed.get(s, 0), c)
+            done = 0
+            for s in sorted(refs_needed):
+                if time.perf_counter() + server.chunk_s * refs_needed[s] * 1.2 > deadline:
+                    progress(f"{arm}: references stopped at the time budget ({done} of {len(refs_needed)} sessions)")
+                    break
+                for r in server.reference(s, refs_needed[s]):
+                    emit(dict(kind="reference", **r))
+                done += 1
+            progress(f"{arm}: solo references for {done} sessions ({time.perf_counter() - t0:.0f} s in this arm)")
+        info = server.info()
+        emit(dict(kind="info", **info))
+        return info
+    finally:
+        fh.close()
+
+
+def _worker(conn, arm, ckpt, cfg_dict, deadline_left, rows_path, references):
+    try:
+        cfg = SessionsConfig(**cfg_dict)
+        deadline = time.perf_counter() + deadline_left
+        conn.send(("ok", serve_arm(arm, ckpt, cfg, deadline, rows_path, references,
+                                   progress=lambda m: print(m, flush=True))))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+
+
+def _run_process(arm, ckpt, cfg, budget_s, rows_path, references) -> tuple[str, object]:
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    p = ctx.Process(target=_worker, args=(child, arm, ckpt, dataclasses.asdict(cfg), budget_s, rows_path, references),
+                    daemon=True)
+    p.start()
+    grace = 60.0
+    try:
+        if not conn.poll(budget_s + grace):
+            return ("error", f"no answer within {budget_s + grace:.0f} s")
+        return conn.recv()
+    except EOFError:
+        return ("error", "the arm process died")
+    finally:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+
+
+def read_rows(path) -> list[dict]:
+    out = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    for line in p.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut short by a killed process
+            pass
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the study
+# ---------------------------------------------------------------------------------------
+
+
+def run_study(cfg: SessionsConfig, progress=print) -> dict:
+    """Run every arm, analyse, write ``sessions.json`` and the CSVs under ``cfg.out``; return the result."""
+    from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
+
+    t_start = time.perf_counter()
+    deadline = t_start + cfg.time_budget_s
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # inherited by the arm processes
+    mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
+    ckpt = tempfile.mkdtemp(prefix="cadencelab-weights-")
+    flow, hift = build_token2wav(mcfg, cfg.seed)
+    save_checkpoint(ckpt, flow, hift, mcfg)
+    del flow, hift
+    progress(f"weights built and saved ({cfg.config}) in {time.perf_counter() - t_start:.1f} s")
+    order = [a for a in cfg.arms if a != "B0"] + (["B0"] if "B0" in cfg.arms else [])
+    infos, failures = {}, {}
+    for path in out.glob("runs_*.jsonl"):
+        path.unlink()
+    for k, arm in enumerate(order):
+        rows_path = str(out / f"runs_{arm}.jsonl")
+        left = deadline - time.perf_counter()
+        budget = left if k == len(order) - 1 else left / (len(order) - k + 0.5)
+        refs = None
+        if arm == "B0":
+            refs = chunks_needed([r for a in order[:k] for e in read_rows(out / f"runs_{a}.jsonl")
+                                  if e.get("kind") == "run" for r in e["rows"]])
+        progress(f"arm {arm}: {budget:.0f} s of the time budget")
+        if cfg.processes:
+            kind, res = _run_process(arm, ckpt, cfg, budget, rows_path, refs)
+        else:
+            try:
+                kind, res = "ok", serve_arm(arm, ckpt, cfg, time.perf_counter() + budget, rows_path, refs, progress)
+            except Exception:
+                kind, res = "error", traceback.format_exc()
+        if kind == "ok":
+            infos[arm] = res
+        else:
+            failures[arm] = str(res)[-3000:]
+            progress(f"arm {arm} failed: {str(res).strip().splitlines()[-1] if str(res).strip() else res}")
+    entries = {a: read_rows(out / f"runs_{a}.jsonl") for a in order}
+    result = analyse(cfg, entries, infos, failures)
+    result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start)
+    write_results(result, out)
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# analysis (DataFrames)
+# ---------------------------------------------------------------------------------------
+
+
+def chunk_frame(entries: dict) -> pd.DataFrame:
+    """Every served chunk of every run, with its exactness against the solo B0 reference (None: unchecked)."""
+    rows = [r for es in entries.values() for e in es if e.get("kind") == "run" for r in e["rows"]]
+    cols = ["arm", "workload", "sessions", "session", "chunk", "arrival_s", "start_s", "completion_s", "latency_ms",
+            "service_ms", "audio_s", "swap_bytes", "swap_ms", "sha_i16", "sha_mel"]
+    df = pd.DataFrame(rows, columns=cols)
+    refs = pd.DataFrame([e for es in entries.values() for e in es if e.get("kind") == "reference"],
+                        columns=["kind", "session", "chunk", "ref_sha_i16", "ref_sha_mel"]).drop(columns="kind")
+    refs = refs.drop_duplicates(["session", "chunk"])
+    df = df.merge(refs, on=["session", "chunk"], how="left")
+    checked = df["ref_sha_i16"].notna()
+    df["checked"] = checked
+    df["exact_i16"] = (df["sha_i16"] == df["ref_sha_i16"]).where(checked)
+    df["exact_mel"] = (df["sha_mel"] == df["ref_sha_mel"]).where(checked)
+    df["exact"] = (df["exact_i16"].astype("boolean") & df["exact_mel"].astype("boolean"))
+    return df
+
+
+def session_frame(chunks: pd.DataFrame, cadence_s: float = 1.0) -> pd.DataFrame:
+    """One row per (arm, workload, N, session): chunks, p50 / p95 / max latency, cadence held, exactness."""
+    cols = ["arm", "workload", "sessions", "session", "chunks", "p50_chunk_ms", "p95_chunk_ms", "max_chunk_ms",
+            "holds_cadence", "audio_s", "checked_chunks", "exact_chunks"]
+    if chunks.empty:
+        return pd.DataFrame(columns=cols)
+    g = chunks.groupby(["arm", "workload", "sessions", "session"], sort=False)
+    df = g.agg(chunks=("chunk", "size"), p50_chunk_ms=("latency_ms", "median"),
+               p95_chunk_ms=("latency_ms", lambda v: float(np.percentile(v, 95))),
+               max_chunk_ms=("latency_ms", "max"), audio_s=("audio_s", "sum"),
+               checked_chunks=("checked", "sum"),
+               exact_chunks=("exact", lambda v: int(v.fillna(False).sum()))).reset_index()
+    df["holds_cadence"] = df["p95_chunk_ms"] <= cadence_s * 1e3
+    return df[cols]
+
+
+def capacity_frame(cfg: SessionsConfig, entries: dict, sessions: pd.DataFrame, chunks: pd.DataFrame) -> pd.DataFrame:
+    """One row per (arm, workload, N): sessions holding the cadence, worst p95, goodput, peak, OOM / skipped."""
+    rows = []
+    for arm, es in entries.items():
+        for e in es:
+            if e.get("kind") != "run":
+                continue
+            w, n = e["workload"], e["sessions"]
+            s = sessions[(sessions["arm"] == arm) & (sessions["workload"] == w) & (sessions["sessions"] == n)]
+            c = chunks[(chunks["arm"] == arm) & (chunks["workload"] == w) & (chunks["sessions"] == n)]
+            ran = bool(len(c)) and not e.get("oom") and not e.get("skipped")
+            span = max(float(c["completion_s"].max()), float(horizon(cfg, w))) if len(c) else float("nan")
+            swaps = c[c["swap_bytes"] > 0]
+            rows.append(dict(
+                arm=arm, workload=w, sessions=n, oom=bool(e.get("oom")), skipped=e.get("skipped") or "",
+                error=e.get("error", ""), chunks=int(len(c)),
+                sessions_holding=int(s["holds_cadence"].sum()) if ran else 0,
+                all_hold=bool(ran and len(s) and s["holds_cadence"].all()),
+                p95_chunk_ms=float(s["p95_chunk_ms"].max()) if ran else float("nan"),
+                median_chunk_ms=float(c["latency_ms"].median()) if ran else float("nan"),
+                service_ms_median=float(c["service_ms"].median()) if ran else float("nan"),
+                goodput=float(c["audio_s"].sum() / span) if ran else float("nan"),
+                audio_s=float(c["audio_s"].sum()),
+                peak_bytes=e.get("peak_bytes"),
+                peak_MiB=e["peak_bytes"] / 2**20 if e.get("peak_bytes") else float("nan"),
+                state_bytes_per_session=e.get("state_bytes_per_session"),
+                swaps=int(len(swaps)), swap_ms_median=float(swaps["swap_ms"].median()) if len(swaps) else 0.0,
+                swap_bytes_median=float(swaps["swap_bytes"].median()) if len(swaps) else 0.0,
+                checked_chunks=int(c["checked"].sum()), exact_chunks=int(c["exact"].fillna(False).sum()),
+                captures=e.get("captures"), invalidations=e.get("invalidations"), wall_s=e.get("wall_s"),
+            ))
+    return pd.DataFrame(rows)
+
+
+def peak_slope(cap: pd.DataFrame) -> float | None:
+    """Least-squares slope of peak bytes vs N over runs with a measured peak (None under two points)."""
+    d = cap[cap["peak_bytes"].notna() & ~cap["oom"]]
+    if d["sessions"].nunique() < 2:
+        return None
+    return float(np.polyfit(d["sessions"].astype(float), d["peak_bytes"].astype(float), 1)[0])
+
+
+def summarise(cfg: SessionsConfig, cap: pd.DataFrame, chunks: pd.DataFrame, infos: dict) -> dict:
+    granule = 2 * 2**20
+    arms = list(dict.fromkeys(cap["arm"])) if len(cap) else []
+    s: dict = {}
+    max_at = {a: {} for a in arms}
+    for a in arms:
+        for w in cfg.workloads:
+            d = cap[(cap["arm"] == a) & (cap["workload"] == w) & cap["all_hold"]]
+            max_at[a][w] = int(d["sessions"].max()) if len(d) else 0
+        s[f"max_sessions_at_cadence_{a}"] = max_at[a]
+    if "B0" in max_at and "SRc" in max_at:
+        ratio = {w: (max_at["SRc"][w] / max_at["B0"][w] if max_at["B0"].get(w) else None) for w in cfg.workloads}
+        s["sessions_ratio_SRc_over_B0"] = ratio
+        vals = [r for r in ratio.values() if r is not None]
+        s["target_ratio_3x_met"] = bool(vals and len(vals) == len(ratio) and min(vals) >= 3.0)
+    slopes = {a: {w: peak_slope(cap[(cap["arm"] == a) & (cap["workload"] == w)]) for w in cfg.workloads} for a in arms}
+    s["peak_bytes_per_added_session"] = {a: max([v for v in slopes[a].values() if v is not None], default=None)
+                                        for a in arms}
+    s["peak_bytes_per_added_session_by_workload"] = slopes
+    s["state_bytes_per_session"] = {a: (int(cap[cap["arm"] == a]["state_bytes_per_session"].dropna().max())
+                                        if cap[cap["arm"] == a]["state_bytes_per_session"].notna().any() else None)
+                                    for a in arms}
+    s["declared_state_bytes_per_session"] = {a: infos.get(a, {}).get("declared_state_bytes") for a in arms}
+    within = {}
+    for a in arms:
+        slope, declared = s["peak_bytes_per_added_session"][a], s["declared_state_bytes_per_session"][a]
+        if slope is not None and declared:
+            within[a] = bool(slope <= declared + granule)
+    s["added_session_within_declared_state"] = within
+    checked = chunks[chunks["checked"]] if len(chunks) else chunks
+    s["chunks"] = int(len(chunks))
+    s["chunks_checked"] = int(len(checked))
+    s["chunks_exact"] = int(checked["exact"].fillna(False).sum()) if len(checked) else 0
+    s["all_checked_chunks_exact"] = bool(len(checked) and s["chunks_exact"] == len(checked))
+    s["non_exact_by_arm"] = ({a: int((~g["exact"].fillna(True)).sum()) for a, g in checked.groupby("arm")}
+                             if len(checked) else {})
+    srcs = chunks[(chunks["arm"] == "SRc") & (chunks["swap_bytes"] > 0)] if len(chunks) else chunks
+    s["swap_ms_median_SRc"] = float(srcs["swap_ms"].median()) if len(srcs) else None
+    s["swap_bytes_median_SRc"] = float(srcs["swap_bytes"].median()) if len(srcs) else None
+    s["recaptures_after_warmup"] = {a: (i["captures_end"] - i["captures_after_warmup"]) for a, i in infos.items()}
+    s["invalidations"] = {a: i["invalidations_end"] for a, i in infos.items()}
+    return s
+
+
+def analyse(cfg: SessionsConfig, entries: dict, infos: dict, failures: dict) -> dict:
+    chunks = chunk_frame(entries)
+    sessions = session_frame(chunks, cfg.cadence_s)
+    cap = capacity_frame(cfg, entries, sessions, chunks)
+    return dict(summary=summarise(cfg, cap, chunks, infos), capacity=cap.to_dict("records"),
+                arms=infos, failures=failures, _sessions=sessions, _chunks=chunks)
+
+
+def write_results(result: dict, out: Path) -> None:
+    sessions, chunks = result.pop("_sessions"), result.pop("_chunks")
+    (out / "sessions.json").write_text(json.dumps(result, indent=1, default=json_default))
+    sessions.to_csv(out / "sessions.csv", index=False)
+    chunks.to_csv(out / "sessions_chunks.csv", index=False)
+
+
+def table(result: dict) -> str:
+    """The short table printed last."""
+    lines = [f"{'arm':>5} {'workload':>12} {'N':>4} {'hold':>6} {'p95 ms':>8} {'goodput':>8} {'peak MiB':>9} "
+             f"{'swap ms':>8} {'exact':>9}"]
+    for r in result["capacity"]:
+        if r["oom"] or r["skipped"]:
+            lines.append(f"{r['arm']:>5} {r['workload']:>12} {r['sessions']:>4}  "
+                         f"{'OUT OF MEMORY' if r['oom'] else 'skipped: ' + r['skipped']}")
+            continue
+        lines.append(f"{r['arm']:>5} {r['workload']:>12} {r['sessions']:>4} {r['sessions_holding']:>3}/{r['sessions']:<2} "
+                     f"{r['p95_chunk_ms']:8.0f} {r['goodput']:8.2f} {r['peak_MiB']:9.0f} {r['swap_ms_median']:8.2f} "
+                     f"{r['exact_chunks']:>4}/{r['checked_chunks']:<4}")
+    for a, f in result.get("failures", {}).items():
+        lines.append(f"{a:>5} FAILED: {f.strip().splitlines()[-1][:100] if f.strip() else f}")
+    s = result["summary"]
+    lines.append("summary: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items()},
+                                          default=json_default))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------
+
+
+def _ints(text: str) -> tuple:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as e:
+        raise SystemExit(f"--sessions: expected comma-separated integers, got {text!r}") from e
+
+
+def _cli(args) -> int:
+    cfg = SessionsConfig(config=args.config, device=args.device, arms=tuple(args.arms.split(",")),
+                         workloads=tuple(args.workloads.split(",")), sessions=_ints(args.sessions),
+                         speak_seconds=args.speak_seconds, mixed_seconds=args.mixed_seconds,
+                         turn_seconds=args.turn_seconds, prompts=args.prompts, cadence_s=args.cadence,
+                         n_timesteps=args.steps, seed=args.seed, deterministic=not args.unpinned,
+                         processes=not args.inline and args.device != "cpu", time_budget_s=args.time_budget,
+                         out=args.out)
+    res = run_study(cfg, progress=lambda m: print(m, flush=True))
+    print(table(res), flush=True)
+    return 0
+
+
+def add_parser(sub) -> None:
+    t = sub.add_parser("sessions", help="multi-session capacity: N sessions on one device, B0 vs SRc")
+    t.add_argument("--config", choices=["real", "teaching"], default="real")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--arms", default="SRc,B0", help="comma-separated arms (B0 also streams the solo references)")
+    t.add_argument("--workloads", default="mixed,speak_heavy")
+    t.add_argument("--sessions", default="1,2,3,4,6,8,12,16,24,32,48,64", help="session counts N, ascending")
+    t.add_argument("--speak-seconds", type=int, default=3, help="speak_heavy: seconds (chunks per session)")
+    t.add_argument("--mixed-seconds", type=int, default=4, help="mixed: seconds simulated")
+    t.add_argument("--turn-seconds", type=int, default=2, help="mixed: length of a speaking / listening turn")
+    t.add_argument("--prompts", type=int, default=4, help="distinct prompts, taken in turn by the sessions")
+    t.add_argument("--cadence", type=float, default=1.0, help="seconds: p95 chunk latency a session must hold")
+    t.add_argument("--steps", type=int, default=10, help="solver steps")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--time-budget", type=float, default=225.0, help="seconds for the whole study (stops gracefully)")
+    t.add_argument("--inline", action="store_true", help="run the arms in this process (default on a CPU)")
+    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--out", default=default_out("sessions"))
+    t.set_defaults(fn=_cli)
