@@ -1,0 +1,108 @@
+"""Moshi's Mimi adapter on the CPU: declaration, eager stream, replay bookkeeping, the rebinding flag."""
+
+import sys
+
+import pytest
+import torch
+
+from cadencelab.adapters import mimi as M
+from cadencelab.contract import admitted_labels, derive
+
+
+def test_absent_moshi_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(M, "_MOSHI", None)
+    for name in [n for n in sys.modules if n == "moshi" or n.startswith("moshi.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "moshi", None)  # import moshi -> ImportError
+    with pytest.raises(M.MimiUnavailable) as e:
+        M.load_moshi()
+    assert "pip install --no-deps moshi==0.2.13" in str(e.value)
+    assert not M.moshi_available()
+
+
+def test_declaration_catalog_width_one():
+    d = M.declaration()
+    v = derive(d).verdict.set_index("operator")
+    assert set(v.index) == {"encoder_transformer", "decoder_transformer", "encode_frame", "decode_frame"}
+    assert (v["K"] == 1).all() and v["affordable"].all()
+    assert d.clock("samples").ratio == 1920 and d.clock("steps").ratio == 2 and d.clock("frames").rate_hz == 12.5
+    assert admitted_labels(d, "encode_frame") == {(250,) * 8 + (1,)}
+    assert admitted_labels(d, "decode_frame") == {(250,) * 8 + (6, 1)}
+
+
+moshi = pytest.importorskip("moshi", reason=f"moshi not installed: {M.INSTALL_HINT}")
+
+
+@pytest.fixture(scope="module")
+def mimi():
+    return M.build_mimi(0)
+
+
+@pytest.fixture(scope="module")
+def pcm():
+    return M.pcm_stream(4, seed=0)
+
+
+def _run(mimi, pcm, arm, **kw):
+    s = M.MimiStream(mimi, arm, **kw)
+    try:
+        res = M.run_stream(s, pcm)
+        return s, res, M.stream_hashes(res)
+    finally:
+        s.close()
+
+
+@pytest.fixture(scope="module")
+def eager(mimi, pcm):
+    return _run(mimi, pcm, "eager")
+
+
+def test_eager_stream_deterministic_and_codes_vary(mimi, pcm, eager):
+    _, res, h = eager
+    assert _run(mimi, pcm, "eager")[2] == h
+    codes = torch.cat(res.codes, dim=-1)
+    assert codes.shape == (1, 8, 4) and codes.dtype == torch.int64
+    assert codes.any() and len(set(codes.flatten().tolist())) > 8
+    assert torch.cat(res.pcm, dim=-1).shape == (1, 1, 4 * 1920)
+
+
+def test_audit_finds_the_one_rebinding_tensor(mimi):
+    a = M.audit_state_addresses(mimi)
+    assert len(a) == 182 and int(a["stable"].sum()) == 181
+    assert a.loc[~a["stable"], "name"].tolist() == ["downsample.conv.first"]
+    assert mimi._streaming_state is None  # the audit's stream is thrown away
+
+
+def test_replay_bookkeeping_exact_vs_eager(mimi, pcm, eager):
+    s = M.MimiStream(mimi, "replay", backend="eager")
+    try:
+        ptrs = s.pointers()
+        res = M.run_stream(s, pcm)
+        assert M.stream_hashes(res) == eager[2]
+        assert s.pointers() == ptrs  # the anchor keeps downsample.conv.first at one address
+        c = s.counters()
+        assert set(c["engine"]) == {"encode_frame", "decode_frame"}
+        assert (c["status"] == "captured").all() and (c["invalidations"] == 0).all()
+        assert (c["replays"] == 3).all()  # frame 1 is the probe, frames 2-4 replay
+        s.reset()
+        again = M.run_stream(s, pcm)
+        assert M.stream_hashes(again) == eager[2]  # in-place reset: a fresh stream, same addresses
+        assert s.pointers() == ptrs
+    finally:
+        s.close()
+
+
+def test_unpinned_rebinding_fails_closed(mimi):
+    pcm8 = M.pcm_stream(8, seed=0)
+    ref = _run(mimi, pcm8, "eager")[2]
+    s, _, h = _run(mimi, pcm8, "replay", backend="eager", pin_rebound=False, max_invalidations=1)
+    assert h == ref  # every drifted call ran eagerly: outputs stay exact
+    c = s.counters().set_index("engine")
+    assert c.loc["encode_frame", "invalidations"] >= 1
+    assert c.loc["encode_frame", "status"] == "capture_failed" and c.loc["encode_frame", "reason"] == "unstable_addresses"
+    assert any("downsample.conv.first" in e["detail"] for e in s.engines["encode_frame"].events)
+
+
+def test_vendor_graph_arm_on_cpu_is_the_eager_path(mimi, pcm, eager):
+    s, _, h = _run(mimi, pcm, "vendor_graph")
+    assert h == eager[2] and s.vendor_graphs_captured() == 0
