@@ -1,0 +1,208 @@
+"""Token2wav session manager and the ``sessions`` study on the CPU (teaching config, eager replay backend)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import pytest
+import torch
+
+from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
+from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+from cadencelab.adapters.token2wav.sessions import SessionManager, declared_state_bytes
+from cadencelab.bench import sessions as study
+
+SEEDS = (11, 12, 13)
+
+
+def _tokens(i: int, k: int) -> list[int]:
+    g = torch.Generator().manual_seed(100 + i)
+    buf = [4218] * 3 + torch.randint(0, 6561, (25 * 4,), generator=g).tolist()
+    return buf[25 * k: 25 * k + 28]
+
+
+def _digest(pcm: bytes, mel: torch.Tensor) -> tuple[str, str]:
+    return hashlib.sha256(pcm).hexdigest(), hashlib.sha256(mel.float().cpu().numpy().tobytes()).hexdigest()
+
+
+def _runtime(arm: str) -> Token2wavRuntime:
+    flow, hift = build_token2wav(TEACHING, 0, envelope=runtime_envelope(arm))
+    return Token2wavRuntime(flow, hift, "cpu", arm, cfg=TEACHING, backend="eager")
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return [make_prompt(TEACHING, 30 + p) for p in range(2)]
+
+
+@pytest.fixture(scope="module")
+def solo(prompts):
+    """Each session alone through B0: seeded at its turn start, primed, 3 chunks (plus a flush for session 0)."""
+    rt = _runtime("B0")
+    out = {}
+    for i, seed in enumerate(SEEDS):
+        torch.manual_seed(seed)
+        rt.set_stream_cache(prompts[i % 2])
+        for k in range(3):
+            out[i, k] = _digest(rt.stream(_tokens(i, k)), rt.last_mel)
+    return out
+
+
+ORDER = [(2, 0), (0, 0), (1, 0), (0, 1), (0, 2), (2, 1), (1, 1), (2, 2), (1, 2)]
+
+
+@pytest.mark.parametrize("arm", ["B0", "SRc"])
+def test_interleaved_sessions_equal_solo_b0(arm, prompts, solo):
+    m = SessionManager(_runtime(arm))
+    ss = [m.open(i, prompts[i % 2], seed) for i, seed in enumerate(SEEDS)]
+    got = {}
+    for i, k in ORDER:
+        torch.randn(7)  # someone else drawing from the host generator between chunks changes nothing
+        got[i, k] = _digest(m.stream(ss[i], _tokens(i, k)), ss[i].last_mel)
+    assert got == solo
+    assert len(m.swaps) >= 6
+    assert m.invalidations() == 0
+    if arm == "SRc":
+        assert m.rt.counters()["replays"].sum() > 0  # admitted calls went through the shared engines
+
+
+@pytest.mark.parametrize("arm", ["B0", "SRc"])
+def test_forked_sessions_equal_primed_ones(arm, prompts, solo):
+    m = SessionManager(_runtime(arm))
+    templates = [m.open(-1 - p, pr, 0) for p, pr in enumerate(prompts)]
+    ss = [m.fork(templates[i % 2], i, seed) for i, seed in enumerate(SEEDS)]
+    got = {(i, k): _digest(m.stream(ss[i], _tokens(i, k)), ss[i].last_mel) for i, k in ORDER}
+    assert got == solo
+    with pytest.raises(ValueError, match="already open"):
+        m.fork(templates[0], 0, 1)
+    with pytest.raises(ValueError, match="streamed"):
+        m.fork(ss[0], 99, 1)
+
+
+def test_state_isolation_and_declared_bytes(prompts):
+    rt = _runtime("SRc")
+    m = SessionManager(rt)
+    a, b = m.open(0, prompts[0], 1), m.open(1, prompts[1], 2)
+    m.stream(a, _tokens(0, 0))
+    m.park()
+    before = {k: v.clone() for k, v in a.state.items()}
+    host = dict(a.host)
+    for k in range(3):
+        m.stream(b, _tokens(1, k))
+    m.park()
+    assert a.host == host
+    assert all(torch.equal(before[k], a.state[k]) for k in before)  # b's chunks never touched a's snapshot
+    assert not torch.equal(a.state["estimator_att_cache"], b.state["estimator_att_cache"])
+    declared = declared_state_bytes(rt.decl)
+    assert m.declared_state_bytes() == declared
+    spk = rt.spk.numel() * rt.spk.element_size()
+    assert a.state_bytes() == declared + spk + a.rng.nbytes()  # a session holds its declared state, nothing more
+    m.close(a)
+    with pytest.raises(ValueError, match="closed"):
+        m.stream(a, _tokens(0, 1))
+    assert m.state_bytes() == {1: b.state_bytes()}
+
+
+def test_b0_sessions_own_their_solver_views(prompts):
+    rt = _runtime("B0")
+    m = SessionManager(rt)
+    a, b = m.open(0, prompts[0], 1), m.open(1, prompts[1], 2)
+    m.stream(a, _tokens(0, 0))
+    m.stream(b, _tokens(1, 0))  # a was parked: its views of the shared solver buffers were cloned
+    shared = {rt.flow.decoder.att_cache_buffer.untyped_storage().data_ptr(),
+              rt.flow.decoder.cnn_cache_buffer.untyped_storage().data_ptr()}
+    assert all(t.untyped_storage().data_ptr() not in shared for t in a.state.values())
+
+
+def test_schedule_and_workloads():
+    cfg = study.SessionsConfig(device="cpu", config="teaching", mixed_seconds=4, speak_seconds=3)
+    heavy = study.schedule(cfg, "speak_heavy", 4)
+    assert len(heavy) == 12 and heavy[:4] == [(0, 0, 0), (0, 1, 0), (0, 2, 0), (0, 3, 0)]
+    mixed = study.schedule(cfg, "mixed", 8)
+    per_second = [sum(1 for t, _, _ in mixed if t == s) for s in range(4)]
+    assert per_second == [4, 4, 4, 4]  # half the sessions speak in any second
+    assert study.chunks_needed([dict(session=i, chunk=k) for _, i, k in mixed]) == {i: 2 for i in range(8)}
+    # a session's k-th chunk is the same whatever the workload or N
+    assert study.session_chunk(cfg, 3, 1) == study.session_chunk(cfg, 3, 1)
+    assert study.session_chunk(cfg, 3, 1)[:3] != [4218] * 3 and study.session_chunk(cfg, 3, 0)[:3] == [4218] * 3
+    with pytest.raises(ValueError, match="workloads"):
+        study.SessionsConfig(workloads=("bursty",))
+
+
+class _FakeServer:
+    """Chunks take ``service`` s of virtual service each (``slow_service`` from N = ``slow_at``); out of memory from ``oom_at``."""
+
+    arm = "SRc"
+    chunk_s = 0.0
+
+    def __init__(self, cfg, oom_at=None, slow_at=None, service=0.3, slow_service=0.6):
+        self.cfg, self.recovered = cfg, 0
+        self.oom_at, self.slow_at, self.service, self.slow_service = oom_at, slow_at, service, slow_service
+
+    def run(self, workload, n):
+        if self.oom_at is not None and n >= self.oom_at:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (fake)")
+        svc = self.slow_service if self.slow_at is not None and n >= self.slow_at else self.service
+        rows, clock = [], 0.0
+        for t, i, k in study.schedule(self.cfg, workload, n):
+            clock = max(clock, t) + svc
+            rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=float(t),
+                             start_s=clock - svc, completion_s=clock, latency_ms=(clock - t) * 1e3,
+                             service_ms=svc * 1e3, audio_s=1.0, swap_bytes=10, swap_ms=0.1, sha_i16="x", sha_mel="y"))
+        return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=1000 + 100 * n, oom=False,
+                    state_bytes_per_session=100, captures=3, invalidations=0)
+
+    def recover(self):
+        self.recovered += 1
+
+
+def test_out_of_memory_is_a_row_and_the_grid_stops():
+    cfg = study.SessionsConfig(device="cpu", config="teaching", sessions=(1, 2, 3, 4, 6, 8), speak_seconds=2)
+    server, runs = _FakeServer(cfg, oom_at=4), []
+    study.run_grid(server, cfg, "speak_heavy", deadline=1e18, emit=runs.append, progress=lambda m: None)
+    assert [r["sessions"] for r in runs] == [1, 2, 3, 4]  # 3 holds (0.9 s), 4 is out of memory: stop there
+    assert runs[-1]["oom"] and "out of memory" in runs[-1]["error"] and server.recovered == 1
+    refs = [dict(kind="reference", session=i, chunk=k, ref_sha_i16="x", ref_sha_mel="y")
+            for i in range(3) for k in range(2)]
+    res = study.analyse(cfg, {"SRc": [dict(kind="run", **r) for r in runs] + refs}, {}, {})
+    cap = pd.DataFrame(res["capacity"])
+    assert cap.loc[cap["sessions"] == 4, "oom"].item() and cap.loc[cap["sessions"] == 3, "all_hold"].item()
+    assert res["summary"]["max_sessions_at_cadence_SRc"]["speak_heavy"] == 3
+    assert res["summary"]["peak_bytes_per_added_session"]["SRc"] == pytest.approx(100.0)
+    assert res["summary"]["all_checked_chunks_exact"]
+    assert "OUT OF MEMORY" in study.table(dict(res, failures={}))
+
+
+def test_grid_runs_one_point_past_the_break():
+    cfg = study.SessionsConfig(device="cpu", config="teaching", sessions=(1, 2, 3, 4, 6, 8), speak_seconds=2)
+    server, runs = _FakeServer(cfg, slow_at=3), []
+    study.run_grid(server, cfg, "speak_heavy", deadline=1e18, emit=runs.append, progress=lambda m: None)
+    assert [r["sessions"] for r in runs] == [1, 2, 3, 4]  # 3 breaks (1.8 s), 4 shows the break, 6 is not run
+
+
+def test_time_budget_skips_and_says_so():
+    cfg = study.SessionsConfig(device="cpu", config="teaching", sessions=(1, 2), speak_seconds=2)
+    server, runs = _FakeServer(cfg), []
+    server.chunk_s = 1e6
+    study.run_grid(server, cfg, "speak_heavy", deadline=0.0, emit=runs.append, progress=lambda m: None)
+    assert len(runs) == 1 and runs[0]["skipped"].startswith("time budget")
+
+
+def test_bench_smoke_cpu(tmp_path):
+    cfg = study.SessionsConfig(config="teaching", device="cpu", sessions=(1, 2), speak_seconds=1, mixed_seconds=2,
+                               turn_seconds=1, prompts=2, processes=False, time_budget_s=120.0, out=str(tmp_path))
+    res = study.run_study(cfg, progress=lambda m: None)
+    s = res["summary"]
+    assert s["chunks"] > 0 and s["chunks_checked"] == s["chunks"] and s["all_checked_chunks_exact"], s
+    assert set(s["max_sessions_at_cadence_B0"]) == {"mixed", "speak_heavy"}
+    assert s["recaptures_after_warmup"] == {"SRc": 0, "B0": 0}
+    assert s["declared_state_bytes_per_session"]["SRc"] > 0
+    for name in ("sessions.json", "sessions.csv", "sessions_chunks.csv", "runs_SRc.jsonl", "runs_B0.jsonl"):
+        assert (tmp_path / name).exists(), name
+    assert "summary:" in study.table(res).splitlines()[-1]
+    from cadencelab.viz import capacity_lines
+
+    cap = pd.DataFrame(res["capacity"])
+    assert {"arm", "workload", "sessions", "p95_chunk_ms", "peak_MiB", "goodput"} <= set(cap.columns)
+    capacity_lines(cap[cap["workload"] == "speak_heavy"])
