@@ -137,8 +137,12 @@ class MimiArm:
             r.update(arm=self.arm, block=block)
         h = M.stream_hashes(res)
         counters = s.counters()
+        notes = [dict(e) for eng in s.engines.values() for e in eng.events
+                 if e["kind"] in ("capture_failed", "invalidation", "rejected", "refused")][:8]
         return dict(arm=self.arm, block=block, rows=res.rows, peak_bytes=peak, sha_codes=h["codes"], sha_pcm=h["pcm"],
-                    summaries=s.summaries(), vendor_graphs_captured=s.vendor_graphs_captured(),
+                    summaries=s.summaries(), vendor_graphs_captured=s.vendor_graphs_captured(), engine_events=notes,
+                    engine_status={r["engine"]: f"{r['status']} {r['reason']}".strip()
+                                   for r in counters.to_dict("records") if r["status"] != "unclassed"},
                     invalidations=int(counters["invalidations"].sum()) if len(counters) else 0,
                     replays=int(counters["replays"].sum()) if len(counters) else 0)
 
@@ -284,7 +288,8 @@ def analyse_mimi(cfg: CrossArchConfig, blocks: list[dict], failures: dict, setup
                           exact_codes=bool(r and r["sha_codes"] == b["sha_codes"]),
                           exact_pcm=bool(r and r["sha_pcm"] == b["sha_pcm"]),
                           vendor_graphs_captured=b["vendor_graphs_captured"], replays=b["replays"],
-                          invalidations=b["invalidations"], summaries=b["summaries"]))
+                          invalidations=b["invalidations"], summaries=b["summaries"],
+                          engine_status=b["engine_status"], engine_events=b["engine_events"]))
     bdf = pd.DataFrame(brows)
     if not bdf.empty:
         bdf["exact"] = bdf["exact_codes"] & bdf["exact_pcm"]
@@ -318,6 +323,10 @@ def _arm_stats(arm: str, frames: pd.DataFrame, bdf: pd.DataFrame, failures: dict
                setup_s=setup.get(arm, {}).get("setup_s"), rebinding=setup.get(arm, {}).get("rebinding"))
     if len(t):
         row["replay"] = t.iloc[-1]["summaries"]
+        row["engine_status"] = t.iloc[-1]["engine_status"]
+    events = [e for evs in bdf[bdf["arm"] == arm]["engine_events"] for e in evs]
+    if events:
+        row["engine_events"] = events[:8]
     if arm in failures:
         row["failed"] = failures[arm]
     return row
