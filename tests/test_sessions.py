@@ -131,7 +131,7 @@ def test_schedule_and_workloads():
 
 
 class _FakeServer:
-    """Chunks take ``service`` s of virtual service each (``slow_service`` from N = ``slow_at``); out of memory from ``oom_at``."""
+    """Chunks take ``service`` s of virtual service (``slow_service`` from N = ``slow_at``); OOM from ``oom_at``."""
 
     arm = "SRc"
     chunk_s = 0.0

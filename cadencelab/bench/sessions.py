@@ -632,7 +632,8 @@ def table(result: dict) -> str:
             lines.append(f"{r['arm']:>5} {r['workload']:>12} {r['sessions']:>4}  "
                          f"{'OUT OF MEMORY' if r['oom'] else 'skipped: ' + r['skipped']}")
             continue
-        lines.append(f"{r['arm']:>5} {r['workload']:>12} {r['sessions']:>4} {r['sessions_holding']:>3}/{r['sessions']:<2} "
+        hold = f"{r['sessions_holding']:>3}/{r['sessions']:<2}"
+        lines.append(f"{r['arm']:>5} {r['workload']:>12} {r['sessions']:>4} {hold} "
                      f"{r['p95_chunk_ms']:8.0f} {r['goodput']:8.2f} {r['peak_MiB']:9.0f} {r['swap_ms_median']:8.2f} "
                      f"{r['exact_chunks']:>4}/{r['checked_chunks']:<4}")
     for a, f in result.get("failures", {}).items():
