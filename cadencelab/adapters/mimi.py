@@ -246,19 +246,30 @@ def state_tensors(mimi) -> list[StateRef]:
 def audit_state_addresses(mimi, frames: int = 2) -> pd.DataFrame:
     """Run ``frames`` eager frames on a throwaway stream; one row per state tensor: does it keep its address?
 
-    Columns: name, module, field, shape, dtype, bytes, stable. Leaves ``mimi`` not streaming.
+    A field is stable when, after *every* frame, it is still the same tensor object at the same
+    address. Comparing only the first and last address is not enough on CUDA: a field rebound each
+    frame can ping-pong between two cached blocks and land back on its first address after an even
+    number of frames (seen on an H200 with ``frames=2``). Columns: name, module, field, shape,
+    dtype, bytes, stable, rebinds (frames after which the field was another tensor). Leaves ``mimi``
+    not streaming.
     """
     set_vendor_graphs(False)
     dev = next(mimi.parameters()).device
     with mimi.streaming(1):
         refs = state_tensors(mimi)
-        before = [r.get().data_ptr() for r in refs]
+        first = [r.get() for r in refs]
+        ptrs = [t.data_ptr() for t in first]
+        rebinds = [0] * len(refs)
         pcm = torch.zeros(1, 1, FRAME_SAMPLES, device=dev)
         for _ in range(frames):
             mimi.decode(mimi.encode(pcm))
+            for i, r in enumerate(refs):
+                t = r.get()
+                if t is not first[i] or t.data_ptr() != ptrs[i]:
+                    rebinds[i] += 1
         rows = [dict(name=r.name, module=r.module, field=".".join(r.path), shape=tuple(r.get().shape),
                      dtype=str(r.get().dtype).replace("torch.", ""), bytes=r.get().numel() * r.get().element_size(),
-                     stable=r.get().data_ptr() == p) for r, p in zip(refs, before)]
+                     stable=n == 0, rebinds=n) for r, n in zip(refs, rebinds)]
     return pd.DataFrame(rows)
 
 
