@@ -564,6 +564,20 @@ def peak_slope(cap: pd.DataFrame) -> float | None:
     return float(np.polyfit(d["sessions"].astype(float), d["peak_bytes"].astype(float), 1)[0])
 
 
+def capacity_bounds(cap: pd.DataFrame, max_at: dict, workloads) -> dict:
+    """Per arm and workload: "exact" when a run above the maximum was measured and broke (some
+    session missed the cadence, or out of memory), "lower_bound" when the sweep ended without a
+    break (grid exhausted, or the next N skipped for the time budget)."""
+    out: dict = {}
+    for a, per in max_at.items():
+        out[a] = {}
+        for w in workloads:
+            d = cap[(cap["arm"] == a) & (cap["workload"] == w) & (cap["sessions"] > per.get(w, 0))]
+            broke = d[(d["oom"]) | ((d["skipped"].fillna("") == "") & ~d["all_hold"].fillna(False).astype(bool))]
+            out[a][w] = "exact" if len(broke) else "lower_bound"
+    return out
+
+
 def summarise(cfg: SessionsConfig, cap: pd.DataFrame, chunks: pd.DataFrame, infos: dict) -> dict:
     granule = 2 * 2**20
     arms = list(dict.fromkeys(cap["arm"])) if len(cap) else []
@@ -574,6 +588,7 @@ def summarise(cfg: SessionsConfig, cap: pd.DataFrame, chunks: pd.DataFrame, info
             d = cap[(cap["arm"] == a) & (cap["workload"] == w) & cap["all_hold"]]
             max_at[a][w] = int(d["sessions"].max()) if len(d) else 0
         s[f"max_sessions_at_cadence_{a}"] = max_at[a]
+    s["capacity_bound"] = capacity_bounds(cap, max_at, cfg.workloads)
     if "B0" in max_at and "SRc" in max_at:
         ratio = {w: (max_at["SRc"][w] / max_at["B0"][w] if max_at["B0"].get(w) else None) for w in cfg.workloads}
         s["sessions_ratio_SRc_over_B0"] = ratio
