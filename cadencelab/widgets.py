@@ -322,6 +322,11 @@ class RulesPanel:
 
     # -- the model behind the widgets ------------------------------------------------------
     @property
+    def live(self) -> bool:
+        """True when the numbers are measured on this machine (a ``measure`` function is set)."""
+        return self.measure is not None
+
+    @property
     def arm(self) -> str:
         s = self.state
         return arm_for(s["state_rule"], s["replay"], s["granularity"])

@@ -442,3 +442,28 @@ def test_signed_zero_scalars_are_distinct_classes():
     pos, *_ = signature((0.0,), {}, [])
     neg, *_ = signature((-0.0,), {}, [])
     assert pos != neg
+
+
+def test_cuda_backend_never_captures_host_tensors():
+    # A CUDA graph replays device work only; host tensors would be frozen at capture. An engine
+    # created with backend "cuda" (simulated here: the flag is flipped on a CPU machine) rejects
+    # such a class and runs it eagerly; one created with "auto" falls back to eager bookkeeping.
+    x = torch.arange(6.0).reshape(2, 3)
+
+    def f(t):
+        return t * 2 + 1
+
+    explicit = ExactShapeReplay(f, "explicit", backend="eager")
+    explicit.backend, explicit._auto = "cuda", False
+    for _ in range(3):
+        assert torch.equal(explicit(x), f(x))
+    c = explicit.counters().iloc[0]
+    assert c["status"] == "rejected" and c["reason"] == "host_tensors" and c["replays"] == 0
+
+    auto = ExactShapeReplay(f, "auto", backend="eager")
+    auto.backend, auto._auto = "cuda", True
+    for _ in range(3):
+        assert torch.equal(auto(x), f(x))
+    assert auto.backend == "eager"
+    c = auto.counters().iloc[0]
+    assert c["status"] == "captured" and c["replays"] == 2

@@ -107,6 +107,25 @@ def test_device_randomness_is_admitted_bit_exactly(cfg):
     assert set(classed["rng"]) == {"device"} and int(cert.counters["replays"].sum()) == 4
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("backend", ["auto", "cuda"])
+def test_a_cpu_model_on_a_gpu_machine_is_never_captured_into_a_cuda_graph(cfg, backend):
+    # Found running the notebooks live on an H200: a CPU model with backend "auto" was captured into
+    # CUDA graphs that replayed nothing. "auto" now keeps the eager backend's bookkeeping for host
+    # tensors, and an explicit "cuda" rejects the class (host_tensors) -- both exact.
+    model, stream = _model(cfg), teaching.make_stream(cfg)
+    ref = teaching.TeachingRuntime(model, state_rule=False).run(stream)
+    rt = teaching.TeachingRuntime(model, replay=True, backend=backend)
+    run = rt.run(stream)
+    assert teaching.bit_exact(ref, run)["equal"].all()
+    c = rt.counters()
+    if backend == "auto":
+        assert rt.engine.backend == "eager" and int(c["replays"].sum()) > 0
+    else:
+        assert set(c.loc[c["status"] == "rejected", "reason"]) >= {"host_tensors"}
+        assert int(c["replays"].sum()) == 0
+
+
 def test_audit_agrees_and_a_wrong_layout_is_caught_where_it_diverges(cfg):
     model, stream = _model(cfg), teaching.make_stream(cfg)
     good = ShadowAuditor()

@@ -146,7 +146,8 @@ class ExactShapeReplay:
 
     fn:            the callable; host-side bookkeeping must live outside it (it does not run on replay).
     name:          for counters and logs.
-    backend:       "cuda", "eager", or "auto" (cuda when available).
+    backend:       "cuda", "eager", or "auto" (cuda when available; eager bookkeeping when the first call
+                   brings host tensors only). On "cuda" a class with host tensors is rejected (host_tensors).
     catalog:       admissible class labels (from the declaration); None admits any signature.
     classify:      ``classify(*args, **kwargs) -> label`` mapping a call to its catalog label.
     owners:        contract-owned buffers (or a callable returning them); inputs that are views
@@ -177,6 +178,7 @@ class ExactShapeReplay:
         max_invalidations: int = 3,
         strict: bool = False,
     ):
+        self._auto = backend == "auto"
         if backend == "auto":
             backend = "cuda" if torch.cuda.is_available() else "eager"
         if backend not in ("cuda", "eager"):
@@ -291,6 +293,8 @@ class ExactShapeReplay:
                          self.name, describe(key), label, self._nearest(key))
             elif sum(c.status == CAPTURED for c in self.classes.values()) >= self.max_classes:
                 cls.status, cls.reason = REJECTED, "catalog_full"
+            elif self.backend == "cuda":
+                self._check_devices(cls, leaves)
         cls.hits += 1
         if cls.status == CAPTURED:
             bad = self._drift(cls, leaves, aliased)
@@ -308,6 +312,24 @@ class ExactShapeReplay:
         if cls.status in (REJECTED, FAILED):
             return self._eager(cls, cls.reason, args, kwargs)
         return self._probe_and_capture(cls, args, kwargs, structure, leaves, aliased)
+
+    def _check_devices(self, cls: ClassState, leaves) -> None:
+        """A CUDA graph replays device work only: host tensors among the arguments or regions would be
+        read once, at capture, and frozen. With ``backend="auto"`` and no CUDA tensor at all the engine
+        switches to the eager backend's bookkeeping (a CPU model on a GPU machine); a mix of host and
+        device tensors rejects the class (``host_tensors``, eager, counted)."""
+        tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
+        tensors += list(self.write_through().values())
+        host = [t for t in tensors if not t.is_cuda]
+        if not host:
+            return
+        if self._auto and len(host) == len(tensors) and not any(c.status == CAPTURED for c in self.classes.values()):
+            self.backend = "eager"
+            log.info("%s: backend 'auto' on host tensors: using the eager backend's bookkeeping", self.name)
+            return
+        cls.status, cls.reason = REJECTED, "host_tensors"
+        log.warning("%s: class %r has %d host tensor(s) among %d; a CUDA graph cannot replay them: eager",
+                    self.name, cls.label, len(host), len(tensors))
 
     def _drift(self, cls: ClassState, leaves, aliased) -> str:
         ptrs = tuple(v.data_ptr() for v, a in zip(leaves, aliased) if a is not None)
