@@ -305,7 +305,9 @@ class RulesPanel:
     """
 
     def __init__(self, data: pd.DataFrame | None = None, condition: str = "pinned",
-                 measure: Callable[[int], pd.DataFrame] | None = None, arms=PANEL_ARMS, build: bool = True):
+                 measure: Callable[[int], pd.DataFrame] | None = None, arms=PANEL_ARMS, build: bool = True,
+                 fallback: pd.DataFrame | None = None):
+        self.fallback = fallback  # recorded rows for arms a live run could not measure
         self.frames: dict[int, pd.DataFrame] = {}
         frame = data if data is not None else _rules_frame(condition)
         require_columns(frame, ["arm", "lat_ms", "peak_MiB"], "rules_panel")
@@ -365,14 +367,23 @@ class RulesPanel:
         """The chosen arm's recorded (or live) numbers and where they come from."""
         frame, measured_at, note = self.frame()
         rows = frame[frame["arm"] == self.arm]
+        source = frame.attrs.get("source", self.source)
         if rows.empty:
-            raise KeyError(f"rules_panel: arm {self.arm} is not in the data (arms: {sorted(frame['arm'])})")
+            why = frame.attrs.get("failed", {}).get(self.arm)
+            fb = self.fallback
+            if fb is None or int(fb.attrs.get("n_steps", -1)) != measured_at or not (fb["arm"] == self.arm).any():
+                raise KeyError(f"rules_panel: arm {self.arm} is not in the data (arms: {sorted(frame['arm'])})"
+                               + (f"; its live run failed: {why}" if why else ""))
+            rows = fb[fb["arm"] == self.arm]
+            source = fb.attrs.get("source", "recorded data")
+            note = (note + "; " if note else "") + (f"the live run of {self.arm} failed ({why or 'no result'}); "
+                                                    f"showing the recorded value")
         r = rows.iloc[0]
         out = dict(arm=self.arm, lat_ms=float(r["lat_ms"]), peak_MiB=float(r["peak_MiB"]),
                    exact=bool(r.get("exact", True)), exact_blocks=r.get("exact_blocks"), blocks=r.get("blocks"),
                    latency_delta=r.get("latency_delta"), peak_delta=r.get("peak_delta"),
                    replay=r.get("replay") or {}, measured_at_steps=measured_at,
-                   source=frame.attrs.get("source", self.source), note=note)
+                   source=source, note=note)
         out.update(self.derived())
         return out
 
@@ -474,7 +485,11 @@ def rules_panel(data: pd.DataFrame | None = None, condition: str = "pinned", liv
     """The rules panel over the recorded factorial (``live=True``: measured on this GPU instead)."""
     if live:
         first = live_factorial(**live_kw)
-        return RulesPanel(first, measure=lambda steps: live_factorial(n_steps=steps, **live_kw))
+        try:
+            fallback = _rules_frame(condition)
+        except FileNotFoundError:
+            fallback = None
+        return RulesPanel(first, measure=lambda steps: live_factorial(n_steps=steps, **live_kw), fallback=fallback)
     return RulesPanel(data, condition)
 
 
@@ -496,9 +511,10 @@ def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R"
     cfg = StudyConfig(config=config, device="cuda", arms=tuple(arms), blocks=blocks, chunks_per_turn=chunks_per_turn,
                       n_timesteps=n_steps, profile=False, out=out or tempfile.mkdtemp(prefix="cadencelab-live-"))
     res = run_study(cfg, progress=progress or (lambda *_: None))
-    rows = []
+    rows, failed = [], {}
     for a, r in res["arms"].items():
         if r.get("failed"):
+            failed[a] = str(r["failed"])[:300]
             continue
         rows.append(dict(arm=a, lat_ms=r["steady_latency_ms_median"], peak_MiB=r["peak_MiB_median"],
                          exact=bool(r["exact"]), exact_blocks=r["exact_blocks"], blocks=r["blocks"],
@@ -506,6 +522,7 @@ def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R"
                          replay=r.get("replay") or {}))
     df = pd.DataFrame(rows)
     df.attrs["n_steps"] = n_steps
+    df.attrs["failed"] = failed
     df.attrs["source"] = f"live on {torch.cuda.get_device_name()} ({config} config, {blocks} block(s))"
     return df
 

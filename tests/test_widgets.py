@@ -86,6 +86,23 @@ def test_rules_panel_uses_a_live_measurement_for_other_steps():
     assert calls == [5]  # cached
 
 
+def test_rules_panel_shows_the_recorded_value_when_a_live_arm_failed():
+    # Found running notebook 5 live on the H200: one arm's live run failed and the panel raised.
+    live = _toy_frame()
+    live = live[live["arm"] != "R"].reset_index(drop=True)
+    live.attrs.update(n_steps=10, failed={"R": "block timeout"}, source="live")
+    recorded = _toy_frame()
+    recorded.attrs.update(n_steps=10, source="recorded on an H200")
+    p = widgets.RulesPanel(live, measure=lambda steps: live, build=False, fallback=recorded)
+    q = p.set(state_rule=False, replay=True, granularity="step")
+    assert q["arm"] == "R" and q["source"] == "recorded on an H200"
+    assert "live run of R failed (block timeout)" in q["note"]
+    assert p.set(state_rule=True, replay=True, granularity="chunk")["source"] == "live"
+    with pytest.raises(KeyError, match="block timeout"):
+        widgets.RulesPanel(live, measure=lambda steps: live, build=False).set(
+            state_rule=False, replay=True, granularity="step")
+
+
 def test_rules_panel_widgets_drive_the_callbacks():
     p = widgets.rules_panel()  # the recorded H200 factorial
     rec = data.pareto_frame("pinned").set_index("arm")
