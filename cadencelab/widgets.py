@@ -62,13 +62,15 @@ def _html_table(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> str:
 # =======================================================================================
 
 
-def anatomy_frame(condition: str = "pinned", arms=("B0", "SRc")) -> pd.DataFrame:
+def anatomy_frame(condition: str = "pinned", arms=("B0", "SRc"), compose: bool | None = None) -> pd.DataFrame:
     """Waterfall rows of one duplex second: the paper's anatomy, then the H200 recordings.
 
     Columns stage, start_ms, dur_ms, source (plus origin: "paper", "recorded", "composed").
-    When a recorded duplex second exists (``data.duplex_second``) its top-level stages are used;
-    otherwise each arm is *composed*: the paper's earlier stages (842 ms, stock) followed by the
-    Token2wav synthesis segment recorded on the H200 for that arm (steady-chunk median). The
+    ``compose=None``: when a recorded duplex second exists (``data.duplex_second``) its top-level
+    stages are used, otherwise each arm is composed. ``compose=True``: each arm is *composed*: the
+    paper's earlier stages (842 ms, stock) followed by the Token2wav synthesis segment recorded on
+    the H200 for that arm (steady-chunk median), which isolates what the two rules change.
+    ``compose=False``: the recorded second only (FileNotFoundError when there is none). The
     ``source`` label says which: "H200 <arm> (recorded)" or "H200 <arm> (composed)".
     """
     from . import data
@@ -76,10 +78,13 @@ def anatomy_frame(condition: str = "pinned", arms=("B0", "SRc")) -> pd.DataFrame
     paper = data.paper_duplex_second("anatomy")
     rows = [dict(stage=r.stage, start_ms=float(r.start_ms), dur_ms=float(r.dur_ms), source="paper (stock)",
                  origin="paper") for r in paper.itertuples()]
-    try:
-        measured = data.duplex_second(condition)
-    except FileNotFoundError:
-        measured = None
+    measured = None
+    if compose is not True:
+        try:
+            measured = data.duplex_second(condition)
+        except FileNotFoundError:
+            if compose is False:
+                raise
     if measured is not None and len(measured):
         top = measured[measured.get("parent", pd.Series("", index=measured.index)).fillna("") == ""]
         for arm in [a for a in arms if a in set(top["arm"])]:

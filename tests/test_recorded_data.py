@@ -202,3 +202,28 @@ def test_soak_chunks_agree_with_the_summary():
     assert len(turns) == s["turns"] and int(turns["calls"].sum()) == s["chunks"]
     fig = viz.soak_panel(df)
     assert isinstance(fig, go.Figure) and "1800/1800" in fig.layout.title.text
+
+
+# ----------------------------------------------------------------------------------------------
+# the duplex second
+# ----------------------------------------------------------------------------------------------
+
+
+def test_recorded_duplex_second():
+    med = data.duplex_second()
+    assert {"backbone", "speech_decoder", "synthesis", "flow", "vocoder"} <= set(med["stage"])
+    syn = med[med["stage"] == "synthesis"].set_index("arm")["dur_ms"]
+    assert syn["SRc"] < 0.5 * syn["B0"]
+    res = data.load_json("h200/duplex_second.json")
+    for arm, s in res["summary"].items():
+        n = int(s["pcm_equal_seconds"].split("/")[1])
+        assert s["pcm_equal_seconds"] == f"{n}/{n}" and s["pcm_equal_to"] == "B0"
+    assert res["provenance"]["gpu"].startswith("NVIDIA") and res["provenance"]["git_commit"]
+    secs = data.duplex_seconds()
+    assert secs["warmup"].any() and (~secs["warmup"]).sum() > 0
+
+
+@pytest.mark.parametrize("arm", ["B0", "SRc"])
+def test_recorded_duplex_trace(arm):
+    tr = data.recorded_trace(arm, kind="duplex")
+    assert isinstance(tr, Trace) and len(tr.kernels) > 0

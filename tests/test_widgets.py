@@ -187,6 +187,9 @@ def test_anatomy_frame_paper_and_h200():
         assert srcs["end_ms"] == pytest.approx(842 + fac.loc["SRc", "steady_latency_ms_median"])
     assert srcs["end_ms"] < b0["end_ms"]
     assert isinstance(viz.waterfall(f), go.Figure)
+    c = widgets.overrun_table(widgets.anatomy_frame(compose=True)).set_index("source")
+    assert c.loc["H200 B0 (composed)", "end_ms"] == pytest.approx(842 + fac.loc["B0", "steady_latency_ms_median"])
+    assert c.loc["H200 SRc (composed)", "end_ms"] == pytest.approx(842 + fac.loc["SRc", "steady_latency_ms_median"])
 
 
 def test_anatomy_frame_prefers_a_recorded_second(tmp_path, monkeypatch):
