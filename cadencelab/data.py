@@ -15,6 +15,11 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
     soak_summary() / soak_chunks() / soak_turns()
                                   the 1,800-chunk SRc soak against B0 (data/h200/soak.json + soak_chunks.csv.gz)
+    sessions_summary() / sessions_capacity(workload) / sessions_per_session()
+                                  N Token2wav sessions on one GPU, B0 vs SRc (data/h200/sessions.json)
+    mimi_summary() / mimi_arms()  Moshi's Mimi: eager vs the vendor's CUDA graphs vs generic replay
+    freeze_summary() / freeze_paths()
+                                  the Freeze-Omni-style decoder: overlap recompute vs carry (vs replay)
 
 ``condition`` is "pinned" (cuDNN / cuBLAS kernel selection pinned in every arm, the bitwise gate's
 precondition) or "unpinned" (the stock kernel selection). A missing file raises
@@ -36,6 +41,8 @@ __all__ = [
     "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
     "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "recorded_trace",
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
+    "sessions_summary", "sessions_capacity", "sessions_per_session",
+    "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths",
 ]
 
 DATA_ENV = "CADENCELAB_DATA"
@@ -57,6 +64,15 @@ DATASETS = {
     "soak": ("h200/soak.json",
              "python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda --out DIR  (on a CUDA "
              "machine), then copy DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it", ""),
+    "sessions": ("h200/sessions.json",
+                 "python -m cadencelab.bench sessions --device cuda --out DIR  (on a CUDA machine), then copy "
+                 "DIR/sessions.json to {path} and gzip DIR/sessions.csv beside it", ""),
+    "mimi": ("h200/moshi_mimi.json",
+             "python -m cadencelab.bench crossarch --device cuda --models mimi --out DIR  (on a CUDA machine, moshi "
+             "installed), then copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it", ""),
+    "freeze": ("h200/freeze_style.json",
+               "python -m cadencelab.bench crossarch --device cuda --models freeze --out DIR  (on a CUDA machine), "
+               "then copy DIR/freeze_style.json to {path} and gzip its chunks CSV beside it", ""),
 }
 _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2.1 and §4.3, figures as published; "
                  "see data/paper/README.md")
@@ -370,3 +386,74 @@ def soak_chunks() -> pd.DataFrame:
     if missing:
         raise ValueError(f"{p}: missing columns {missing}")
     return df
+
+
+# ---------------------------------------------------------------------------------------
+# multi-session capacity (data/h200/sessions.json + sessions.csv.gz)
+# ---------------------------------------------------------------------------------------
+
+
+def _result(kind: str) -> tuple[dict, str, str | None]:
+    rel, how = _dataset(kind)
+    return load_json(rel, how), rel, how
+
+
+def sessions_summary() -> dict:
+    """The capacity study's headline: max_sessions_at_cadence_B0 / _SRc per workload (with
+    ``capacity_bound``: "exact" or "lower_bound"), their ratio, peak bytes per added session against
+    the declared state bytes, exactness counts, swap cost."""
+    obj, rel, _ = _result("sessions")
+    return dict(_need(obj, "summary", rel))
+
+
+def sessions_capacity(workload: str | None = None) -> pd.DataFrame:
+    """One row per (arm, workload, N): sessions_holding, all_hold, p95_chunk_ms, goodput, peak_MiB,
+    oom, skipped, exact_chunks/checked_chunks, swaps. ``workload`` filters ("mixed", "speak_heavy")."""
+    obj, rel, _ = _result("sessions")
+    df = pd.DataFrame(_need(obj, "capacity", rel))
+    if workload is not None:
+        if workload not in set(df["workload"]):
+            raise ValueError(f"{rel}: no workload {workload!r} (workloads: {sorted(set(df['workload']))})")
+        df = df[df["workload"] == workload]
+    return df.reset_index(drop=True)
+
+
+def sessions_per_session() -> pd.DataFrame:
+    """One row per (arm, workload, N, session): chunks, p50/p95/max chunk ms, holds_cadence, exactness."""
+    _, rel, how = _result("sessions")
+    return pd.read_csv(data_path(Path(rel).parent / "sessions.csv.gz", how))
+
+
+# ---------------------------------------------------------------------------------------
+# cross-architecture (data/h200/moshi_mimi.json, freeze_style.json)
+# ---------------------------------------------------------------------------------------
+
+
+def mimi_summary() -> dict:
+    """Mimi: speedup of the vendor's CUDA graphs and of generic replay vs eager, vendor_speedup_recovered,
+    peaks, exact_blocks / total_blocks."""
+    obj, rel, _ = _result("mimi")
+    return dict(_need(obj, "summary", rel))
+
+
+def mimi_arms() -> pd.DataFrame:
+    """One row per Mimi arm (eager, vendor_graph, replay): per-frame latency, speedup, peak, exactness."""
+    obj, rel, _ = _result("mimi")
+    keep = ["arm", "latency_ms_median", "latency_ms_p95", "encode_ms_median", "decode_ms_median", "speedup_vs_eager",
+            "peak_MiB_median", "exact_blocks", "blocks", "vendor_graphs_captured", "replays_per_block",
+            "invalidations", "rebinding"]
+    rows = [{k: a.get(k) for k in keep} for a in _need(obj, "arms", rel).values()]
+    return pd.DataFrame(rows)
+
+
+def freeze_summary() -> dict:
+    """The Freeze-Omni-style decoder: speedups, peaks, state bytes, exact blocks, the overlap control's max|d|."""
+    obj, rel, _ = _result("freeze")
+    return dict(_need(obj, "summary", rel))
+
+
+def freeze_paths() -> pd.DataFrame:
+    """One row per streaming path (overlap_recompute, carry, carry_replay, full_history): steady latency,
+    peak, state bytes, exactness against the full-history reference, role."""
+    obj, rel, _ = _result("freeze")
+    return pd.DataFrame(list(_need(obj, "paths", rel).values()))

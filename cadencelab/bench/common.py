@@ -25,6 +25,11 @@ def git_commit() -> str:
     return os.environ.get("CADENCELAB_COMMIT") or (head if len(head) == 40 else "")
 
 
+def git_changes(limit: int = 10) -> list[str]:
+    """``git status --porcelain`` lines (at most ``limit``): what made a run's tree differ from its commit."""
+    return [line for line in git("status", "--porcelain").splitlines() if line.strip()][:limit]
+
+
 def json_default(o):
     """``json.dumps(default=...)`` for numpy scalars; anything else becomes its string."""
     if isinstance(o, np.integer):

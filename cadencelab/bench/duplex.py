@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import git, git_commit, json_default
+from .common import git_changes, git_commit, json_default
 from .token2wav import default_out
 
 # ---------------------------------------------------------------------------------------
@@ -90,7 +90,7 @@ def provenance(cfg: DuplexStudyConfig, models=None) -> dict:
         versions = {}
     return dict(
         git_commit=commit, git_commit_source="CADENCELAB_COMMIT" if os.environ.get("CADENCELAB_COMMIT") else "git rev-parse",
-        git_dirty=bool(git("status", "--porcelain")),
+        git_dirty=bool(git_changes()), git_changes=git_changes(),
         gpu=torch.cuda.get_device_name(torch.device(cfg.device)) if cuda else None,
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(), **versions,
         threads=torch.get_num_threads(),

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import git, git_commit, json_default
+from .common import git_changes, git_commit, json_default
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -319,7 +319,7 @@ def provenance(cfg: StudyConfig) -> dict:
     except Exception:
         minicpmo = None
     return dict(git_commit=git_commit(),
-                git_dirty=bool(git("status", "--porcelain")), gpu=gpu, torch=torch.__version__,
+                git_dirty=bool(git_changes()), git_changes=git_changes(), gpu=gpu, torch=torch.__version__,
                 cuda=torch.version.cuda, python=platform.python_version(), minicpmo=minicpmo,
                 date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
                 determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
