@@ -1,0 +1,388 @@
+"""EXPERIMENTAL: cross-session batched Token2wav (B sessions' chunks in one call), eager and replayed.
+
+Not part of the paper's factorial (the paper leaves cross-session batching open); nothing in
+the bench, the recorded data or the arms table uses it. What it is:
+
+* **batched eager path** (:meth:`BatchedToken2wav.stream` with ``replay=False``): the chunks
+  of B sessions in the same shape class (same carry extents, same chunk frames, same
+  ``last_chunk``) are stacked along the batch dimension and synthesised in one flow call and
+  one vocoder call. Per-session state is the stock state (the ``stream_cache`` dict and the
+  HiFT cache dict of B0), gathered into stacked tensors before the call and scattered back
+  after it (eager copies outside any graph).
+* **batched replay** (``replay=True``): the same two calls through
+  :class:`~cadencelab.replay.ExactShapeReplay`, with the batch size as part of the class
+  label. The session count is a declared dimension (:data:`SESSIONS`, admitted sizes
+  ``batch_sizes``, default {1, 2, 4, 8}); the catalog is ``{(B,) + label}`` over the declared
+  sizes and the Token2wav declaration's admitted flow / vocoder labels, so there is one graph
+  per (class, B). A batch size outside the declared set is refused by the catalog
+  (``outside_catalog``: eager, counted, exact).
+
+Exactness reference: the **batched eager path**. Batched replay is bit-identical to it
+(``torch.equal`` on mel and PCM; tests/test_batched_sessions.py on CPU with the eager backend,
+and a CUDA test for graphs). Against each session run alone through B0 nothing is promised:
+
+* the flow's arithmetic is row-independent, but batching changes GEMM / attention / conv
+  shapes (M = 2B instead of 2 rows), so kernels may pick other blockings or reduction orders
+  and the bits may differ from the solo run (:func:`compare_to_solo` reports it, it gates
+  nothing; B = 1 is bit-identical to B0 by construction);
+* HiFT draws its sine-source noise from the device's default generator with batch-shaped
+  draws (``torch.rand(B, H)``, ``randn_like`` of (B, L, H)): a batch consumes one stream of
+  random numbers for all its rows, so a session's noise differs from its solo draws. The
+  batch's draws come from the default generators as the caller leaves them.
+
+Batch-1 assumptions in the vendor flow that this module works around (the vendor code is not
+changed; the solver and the DiT chunk call are restated here with explicit workspaces, op for op):
+
+* ``CausalConditionalCFM.forward_chunk`` slices the start noise as ``rand_noise[:, :, o:o+T]``
+  (batch 1) and ``solve_euler_chunk`` builds the CFG input with ``x.repeat(2, 1, 1)`` and the
+  time with ``t.repeat(2)``: the noise is expanded to B rows (every session starts from the
+  same constant noise at the same offset, as it does solo) and the time repeated 2B times;
+* the solver's and the DiT's cache buffers have a batch of 2 (one CFG pair): per batch size B
+  this module owns workspaces with 2B rows, passed explicitly (``blocks_forward_chunk`` takes
+  its output buffers as arguments), so the modules' own buffers are untouched;
+* the CFG layout of the stacked estimator caches is ``[cond_1 .. cond_B, uncond_1 .. uncond_B]``
+  (``x.repeat(2, 1, 1)`` / ``torch.cat([mu, 0])`` / ``.chunk(2)``), so a session's (2, ...) rows
+  are interleaved into rows b and B + b on gather and taken back from there on scatter.
+
+Everything else is batch-generic: the speaker projection, the conformer encoder with its conv
+and attention caches (no masks, a broadcast position encoding), HiFT (f0 predictor, source,
+decode; the iSTFT runs after the core, eagerly, as in the replay arms), the crossfade.
+
+Priming (``open``) runs solo through the vendor ``setup_cache``, as B0 does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ...contract import Clock, admitted_labels
+from ...replay import ExactShapeReplay
+from .runtime import _cfg_of, chunk_frames, declaration_for, make_constants_device_resident
+from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
+from .vendor import PromptState, Token2wavConfig
+
+__all__ = ["SESSIONS", "DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
+           "compare_to_solo"]
+
+SESSIONS = Clock("sessions", "session", fixed=True)
+"""The session count of a batched call, declared like a clock: a fixed set of admitted sizes, no rate."""
+
+DEFAULT_BATCH_SIZES = (1, 2, 4, 8)
+
+
+def batched_catalog(decl, operator: str, batch_sizes: Sequence[int]) -> set[tuple]:
+    """Labels ``(B,) + label`` for every declared batch size and every admitted label of ``operator``."""
+    return {(int(b),) + lab for b in batch_sizes for lab in admitted_labels(decl, operator)}
+
+
+@dataclass
+class BatchedSession:
+    """One stream's stock state (B0's ``stream_cache`` and HiFT cache dict) and its latest outputs."""
+
+    sid: int
+    prompt: PromptState
+    flow: dict = field(default_factory=dict, repr=False)
+    hift: dict = field(default_factory=dict, repr=False)
+    chunks: int = 0
+    last_mel: torch.Tensor | None = field(default=None, repr=False)
+    last_speech: torch.Tensor | None = field(default=None, repr=False)
+
+    def shape_class(self, n_tokens: int, last_chunk: bool) -> tuple:
+        """Sessions batch together only when these agree."""
+        return (self.flow["estimator_att_cache"].shape[4], self.flow["conformer_att_cache"].shape[3],
+                self.hift["mel"].shape[2], self.hift["source"].shape[2], self.hift["speech"].shape[1],
+                int(n_tokens), bool(last_chunk))
+
+
+def _stack_cfg(ts: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """Sessions' (.., 2, ..) CFG pairs -> (.., 2B, ..) as [cond_1..cond_B, uncond_1..uncond_B]."""
+    return torch.cat([t.narrow(dim, 0, 1) for t in ts] + [t.narrow(dim, 1, 1) for t in ts], dim=dim)
+
+
+def _unstack_cfg(t: torch.Tensor, dim: int, b: int, n: int) -> torch.Tensor:
+    return torch.cat([t.narrow(dim, b, 1), t.narrow(dim, n + b, 1)], dim=dim)
+
+
+class BatchedToken2wav:
+    """EXPERIMENTAL: B Token2wav sessions synthesised in one batched call per stage.
+
+    flow, hift: vendor modules (built with any envelope; their own cache buffers are used only
+        by solo priming). The modules get the replay arms' device-resident constants
+        (bit-identical) so the same code path is capturable.
+    replay: route the flow chunk and the vocoder core through :class:`ExactShapeReplay`
+        (one graph per (class, B)); False is the batched eager reference.
+    batch_sizes: the declared session counts (the :data:`SESSIONS` dimension's admitted sizes).
+    max_frames: frames of attention history the workspaces hold (prompt + retained + call).
+    """
+
+    def __init__(self, flow, hift, device, *, replay: bool = False, backend: str = "auto", n_timesteps: int = 10,
+                 cfg: Token2wavConfig | None = None, prompt_frames: int = 302, retained: int = 100,
+                 call_frames: int = 56, batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES):
+        self.flow, self.hift = flow, hift
+        self.device = torch.device(device)
+        self.n_timesteps = n_timesteps
+        self.prompt_frames, self.retained = prompt_frames, retained
+        self.max_frames = prompt_frames + retained + call_frames
+        self.batch_sizes = tuple(sorted({int(b) for b in batch_sizes}))
+        self.replay = replay
+        self.decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames, retained)
+        self.constants = make_constants_device_resident(flow, hift, self.device)
+        self.speech_window = torch.from_numpy(np.hamming(2 * MEL_CACHE_LEN * SAMPLES_PER_FRAME)).to(self.device)
+        self.source_cache_len = MEL_CACHE_LEN * SAMPLES_PER_FRAME
+        self._ws: dict[int, dict] = {}
+        self._ws_list: list[torch.Tensor] = []  # append-only: owner indices stay stable
+        self.calls = Counter()  # batch size -> batched calls
+        self.engines: dict[str, ExactShapeReplay] = {}
+        if replay:
+            common = dict(backend=backend, owners=lambda: self._ws_list, clone_outputs=True)
+            self.engines["flow_chunk"] = ExactShapeReplay(
+                self._flow_chunk, "batched_flow_chunk", catalog=batched_catalog(self.decl, "flow_chunk", self.batch_sizes),
+                classify=self._classify_flow, modules=[flow], **common)
+            self.engines["vocoder_core"] = ExactShapeReplay(
+                self._vocoder_core, "batched_vocoder_core",
+                catalog=batched_catalog(self.decl, "vocoder_core", self.batch_sizes),
+                classify=self._classify_vocoder, modules=[hift], **common)
+
+    # -- workspaces (2B CFG rows per batch size) ----------------------------------------------
+    def workspace(self, b: int) -> dict:
+        if b not in self._ws:
+            dec = self.flow.decoder
+            dit = dec.estimator
+            slots, depth, _, heads, _, kv = dec.att_cache_buffer.shape
+            conv = dec.cnn_cache_buffer.shape[3]
+            dt, dev = dec.att_cache_buffer.dtype, dec.att_cache_buffer.device
+            n, f = self.n_timesteps, self.max_frames
+            ws = dict(dec_att=torch.zeros(n, depth, 2 * b, heads, f, kv, dtype=dt, device=dev),
+                      dec_cnn=torch.zeros(n, depth, 2 * b, conv, 2, dtype=dt, device=dev),
+                      dit_att=torch.zeros(depth, 2 * b, heads, f, kv, dtype=dt, device=dev),
+                      dit_cnn=torch.zeros(depth, 2 * b, dit.cnn_cache_buffer.shape[2], 2, dtype=dt, device=dev))
+            self._ws[b] = ws
+            self._ws_list.extend(ws.values())
+        return self._ws[b]
+
+    def workspace_bytes(self) -> dict[int, int]:
+        return {b: sum(t.numel() * t.element_size() for t in ws.values()) for b, ws in self._ws.items()}
+
+    # -- sessions ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def open(self, sid: int, prompt: PromptState) -> BatchedSession:
+        """Prime a session solo (vendor ``setup_cache``, as B0 does); its caches are copied out of the shared buffers."""
+        if prompt.n_frames != self.prompt_frames:
+            raise ValueError(f"prompt has {prompt.n_frames} frames, declared f_prompt={self.prompt_frames}")
+        tokens, _, spk, mels, _ = prompt.as_tuple()
+        pad = torch.ones(1, 3, device=tokens.device, dtype=tokens.dtype) * SILENCE_TOKEN
+        cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), mels, spk, n_timesteps=self.n_timesteps)
+        bins = mels.shape[2]
+        n = self.n_timesteps  # the stock envelope has more solver slots than steps; only the first n are read
+        own = {k: (v[:n] if k.startswith("estimator") else v).clone() for k, v in cache.items()}
+        return BatchedSession(sid, prompt, flow=own,
+                              hift=dict(mel=torch.zeros(1, bins, 0, device=self.device),
+                                        source=torch.zeros(1, 1, 0, device=self.device),
+                                        speech=torch.zeros(1, 0, device=self.device)))
+
+    # -- the batched flow chunk (vendor inference_chunk + solver + DiT chunk, restated for 2B rows) --
+    def _autocast(self):
+        if self.device.type == "cuda":
+            return torch.amp.autocast("cuda", dtype=torch.float32)
+        return contextlib.nullcontext()
+
+    def _dit_chunk(self, x, mu, t, spks, cond, cnn_cache, att_cache, ws):
+        """``DiT.forward_chunk`` (eager branch) writing into this batch size's workspaces."""
+        from einops import pack, repeat
+
+        dit = self.flow.decoder.estimator
+        t = dit.t_embedder(t).unsqueeze(1)
+        x = pack([x, mu], "b * t")[0]
+        spks = repeat(spks, "b c -> b c t", t=x.shape[-1])
+        x = pack([x, spks], "b * t")[0]
+        x = pack([x, cond], "b * t")[0]
+        last_att_len = att_cache.shape[3]
+        chunk_size = x.shape[2]
+        x = dit.blocks_forward_chunk(x, t, None, cnn_cache, att_cache, ws["dit_cnn"], ws["dit_att"])
+        return x, ws["dit_cnn"], ws["dit_att"][:, :, :, :last_att_len + chunk_size, :]
+
+    def _solve(self, mu, spks, cond, cnn_cache, att_cache, ws):
+        """``CausalConditionalCFM.forward_chunk`` + ``solve_euler_chunk`` for B sessions (2B CFG rows)."""
+        dec = self.flow.decoder
+        b = mu.shape[0]
+        offset = att_cache.shape[4]
+        z = dec.rand_noise[:, :, offset:offset + mu.size(2)] * 1.0
+        t_span = torch.linspace(0, 1, self.n_timesteps + 1, device=mu.device, dtype=mu.dtype)
+        t_span = 1 - torch.cos(t_span * 0.5 * torch.pi)
+        x = z.expand(b, -1, -1)  # every session starts from the same constant noise, as solo
+        t, dt = t_span[0], t_span[1] - t_span[0]
+        t = t.unsqueeze(dim=0)
+        last_att_len = att_cache.shape[4]
+        mu_in = torch.cat([mu, torch.zeros_like(mu)], dim=0)
+        spks_in = torch.cat([spks, torch.zeros_like(spks)], dim=0)
+        cond_in = torch.cat([cond, torch.zeros_like(cond)], dim=0)
+        rate = dec.inference_cfg_rate
+        for step in range(1, len(t_span)):
+            dphi_dt, new_cnn, new_att = self._dit_chunk(x.repeat(2, 1, 1), mu_in, t.repeat(2 * b), spks_in, cond_in,
+                                                        cnn_cache[step - 1], att_cache[step - 1], ws)
+            dphi_dt, cfg_dphi_dt = dphi_dt.chunk(2, dim=0)
+            dphi_dt = ((1.0 + rate) * dphi_dt - rate * cfg_dphi_dt)
+            x = x + dt * dphi_dt
+            t = t + dt
+            if step < len(t_span) - 1:
+                dt = t_span[step + 1] - t
+            ws["dec_cnn"][step - 1] = new_cnn
+            ws["dec_att"][step - 1][:, :, :, :x.shape[2] + last_att_len, :] = new_att
+        return x, ws["dec_cnn"], ws["dec_att"][:, :, :, :, :x.shape[2] + last_att_len, :]
+
+    def _flow_chunk(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, ws):
+        """``inference_chunk`` for B stacked sessions, then the stock cut (prompt + last 100 frames)."""
+        flow = self.flow
+        with self._autocast():
+            spk = F.normalize(spk, dim=1)
+            spk = flow.spk_embed_affine_layer(spk)
+            token = flow.input_embedding(token)
+            h, conf_cnn, conf_att = flow.encoder.forward_chunk(xs=token, last_chunk=last_chunk, cnn_cache=conf_cnn,
+                                                               att_cache=conf_att)
+            h = flow.encoder_proj(h)
+            cond = torch.zeros_like(h)
+            feat, est_cnn, est_att = self._solve(h.transpose(1, 2).contiguous(), spk, cond.transpose(1, 2).contiguous(),
+                                                 est_cnn, est_att, ws)
+        p = self.prompt_frames
+        if est_att.shape[4] > p + self.retained:
+            est_att = torch.cat([est_att[:, :, :, :, :p], est_att[:, :, :, :, -self.retained:]], dim=4)
+        if conf_att.shape[3] > p + self.retained:
+            conf_att = torch.cat([conf_att[:, :, :, :p, :], conf_att[:, :, :, -self.retained:, :]], dim=3)
+        return feat, dict(conformer_cnn_cache=conf_cnn, conformer_att_cache=conf_att,
+                          estimator_cnn_cache=est_cnn, estimator_att_cache=est_att)
+
+    def _vocoder_core(self, mel, cache_source):
+        """``HiFTGenerator.forward`` + ``decode`` up to the iSTFT, for B rows (device RNG included)."""
+        hift = self.hift
+        f0 = hift.f0_predictor(mel)
+        s = hift.f0_upsamp(f0[:, None]).transpose(1, 2)
+        s, _, _ = hift.m_source(s)
+        s = s.transpose(1, 2)
+        if cache_source.shape[2] != 0:
+            s[:, :, :cache_source.shape[2]] = cache_source
+        s_stft_real, s_stft_imag = hift._stft(s.squeeze(1))
+        s_stft = torch.cat([s_stft_real, s_stft_imag], dim=1)
+        x = hift.conv_pre(mel)
+        for i in range(hift.num_upsamples):
+            x = F.leaky_relu(x, hift.lrelu_slope)
+            x = hift.ups[i](x)
+            if i == hift.num_upsamples - 1:
+                x = hift.reflection_pad(x)
+            si = hift.source_downs[i](s_stft)
+            si = hift.source_resblocks[i](si)
+            x = x + si
+            xs = None
+            for j in range(hift.num_kernels):
+                if xs is None:
+                    xs = hift.resblocks[i * hift.num_kernels + j](x)
+                else:
+                    xs += hift.resblocks[i * hift.num_kernels + j](x)
+            x = xs / hift.num_kernels
+        x = F.leaky_relu(x)
+        x = hift.conv_post(x)
+        n = hift.istft_params["n_fft"] // 2 + 1
+        magnitude = torch.exp(x[:, :n, :])
+        phase = torch.sin(x[:, n:, :])
+        return magnitude, phase, s
+
+    def _vocoder_tail(self, magnitude, phase):
+        hift = self.hift
+        return torch.clamp(type(hift)._istft(hift, magnitude, phase), -hift.audio_limit, hift.audio_limit)
+
+    # -- class labels: (B,) + the Token2wav declaration's stock-form labels --------------------
+    def _classify_flow(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, ws):
+        return (token.shape[0], est_att.shape[4], conf_att.shape[3], chunk_frames(token.shape[1], last_chunk))
+
+    def _classify_vocoder(self, mel, cache_source):
+        n = min(MEL_CACHE_LEN, mel.shape[2]) if cache_source.shape[2] else 0
+        return (mel.shape[0], n, cache_source.shape[2], mel.shape[2] - n)
+
+    # -- the batched stream --------------------------------------------------------------------------
+    @torch.inference_mode()
+    def stream(self, sessions: Sequence[BatchedSession], tokens: Sequence[Sequence[int]], last_chunk: bool = False,
+               return_waveform: bool = False) -> list:
+        """One chunk for each of ``sessions`` (same shape class), synthesised in one batched call per stage.
+
+        Returns one int16 PCM bytes object (or float32 waveform) per session, in order.
+        """
+        n = len(sessions)
+        if n == 0 or n != len(tokens):
+            raise ValueError(f"stream: {n} sessions and {len(tokens)} token lists")
+        toks = [list(t.tolist() if isinstance(t, torch.Tensor) else t) for t in tokens]
+        classes = {s.shape_class(len(t), last_chunk) for s, t in zip(sessions, toks)}
+        if len(classes) != 1:
+            raise ValueError(f"stream: sessions in different shape classes cannot be batched: {sorted(classes)}")
+        if len({s.sid for s in sessions}) != n:
+            raise ValueError("stream: a session appears twice in one batch")
+        self.calls[n] += 1
+        ws = self.workspace(n)
+        token = torch.tensor(toks, dtype=torch.int32, device=self.device)
+        spk = torch.cat([s.prompt.spk_emb for s in sessions], dim=0)
+        fc = [s.flow for s in sessions]
+        args = (token, spk, torch.cat([c["conformer_cnn_cache"] for c in fc], dim=0),
+                torch.cat([c["conformer_att_cache"] for c in fc], dim=1),
+                _stack_cfg([c["estimator_cnn_cache"] for c in fc], 2),
+                _stack_cfg([c["estimator_att_cache"] for c in fc], 2), last_chunk, ws)
+        flow = self.engines.get("flow_chunk", self._flow_chunk)
+        chunk_mel, new = flow(*args)
+        hc = [s.hift for s in sessions]
+        mel = torch.concat([torch.cat([h["mel"] for h in hc], dim=0), chunk_mel], dim=2)
+        core = self.engines.get("vocoder_core", self._vocoder_core)
+        magnitude, phase, source = core(mel, torch.cat([h["source"] for h in hc], dim=0))
+        speech = self._vocoder_tail(magnitude, phase)
+        cached = torch.cat([h["speech"] for h in hc], dim=0)
+        first = cached.shape[-1] == 0
+        if not first:
+            speech = crossfade(speech, cached, self.speech_window)
+        new_mel = mel[..., -MEL_CACHE_LEN:]
+        new_src = source[:, :, -self.source_cache_len:]
+        new_spc = speech[:, -self.source_cache_len:]
+        if not last_chunk:
+            if first:
+                pad = torch.zeros(n, self.source_cache_len, device=speech.device)
+                speech = torch.cat([pad, speech[:, : -self.source_cache_len]], dim=1)
+            else:
+                speech = speech[:, : -self.source_cache_len]
+        out = []
+        for b, s in enumerate(sessions):
+            s.flow = dict(conformer_cnn_cache=new["conformer_cnn_cache"][b:b + 1].clone(),
+                          conformer_att_cache=new["conformer_att_cache"][:, b:b + 1].clone(),
+                          estimator_cnn_cache=_unstack_cfg(new["estimator_cnn_cache"], 2, b, n),
+                          estimator_att_cache=_unstack_cfg(new["estimator_att_cache"], 2, b, n))
+            s.hift = dict(mel=new_mel[b:b + 1].clone(), source=new_src[b:b + 1].clone(),
+                          speech=new_spc[b:b + 1].clone())
+            s.chunks += 1
+            s.last_mel, s.last_speech = chunk_mel[b:b + 1].clone(), speech[b:b + 1].clone()
+            wav = s.last_speech.cpu().numpy()
+            out.append(wav if return_waveform else (np.clip(wav, -1.0, 1.0) * 32767.0).astype("<i2").tobytes())
+        return out
+
+    # -- reports -----------------------------------------------------------------------------------
+    def counters(self):
+        import pandas as pd
+
+        frames = [e.counters() for e in self.engines.values()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def summaries(self) -> dict[str, str]:
+        return {k: e.summary() for k, e in self.engines.items()}
+
+
+def compare_to_solo(batched_mels: Sequence[torch.Tensor], solo_mels: Sequence[torch.Tensor]) -> dict:
+    """Report (never gate) how a batch's per-session mels compare with each session run alone.
+
+    Returns ``{"bit_identical": [...], "max_abs_diff": [...]}`` per session.
+    """
+    same, diff = [], []
+    for a, b in zip(batched_mels, solo_mels):
+        same.append(bool(torch.equal(a, b)))
+        diff.append(float((a.float() - b.float()).abs().max()) if a.shape == b.shape else math.inf)
+    return {"bit_identical": same, "max_abs_diff": diff}
