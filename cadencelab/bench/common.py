@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import traceback
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -28,6 +30,29 @@ def git_commit() -> str:
 def git_changes(limit: int = 10) -> list[str]:
     """``git status --porcelain`` lines (at most ``limit``): what made a run's tree differ from its commit."""
     return [line for line in git("status", "--porcelain").splitlines() if line.strip()][:limit]
+
+
+def serve(conn, build: Callable[[], Any], ready: Callable[[Any], dict], handlers: dict[str, Callable]) -> None:
+    """A study's arm process: ``build()`` the arm, answer ``("ready", ready(arm))``, then serve
+    requests ``(kind, *args)`` with ``handlers[kind](arm, *args)`` -> ``("ok", result)`` until
+    ``("stop",)``. Any exception is answered ``("error", traceback)``; a failed build ends the process."""
+    try:
+        arm = build()
+        conn.send(("ready", ready(arm)))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            break
+        try:
+            handler = handlers.get(msg[0])
+            if handler is None:
+                raise ValueError(f"unknown request {msg[0]!r} (known: {sorted(handlers)})")
+            conn.send(("ok", handler(arm, *msg[1:])))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
 
 
 def json_default(o):

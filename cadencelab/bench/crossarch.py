@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import json_default
+from .common import json_default, serve
 
 MIMI_ARMS = ("eager", "vendor_graph", "replay")
 FREEZE_PATHS = ("overlap_recompute", "carry", "carry_replay", "full_history")
@@ -149,20 +149,8 @@ class MimiArm:
 
 def _mimi_worker(conn, arm: str, cfg_dict: dict) -> None:
     """Process entry: build the arm, then serve block requests until told to stop."""
-    try:
-        runner = MimiArm(arm, CrossArchConfig(**cfg_dict))
-        conn.send(("ready", runner.info()))
-    except Exception:
-        conn.send(("error", traceback.format_exc()))
-        return
-    while True:
-        msg = conn.recv()
-        if msg[0] == "stop":
-            break
-        try:
-            conn.send(("ok", runner.run_block(msg[1])))
-        except Exception:
-            conn.send(("error", traceback.format_exc()))
+    serve(conn, lambda: MimiArm(arm, CrossArchConfig(**cfg_dict)), lambda r: r.info(),
+          {"block": lambda r, spec: r.run_block(spec)})
 
 
 class _ArmProcess:

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import git_changes, git_commit, json_default
+from .common import git_changes, git_commit, json_default, serve
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -209,24 +209,10 @@ def _profile_rows(prof, arm: str) -> dict:
 
 
 def _worker(conn, arm: str, ckpt: str, cfg_dict: dict) -> None:
-    """Process entry: build the arm, then serve block requests until told to stop."""
-    try:
-        runner = ArmRunner(arm, ckpt, StudyConfig(**cfg_dict))
-        conn.send(("ready", dict(setup_s=runner.setup_s)))
-    except Exception:
-        conn.send(("error", traceback.format_exc()))
-        return
-    while True:
-        msg = conn.recv()
-        if msg[0] == "stop":
-            break
-        try:
-            if msg[0] == "block":
-                conn.send(("ok", runner.run_block(msg[1])))
-            elif msg[0] == "profile":
-                conn.send(("ok", runner.run_block(msg[1], profile_path=msg[2])))
-        except Exception:
-            conn.send(("error", traceback.format_exc()))
+    """Process entry: build the arm, then serve block (and profiled block) requests until told to stop."""
+    serve(conn, lambda: ArmRunner(arm, ckpt, StudyConfig(**cfg_dict)), lambda r: dict(setup_s=r.setup_s),
+          {"block": lambda r, spec: r.run_block(spec),
+           "profile": lambda r, spec, path: r.run_block(spec, profile_path=path)})
 
 
 # ---------------------------------------------------------------------------------------
