@@ -17,9 +17,16 @@ the bench, the recorded data or the arms table uses it. What it is:
   per (class, B). A batch size outside the declared set is refused by the catalog
   (``outside_catalog``: eager, counted, exact).
 
+The session count is declared as a dimension of this module (``batch_sizes``, named by the
+:data:`SESSIONS` clock); the Token2wav :class:`~cadencelab.contract.Declaration` itself is not
+changed (its C3 property is about one session), so ``derive`` / ``checks`` know nothing of it.
+
 Exactness reference: the **batched eager path**. Batched replay is bit-identical to it
-(``torch.equal`` on mel and PCM; tests/test_batched_sessions.py on CPU with the eager backend,
-and a CUDA test for graphs). Against each session run alone through B0 nothing is promised:
+(``torch.equal`` on mel and PCM): checked on CPU with the eager backend's bookkeeping
+(tests/test_batched_sessions.py; there HiFT draws host randomness, so the vocoder core is
+rejected ``host_rng`` and runs eagerly, and only the flow chunk is admitted). The CUDA-graph
+test in the same file is written but **has not run on a device yet**. Against each session
+run alone through B0 nothing is promised:
 
 * the flow's arithmetic is row-independent, but batching changes GEMM / attention / conv
   shapes (M = 2B instead of 2 rows), so kernels may pick other blockings or reduction orders
@@ -49,6 +56,14 @@ and attention caches (no masks, a broadcast position encoding), HiFT (f0 predict
 decode; the iSTFT runs after the core, eagerly, as in the replay arms), the crossfade.
 
 Priming (``open``) runs solo through the vendor ``setup_cache``, as B0 does.
+
+Costs (not measured; no device time was left): per batch size B the workspaces hold 2B CFG
+rows at ``max_frames`` (REAL, 10 steps, 458 frames: about 600 MB per session for the solver
+workspace plus 60 MB for the DiT's); every batched call gathers the sessions' stock caches
+into stacked tensors and scatters them back (the estimator cache, about 527 MB per session at
+REAL sizes, is copied on gather, staged again into the graph's static input on replay, and
+copied out on scatter). Persistent stacked session slots at fixed addresses would remove the
+gather / scatter and the staging; they are not built here.
 """
 
 from __future__ import annotations
