@@ -50,8 +50,11 @@ reused, and garbage read as ``True`` would re-pad the conv context. The engine's
    checked on every call (the callable re-reads the *current* binding); a rebinding is pointer
    drift, the class's graph is dropped and the call runs eagerly (``pin_rebound=False`` shows
    this: invalidations, then the class stays eager, outputs still exact);
-2. pinned (the default): :func:`audit_state_addresses` finds the rebinding fields by running one
-   eager frame on a throwaway stream; each is moved to an *anchor* tensor allocated once, and the
+2. pinned (the default): :func:`audit_state_addresses` finds the rebinding fields by running a
+   few eager frames on a throwaway stream and checking, after every frame, that each field is still
+   the same tensor at the same address (on an H200 the caching allocator handed the rebound flag
+   its first block back after two frames, so a first-vs-last comparison missed it and every call
+   failed closed to eager); each is moved to an *anchor* tensor allocated once, and the
    step ends with ``anchor.copy_(state.first); state.first = anchor`` -- a capturable device copy
    plus a host rebinding that restores the anchor. The graph then reads and writes ``first`` at
    one address, the guard sees no drift, and the rebinding region behaves as a write-through one.
