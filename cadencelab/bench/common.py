@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import subprocess
 import traceback
@@ -53,6 +54,58 @@ def serve(conn, build: Callable[[], Any], ready: Callable[[Any], dict], handlers
             conn.send(("ok", handler(arm, *msg[1:])))
         except Exception:
             conn.send(("error", traceback.format_exc()))
+
+
+class ArmProcess:
+    """One arm in a fresh spawned process (its worker calls :func:`serve`), asked over a pipe.
+
+    ``ask(msg, timeout)`` sends a request and waits; a timeout or a dead worker kills the process
+    and every later answer is ``("error", why)``.
+    """
+
+    def __init__(self, arm: str, target: Callable, args: tuple):
+        ctx = mp.get_context("spawn")
+        self.arm, self.dead = arm, None
+        self.conn, child = ctx.Pipe()
+        self.p = ctx.Process(target=target, args=(child, *args), daemon=True)
+        self.p.start()
+
+    def ask(self, msg: tuple, timeout: float):
+        if self.dead:
+            return ("error", self.dead)
+        self.conn.send(msg)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float):
+        if self.dead:
+            return ("error", self.dead)
+        if not self.conn.poll(timeout):
+            self.kill(f"no answer within {timeout:.0f} s")
+            return ("error", self.dead)
+        try:
+            return self.conn.recv()
+        except EOFError:
+            self.kill("the worker process died")
+            return ("error", self.dead)
+
+    def kill(self, why: str) -> None:
+        self.dead = why
+        if self.p.is_alive():
+            self.p.kill()
+
+    def request_stop(self) -> None:
+        if not self.dead and self.p.is_alive():
+            try:
+                self.conn.send(("stop",))
+            except Exception:
+                pass
+        self.dead = self.dead or "stopped"
+
+    def stop(self) -> None:
+        self.request_stop()
+        self.p.join(timeout=10)
+        if self.p.is_alive():
+            self.p.kill()
 
 
 def json_default(o):

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import multiprocessing as mp
 import os
 import time
 import traceback
@@ -41,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import json_default, serve
+from .common import ArmProcess, json_default, serve
 
 MIMI_ARMS = ("eager", "vendor_graph", "replay")
 FREEZE_PATHS = ("overlap_recompute", "carry", "carry_replay", "full_history")
@@ -153,48 +152,14 @@ def _mimi_worker(conn, arm: str, cfg_dict: dict) -> None:
           {"block": lambda r, spec: r.run_block(spec)})
 
 
-class _ArmProcess:
+class _ArmProcess(ArmProcess):
     """A Mimi arm in a fresh spawned process, asked for blocks over a pipe."""
 
     def __init__(self, arm: str, cfg: CrossArchConfig):
-        ctx = mp.get_context("spawn")
-        self.arm, self.dead = arm, None
-        self.conn, child = ctx.Pipe()
-        self.p = ctx.Process(target=_mimi_worker, args=(child, arm, dataclasses.asdict(cfg)), daemon=True)
-        self.p.start()
-
-    def wait(self, timeout: float):
-        if self.dead:
-            return ("error", self.dead)
-        if not self.conn.poll(timeout):
-            self.kill(f"no answer within {timeout:.0f} s")
-            return ("error", self.dead)
-        try:
-            return self.conn.recv()
-        except EOFError:
-            self.kill("the worker process died")
-            return ("error", self.dead)
+        super().__init__(arm, _mimi_worker, (arm, dataclasses.asdict(cfg)))
 
     def ask(self, block: int, timeout: float):
-        if self.dead:
-            return ("error", self.dead)
-        self.conn.send(("block", block))
-        return self.wait(timeout)
-
-    def kill(self, why: str) -> None:
-        self.dead = why
-        if self.p.is_alive():
-            self.p.kill()
-
-    def stop(self) -> None:
-        if not self.dead and self.p.is_alive():
-            try:
-                self.conn.send(("stop",))
-            except Exception:
-                pass
-        self.p.join(timeout=10)
-        if self.p.is_alive():
-            self.p.kill()
+        return super().ask(("block", block), timeout)
 
 
 class _ArmInline:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import multiprocessing as mp
 import os
 import platform
 import tempfile
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import git_changes, git_commit, json_default, serve
+from .common import ArmProcess, git_changes, git_commit, json_default, serve
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -220,49 +219,9 @@ def _worker(conn, arm: str, ckpt: str, cfg_dict: dict) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-class _Proc:
+class _Proc(ArmProcess):
     def __init__(self, arm, ckpt, cfg: StudyConfig):
-        ctx = mp.get_context("spawn")
-        self.arm = arm
-        self.conn, child = ctx.Pipe()
-        self.p = ctx.Process(target=_worker, args=(child, arm, ckpt, dataclasses.asdict(cfg)), daemon=True)
-        self.p.start()
-        self.dead: str | None = None
-
-    def ask(self, msg, timeout: float):
-        if self.dead:
-            return ("error", self.dead)
-        self.conn.send(msg)
-        return self.wait(timeout)
-
-    def wait(self, timeout: float):
-        if not self.conn.poll(timeout):
-            self.kill(f"no answer within {timeout:.0f} s")
-            return ("error", self.dead)
-        try:
-            return self.conn.recv()
-        except EOFError:
-            self.kill("the worker process died")
-            return ("error", self.dead)
-
-    def kill(self, why: str):
-        self.dead = why
-        if self.p.is_alive():
-            self.p.kill()
-
-    def request_stop(self):
-        if not self.dead and self.p.is_alive():
-            try:
-                self.conn.send(("stop",))
-            except Exception:
-                pass
-        self.dead = self.dead or "stopped"
-
-    def stop(self):
-        self.request_stop()
-        self.p.join(timeout=10)
-        if self.p.is_alive():
-            self.p.kill()
+        super().__init__(arm, _worker, (arm, ckpt, dataclasses.asdict(cfg)))
 
 
 class _Inline:
