@@ -150,17 +150,10 @@ class Session:
 
 def declared_state_bytes(decl) -> int:
     """Bytes of one session's declared state: every region of :data:`STATE_REGIONS` at its retention bound A."""
-    from ...contract.derive import envelope
+    from ...contract.derive import _nbytes, _shape
 
-    total = 0
-    for name in STATE_REGIONS:
-        r = decl.region(name)
-        a = int(envelope(decl, name)[1])
-        n = 1
-        for d in r.shape:
-            n *= a if d == r.clock else (decl.dims[d] if isinstance(d, str) else int(d))
-        total += n * torch.empty((), dtype=getattr(torch, r.dtype)).element_size()
-    return total
+    return int(sum(_nbytes(_shape(decl, decl.region(name), _retention_bound(decl, name), stock=False),
+                           decl.region(name).dtype) for name in STATE_REGIONS))
 
 
 def _retention_bound(decl, region: str) -> int:
@@ -228,7 +221,6 @@ class _StockSwap:
 
     def __init__(self, rt):
         self.rt = rt
-        self._shared = None
 
     def _shared_storages(self) -> set:
         dec = self.rt.flow.decoder
@@ -236,8 +228,9 @@ class _StockSwap:
         bufs = (dec.att_cache_buffer, dec.cnn_cache_buffer, dit.att_cache_buffer, dit.cnn_cache_buffer)
         return {b.untyped_storage().data_ptr() for b in bufs}
 
-    def _own(self, t):
-        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in self._shared_storages():
+    @staticmethod
+    def _own(t, shared: set):
+        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in shared:
             return t.clone()
         return t
 
@@ -247,9 +240,10 @@ class _StockSwap:
     def save(self, s: Session) -> int:
         moved = 0
         state = {}
+        shared = self._shared_storages()
         for prefix, d in (("flow/", self.rt.stream_cache or {}), ("hift/", self.rt.hift_cache_dict or {})):
             for k, v in d.items():
-                own = self._own(v)
+                own = self._own(v, shared)
                 moved += _nbytes(v) if own is not v else 0
                 state[prefix + k] = own
         s.state = state
