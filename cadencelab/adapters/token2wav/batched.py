@@ -80,7 +80,7 @@ import torch.nn.functional as F
 
 from ...contract import Clock, admitted_labels
 from ...replay import ExactShapeReplay
-from .runtime import _cfg_of, chunk_frames, declaration_for, make_constants_device_resident
+from .runtime import _cfg_of, chunk_frames, declaration_for, make_constants_device_resident, VocoderSplit
 from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
 from .vendor import PromptState, Token2wavConfig
 
@@ -150,6 +150,7 @@ class BatchedToken2wav:
         self.replay = replay
         self.decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames, retained)
         self.constants = make_constants_device_resident(flow, hift, self.device)
+        self.vocoder = VocoderSplit(hift)  # the vendor HiFT, batch-safe, split at its iSTFT as in the runtime
         self.speech_window = torch.from_numpy(np.hamming(2 * MEL_CACHE_LEN * SAMPLES_PER_FRAME)).to(self.device)
         self.source_cache_len = MEL_CACHE_LEN * SAMPLES_PER_FRAME
         self._ws: dict[int, dict] = {}
@@ -162,7 +163,7 @@ class BatchedToken2wav:
                 self._flow_chunk, "batched_flow_chunk", catalog=batched_catalog(self.decl, "flow_chunk", self.batch_sizes),
                 classify=self._classify_flow, modules=[flow], **common)
             self.engines["vocoder_core"] = ExactShapeReplay(
-                self._vocoder_core, "batched_vocoder_core",
+                self.vocoder.core, "batched_vocoder_core",
                 catalog=batched_catalog(self.decl, "vocoder_core", self.batch_sizes),
                 classify=self._classify_vocoder, modules=[hift], **common)
 
@@ -274,44 +275,6 @@ class BatchedToken2wav:
         return feat, dict(conformer_cnn_cache=conf_cnn, conformer_att_cache=conf_att,
                           estimator_cnn_cache=est_cnn, estimator_att_cache=est_att)
 
-    def _vocoder_core(self, mel, cache_source):
-        """``HiFTGenerator.forward`` + ``decode`` up to the iSTFT, for B rows (device RNG included)."""
-        hift = self.hift
-        f0 = hift.f0_predictor(mel)
-        s = hift.f0_upsamp(f0[:, None]).transpose(1, 2)
-        s, _, _ = hift.m_source(s)
-        s = s.transpose(1, 2)
-        if cache_source.shape[2] != 0:
-            s[:, :, :cache_source.shape[2]] = cache_source
-        s_stft_real, s_stft_imag = hift._stft(s.squeeze(1))
-        s_stft = torch.cat([s_stft_real, s_stft_imag], dim=1)
-        x = hift.conv_pre(mel)
-        for i in range(hift.num_upsamples):
-            x = F.leaky_relu(x, hift.lrelu_slope)
-            x = hift.ups[i](x)
-            if i == hift.num_upsamples - 1:
-                x = hift.reflection_pad(x)
-            si = hift.source_downs[i](s_stft)
-            si = hift.source_resblocks[i](si)
-            x = x + si
-            xs = None
-            for j in range(hift.num_kernels):
-                if xs is None:
-                    xs = hift.resblocks[i * hift.num_kernels + j](x)
-                else:
-                    xs += hift.resblocks[i * hift.num_kernels + j](x)
-            x = xs / hift.num_kernels
-        x = F.leaky_relu(x)
-        x = hift.conv_post(x)
-        n = hift.istft_params["n_fft"] // 2 + 1
-        magnitude = torch.exp(x[:, :n, :])
-        phase = torch.sin(x[:, n:, :])
-        return magnitude, phase, s
-
-    def _vocoder_tail(self, magnitude, phase):
-        hift = self.hift
-        return torch.clamp(type(hift)._istft(hift, magnitude, phase), -hift.audio_limit, hift.audio_limit)
-
     # -- class labels: (B,) + the Token2wav declaration's stock-form labels --------------------
     def _classify_flow(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, ws):
         return (token.shape[0], est_att.shape[4], conf_att.shape[3], chunk_frames(token.shape[1], last_chunk))
@@ -350,9 +313,9 @@ class BatchedToken2wav:
         chunk_mel, new = flow(*args)
         hc = [s.hift for s in sessions]
         mel = torch.concat([torch.cat([h["mel"] for h in hc], dim=0), chunk_mel], dim=2)
-        core = self.engines.get("vocoder_core", self._vocoder_core)
+        core = self.engines.get("vocoder_core", self.vocoder.core)
         magnitude, phase, source = core(mel, torch.cat([h["source"] for h in hc], dim=0))
-        speech = self._vocoder_tail(magnitude, phase)
+        speech = self.vocoder.tail(magnitude, phase)
         cached = torch.cat([h["speech"] for h in hc], dim=0)
         first = cached.shape[-1] == 0
         if not first:

@@ -222,6 +222,38 @@ def capture_vendor_buckets(dit: torch.nn.Module, buckets: dict[int, int]) -> Non
 # ---------------------------------------------------------------------------------------
 
 
+class VocoderSplit:
+    """The stock HiFT split at its iSTFT, so the part before it can be replayed and the part after it
+    run on the (possibly cut) output.
+
+    ``core(mel, cache_source)`` is the vendor's own ``hift(mel, cache_source)`` (device RNG included)
+    with the iSTFT stashed -> (magnitude, phase, source); ``tail(magnitude, phase)`` is the iSTFT and
+    the clamp. The stash is installed on the module only for the duration of ``core``, so every other
+    user of the same module (a B0 runtime, the vendor's own code) still gets the whole vocoder.
+    """
+
+    def __init__(self, hift: torch.nn.Module):
+        self.hift = hift
+        self._istft = types.MethodType(type(hift)._istft, hift)
+        self._stash: list = []
+
+    def _stash_istft(self, magnitude, phase):
+        self._stash.append((magnitude, phase))
+        return magnitude.new_empty(0)
+
+    def core(self, mel, cache_source):
+        self.hift._istft = self._stash_istft
+        try:
+            _, source = self.hift(mel, cache_source)
+        finally:
+            del self.hift._istft
+        magnitude, phase = self._stash.pop()
+        return magnitude, phase, source
+
+    def tail(self, magnitude, phase):
+        return torch.clamp(self._istft(magnitude, phase), -self.hift.audio_limit, self.hift.audio_limit)
+
+
 class Token2wavRuntime:
     """The streaming Token2wav under one arm.
 
@@ -255,7 +287,7 @@ class Token2wavRuntime:
         self.stream_cache = None
         self.hift_cache_dict: dict = {}
         self.last_mel = self.last_speech = None
-        self._stash: list = []
+        self.vocoder: VocoderSplit | None = None
         self.ranges = False
         self.decl = None
         if self.spec.state_rule or self.spec.replay:
@@ -318,21 +350,11 @@ class Token2wavRuntime:
 
     # -- the vocoder split at the iSTFT ---------------------------------------------------
     def _split_vocoder(self) -> None:
-        cls_istft = type(self.hift)._istft
-        self._istft = types.MethodType(cls_istft, self.hift)
-        stash = self._stash
-
-        def stash_istft(magnitude, phase):
-            stash.append((magnitude, phase))
-            return magnitude.new_empty(0)
-
-        self.hift._istft = stash_istft
+        self.vocoder = VocoderSplit(self.hift)
 
     def _vocoder_core(self, mel, cache_source):
         """HiFT up to the iSTFT (the stock vocoder, device RNG included): magnitude, phase, source."""
-        _, source = self.hift(mel, cache_source)
-        magnitude, phase = self._stash.pop()
-        return magnitude, phase, source
+        return self.vocoder.core(mel, cache_source)
 
     def _vocoder_core_state(self, chunk_mel, mel_cached, source_cached):
         """Vocoder core on the carries: write the chunk after the cached mel, run, retain in place."""
@@ -344,7 +366,7 @@ class Token2wavRuntime:
         return magnitude, phase
 
     def _vocoder_tail(self, magnitude, phase):
-        return torch.clamp(self._istft(magnitude, phase), -self.hift.audio_limit, self.hift.audio_limit)
+        return self.vocoder.tail(magnitude, phase)
 
     # -- the flow chunk ---------------------------------------------------------------
     def _autocast(self):
