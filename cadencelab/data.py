@@ -354,31 +354,35 @@ def recorded_trace(arm: str = "B0", kind: str = "chunk"):
 # ---------------------------------------------------------------------------------------
 
 
+def _result(kind: str) -> tuple[dict, str, str | None]:
+    rel, how = _dataset(kind)
+    return load_json(rel, how), rel, how
+
+
 def soak_result() -> dict:
     """The whole recorded soak result (summary, config, turns, arms, failures, provenance)."""
-    rel, how = _dataset("soak")
-    return load_json(rel, how)
+    return _result("soak")[0]
 
 
 def soak_summary() -> dict:
     """The soak's gates and headline numbers: chunks, exact_chunks, peak_growth_bytes_after_warmup,
     fallbacks_after_warmup, declared eager cases, latency medians (with ``latency_comparable``)."""
-    rel, _ = _dataset("soak")
-    return dict(_need(soak_result(), "summary", rel))
+    obj, rel, _ = _result("soak")
+    return dict(_need(obj, "summary", rel))
 
 
 def soak_turns() -> pd.DataFrame:
     """One row per turn of the soak: start chunk, calls, flush tokens, seed, exact chunks, fallbacks, peak."""
-    rel, _ = _dataset("soak")
-    return pd.DataFrame(_need(soak_result(), "turns", rel))
+    obj, rel, _ = _result("soak")
+    return pd.DataFrame(_need(obj, "turns", rel))
 
 
 def soak_chunks() -> pd.DataFrame:
     """One row per soak chunk, arm and B0 side by side: turn, call, kind (first / steady / flush), frames,
     warmup, exact_i16 / exact_f32, both SHA-256, latency_ms / latency_ms_ref, allocator bytes
     (allocated, peak, reserved), replays, fallbacks, declared_eager."""
-    rel, how = _dataset("soak")
-    name = _need(soak_result(), "chunks_csv", rel)
+    obj, rel, how = _result("soak")
+    name = _need(obj, "chunks_csv", rel)
     p = data_path(Path(rel).parent / name, how)
     df = pd.read_csv(p)
     missing = [c for c in ("chunk", "turn", "kind", "warmup", "exact_i16", "latency_ms", "peak_bytes")
@@ -391,11 +395,6 @@ def soak_chunks() -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 # multi-session capacity (data/h200/sessions.json + sessions.csv.gz)
 # ---------------------------------------------------------------------------------------
-
-
-def _result(kind: str) -> tuple[dict, str, str | None]:
-    rel, how = _dataset(kind)
-    return load_json(rel, how), rel, how
 
 
 def sessions_summary() -> dict:
