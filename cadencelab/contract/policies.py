@@ -67,9 +67,8 @@ class SlidingWindow:
         n = x.shape[dim]
         if n <= self.window:
             return x
-        if self.layout == "chronological":
-            return x.narrow(dim, n - self.window, self.window)
-        return x.narrow(dim, 0, self.window)
+        (start, length), = self.segments(n)
+        return x.narrow(dim, start, length)
 
     def describe(self) -> str:
         return f"sliding window of {self.window} ({self.layout})"
