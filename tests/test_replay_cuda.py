@@ -196,6 +196,64 @@ def test_aliasing_removes_the_staging_copy():
         staged_growth, aliased_growth, s_row["staging_bytes"])
 
 
+class _Cycle:
+    """Holds an engine in a reference cycle: only the cyclic collector can free it."""
+
+    def __init__(self, engine, state):
+        self.engine, self.state, self.me = engine, state, self
+
+
+class DropsAGraphWhileCapturing(torch.nn.Module):
+    """TinyAttention that, while its own capture is in progress, lets another engine (which owns a
+    captured graph) become cyclic garbage and then allocates Python containers."""
+
+    def __init__(self, inner, holder: list):
+        super().__init__()
+        self.inner, self.holder = inner, holder
+
+    def forward(self, x, buf, length):
+        if torch.cuda.is_current_stream_capturing():
+            self.holder.clear()  # the other engine is now unreachable, kept only by its cycle
+            junk = [[i] for i in range(2000)]  # container allocations: the collector's trigger
+            del junk
+        return self.inner(x, buf, length)
+
+
+@pytest.mark.cuda
+def test_a_garbage_collection_during_capture_cannot_invalidate_it():
+    """A collection inside a capture could free an unreachable graph, whose reset invalidates the
+    capture in progress (seen on the H200 across tests). The engine holds collection off while it captures."""
+    dead_state = StreamState()
+    dead_model = TinyAttention().cuda()
+    dead = ExactShapeReplay(dead_model, "dead", backend="cuda", owners=lambda: [dead_state.carry.buffer],
+                            modules=[dead_model])
+    for x in _stream_inputs(2):
+        dead_state.call(dead, x)
+    assert (dead.counters()["status"] == CAPTURED).all()
+    holder = [_Cycle(dead, dead_state)]
+    del dead, dead_state, dead_model
+    inner = TinyAttention().cuda()
+    model = DropsAGraphWhileCapturing(inner, holder)
+    eager, replayed = StreamState(), StreamState()
+    eng = ExactShapeReplay(model, "captures_amid_garbage", backend="cuda", owners=lambda: [replayed.carry.buffer],
+                           modules=[inner])
+    old = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(1, 1, 1)  # every container allocation may start a full collection
+    try:
+        for i, x in enumerate(_stream_inputs(4)):
+            got = replayed.call(eng, x)
+            want = eager.call(inner, x)
+            assert torch.equal(got, want), f"call {i}"
+    finally:
+        gc.set_threshold(*old)
+    gc.collect()
+    assert not holder
+    c = eng.counters()
+    assert c["status"].tolist() == [CAPTURED] * 3, c[["label", "status", "reason"]].to_dict("records")
+    assert int(c["replays"].sum()) == 1
+
+
 # --- keep last: a capture that fails ------------------------------------------------------
 
 

@@ -467,3 +467,28 @@ def test_cuda_backend_never_captures_host_tensors():
     assert auto.backend == "eager"
     c = auto.counters().iloc[0]
     assert c["status"] == "captured" and c["replays"] == 2
+
+
+def test_no_collection_holds_the_cyclic_collector_off_and_restores_it():
+    import gc
+
+    from cadencelab.replay import no_collection
+
+    assert gc.isenabled()
+    with no_collection():
+        assert not gc.isenabled()
+        with no_collection():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block leaves it as the outer one set it
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with no_collection():
+            raise RuntimeError("inside a capture")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with no_collection():
+            pass
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()

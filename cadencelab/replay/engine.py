@@ -26,6 +26,8 @@ but executes every call eagerly, and says so: logic you can test and teach on a 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import time
@@ -84,6 +86,26 @@ def _static_like(t: torch.Tensor) -> torch.Tensor:
 _FAILED_GRAPHS: list = []  # failed captures stay referenced: the allocator may still hold their filters
 
 
+@contextlib.contextmanager
+def no_collection():
+    """No cyclic garbage collection inside a capture.
+
+    A collection that runs while a stream is capturing may free an unreachable object that
+    owns a CUDA graph (an engine in a reference cycle, say); the graph's destructor resets it,
+    which CUDA forbids during capture, and the capture in progress is invalidated
+    ("operation not permitted when stream is capturing"). Seen on the H200 when a test's
+    engines were collected during a later test's capture. torch's own ``graph`` context no
+    longer collects before capture by default, so the engine holds collection off itself.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _end_failed_capture(device, pool, stream) -> None:
     """Undo what a failed capture leaves behind.
 
@@ -104,7 +126,7 @@ def _end_failed_capture(device, pool, stream) -> None:
     scratch = torch.zeros(1, device=device)
     graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph, stream=stream):
+        with no_collection(), torch.cuda.graph(graph, stream=stream):
             scratch.add_(1)
     except Exception as e:  # pragma: no cover - would leave the process without device RNG
         log.error("could not end generator capture mode after a failed capture: %s", e)
@@ -415,7 +437,7 @@ class ExactShapeReplay:
             self.pool = torch.cuda.graph_pool_handle()
         pool = self.pool if self.pool is not None else shared_pool(dev)
         try:
-            with torch.cuda.graph(graph, pool=pool, stream=self._stream):
+            with no_collection(), torch.cuda.graph(graph, pool=pool, stream=self._stream):
                 out = self.fn(*cargs, **ckwargs)
             out_leaves: list = []
             out_structure = flatten(out, out_leaves)

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ...contract import admitted_labels, token2wav_declaration
-from ...replay import ExactShapeReplay
+from ...replay import ExactShapeReplay, no_collection
 from ...state import Carry
 from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
 from .vendor import PromptState, Token2wavConfig, demand_envelope
@@ -209,7 +209,7 @@ def capture_vendor_buckets(dit: torch.nn.Module, buckets: dict[int, int]) -> Non
             new_att = torch.zeros((depth, 2, heads, max_size + chunk, kv), dtype=dtype, device=device)
             dit.blocks_forward_chunk(x, t, mask, cnn, att, new_cnn, new_att)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with no_collection(), torch.cuda.graph(graph):
                 out = dit.blocks_forward_chunk(x, t, mask, cnn, att, new_cnn, new_att)
             dit.inference_buffers_chunk[chunk] = {"static_inputs": [x, t, mask, cnn, att],
                                                   "static_outputs": [out, new_cnn, new_att]}
