@@ -128,3 +128,76 @@ def test_batched_cuda_graphs_equal_batched_eager(B, prompts):
     again = _run(bt, cuda_prompts, groups, seed=8)
     assert _equal(again, _run(_batched(modules, replay=False, device="cuda"), cuda_prompts, groups, seed=8))
     assert c.captures.sum() == bt.counters().captures.sum()  # no re-capture for new sessions of the same classes
+
+
+# --- the experimental SRb arm of the sessions study ---------------------------------------------
+
+
+def test_split_and_batches_follow_the_declared_sizes():
+    from cadencelab.bench import sessions as study
+    from cadencelab.bench.sessions_batched import batches, by_chunk, split
+
+    assert [len(b) for b in split(list(range(15)), (1, 2, 4, 8))] == [8, 4, 2, 1]
+    assert [len(b) for b in split(list(range(3)), (1, 4))] == [1, 1, 1]
+    with pytest.raises(ValueError, match="include 1"):
+        split([0, 1], (2, 4))
+    cfg = study.SessionsConfig(device="cpu", config="teaching", mixed_seconds=3, turn_seconds=1,
+                               batch_sizes=(1, 2, 4))
+    plan = batches(cfg, "mixed", 6, by_chunk)
+    served = [m for _, b in plan for m in b]
+    assert sorted(served) == sorted((i, k) for _, i, k in study.schedule(cfg, "mixed", 6))  # every chunk once
+    assert all(len({k for _, k in b}) == 1 for _, b in plan)  # one shape class (chunk position) per batch
+    assert all(len(b) in cfg.batch_sizes for _, b in plan)
+    with pytest.raises(ValueError, match="batch_sizes"):
+        study.SessionsConfig(arms=("SRb", "B0"), batch_sizes=(2, 4))
+    with pytest.raises(ValueError, match="unknown arm"):
+        study.SessionsConfig(arms=("SRx", "B0"))
+
+
+def test_sessions_study_with_the_batched_arm_cpu(tmp_path):
+    """SRb in the study: gated on the batched eager path, compared (not gated) with solo B0."""
+    import pandas as pd
+
+    from cadencelab.bench import sessions as study
+
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(1, 2, 3),
+                               speak_seconds=2, mixed_seconds=2, turn_seconds=1, prompts=2, processes=False,
+                               time_budget_s=300.0, batch_sizes=(1, 2), out=str(tmp_path))
+    res = study.run_study(cfg, progress=lambda m: None)
+    assert not res["failures"], res["failures"]
+    s = res["summary"]
+    assert s["all_checked_chunks_exact"] and s["chunks_checked"] == s["chunks"], s
+    assert s["exactness_reference"] == {"B0": ["solo_B0"], "SRb": ["batched_eager"]}
+    assert s["experimental_arms"] == ["SRb"] and s["recaptures_after_warmup"]["SRb"] == 0
+    chunks = pd.read_csv(tmp_path / "sessions_chunks.csv")
+    srb = chunks[chunks["arm"] == "SRb"]
+    assert set(srb["batch_size"]) == {1, 2}
+    # a batch's chunks complete together
+    assert (srb.groupby(["workload", "sessions", "batch"])["completion_s"].nunique() == 1).all()
+    # batches of one restate the vendor flow op for op: the mel equals the session run alone; the PCM
+    # differs (a batch draws HiFT's noise from its batch seed, a solo session from its own seed)
+    ones = srb[srb["batch_size"] == 1]
+    assert len(ones) and ones["exact_solo_mel"].astype(bool).all()
+    assert s["identical_to_solo_B0"]["SRb"]["compared"] == len(srb)
+    assert s["identical_to_solo_B0"]["B0"]["mel_and_pcm"] == s["identical_to_solo_B0"]["B0"]["compared"]
+    info = res["arms"]["SRb"]
+    assert info["experimental"] and info["calls"] and set(info["batch_sizes"]) == {1, 2} and info["replays"] > 0
+    assert "SRb" in study.table(res)
+
+
+@pytest.mark.cuda
+def test_sessions_study_with_the_batched_arm_cuda(tmp_path):
+    """SRb on CUDA graphs in the study: every chunk equals the batched eager path; graphs replay, none re-captured."""
+    from cadencelab.bench import sessions as study
+
+    cfg = study.SessionsConfig(config="teaching", device="cuda", arms=("SRb", "B0"), sessions=(1, 3, 4),
+                               speak_seconds=2, mixed_seconds=2, turn_seconds=1, prompts=2, processes=False,
+                               time_budget_s=240.0, batch_sizes=(1, 2, 4), out=str(tmp_path))
+    res = study.run_study(cfg, progress=print)
+    assert not res["failures"], res["failures"]
+    s = res["summary"]
+    assert s["all_checked_chunks_exact"] and s["chunks_checked"] == s["chunks"], s
+    assert s["recaptures_after_warmup"]["SRb"] == 0 and s["invalidations"]["SRb"] == 0
+    info = res["arms"]["SRb"]
+    assert info["replays"] > 0 and all(" 0 of " not in v for v in info["summaries"].values()), info["summaries"]
+    assert all(r["peak_bytes"] for r in res["capacity"] if not r["skipped"])

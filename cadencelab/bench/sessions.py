@@ -73,7 +73,7 @@ WORKLOADS = ("mixed", "speak_heavy")
 class SessionsConfig:
     config: str = "real"  # "real" or "teaching"
     device: str = "cuda"
-    arms: tuple = ("SRc", "B0")  # B0 runs last: it also streams the solo references
+    arms: tuple = ("SRc", "B0")  # B0 runs last: it also streams the solo references; "SRb": experimental batched
     workloads: tuple = WORKLOADS
     sessions: tuple = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
     speak_seconds: int = 3  # speak_heavy: chunks per session
@@ -87,9 +87,18 @@ class SessionsConfig:
     deterministic: bool = True
     processes: bool = True  # one spawned process per arm; False runs inline (CPU smoke, tests)
     time_budget_s: float = 225.0
+    batch_sizes: tuple = (1, 2, 4, 8)  # SRb: declared session counts of a batched call
     out: str = "out/sessions"
 
     def __post_init__(self):
+        from ..adapters.token2wav.runtime import ARMS
+
+        for a in self.arms:
+            if a not in ARMS and a != "SRb":
+                raise ValueError(f"SessionsConfig.arms: unknown arm {a!r} (choose from {sorted(ARMS) + ['SRb']})")
+        self.batch_sizes = tuple(sorted(set(int(b) for b in self.batch_sizes)))
+        if "SRb" in self.arms and (not self.batch_sizes or self.batch_sizes[0] != 1):
+            raise ValueError(f"SessionsConfig.batch_sizes must be positive and include 1, got {self.batch_sizes}")
         for w in self.workloads:
             if w not in WORKLOADS:
                 raise ValueError(f"SessionsConfig.workloads: unknown workload {w!r} (choose from {WORKLOADS})")
@@ -319,7 +328,10 @@ def run_grid(server, cfg: SessionsConfig, workload: str, deadline: float, emit, 
     fails = 0
     per_chunk = getattr(server, "chunk_s", 0.0) or 0.0
     for n in cfg.sessions:
-        need = per_chunk * len(schedule(cfg, workload, n)) * 1.2
+        if hasattr(server, "estimate_s"):
+            need = server.estimate_s(workload, n) * 1.2
+        else:
+            need = per_chunk * len(schedule(cfg, workload, n)) * 1.2
         if time.perf_counter() + need > deadline:
             emit(dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=False,
                       skipped=f"time budget (needs ~{need:.0f} s)"))
@@ -348,7 +360,12 @@ def serve_arm(arm: str, ckpt: str, cfg: SessionsConfig, deadline: float, rows_pa
               references: dict | None = None, progress=print) -> dict:
     """Build ``arm``, run every workload's grid, then (B0) the solo references; stream results to ``rows_path``."""
     t0 = time.perf_counter()
-    server = ArmServer(arm, ckpt, cfg)
+    if arm == "SRb":
+        from .sessions_batched import BatchedArmServer
+
+        server = BatchedArmServer(arm, ckpt, cfg)
+    else:
+        server = ArmServer(arm, ckpt, cfg)
     progress(f"{arm}: ready in {server.setup_s:.1f} s, warm-up chunk {server.chunk_s * 1e3:.0f} ms")
     fh = open(rows_path, "a")
 
@@ -489,19 +506,33 @@ def run_study(cfg: SessionsConfig, progress=print) -> dict:
 
 
 def chunk_frame(entries: dict) -> pd.DataFrame:
-    """Every served chunk of every run, with its exactness against the solo B0 reference (None: unchecked)."""
+    """Every served chunk of every run, with its exactness against its arm's reference (None: unchecked).
+
+    The reference (``reference``) is the session run alone through B0 (``solo_B0``), except
+    for the experimental batched arm, whose rows carry the SHA-256 of the same batch on the
+    batched eager path (``batched_eager``). ``exact_solo`` compares every row with the solo B0
+    reference: for ``SRb`` it is reported, not gated.
+    """
     rows = [r for es in entries.values() for e in es if e.get("kind") == "run" for r in e["rows"]]
     cols = ["arm", "workload", "sessions", "session", "chunk", "arrival_s", "start_s", "completion_s", "latency_ms",
-            "service_ms", "audio_s", "swap_bytes", "swap_ms", "sha_i16", "sha_mel"]
+            "service_ms", "audio_s", "swap_bytes", "swap_ms", "batch", "batch_size", "sha_i16", "sha_mel",
+            "gate_sha_i16", "gate_sha_mel"]
     df = pd.DataFrame(rows, columns=cols)
     refs = pd.DataFrame([e for es in entries.values() for e in es if e.get("kind") == "reference"],
                         columns=["kind", "session", "chunk", "ref_sha_i16", "ref_sha_mel"]).drop(columns="kind")
     refs = refs.drop_duplicates(["session", "chunk"])
     df = df.merge(refs, on=["session", "chunk"], how="left")
-    checked = df["ref_sha_i16"].notna()
+    solo = df["ref_sha_i16"].notna()
+    df["exact_solo_mel"] = (df["sha_mel"] == df["ref_sha_mel"]).where(solo)
+    df["exact_solo"] = ((df["sha_i16"] == df["ref_sha_i16"]) & (df["sha_mel"] == df["ref_sha_mel"])).where(solo)
+    batched = df["gate_sha_i16"].notna()
+    df["reference"] = np.where(batched, "batched_eager", np.where(solo, "solo_B0", ""))
+    want_i16 = df["gate_sha_i16"].where(batched, df["ref_sha_i16"])
+    want_mel = df["gate_sha_mel"].where(batched, df["ref_sha_mel"])
+    checked = want_i16.notna()
     df["checked"] = checked
-    df["exact_i16"] = (df["sha_i16"] == df["ref_sha_i16"]).where(checked)
-    df["exact_mel"] = (df["sha_mel"] == df["ref_sha_mel"]).where(checked)
+    df["exact_i16"] = (df["sha_i16"] == want_i16).where(checked)
+    df["exact_mel"] = (df["sha_mel"] == want_mel).where(checked)
     df["exact"] = (df["exact_i16"].astype("boolean") & df["exact_mel"].astype("boolean"))
     return df
 
@@ -552,6 +583,8 @@ def capacity_frame(cfg: SessionsConfig, entries: dict, sessions: pd.DataFrame, c
                 swap_bytes_median=float(swaps["swap_bytes"].median()) if len(swaps) else 0.0,
                 checked_chunks=int(c["checked"].sum()), exact_chunks=int(c["exact"].fillna(False).sum()),
                 captures=e.get("captures"), invalidations=e.get("invalidations"), wall_s=e.get("wall_s"),
+                batches=e.get("batches"),
+                mean_batch_size=float(c["batch_size"].mean()) if ran and c["batch_size"].notna().any() else None,
             ))
     return pd.DataFrame(rows)
 
@@ -618,6 +651,17 @@ def summarise(cfg: SessionsConfig, cap: pd.DataFrame, chunks: pd.DataFrame, info
     srcs = chunks[(chunks["arm"] == "SRc") & (chunks["swap_bytes"] > 0)] if len(chunks) else chunks
     s["swap_ms_median_SRc"] = float(srcs["swap_ms"].median()) if len(srcs) else None
     s["swap_bytes_median_SRc"] = float(srcs["swap_bytes"].median()) if len(srcs) else None
+    s["exactness_reference"] = ({a: sorted(set(g["reference"]) - {""}) for a, g in chunks.groupby("arm")}
+                                if len(chunks) else {})
+    solo = chunks[chunks["exact_solo"].notna()] if len(chunks) else chunks
+    s["identical_to_solo_B0"] = ({a: dict(mel_and_pcm=int(g["exact_solo"].astype(bool).sum()),
+                                         mel=int(g["exact_solo_mel"].astype(bool).sum()), compared=int(len(g)))
+                                  for a, g in solo.groupby("arm")} if len(solo) else {})
+    if "SRb" in max_at:
+        s["experimental_arms"] = ["SRb"]
+        if "SRc" in max_at:
+            s["sessions_ratio_SRb_over_SRc"] = {w: (max_at["SRb"][w] / max_at["SRc"][w] if max_at["SRc"].get(w)
+                                                    else None) for w in cfg.workloads}
     s["recaptures_after_warmup"] = {a: (i["captures_end"] - i["captures_after_warmup"]) for a, i in infos.items()}
     s["invalidations"] = {a: i["invalidations_end"] for a, i in infos.items()}
     return s
@@ -664,11 +708,11 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _ints(text: str) -> tuple:
+def _ints(text: str, flag: str = "--sessions") -> tuple:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError as e:
-        raise SystemExit(f"--sessions: expected comma-separated integers, got {text!r}") from e
+        raise SystemExit(f"{flag}: expected comma-separated integers, got {text!r}") from e
 
 
 def _cli(args) -> int:
@@ -678,7 +722,7 @@ def _cli(args) -> int:
                          turn_seconds=args.turn_seconds, prompts=args.prompts, cadence_s=args.cadence,
                          n_timesteps=args.steps, seed=args.seed, deterministic=not args.unpinned,
                          processes=not args.inline and args.device != "cpu", time_budget_s=args.time_budget,
-                         out=args.out)
+                         batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), out=args.out)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     return 0
@@ -688,7 +732,9 @@ def add_parser(sub) -> None:
     t = sub.add_parser("sessions", help="multi-session capacity: N sessions on one device, B0 vs SRc")
     t.add_argument("--config", choices=["real", "teaching"], default="real")
     t.add_argument("--device", default="cuda")
-    t.add_argument("--arms", default="SRc,B0", help="comma-separated arms (B0 also streams the solo references)")
+    t.add_argument("--arms", default="SRc,B0",
+                   help="comma-separated arms (B0 also streams the solo references; SRb: experimental batched replay)")
+    t.add_argument("--batch-sizes", default="1,2,4,8", help="SRb: declared session counts of a batched call")
     t.add_argument("--workloads", default="mixed,speak_heavy")
     t.add_argument("--sessions", default="1,2,3,4,6,8,12,16,24,32,48,64", help="session counts N, ascending")
     t.add_argument("--speak-seconds", type=int, default=3, help="speak_heavy: seconds (chunks per session)")

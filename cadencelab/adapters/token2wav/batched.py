@@ -110,6 +110,10 @@ class BatchedSession:
     last_mel: torch.Tensor | None = field(default=None, repr=False)
     last_speech: torch.Tensor | None = field(default=None, repr=False)
 
+    def state_bytes(self) -> int:
+        """Bytes this session owns on the device between calls (its stock flow and HiFT caches)."""
+        return sum(t.numel() * t.element_size() for d in (self.flow, self.hift) for t in d.values())
+
     def shape_class(self, n_tokens: int, last_chunk: bool) -> tuple:
         """Sessions batch together only when these agree."""
         return (self.flow["estimator_att_cache"].shape[4], self.flow["conformer_att_cache"].shape[3],
@@ -155,7 +159,7 @@ class BatchedToken2wav:
         self.source_cache_len = MEL_CACHE_LEN * SAMPLES_PER_FRAME
         self._ws: dict[int, dict] = {}
         self._ws_list: list[torch.Tensor] = []  # append-only: owner indices stay stable
-        self.calls = Counter()  # batch size -> batched calls
+        self.calls = Counter()  # (path, batch size) -> batched calls
         self.engines: dict[str, ExactShapeReplay] = {}
         if replay:
             common = dict(backend=backend, owners=lambda: self._ws_list, clone_outputs=True)
@@ -203,6 +207,18 @@ class BatchedToken2wav:
                               hift=dict(mel=torch.zeros(1, bins, 0, device=self.device),
                                         source=torch.zeros(1, 1, 0, device=self.device),
                                         speech=torch.zeros(1, 0, device=self.device)))
+
+    def fork(self, template: BatchedSession, sid: int) -> BatchedSession:
+        """A new session starting from ``template``'s primed state (copies; the template is not advanced).
+
+        Priming is deterministic and draws no random numbers, so this equals :meth:`open` with the
+        template's prompt.
+        """
+        if template.chunks:
+            raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
+                             "fork a freshly primed one")
+        return BatchedSession(sid, template.prompt, flow={k: v.clone() for k, v in template.flow.items()},
+                              hift={k: v.clone() for k, v in template.hift.items()})
 
     # -- the batched flow chunk (vendor inference_chunk + solver + DiT chunk, restated for 2B rows) --
     def _autocast(self):
@@ -286,10 +302,12 @@ class BatchedToken2wav:
     # -- the batched stream --------------------------------------------------------------------------
     @torch.inference_mode()
     def stream(self, sessions: Sequence[BatchedSession], tokens: Sequence[Sequence[int]], last_chunk: bool = False,
-               return_waveform: bool = False) -> list:
+               return_waveform: bool = False, eager: bool = False) -> list:
         """One chunk for each of ``sessions`` (same shape class), synthesised in one batched call per stage.
 
-        Returns one int16 PCM bytes object (or float32 waveform) per session, in order.
+        ``eager=True`` runs this call on the batched eager path even when replay is on (the
+        exactness reference, on this instance's own workspaces). Returns one int16 PCM bytes
+        object (or float32 waveform) per session, in order.
         """
         n = len(sessions)
         if n == 0 or n != len(tokens):
@@ -300,7 +318,7 @@ class BatchedToken2wav:
             raise ValueError(f"stream: sessions in different shape classes cannot be batched: {sorted(classes)}")
         if len({s.sid for s in sessions}) != n:
             raise ValueError("stream: a session appears twice in one batch")
-        self.calls[n] += 1
+        self.calls["replay" if self.replay and not eager else "eager", n] += 1
         ws = self.workspace(n)
         token = torch.tensor(toks, dtype=torch.int32, device=self.device)
         spk = torch.cat([s.prompt.spk_emb for s in sessions], dim=0)
@@ -309,11 +327,12 @@ class BatchedToken2wav:
                 torch.cat([c["conformer_att_cache"] for c in fc], dim=1),
                 _stack_cfg([c["estimator_cnn_cache"] for c in fc], 2),
                 _stack_cfg([c["estimator_att_cache"] for c in fc], 2), last_chunk, ws)
-        flow = self.engines.get("flow_chunk", self._flow_chunk)
+        engines = {} if eager else self.engines
+        flow = engines.get("flow_chunk", self._flow_chunk)
         chunk_mel, new = flow(*args)
         hc = [s.hift for s in sessions]
         mel = torch.concat([torch.cat([h["mel"] for h in hc], dim=0), chunk_mel], dim=2)
-        core = self.engines.get("vocoder_core", self.vocoder.core)
+        core = engines.get("vocoder_core", self.vocoder.core)
         magnitude, phase, source = core(mel, torch.cat([h["source"] for h in hc], dim=0))
         speech = self.vocoder.tail(magnitude, phase)
         cached = torch.cat([h["speech"] for h in hc], dim=0)

@@ -1,0 +1,231 @@
+"""EXPERIMENTAL arm of the ``sessions`` study: ``SRb``, cross-session batched replay.
+
+The chunks that arrive in the same second and share a shape class are served together:
+split greedily into the declared batch sizes (largest first), each batch is one flow call
+and one vocoder call of :class:`~cadencelab.adapters.token2wav.batched.BatchedToken2wav`
+through CUDA graphs keyed on ``(B,) + label``. Every chunk of a batch completes when the batch
+does. The study's workloads make this the best case for batching: every speaking session's
+chunk arrives at the same instant (t = k s), so no chunk waits for a batch to fill.
+
+Exactness gate: the **batched eager path** (the paper leaves cross-session batching open; the
+batched path is not bit-identical to a session run alone, see the module docstring of
+``batched``). After each run the same batches, in the same order, with the same per-batch
+seeds, are streamed again on the batched eager path from fresh copies of the same primed
+sessions, and every chunk's SHA-256 of int16 PCM and mel is compared. The comparison with each
+session run alone through B0 is reported next to it (``exact_solo``) and gates nothing.
+
+Each batch draws its device randomness (HiFT's sine-source noise) from the default generator
+seeded with :func:`batch_seed` just before the call; the per-session seeds of ``SRc`` do not
+apply here.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+
+from .sessions import SAMPLE_RATE, SessionsConfig, _digest, max_chunks, prompt_seed, schedule, session_chunk
+
+ARM = "SRb"
+
+
+def batch_seed(cfg: SessionsConfig, workload: str, n: int, j: int) -> int:
+    """Seed of the default generators before batch ``j`` of the run (workload, n)."""
+    return (cfg.seed + 1) * 1_000_033 + {"mixed": 1, "speak_heavy": 2}.get(workload, 0) * 100_003 + 1009 * n + j
+
+
+def split(members: list, sizes) -> list[list]:
+    """``members`` in order, cut greedily into the largest declared sizes that fit (1 must be declared)."""
+    sizes = sorted(set(sizes), reverse=True)
+    if 1 not in sizes:
+        raise ValueError(f"batch sizes {sorted(sizes)} must include 1 so that every chunk can be served")
+    out, rest = [], list(members)
+    while rest:
+        b = next(s for s in sizes if s <= len(rest))
+        out.append(rest[:b])
+        rest = rest[b:]
+    return out
+
+
+def batches(cfg: SessionsConfig, workload: str, n: int, shape_class) -> list[tuple[int, list[tuple[int, int]]]]:
+    """(arrival second, [(session, chunk), ...]) per batch, in service order.
+
+    Arrivals of one second are grouped by ``shape_class(session, chunk)`` in order of first
+    appearance, then split into the declared sizes.
+    """
+    by_second: dict[int, list] = {}
+    for t, i, k in schedule(cfg, workload, n):
+        by_second.setdefault(t, []).append((i, k))
+    out = []
+    for t in sorted(by_second):
+        groups: dict = {}
+        for i, k in by_second[t]:
+            groups.setdefault(shape_class(i, k), []).append((i, k))
+        for members in groups.values():
+            out.extend((t, b) for b in split(members, cfg.batch_sizes))
+    return out
+
+
+def by_chunk(i: int, k: int) -> int:
+    """The shape class of session ``i``'s k-th chunk in a run: every session is a fork of a primed
+    template with the declared prompt length, so its carry extents depend on ``k`` alone."""
+    return k
+
+
+class BatchedArmServer:
+    """The ``SRb`` arm: one :class:`BatchedToken2wav` (replay on), its prompt templates, and the runs.
+
+    Same interface as :class:`~cadencelab.bench.sessions.ArmServer` (``run``, ``reference``,
+    ``recover``, ``info``, ``chunk_s``) plus ``estimate_s`` for the time budget.
+    """
+
+    def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
+        import torch
+
+        from ..adapters.token2wav import load_checkpoint, make_prompt
+        from ..adapters.token2wav.batched import BatchedToken2wav
+        from ..adapters.token2wav.runtime import pin_determinism, runtime_envelope
+
+        if arm != ARM:
+            raise ValueError(f"BatchedArmServer serves arm {ARM!r}, not {arm!r}")
+        self.torch, self.arm, self.cfg = torch, arm, cfg
+        self.determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
+        dev = torch.device(cfg.device)
+        if dev.type == "cuda":
+            dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
+            torch.cuda.set_device(dev)
+        self.device, self.cuda = dev, dev.type == "cuda"
+        t0 = time.perf_counter()
+        # stock solver buffers: priming runs the vendor setup_cache solo, as B0 does
+        flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
+                                           envelope=runtime_envelope("B0", cfg.n_timesteps))
+        self.vocab = mcfg.vocab_size
+        self.bt = BatchedToken2wav(flow, hift, dev, replay=True, backend="cuda" if self.cuda else "eager",
+                                   n_timesteps=cfg.n_timesteps, cfg=mcfg, batch_sizes=cfg.batch_sizes)
+        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), dev) for p in range(cfg.prompts)]
+        self.templates = [self.bt.open(-1 - p, pr) for p, pr in enumerate(self.prompts)]
+        self.setup_s = time.perf_counter() - t0
+        self.batch_s: dict[int, float] = {}
+        self.eager_s: dict[int, float] = {}
+        self._warm_up()
+        self.chunk_s = min(self.batch_s[b] / b for b in self.batch_s)
+        self.captures_after_warmup = self.captures()
+        self.template_bytes = sum(t.state_bytes() for t in self.templates)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def _fork(self, i: int):
+        return self.bt.fork(self.templates[i % len(self.templates)], i)
+
+    def _call(self, ss, chunks, seed: int, eager: bool) -> tuple[list, float]:
+        self.torch.manual_seed(seed)
+        self._sync()
+        t0 = time.perf_counter()
+        pcm = self.bt.stream(ss, chunks, eager=eager)
+        self._sync()
+        return pcm, time.perf_counter() - t0
+
+    def _warm_up(self) -> None:
+        """Every declared batch size over every chunk position a run reaches, replayed and eager, twice:
+        the first pass captures, the second times a replayed and an eager batch per size."""
+        k_max = max_chunks(self.cfg)
+        for rep in range(2):
+            rep_t: dict[int, list] = {}
+            eag_t: dict[int, list] = {}
+            for b in self.bt.batch_sizes:
+                for eager, times in ((False, rep_t), (True, eag_t)):
+                    ss = [self._fork(j) for j in range(b)]
+                    for k in range(k_max):
+                        _, dt = self._call(ss, [session_chunk(self.cfg, 10_000 + j, k, self.vocab) for j in range(b)],
+                                           k, eager)
+                        times.setdefault(b, []).append(dt)
+                    del ss
+        self.batch_s = {b: float(np.median(v)) for b, v in rep_t.items()}
+        self.eager_s = {b: float(np.median(v)) for b, v in eag_t.items()}
+
+    def captures(self) -> int:
+        return sum(c.captures for e in self.bt.engines.values() for c in e.classes.values())
+
+    def invalidations(self) -> int:
+        return sum(c.invalidations for e in self.bt.engines.values() for c in e.classes.values())
+
+    def estimate_s(self, workload: str, n: int) -> float:
+        """Seconds a run and its eager reference will take (warm-up medians per batch size)."""
+        bs = batches(self.cfg, workload, n, by_chunk)
+        return sum(self.batch_s.get(len(b), 0.0) + self.eager_s.get(len(b), 0.0) for _, b in bs)
+
+    def _fresh(self):
+        gc.collect()
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def recover(self) -> None:
+        self._fresh()
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+
+    # -- a run -------------------------------------------------------------------------------
+    def run(self, workload: str, n: int) -> dict:
+        """Serve ``n`` sessions under ``workload`` in batches; then the same batches on the batched eager path."""
+        torch, cfg = self.torch, self.cfg
+        self._fresh()
+        ss = [self._fork(i) for i in range(n)]
+        plan = batches(cfg, workload, n, by_chunk)  # stream() refuses a batch whose sessions' classes differ
+        clock, rows = 0.0, []
+        for j, (t, members) in enumerate(plan):
+            pcm, service = self._call([ss[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
+                                                                     for i, k in members],
+                                      batch_seed(cfg, workload, n, j), eager=False)
+            start = max(clock, float(t))
+            clock = start + service
+            for (i, k), b in zip(members, pcm):
+                mel = ss[i].last_mel.detach().float().cpu().numpy().tobytes()
+                rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=float(t),
+                                 start_s=start, completion_s=clock, latency_ms=(clock - t) * 1e3,
+                                 service_ms=service * 1e3, audio_s=len(b) / 2 / SAMPLE_RATE, swap_bytes=0,
+                                 swap_ms=0.0, batch=j, batch_size=len(members), sha_i16=_digest(b),
+                                 sha_mel=_digest(mel)))
+        peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
+        state = max((s.state_bytes() for s in ss), default=0)
+        del ss
+        gc.collect()
+        # the exactness reference: the same batches on the batched eager path, from fresh forks
+        ref = [self._fork(i) for i in range(n)]
+        r = 0
+        for j, (t, members) in enumerate(plan):
+            pcm, _ = self._call([ref[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
+                                                               for i, k in members],
+                                batch_seed(cfg, workload, n, j), eager=True)
+            for (i, k), b in zip(members, pcm):
+                row = rows[r]
+                assert (row["session"], row["chunk"]) == (i, k)
+                row["gate_sha_i16"] = _digest(b)
+                row["gate_sha_mel"] = _digest(ref[i].last_mel.detach().float().cpu().numpy().tobytes())
+                r += 1
+        del ref
+        return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
+                    state_bytes_per_session=state, captures=self.captures(), invalidations=self.invalidations(),
+                    batches=len(plan), batch_sizes_used=sorted({len(m) for _, m in plan}))
+
+    def reference(self, i: int, chunks: int) -> list[dict]:
+        raise NotImplementedError("the solo references are streamed by the B0 arm")
+
+    def info(self) -> dict:
+        bt = self.bt
+        return dict(arm=self.arm, experimental=True, setup_s=self.setup_s, chunk_s_warmup=self.chunk_s,
+                    batch_s_warmup={str(b): v for b, v in self.batch_s.items()},
+                    eager_batch_s_warmup={str(b): v for b, v in self.eager_s.items()},
+                    batch_sizes=list(bt.batch_sizes), workspace_bytes={str(b): v for b, v in bt.workspace_bytes().items()},
+                    template_bytes=self.template_bytes, declared_state_bytes=None,
+                    captures_after_warmup=self.captures_after_warmup, captures_end=self.captures(),
+                    invalidations_end=self.invalidations(),
+                    replays=int(sum(c.replays for e in bt.engines.values() for c in e.classes.values())),
+                    determinism=self.determinism,
+                    summaries=bt.summaries(), calls={f"{p}:{b}": c for (p, b), c in sorted(bt.calls.items())},
+                    device=str(self.device))
