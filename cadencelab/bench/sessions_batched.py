@@ -226,6 +226,9 @@ class BatchedArmServer:
                     captures_after_warmup=self.captures_after_warmup, captures_end=self.captures(),
                     invalidations_end=self.invalidations(),
                     replays=int(sum(c.replays for e in bt.engines.values() for c in e.classes.values())),
+                    graph_staging_bytes=int(sum(c.staging_bytes for e in bt.engines.values()
+                                                for c in e.classes.values() if c.status == "captured")),
+                    graphs=int(sum(c.status == "captured" for e in bt.engines.values() for c in e.classes.values())),
                     determinism=self.determinism,
                     summaries=bt.summaries(), calls={f"{p}:{b}": c for (p, b), c in sorted(bt.calls.items())},
                     device=str(self.device))
