@@ -28,9 +28,22 @@ def git_commit() -> str:
     return os.environ.get("CADENCELAB_COMMIT") or (head if len(head) == 40 else "")
 
 
-def git_changes(limit: int = 10) -> list[str]:
-    """``git status --porcelain`` lines (at most ``limit``): what made a run's tree differ from its commit."""
+def git_changes(limit: int = 10) -> list[str] | None:
+    """``git status --porcelain`` lines (at most ``limit``): what made a run's tree differ from its commit.
+
+    None when that cannot be known: ``CADENCELAB_COMMIT`` names a commit the local history's
+    HEAD is not (a copied tree, whose stale git metadata would list the commits since as changes).
+    """
+    named = os.environ.get("CADENCELAB_COMMIT")
+    if named and not git("rev-parse", "HEAD").startswith(named):
+        return None
     return [line for line in git("status", "--porcelain").splitlines() if line.strip()][:limit]
+
+
+def tree_provenance() -> dict:
+    """``git_commit``, ``git_dirty`` (None: unknown) and ``git_changes`` of the launching tree."""
+    changes = git_changes()
+    return dict(git_commit=git_commit(), git_dirty=None if changes is None else bool(changes), git_changes=changes)
 
 
 def serve(conn, build: Callable[[], Any], ready: Callable[[Any], dict], handlers: dict[str, Callable]) -> None:

@@ -67,7 +67,7 @@ def provenance(cfg: CrossArchConfig, extra: dict | None = None) -> dict:
 
     import torch
 
-    from .common import git_changes, git_commit
+    from .common import tree_provenance
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() and cfg.device.startswith("cuda") else None
     try:
@@ -76,7 +76,7 @@ def provenance(cfg: CrossArchConfig, extra: dict | None = None) -> dict:
         moshi = version("moshi")
     except Exception:
         moshi = None
-    out = dict(git_commit=git_commit(), git_dirty=bool(git_changes()), git_changes=git_changes(), gpu=gpu,
+    out = dict(**tree_provenance(), gpu=gpu,
                torch=torch.__version__, cuda=torch.version.cuda, moshi=moshi, python=platform.python_version(),
                host=platform.node(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                config=dataclasses.asdict(cfg))

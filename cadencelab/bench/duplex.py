@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import git_changes, git_commit, json_default
+from .common import json_default, tree_provenance
 from .token2wav import default_out
 
 # ---------------------------------------------------------------------------------------
@@ -75,7 +75,6 @@ def study_preset(cfg: DuplexStudyConfig):
 def provenance(cfg: DuplexStudyConfig, models=None) -> dict:
     import torch
 
-    commit = git_commit()
     cuda = torch.device(cfg.device).type == "cuda" and torch.cuda.is_available()
     try:
         from importlib.metadata import version
@@ -89,8 +88,8 @@ def provenance(cfg: DuplexStudyConfig, models=None) -> dict:
     except Exception:  # pragma: no cover
         versions = {}
     return dict(
-        git_commit=commit, git_commit_source="CADENCELAB_COMMIT" if os.environ.get("CADENCELAB_COMMIT") else "git rev-parse",
-        git_dirty=bool(git_changes()), git_changes=git_changes(),
+        git_commit_source="CADENCELAB_COMMIT" if os.environ.get("CADENCELAB_COMMIT") else "git rev-parse",
+        **tree_provenance(),
         gpu=torch.cuda.get_device_name(torch.device(cfg.device)) if cuda else None,
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(), **versions,
         threads=torch.get_num_threads(),

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import ArmProcess, git_changes, git_commit, json_default, serve
+from .common import ArmProcess, json_default, serve, tree_provenance
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -263,8 +263,7 @@ def provenance(cfg: StudyConfig) -> dict:
         minicpmo = version("minicpmo")
     except Exception:
         minicpmo = None
-    return dict(git_commit=git_commit(),
-                git_dirty=bool(git_changes()), git_changes=git_changes(), gpu=gpu, torch=torch.__version__,
+    return dict(**tree_provenance(), gpu=gpu, torch=torch.__version__,
                 cuda=torch.version.cuda, python=platform.python_version(), minicpmo=minicpmo,
                 date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
                 determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
