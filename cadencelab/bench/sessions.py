@@ -28,6 +28,10 @@ Protocol
   out-of-memory (recorded as a row, not a crash). Peak allocation per N is
   ``max_memory_allocated`` after a reset at the run's start (sessions are opened inside it; the
   weights, graphs and prompt templates are a constant under it).
+* ``SRb`` (experimental, :mod:`cadencelab.bench.sessions_batched`): cross-session batched
+  replay; the chunks of one second that share a shape class run as one batch of a declared
+  size (``--batch-sizes``). Its gate is the same batches on the batched eager path; its
+  comparison with the solo B0 reference is reported (``exact_solo``), not gated.
 * Exactness: after its own runs the B0 process streams every session used by any arm alone
   (one session at a time, the number of chunks the runs needed) -- the solo references -- and
   every chunk of every run is compared with them by SHA-256 of int16 PCM and mel.
@@ -178,15 +182,15 @@ def _digest(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
-class ArmServer:
-    """One arm's runtime and session manager, its prompt templates, and the runs."""
+class DeviceServer:
+    """What every arm server shares: its device and kernel pinning, synchronisation, a fresh peak
+    before each run, and recovery after an out-of-memory. Subclasses drop their run sessions in
+    :meth:`_drop_sessions`."""
 
-    def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
+    def _set_up_device(self, arm: str, cfg: SessionsConfig) -> None:
         import torch
 
-        from ..adapters.token2wav import load_checkpoint, make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime, pin_determinism, runtime_envelope
-        from ..adapters.token2wav.sessions import SessionManager
+        from ..adapters.token2wav.runtime import pin_determinism
 
         self.torch, self.arm, self.cfg = torch, arm, cfg
         self.determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
@@ -195,6 +199,38 @@ class ArmServer:
             dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
             torch.cuda.set_device(dev)
         self.device, self.cuda = dev, dev.type == "cuda"
+
+    def _sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def _drop_sessions(self) -> None:
+        pass
+
+    def _fresh(self):
+        self._drop_sessions()
+        gc.collect()
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def recover(self) -> None:
+        """After an out-of-memory: drop every run session and return cached blocks."""
+        self._fresh()
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+
+
+class ArmServer(DeviceServer):
+    """One arm's runtime and session manager, its prompt templates, and the runs."""
+
+    def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
+        from ..adapters.token2wav import load_checkpoint, make_prompt
+        from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+        from ..adapters.token2wav.sessions import SessionManager
+
+        self._set_up_device(arm, cfg)
+        dev = self.device
         t0 = time.perf_counter()
         flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
                                            envelope=runtime_envelope(arm, cfg.n_timesteps))
@@ -208,10 +244,6 @@ class ArmServer:
         self.chunk_s = self._warm_up()
         self.captures_after_warmup = self.manager.captures()
         self.template_bytes = sum(t.state_bytes() for t in self.templates)
-
-    def _sync(self):
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
 
     def _warm_up(self) -> float:
         """Two sessions interleaved over every chunk position a run reaches, twice: the first pass
@@ -233,21 +265,11 @@ class ArmServer:
                 m.close(s)
         return float(np.median(times))
 
-    def _fresh(self):
+    def _drop_sessions(self) -> None:
         m = self.manager
         for s in [s for s in m.sessions.values() if s.sid >= 0]:
             m.close(s)
         m.park()
-        gc.collect()
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-            self.torch.cuda.reset_peak_memory_stats(self.device)
-
-    def recover(self) -> None:
-        """After an out-of-memory: drop every run session and return cached blocks."""
-        self._fresh()
-        if self.cuda:
-            self.torch.cuda.empty_cache()
 
     def run(self, workload: str, n: int) -> dict:
         """Serve ``n`` sessions under ``workload``; per-chunk rows on the virtual clock."""
@@ -528,6 +550,10 @@ def chunk_frame(entries: dict) -> pd.DataFrame:
     solo = df["ref_sha_i16"].notna()
     df["exact_solo_mel"] = (df["sha_mel"] == df["ref_sha_mel"]).where(solo)
     df["exact_solo"] = ((df["sha_i16"] == df["ref_sha_i16"]) & (df["sha_mel"] == df["ref_sha_mel"])).where(solo)
+    single = (df["batch_size"].fillna(1) == 1).astype(int)
+    keys = ["arm", "workload", "sessions", "session"]
+    df["never_batched"] = (df.assign(_s=single).sort_values(keys + ["chunk"]).groupby(keys, sort=False)["_s"]
+                           .cummin().reindex(df.index).astype(bool))  # this chunk and every earlier one alone
     batched = df["gate_sha_i16"].notna()
     df["reference"] = np.where(batched, "batched_eager", np.where(solo, "solo_B0", ""))
     want_i16 = df["gate_sha_i16"].where(batched, df["ref_sha_i16"])
@@ -658,7 +684,9 @@ def summarise(cfg: SessionsConfig, cap: pd.DataFrame, chunks: pd.DataFrame, info
                                 if len(chunks) else {})
     solo = chunks[chunks["exact_solo"].notna()] if len(chunks) else chunks
     s["identical_to_solo_B0"] = ({a: dict(mel_and_pcm=int(g["exact_solo"].astype(bool).sum()),
-                                         mel=int(g["exact_solo_mel"].astype(bool).sum()), compared=int(len(g)))
+                                         mel=int(g["exact_solo_mel"].astype(bool).sum()), compared=int(len(g)),
+                                         mel_iff_never_batched=bool((g["exact_solo_mel"].astype(bool)
+                                                                     == g["never_batched"]).all()))
                                   for a, g in solo.groupby("arm")} if len(solo) else {})
     if "SRb" in max_at:
         s["experimental_arms"] = ["SRb"]

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from .sessions import SAMPLE_RATE, SessionsConfig, _digest, max_chunks, prompt_seed, schedule, session_chunk
+from .sessions import SAMPLE_RATE, DeviceServer, SessionsConfig, _digest, max_chunks, prompt_seed, schedule, session_chunk
 
 ARM = "SRb"
 
@@ -74,7 +74,7 @@ def by_chunk(i: int, k: int) -> int:
     return k
 
 
-class BatchedArmServer:
+class BatchedArmServer(DeviceServer):
     """The ``SRb`` arm: one :class:`BatchedToken2wav` (replay on), its prompt templates, and the runs.
 
     Same interface as :class:`~cadencelab.bench.sessions.ArmServer` (``run``, ``reference``,
@@ -82,21 +82,14 @@ class BatchedArmServer:
     """
 
     def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
-        import torch
-
         from ..adapters.token2wav import load_checkpoint, make_prompt
         from ..adapters.token2wav.batched import BatchedToken2wav
-        from ..adapters.token2wav.runtime import pin_determinism, runtime_envelope
+        from ..adapters.token2wav.runtime import runtime_envelope
 
         if arm != ARM:
             raise ValueError(f"BatchedArmServer serves arm {ARM!r}, not {arm!r}")
-        self.torch, self.arm, self.cfg = torch, arm, cfg
-        self.determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
-        dev = torch.device(cfg.device)
-        if dev.type == "cuda":
-            dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
-            torch.cuda.set_device(dev)
-        self.device, self.cuda = dev, dev.type == "cuda"
+        self._set_up_device(arm, cfg)
+        dev = self.device
         t0 = time.perf_counter()
         # stock solver buffers: priming runs the vendor setup_cache solo, as B0 does
         flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
@@ -115,10 +108,6 @@ class BatchedArmServer:
         self.template_bytes = sum(t.state_bytes() for t in self.templates)
 
     # -- helpers -----------------------------------------------------------------------------
-    def _sync(self):
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-
     def _fork(self, i: int):
         return self.bt.fork(self.templates[i % len(self.templates)], i)
 
@@ -158,17 +147,6 @@ class BatchedArmServer:
         """Seconds a run and its eager reference will take (warm-up medians per batch size)."""
         bs = batches(self.cfg, workload, n, by_chunk)
         return sum(self.batch_s.get(len(b), 0.0) + self.eager_s.get(len(b), 0.0) for _, b in bs)
-
-    def _fresh(self):
-        gc.collect()
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-            self.torch.cuda.reset_peak_memory_stats(self.device)
-
-    def recover(self) -> None:
-        self._fresh()
-        if self.cuda:
-            self.torch.cuda.empty_cache()
 
     # -- a run -------------------------------------------------------------------------------
     def run(self, workload: str, n: int) -> dict:
