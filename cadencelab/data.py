@@ -15,8 +15,9 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
     soak_summary() / soak_chunks() / soak_turns()
                                   the 1,800-chunk SRc soak against B0 (data/h200/soak.json + soak_chunks.csv.gz)
-    sessions_summary() / sessions_capacity(workload) / sessions_per_session()
-                                  N Token2wav sessions on one GPU, B0 vs SRc (data/h200/sessions.json)
+    sessions_summary() / sessions_capacity(workload) / sessions_table() / sessions_per_session()
+                                  N Token2wav sessions on one GPU, B0 vs SRc (and the experimental
+                                  batched arm SRb) (data/h200/sessions.json)
     mimi_summary() / mimi_arms()  Moshi's Mimi: eager vs the vendor's CUDA graphs vs generic replay
     freeze_summary() / freeze_paths()
                                   the Freeze-Omni-style decoder: overlap recompute vs carry (vs replay)
@@ -41,7 +42,7 @@ __all__ = [
     "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
     "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "recorded_trace",
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
-    "sessions_summary", "sessions_capacity", "sessions_per_session",
+    "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
     "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths",
 ]
 
@@ -398,7 +399,7 @@ def soak_chunks() -> pd.DataFrame:
 
 
 def sessions_summary() -> dict:
-    """The capacity study's headline: max_sessions_at_cadence_B0 / _SRc per workload (with
+    """The capacity study's headline: max_sessions_at_cadence_<arm> per workload (with
     ``capacity_bound``: "exact" or "lower_bound"), their ratio, peak bytes per added session against
     the declared state bytes, exactness counts, swap cost."""
     obj, rel, _ = _result("sessions")
@@ -415,6 +416,30 @@ def sessions_capacity(workload: str | None = None) -> pd.DataFrame:
             raise ValueError(f"{rel}: no workload {workload!r} (workloads: {sorted(set(df['workload']))})")
         df = df[df["workload"] == workload]
     return df.reset_index(drop=True)
+
+
+def sessions_table() -> pd.DataFrame:
+    """One row per arm: sessions holding the cadence per workload ("(lower bound)" where the sweep
+    ended without a break), peak and declared MiB per added session, the exactness reference its
+    chunks were gated on, and how many chunks equal the session run alone through B0."""
+    s = sessions_summary()
+    rows = []
+    for arm, per in ((k[len("max_sessions_at_cadence_"):], v) for k, v in s.items()
+                     if k.startswith("max_sessions_at_cadence_")):
+        bound = s.get("capacity_bound", {}).get(arm, {})
+        row = {"arm": arm + (" (experimental)" if arm in s.get("experimental_arms", []) else "")}
+        for w, n in per.items():
+            row[f"max sessions ({w})"] = f"{n}" + (" (lower bound)" if bound.get(w) == "lower_bound" else "")
+        peak = s.get("peak_bytes_per_added_session", {}).get(arm)
+        declared = s.get("declared_state_bytes_per_session", {}).get(arm)
+        same = s.get("identical_to_solo_B0", {}).get(arm, {})
+        row.update({"peak MiB per added session": round(peak / 2**20) if peak else None,
+                    "declared state MiB per session": round(declared / 2**20) if declared else None,
+                    "gated on": ", ".join(s.get("exactness_reference", {}).get(arm, ["solo_B0"])),
+                    "identical to solo B0 (mel and PCM)": (f"{same['mel_and_pcm']} / {same['compared']}"
+                                                           if same else None)})
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("arm")
 
 
 def sessions_per_session() -> pd.DataFrame:

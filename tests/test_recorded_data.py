@@ -246,11 +246,25 @@ def test_recorded_sessions_meet_the_issue_targets():
     assert s["recaptures_after_warmup"]["SRc"] == 0 and s["invalidations"]["SRc"] == 0
     cap = data.sessions_capacity("speak_heavy")
     fig = viz.capacity_lines(cap[~cap["skipped"].astype(bool) & ~cap["oom"]])
-    assert isinstance(fig, go.Figure) and {t.name for t in fig.data} == {"B0", "SRc"}
+    assert isinstance(fig, go.Figure) and {t.name for t in fig.data} == {"B0", "SRc", "SRb"}
     per = data.sessions_per_session()
     assert per["exact_chunks"].sum() == s["chunks_exact"]
     with pytest.raises(ValueError, match="no workload"):
         data.sessions_capacity("talkative")
+
+
+def test_recorded_batched_arm_is_labelled_and_gated_on_the_batched_eager_path():
+    s = data.sessions_summary()
+    assert s["experimental_arms"] == ["SRb"]
+    assert s["exactness_reference"] == {"B0": ["solo_B0"], "SRc": ["solo_B0"], "SRb": ["batched_eager"]}
+    assert s["non_exact_by_arm"]["SRb"] == 0 and s["recaptures_after_warmup"]["SRb"] == 0
+    same = s["identical_to_solo_B0"]
+    assert same["SRc"]["mel_and_pcm"] == same["SRc"]["compared"]  # the paper's arm: identical to solo B0
+    assert same["SRb"]["mel"] < same["SRb"]["compared"] and same["SRb"]["mel_iff_never_batched"]
+    table = data.sessions_table()
+    assert list(table.index) == ["SRc", "SRb (experimental)", "B0"]
+    assert table.loc["SRb (experimental)", "gated on"] == "batched_eager"
+    assert table.loc["SRc", "max sessions (speak_heavy)"] == str(s["max_sessions_at_cadence_SRc"]["speak_heavy"])
 
 
 def test_recorded_mimi_generic_replay_recovers_the_vendor_speedup():

@@ -95,5 +95,6 @@ def capacity_lines(df: pd.DataFrame, metric: str = "p95_chunk_ms", cadence_ms: f
         fig.add_hline(y=float(cadence_ms), line_dash="dash", line_color="black",
                       annotation_text=f"{opts.hline_label} {cadence_ms:g}", annotation_position="top left")
     fig.update_layout(xaxis_title="concurrent sessions N", yaxis_title=metric, legend_title_text="arm")
-    fig.update_xaxes(dtick=1)
+    if df["sessions"].max() <= 16:
+        fig.update_xaxes(dtick=1)
     return opts.apply(fig, f"{metric} vs sessions")
