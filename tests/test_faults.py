@@ -19,7 +19,6 @@ tests/test_faults_cuda.py repeats the device faults with real graphs.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import random
 import shutil
@@ -30,17 +29,11 @@ import pandas as pd
 import pytest
 import torch
 
-from cadencelab.contract import (
-    Admission,
-    Clock,
-    Declaration,
-    Operator,
-    PromptRetained,
-    Region,
-    admitted_labels,
-)
+import toys
+from cadencelab.contract import PromptRetained, admitted_labels
 from cadencelab.replay import CAPTURED, REJECTED, ExactShapeReplay
 from cadencelab.state import Carry, ShadowAuditor
+from toys import POLICY, F, P, R, declaration, one_row, randn
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -50,68 +43,20 @@ def _replay_enabled(monkeypatch):
     monkeypatch.delenv("CADENCELAB_NO_REPLAY", raising=False)
 
 
-def _row(df: pd.DataFrame, **match) -> pd.Series:
-    rows = df
-    for k, v in match.items():
-        rows = rows[rows[k].apply(lambda x: x == v)]
-    assert len(rows) == 1, f"expected one row matching {match}, got {len(rows)}\n{df}"
-    return rows.iloc[0]
+D = 8
+DECL = declaration(D)
 
 
-# ---------------------------------------------------------------------------------------
-# a toy streaming operator over a carry (prompt-retained, newest first, like the estimator)
-# ---------------------------------------------------------------------------------------
-
-D, P, R, F = 8, 6, 4, 2
-POLICY = PromptRetained(P, R, layout="newest_first")
-CLOCKS = (Clock("tokens", "token"), Clock("frames", "frame", parent="tokens", ratio=2))
-REGION = Region("kv", clock="frames", shape=("frames", D), policy=POLICY, growth=F, max_call=F + 2, initial=P,
-                lifetime="turn")
-DECL = Declaration("toy-attention", CLOCKS, (REGION,),
-                   (Operator("attend", reads=("kv",), clock="frames", call=F, flush=(1, F + 2, 1)),),
-                   admission=Admission("frames", F))
+def _model():
+    return toys.Attend(D, seed=40)
 
 
-def _randn(*shape, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-class Attend(torch.nn.Module):
-    """Write the new K|V frames into the carry it is handed (newest first), attend, retain in place."""
-
-    def __init__(self):
-        super().__init__()
-        self.kv = torch.nn.Linear(D, D)
-        self.q = torch.nn.Linear(D, D)
-        with torch.no_grad():
-            for i, p in enumerate(self.parameters()):
-                p.copy_(_randn(*p.shape, seed=40 + i) * 0.3)
-        self.requires_grad_(False)
-
-    def forward(self, x, buf, length):
-        carry = Carry("kv", POLICY, 0, buf)  # wraps the storage, allocates nothing
-        n = carry.write_appended(self.kv(x), length)
-        h = buf.narrow(0, 0, n)
-        out = torch.softmax(self.q(x) @ h.T / D**0.5, dim=-1) @ h
-        carry.move_retained(n)
-        return out
-
-
-class Stream:
-    """One stream's state: a carry sized from the declaration (A + f_call), reset to the prompt."""
-
-    def __init__(self, device="cpu"):
-        self.carry = Carry.for_region(DECL, "kv", device=device, envelope="attended")
-        self.carry.reset_in_place(_randn(P, D, seed=7).to(device))
-
-    def call(self, fn, x):
-        out = fn(x, self.carry.buffer, self.carry.length)
-        self.carry.commit(POLICY.extent_after(self.carry.length + x.shape[0]))  # host bookkeeping, outside fn
-        return out
+def _stream(device="cpu"):
+    return toys.Stream(D, device)
 
 
 def _inputs(sizes, seed=100):
-    return [_randn(f, D, seed=seed + i) for i, f in enumerate(sizes)]
+    return [randn(f, D, seed=seed + i) for i, f in enumerate(sizes)]
 
 
 def _classify(x, buf, length):
@@ -125,8 +70,8 @@ def _classify(x, buf, length):
 
 @pytest.mark.parametrize("how", ["new_tensor", "data_swap"])
 def test_carry_swapped_mid_stream_invalidates_runs_eagerly_and_stays_exact(how):
-    model = Attend()
-    plain, watched = Stream(), Stream()
+    model = _model()
+    plain, watched = _stream(), _stream()
     eng = ExactShapeReplay(model, "attend", backend="eager", catalog=admitted_labels(DECL, "attend"),
                            classify=_classify, owners=lambda: [watched.carry.buffer], modules=[model])
     swap_at = 5
@@ -140,7 +85,7 @@ def test_carry_swapped_mid_stream_invalidates_runs_eagerly_and_stays_exact(how):
                 assert not old.address_ok()
         assert torch.equal(watched.call(eng, x), plain.call(model, x)), f"call {i}"
     assert torch.equal(watched.carry.view(), plain.carry.view())
-    locked = _row(eng.counters(), label=(P + R, F))  # the class at the retention bound: calls 2..9
+    locked = one_row(eng.counters(), label=(P + R, F))  # the class at the retention bound: calls 2..9
     assert locked["hits"] == 8 and locked["status"] == CAPTURED
     assert locked["invalidations"] == 1
     assert locked["captures"] == 2  # re-captured at the new address on its next hit
@@ -154,8 +99,8 @@ def test_carry_swapped_mid_stream_invalidates_runs_eagerly_and_stays_exact(how):
 
 @pytest.mark.parametrize("how", ["parameter", "data"])
 def test_module_parameter_replaced_mid_stream_invalidates(how):
-    model, ref = Attend(), Attend()
-    plain, watched = Stream(), Stream()
+    model, ref = _model(), _model()
+    plain, watched = _stream(), _stream()
     eng = ExactShapeReplay(model, "attend", backend="eager", owners=lambda: [watched.carry.buffer], modules=[model])
     for i, x in enumerate(_inputs([F] * 8)):
         if i == 4:  # same values, new storage
@@ -288,21 +233,21 @@ def test_host_rng_callable_is_rejected_and_matches_a_plain_run(fn):
 def test_shape_outside_the_catalog_runs_eagerly_and_exactly():
     labels = admitted_labels(DECL, "attend")
     assert (P + R, F + 2) not in labels and (P + R, 1) in labels  # flushes above f_chunk are not admitted
-    model = Attend()
-    plain, watched = Stream(), Stream()
+    model = _model()
+    plain, watched = _stream(), _stream()
     eng = ExactShapeReplay(model, "attend", backend="eager", catalog=labels, classify=_classify,
                            owners=lambda: [watched.carry.buffer], modules=[model])
     sizes = [F, F, F, F, F + 2, 1, F, F, F + 2, F]
     for i, x in enumerate(_inputs(sizes)):
         assert torch.equal(watched.call(eng, x), plain.call(model, x)), f"call {i} (f={x.shape[0]})"
     c = eng.counters()
-    out = _row(c, label=(P + R, F + 2))
+    out = one_row(c, label=(P + R, F + 2))
     assert (out["status"], out["reason"], out["hits"], out["eager"], out["replays"], out["captures"]) == (
         REJECTED, "outside_catalog", 2, 2, 0, 0)
     assert out["miss_reasons"] == {"outside_catalog": 2}
-    steady = _row(c, label=(P + R, F))
+    steady = one_row(c, label=(P + R, F))
     assert steady["status"] == CAPTURED and steady["replays"] == 4
-    assert _row(c, label=(P + R, 1))["status"] == CAPTURED  # an admitted flush: probed and captured
+    assert one_row(c, label=(P + R, 1))["status"] == CAPTURED  # an admitted flush: probed and captured
     assert "outside_catalog 2" in eng.summary()
 
 
@@ -399,24 +344,11 @@ def test_intact_trace_fixture_loads(tmp_path):
 # Token2wav: the solver buffer (or a carry) swapped mid-stream
 # ---------------------------------------------------------------------------------------
 
-T2W_TOKENS = np.random.default_rng(11).integers(0, 6561, 25 * 6 + 10).tolist()  # 6 steady chunks + a 13-token flush
+T2W_TOKENS = toys.token2wav_tokens(6)
 
 
 def _drive_t2w(model, prompt, swap=None, swap_at=3):
-    torch.manual_seed(5)
-    model.set_stream_cache(prompt)
-    buf = [4218] * 3 + T2W_TOKENS
-    out, i = [], 0
-    while True:
-        if swap is not None and i == swap_at:
-            swap(model)
-        last = len(buf) < 28
-        pcm = model.stream(buf if last else buf[:28], last_chunk=last)
-        out.append(hashlib.sha256(pcm).hexdigest())
-        i += 1
-        if last:
-            return out
-        buf = buf[25:]
+    return toys.drive_token2wav(model, prompt, T2W_TOKENS, swap, swap_at)
 
 
 @pytest.fixture(scope="module")
@@ -428,17 +360,8 @@ def t2w_reference():
     return prompt, _drive_t2w(StockToken2wav(flow, hift, "cpu"), prompt)
 
 
-def _swap_solver_buffer(rt):
-    rt.flow.decoder.att_cache_buffer = rt.flow.decoder.att_cache_buffer.clone()
-
-
-def _swap_conformer_carry(rt):
-    old = rt.conf_att
-    rt.conf_att = Carry(old.name, old.policy, old.dim, old.buffer.clone(), length=old.length)
-
-
-@pytest.mark.parametrize("swap,detail", [(_swap_solver_buffer, "solver_workspace"),
-                                         (_swap_conformer_carry, "aliased input moved")],
+@pytest.mark.parametrize("swap,detail", [(toys.swap_solver_buffer, "solver_workspace"),
+                                         (toys.swap_conformer_carry, "aliased input moved")],
                          ids=["solver_buffer", "conformer_carry"])
 def test_token2wav_buffer_swap_mid_stream_invalidates_and_pcm_stays_stock(t2w_reference, swap, detail):
     """Either the engine invalidates and the PCM still equals the stock stream, or a clear error: never a
@@ -459,7 +382,7 @@ def test_token2wav_buffer_swap_mid_stream_invalidates_and_pcm_stays_stock(t2w_re
     inval = [e for e in flow_engine.events if e["kind"] == "invalidation"]
     assert len(inval) == 1, flow_engine.events
     assert detail in inval[0]["detail"]
-    locked = _row(rt.counters(), engine="flow_chunk", label=(402, 402, 50))
+    locked = one_row(rt.counters(), engine="flow_chunk", label=(402, 402, 50))
     assert locked["invalidations"] == 1 and locked["captures"] == 2 and locked["status"] == CAPTURED
     assert locked["miss_reasons"] == {"probe": 2, "invalidated": 1}
     assert locked["replays"] >= 1  # admitted again after the re-capture

@@ -17,29 +17,22 @@ runtime in an unusual state if the engine mishandled it.
 
 from __future__ import annotations
 
-import hashlib
 import random
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
-from cadencelab.contract import Admission, Clock, Declaration, Operator, PromptRetained, Region, admitted_labels
+import toys
+from cadencelab.contract import admitted_labels
 from cadencelab.replay import CAPTURED, FAILED, REJECTED, ExactShapeReplay
 from cadencelab.state import Carry
+from toys import POLICY, F, P, R, declaration, one_row, randn
 
 pytestmark = pytest.mark.cuda
 
-D, P, R, F = 16, 6, 4, 2
-POLICY = PromptRetained(P, R, layout="newest_first")
-CLOCKS = (Clock("tokens", "token"), Clock("frames", "frame", parent="tokens", ratio=2))
-DECL = Declaration(
-    "toy-attention", CLOCKS,
-    (Region("kv", clock="frames", shape=("frames", D), policy=POLICY, growth=F, max_call=F + 2, initial=P,
-            lifetime="turn"),),
-    (Operator("attend", reads=("kv",), clock="frames", call=F, flush=(1, F + 2, 1)),),
-    admission=Admission("frames", F))
+D = 16
+DECL = declaration(D)
 
 
 @pytest.fixture(autouse=True)
@@ -52,55 +45,16 @@ def _deterministic_and_replay_enabled(monkeypatch):
     torch.backends.cudnn.deterministic, torch.backends.cuda.matmul.allow_tf32 = old
 
 
-def _row(df: pd.DataFrame, **match) -> pd.Series:
-    rows = df
-    for k, v in match.items():
-        rows = rows[rows[k].apply(lambda x: x == v)]
-    assert len(rows) == 1, f"expected one row matching {match}, got {len(rows)}\n{df}"
-    return rows.iloc[0]
+def _model():
+    return toys.Attend(D, seed=300, out_proj=True)
 
 
-def _cpu_randn(*shape, seed):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-class Attend(torch.nn.Module):
-    """A streaming attention step over a prompt-retained, newest-first carry (device work only)."""
-
-    def __init__(self):
-        super().__init__()
-        self.kv = torch.nn.Linear(D, D)
-        self.q = torch.nn.Linear(D, D)
-        self.o = torch.nn.Linear(D, D)
-        with torch.no_grad():
-            for i, p in enumerate(self.parameters()):
-                p.copy_(_cpu_randn(*p.shape, seed=300 + i) * 0.3)
-        self.requires_grad_(False)
-
-    @torch.no_grad()
-    def forward(self, x, buf, length):
-        carry = Carry("kv", POLICY, 0, buf)
-        n = carry.write_appended(self.kv(x), length)
-        h = buf.narrow(0, 0, n)
-        att = torch.softmax(self.q(x) @ h.transpose(0, 1) * (1.0 / D**0.5), dim=-1)
-        out = self.o(att @ h)
-        carry.move_retained(n)
-        return out
-
-
-class Stream:
-    def __init__(self):
-        self.carry = Carry.for_region(DECL, "kv", device="cuda", envelope="attended")
-        self.carry.reset_in_place(_cpu_randn(P, D, seed=7).cuda())
-
-    def call(self, fn, x):
-        out = fn(x, self.carry.buffer, self.carry.length)
-        self.carry.commit(POLICY.extent_after(self.carry.length + x.shape[0]))
-        return out
+def _stream():
+    return toys.Stream(D, "cuda")
 
 
 def _inputs(sizes, seed=2000):
-    return [_cpu_randn(f, D, seed=seed + i).cuda() for i, f in enumerate(sizes)]
+    return [randn(f, D, seed=seed + i).cuda() for i, f in enumerate(sizes)]
 
 
 def _classify(x, buf, length):
@@ -114,8 +68,8 @@ def _classify(x, buf, length):
 
 @pytest.mark.parametrize("how", ["new_tensor", "data_swap"])
 def test_carry_swap_invalidates_and_equals_eager(how):
-    model = Attend().cuda()
-    eager, replayed = Stream(), Stream()
+    model = _model().cuda()
+    eager, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "attend", backend="cuda", catalog=admitted_labels(DECL, "attend"),
                            classify=_classify, owners=lambda: [replayed.carry.buffer], modules=[model])
     for i, x in enumerate(_inputs([F] * 10)):
@@ -128,7 +82,7 @@ def test_carry_swap_invalidates_and_equals_eager(how):
         assert torch.equal(replayed.call(eng, x), eager.call(model, x)), f"call {i}"
     torch.cuda.synchronize()
     assert torch.equal(replayed.carry.view(), eager.carry.view())
-    locked = _row(eng.counters(), label=(P + R, F))
+    locked = one_row(eng.counters(), label=(P + R, F))
     assert (locked["status"], locked["invalidations"], locked["captures"], locked["replays"]) == (CAPTURED, 1, 2, 5)
     assert locked["miss_reasons"] == {"probe": 2, "invalidated": 1}
     inval = [e for e in eng.events if e["kind"] == "invalidation"]
@@ -136,8 +90,8 @@ def test_carry_swap_invalidates_and_equals_eager(how):
 
 
 def test_parameter_replaced_invalidates_and_equals_eager():
-    model, ref = Attend().cuda(), Attend().cuda()
-    eager, replayed = Stream(), Stream()
+    model, ref = _model().cuda(), _model().cuda()
+    eager, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "attend", backend="cuda", owners=lambda: [replayed.carry.buffer], modules=[model])
     for i, x in enumerate(_inputs([F] * 8)):
         if i == 4:
@@ -188,8 +142,8 @@ def test_host_rng_rejected_on_cuda(fn):
 
 
 def test_shape_outside_the_catalog_is_eager_and_exact_on_cuda():
-    model = Attend().cuda()
-    eager, replayed = Stream(), Stream()
+    model = _model().cuda()
+    eager, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "attend", backend="cuda", catalog=admitted_labels(DECL, "attend"),
                            classify=_classify, owners=lambda: [replayed.carry.buffer], modules=[model])
     sizes = [F, F, F, F, F + 2, 1, F, F, F + 2, F]
@@ -198,10 +152,10 @@ def test_shape_outside_the_catalog_is_eager_and_exact_on_cuda():
     torch.cuda.synchronize()
     assert torch.equal(replayed.carry.view(), eager.carry.view())
     c = eng.counters()
-    out = _row(c, label=(P + R, F + 2))
+    out = one_row(c, label=(P + R, F + 2))
     assert (out["status"], out["reason"], out["eager"], out["replays"], out["captures"]) == (
         REJECTED, "outside_catalog", 2, 0, 0)
-    steady = _row(c, label=(P + R, F))
+    steady = one_row(c, label=(P + R, F))
     assert steady["status"] == CAPTURED and steady["replays"] == 4
 
 
@@ -209,39 +163,16 @@ def test_shape_outside_the_catalog_is_eager_and_exact_on_cuda():
 # Token2wav SRc: the solver buffer or a carry swapped mid-stream
 # ---------------------------------------------------------------------------------------
 
-T2W_TOKENS = np.random.default_rng(11).integers(0, 6561, 25 * 8 + 10).tolist()  # 8 steady chunks + a 13-token flush
+T2W_TOKENS = toys.token2wav_tokens(8)
 SWAP_AT = 4  # chunk 3 replays the (402, 402, 50) graph; chunk 4 meets the swap; chunks 6, 7 replay the re-capture
 
 
 def _drive_t2w(model, prompt, swap=None, swap_at=SWAP_AT):
-    torch.manual_seed(5)  # the CPU and every CUDA generator
-    model.set_stream_cache(prompt)
-    buf = [4218] * 3 + T2W_TOKENS
-    out, i = [], 0
-    while True:
-        if swap is not None and i == swap_at:
-            swap(model)
-        last = len(buf) < 28
-        pcm = model.stream(buf if last else buf[:28], last_chunk=last)
-        wav = model.last_speech.float().cpu().numpy().tobytes()
-        out.append((hashlib.sha256(pcm).hexdigest(), hashlib.sha256(wav).hexdigest()))
-        i += 1
-        if last:
-            return out
-        buf = buf[25:]
+    return toys.drive_token2wav(model, prompt, T2W_TOKENS, swap, swap_at)
 
 
-def _swap_solver_buffer(rt):
-    rt.flow.decoder.att_cache_buffer = rt.flow.decoder.att_cache_buffer.clone()
-
-
-def _swap_conformer_carry(rt):
-    old = rt.conf_att
-    rt.conf_att = Carry(old.name, old.policy, old.dim, old.buffer.clone(), length=old.length)
-
-
-@pytest.mark.parametrize("swap,detail", [(_swap_solver_buffer, "solver_workspace"),
-                                         (_swap_conformer_carry, "aliased input moved")],
+@pytest.mark.parametrize("swap,detail", [(toys.swap_solver_buffer, "solver_workspace"),
+                                         (toys.swap_conformer_carry, "aliased input moved")],
                          ids=["solver_buffer", "conformer_carry"])
 def test_token2wav_src_buffer_swap_invalidates_and_equals_stock(swap, detail):
     from cadencelab.adapters.token2wav import TEACHING, StockToken2wav, build_token2wav, make_prompt
@@ -258,7 +189,7 @@ def test_token2wav_src_buffer_swap_invalidates_and_equals_stock(swap, detail):
     flow_engine = rt.engines["flow_chunk"]
     inval = [e for e in flow_engine.events if e["kind"] == "invalidation"]
     assert len(inval) == 1 and detail in inval[0]["detail"], flow_engine.events
-    locked = _row(rt.counters(), engine="flow_chunk", label=(402, 402, 50))
+    locked = one_row(rt.counters(), engine="flow_chunk", label=(402, 402, 50))
     assert (locked["status"], locked["invalidations"], locked["captures"]) == (CAPTURED, 1, 2)
     assert locked["replays"] == 3  # chunk 3 before the swap; chunks 6 and 7 after the re-capture at chunk 5
     assert locked["miss_reasons"] == {"probe": 2, "invalidated": 1}
@@ -272,8 +203,11 @@ def test_token2wav_src_buffer_swap_invalidates_and_equals_stock(swap, detail):
 # --- keep last: a capture that fails --------------------------------------------------------
 
 
-class SyncingAttend(Attend):
+class SyncingAttend(toys.Attend):
     """The flush class reads a device value on the host: legal eagerly, illegal while capturing."""
+
+    def __init__(self):
+        super().__init__(D, seed=300, out_proj=True)
 
     @torch.no_grad()
     def forward(self, x, buf, length):
@@ -285,7 +219,7 @@ class SyncingAttend(Attend):
 
 def test_sync_inside_capture_fails_that_class_the_stream_goes_on():
     model = SyncingAttend().cuda()
-    eager, replayed = Stream(), Stream()
+    eager, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "attend", backend="cuda", catalog=admitted_labels(DECL, "attend"),
                            classify=_classify, owners=lambda: [replayed.carry.buffer], modules=[model])
     default = torch.cuda.current_stream()
@@ -296,10 +230,10 @@ def test_sync_inside_capture_fails_that_class_the_stream_goes_on():
     assert torch.cuda.current_stream() == default
     assert torch.equal(replayed.carry.view(), eager.carry.view())
     c = eng.counters()
-    flush = _row(c, label=(P + R, 1))
+    flush = one_row(c, label=(P + R, 1))
     assert (flush["status"], flush["reason"], flush["replays"], flush["eager"]) == (FAILED, "capture_failed", 0, 2)
     assert flush["miss_reasons"] == {"probe": 1, "capture_failed": 1}
-    steady = _row(c, label=(P + R, F))
+    steady = one_row(c, label=(P + R, F))
     assert steady["status"] == CAPTURED and steady["replays"] == 5  # the stream went on replaying
     assert [e["kind"] for e in eng.events].count("capture_failed") == 1
     # device randomness still works, and a device-RNG graph captured afterwards replays exactly

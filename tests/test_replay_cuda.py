@@ -16,15 +16,15 @@ import random
 import pytest
 import torch
 
-from cadencelab.contract import PromptRetained
+import toys
 from cadencelab.replay import CAPTURED, FAILED, REJECTED, ExactShapeReplay
 from cadencelab.state import Carry
+from toys import POLICY, F, randn
 
 MiB = 2**20
 GRANULE = 2 * MiB  # the caching allocator rounds large blocks to 2 MiB
 
-D, P, R, F = 16, 6, 4, 2
-POLICY = PromptRetained(P, R, layout="newest_first")
+D = 16
 
 
 @pytest.fixture(autouse=True)
@@ -32,57 +32,24 @@ def _replay_enabled(monkeypatch):
     monkeypatch.delenv("CADENCELAB_NO_REPLAY", raising=False)
 
 
-def _cpu_randn(*shape, seed):
-    """Deterministic inputs drawn on the host generator of a private Generator (no global RNG use)."""
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-class TinyAttention(torch.nn.Module):
+def _model():
     """A streaming attention-like step over a prompt-retained, newest-first carry."""
-
-    def __init__(self):
-        super().__init__()
-        self.kv = torch.nn.Linear(D, D)
-        self.q = torch.nn.Linear(D, D)
-        self.o = torch.nn.Linear(D, D)
-        with torch.no_grad():
-            for i, p in enumerate(self.parameters()):
-                p.copy_(_cpu_randn(*p.shape, seed=100 + i) * 0.3)
-        self.requires_grad_(False)
-
-    @torch.no_grad()
-    def forward(self, x, buf, length):
-        # device work only: no host reads, no host bookkeeping (that happens outside, in StreamState)
-        carry = Carry("kv", POLICY, 0, buf)  # wraps the storage it is handed, allocates nothing
-        n = carry.write_appended(self.kv(x), length)  # in-buffer write: H = cat([new, C]) in place
-        h = buf.narrow(0, 0, n)
-        att = torch.softmax(self.q(x) @ h.transpose(0, 1) * (1.0 / D**0.5), dim=-1)
-        out = self.o(att @ h)
-        carry.move_retained(n)  # retention in place, same address
-        return out
+    return toys.Attend(D, seed=100, out_proj=True)
 
 
-class StreamState:
+def _stream():
     """One stream's state: a carry sized A + f, reset to the same prompt."""
-
-    def __init__(self):
-        self.carry = Carry.allocate("kv", POLICY, (P + R + F, D), 0, device="cuda")
-        self.carry.reset_in_place(_cpu_randn(P, D, seed=7).cuda())
-
-    def call(self, fn, x):
-        out = fn(x, self.carry.buffer, self.carry.length)
-        self.carry.commit(POLICY.extent_after(self.carry.length + x.shape[0]))
-        return out
+    return toys.Stream(D, "cuda", from_declaration=False)
 
 
 def _stream_inputs(n):
-    return [_cpu_randn(F, D, seed=1000 + i).cuda() for i in range(n)]
+    return [randn(F, D, seed=1000 + i).cuda() for i in range(n)]
 
 
 @pytest.mark.cuda
 def test_streaming_carry_replay_is_bit_exact():
-    model = TinyAttention().cuda()
-    eager, replayed = StreamState(), StreamState()
+    model = _model().cuda()
+    eager, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "tiny_attention", backend="cuda", owners=lambda: [replayed.carry.buffer],
                            modules=[model])
     lengths = []
@@ -105,8 +72,8 @@ def test_streaming_carry_replay_is_bit_exact():
 
 @pytest.mark.cuda
 def test_pointer_drift_invalidates_and_outputs_stay_exact():
-    model = TinyAttention().cuda()
-    eager, replayed = StreamState(), StreamState()
+    model = _model().cuda()
+    eager, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "tiny_attention", backend="cuda", owners=lambda: [replayed.carry.buffer],
                            modules=[model])
     for i, x in enumerate(_stream_inputs(10)):
@@ -204,7 +171,7 @@ class _Cycle:
 
 
 class DropsAGraphWhileCapturing(torch.nn.Module):
-    """TinyAttention that, while its own capture is in progress, lets another engine (which owns a
+    """The toy attention step that, while its own capture is in progress, lets another engine (which owns a
     captured graph) become cyclic garbage and then allocates Python containers."""
 
     def __init__(self, inner, holder: list):
@@ -215,26 +182,28 @@ class DropsAGraphWhileCapturing(torch.nn.Module):
         if torch.cuda.is_current_stream_capturing():
             self.holder.clear()  # the other engine is now unreachable, kept only by its cycle
             junk = [[i] for i in range(2000)]  # container allocations: the collector's trigger
-            del junk
+            assert len(junk) == 2000
         return self.inner(x, buf, length)
+
+
+def _engine_in_a_cycle() -> _Cycle:
+    """An engine with captured graphs, reachable only through the cycle it is returned in."""
+    state, model = _stream(), _model().cuda()
+    eng = ExactShapeReplay(model, "dead", backend="cuda", owners=lambda: [state.carry.buffer], modules=[model])
+    for x in _stream_inputs(2):
+        state.call(eng, x)
+    assert (eng.counters()["status"] == CAPTURED).all()
+    return _Cycle(eng, state)
 
 
 @pytest.mark.cuda
 def test_a_garbage_collection_during_capture_cannot_invalidate_it():
     """A collection inside a capture could free an unreachable graph, whose reset invalidates the
     capture in progress (seen on the H200 across tests). The engine holds collection off while it captures."""
-    dead_state = StreamState()
-    dead_model = TinyAttention().cuda()
-    dead = ExactShapeReplay(dead_model, "dead", backend="cuda", owners=lambda: [dead_state.carry.buffer],
-                            modules=[dead_model])
-    for x in _stream_inputs(2):
-        dead_state.call(dead, x)
-    assert (dead.counters()["status"] == CAPTURED).all()
-    holder = [_Cycle(dead, dead_state)]
-    del dead, dead_state, dead_model
-    inner = TinyAttention().cuda()
+    holder = [_engine_in_a_cycle()]
+    inner = _model().cuda()
     model = DropsAGraphWhileCapturing(inner, holder)
-    eager, replayed = StreamState(), StreamState()
+    eager, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "captures_amid_garbage", backend="cuda", owners=lambda: [replayed.carry.buffer],
                            modules=[inner])
     old = gc.get_threshold()

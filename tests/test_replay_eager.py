@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import random
 
-import pandas as pd
 import pytest
 import torch
 
-from cadencelab.contract import PromptRetained
+import toys
 from cadencelab.replay import (
     CAPTURED,
     FAILED,
@@ -26,6 +25,7 @@ from cadencelab.replay import (
     signature,
 )
 from cadencelab.state import Carry
+from toys import POLICY, F, P, one_row
 
 COUNTER_COLUMNS = ["engine", "backend", "label", "signature", "status", "reason", "rng", "hits", "replays", "eager",
                    "captures", "invalidations", "capture_s", "staging_bytes", "pool_bytes", "misses", "miss_reasons"]
@@ -36,14 +36,6 @@ def _replay_enabled(monkeypatch):
     monkeypatch.delenv("CADENCELAB_NO_REPLAY", raising=False)
 
 
-def _one(df: pd.DataFrame, **match) -> pd.Series:
-    rows = df
-    for k, v in match.items():
-        rows = rows[rows[k] == v]
-    assert len(rows) == 1, f"expected one row matching {match}, got {len(rows)}\n{df}"
-    return rows.iloc[0]
-
-
 def scale(x, k):
     return x * k + 1
 
@@ -52,40 +44,15 @@ def scale(x, k):
 # a streaming operator over a carry (the shape of the Token2wav CFM call, in miniature)
 # ---------------------------------------------------------------------------------------
 
-D, P, R, F = 8, 6, 4, 2
-POLICY = PromptRetained(P, R, layout="newest_first")
+D = 8
 
 
-class TinyAttention(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.kv = torch.nn.Linear(D, D)
-        self.q = torch.nn.Linear(D, D)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
-        self.requires_grad_(False)
-
-    def forward(self, x, buf, length):
-        """Write the new K|V frames into the carry (newest first), attend over them, retain in place."""
-        carry = Carry("kv", POLICY, 0, buf)  # wraps the storage it is handed
-        n = carry.write_appended(self.kv(x), length)
-        h = buf.narrow(0, 0, n)
-        att = torch.softmax(self.q(x) @ h.T / D**0.5, dim=-1)
-        carry.move_retained(n)
-        return att @ h
+def _model():
+    return toys.Attend(D, seed=0)
 
 
-class StreamState:
-    def __init__(self):
-        self.carry = Carry.allocate("kv", POLICY, (P + R + F, D), 0)
-        self.carry.reset_in_place(torch.linspace(-1, 1, P * D).reshape(P, D))
-
-    def call(self, fn, x):
-        out = fn(x, self.carry.buffer, self.carry.length)
-        self.carry.commit(POLICY.extent_after(self.carry.length + x.shape[0]))  # host bookkeeping, outside fn
-        return out
+def _stream():
+    return toys.Stream(D, prompt=torch.linspace(-1, 1, P * D).reshape(P, D), from_declaration=False)
 
 
 def _inputs(n, f=F, seed=5):
@@ -94,8 +61,8 @@ def _inputs(n, f=F, seed=5):
 
 
 def test_streaming_carry_classes_and_outputs():
-    model = TinyAttention()
-    plain, replayed = StreamState(), StreamState()
+    model = _model()
+    plain, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "tiny_attention", backend="eager", owners=lambda: [replayed.carry.buffer],
                            modules=[model])
     lengths = []
@@ -129,13 +96,13 @@ def test_catalog_miss_runs_eagerly_and_is_counted():
     for x, k in calls:
         assert torch.equal(eng(x, k), scale(x, k))
     c = eng.counters()
-    four = _one(c, label=4)
+    four = one_row(c, label=4)
     assert (four["status"], four["hits"], four["replays"], four["eager"], four["captures"]) == (CAPTURED, 3, 2, 1, 1)
-    five = _one(c, label=5)
+    five = one_row(c, label=5)
     assert (five["status"], five["reason"], five["hits"], five["replays"], five["eager"]) == (
         REJECTED, "outside_catalog", 2, 0, 2)
     assert five["miss_reasons"] == {"outside_catalog": 2}
-    eight = _one(c, label=8)
+    eight = one_row(c, label=8)
     assert (eight["status"], eight["replays"]) == (CAPTURED, 0)
     m = eng.misses()
     assert list(m.columns) == ["engine", "label", "reason", "count"]
@@ -170,7 +137,7 @@ def test_max_classes_rejects_new_classes_as_catalog_full():
     full = c[c["reason"] == "catalog_full"]
     assert len(full) == 1 and full.iloc[0]["status"] == REJECTED and full.iloc[0]["eager"] == 2
     assert (c["status"] == CAPTURED).sum() == 2
-    assert _one(c, reason="catalog_full")["miss_reasons"] == {"catalog_full": 2}
+    assert one_row(c, reason="catalog_full")["miss_reasons"] == {"catalog_full": 2}
 
 
 # ---------------------------------------------------------------------------------------
@@ -179,8 +146,8 @@ def test_max_classes_rejects_new_classes_as_catalog_full():
 
 
 def test_pointer_drift_of_an_aliased_owner_invalidates_then_recaptures():
-    model = TinyAttention()
-    plain, replayed = StreamState(), StreamState()
+    model = _model()
+    plain, replayed = _stream(), _stream()
     eng = ExactShapeReplay(model, "tiny_attention", backend="eager", owners=lambda: [replayed.carry.buffer])
     xs = _inputs(10)
     for i, x in enumerate(xs):
@@ -188,7 +155,7 @@ def test_pointer_drift_of_an_aliased_owner_invalidates_then_recaptures():
             old = replayed.carry
             replayed.carry = Carry("kv", POLICY, 0, old.buffer.clone(), length=old.length)
         assert torch.equal(replayed.call(eng, x), plain.call(model, x))
-    locked = _one(eng.counters(), hits=8)  # the class at the retention bound (length 10)
+    locked = one_row(eng.counters(), hits=8)  # the class at the retention bound (length 10)
     assert locked["invalidations"] == 1
     assert locked["captures"] == 2  # the class is captured again at the new address
     assert locked["miss_reasons"] == {"probe": 2, "invalidated": 1}
@@ -327,7 +294,7 @@ def test_unkeyable_argument_runs_eagerly_and_is_counted():
     assert torch.equal(eng(x, {1: "non-string key"}), x + 1)
     assert eng.unclassed == {"unkeyable": 2}
     assert len(eng.classes) == 0
-    row = _one(eng.counters(), status="unclassed")
+    row = one_row(eng.counters(), status="unclassed")
     assert (row["reason"], row["hits"], row["eager"], row["replays"]) == ("unkeyable", 2, 2, 0)
     assert [e["kind"] for e in eng.events] == ["refused", "refused"]
     assert "cannot be keyed" in eng.events[0]["detail"]
@@ -367,7 +334,7 @@ def test_eager_by_construction_label_and_external_calls():
     assert torch.equal(eng(torch.ones(3), 2), torch.full((3,), 3.0))
     assert torch.equal(eng(torch.ones(3), 2), torch.full((3,), 3.0))
     eng.record_external("priming")
-    row = _one(eng.counters(), label=("eager", "priming"))
+    row = one_row(eng.counters(), label=("eager", "priming"))
     assert (row["status"], row["reason"], row["eager"], row["replays"]) == (REJECTED, "priming", 1, 0)
     assert eng.unclassed == {"priming": 1}
     assert eng.calls == 4
@@ -393,7 +360,7 @@ def test_reports_columns_and_summary_format():
     assert mem.attrs == {"write_through_bytes": 0, "reserved_bytes_eq6": 16}
     eng.reset_counters()
     assert eng.calls == 0 and eng.summary() == "scale: 0 of 0 admitted (eager backend), 0 misses"
-    assert eng.classes and _one(eng.counters(), label=4)["status"] == CAPTURED  # graphs are kept
+    assert eng.classes and one_row(eng.counters(), label=4)["status"] == CAPTURED  # graphs are kept
     empty = ExactShapeReplay(scale, backend="eager")
     assert list(empty.counters().columns) == COUNTER_COLUMNS and empty.counters().empty
     assert list(empty.misses().columns) == ["engine", "label", "reason", "count"]
