@@ -68,6 +68,10 @@ DATASETS = {
     "sessions": ("h200/sessions.json",
                  "python -m cadencelab.bench sessions --device cuda --out DIR  (on a CUDA machine), then copy "
                  "DIR/sessions.json to {path} and gzip DIR/sessions.csv beside it", ""),
+    "sessions_srb_mixed": ("h200/sessions_srb_mixed.json",
+                           "python -m cadencelab.bench sessions --device cuda --arms SRb --workloads mixed "
+                           "--sessions 64,96,112,128 --out DIR  (on a CUDA machine), then copy DIR/sessions.json to "
+                           "{path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv beside it", ""),
     "mimi": ("h200/moshi_mimi.json",
              "python -m cadencelab.bench crossarch --device cuda --models mimi --out DIR  (on a CUDA machine, moshi "
              "installed), then copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it", ""),
@@ -398,18 +402,19 @@ def soak_chunks() -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 
 
-def sessions_summary() -> dict:
+def sessions_summary(dataset: str = "sessions") -> dict:
     """The capacity study's headline: max_sessions_at_cadence_<arm> per workload (with
     ``capacity_bound``: "exact" or "lower_bound"), their ratio, peak bytes per added session against
-    the declared state bytes, exactness counts, swap cost."""
-    obj, rel, _ = _result("sessions")
+    the declared state bytes, exactness counts, swap cost. ``dataset="sessions_srb_mixed"``: the
+    follow-up run of the experimental SRb arm alone in the mixed workload, past N = 64."""
+    obj, rel, _ = _result(dataset)
     return dict(_need(obj, "summary", rel))
 
 
-def sessions_capacity(workload: str | None = None) -> pd.DataFrame:
+def sessions_capacity(workload: str | None = None, dataset: str = "sessions") -> pd.DataFrame:
     """One row per (arm, workload, N): sessions_holding, all_hold, p95_chunk_ms, goodput, peak_MiB,
     oom, skipped, exact_chunks/checked_chunks, swaps. ``workload`` filters ("mixed", "speak_heavy")."""
-    obj, rel, _ = _result("sessions")
+    obj, rel, _ = _result(dataset)
     df = pd.DataFrame(_need(obj, "capacity", rel))
     if workload is not None:
         if workload not in set(df["workload"]):

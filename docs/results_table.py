@@ -21,6 +21,7 @@ COMPILE = ROOT / "data/h200/token2wav_compile_control.json"
 SOAK = ROOT / "data/h200/soak.json"
 DUPLEX = ROOT / "data/h200/duplex_second.json"
 SESSIONS = ROOT / "data/h200/sessions.json"
+SESSIONS_SRB = ROOT / "data/h200/sessions_srb_mixed.json"
 MIMI = ROOT / "data/h200/moshi_mimi.json"
 FREEZE = ROOT / "data/h200/freeze_style.json"
 
@@ -225,6 +226,18 @@ def sessions_section(path: Path) -> str:
                       + f"; mel and PCM in {same.get('mel_and_pcm', 0)}: a batch draws "
                       f"HiFT's noise from its own seed), and it holds about {fixed:.0f} GiB of fixed workspaces and "
                       f"graph staging on top of the sessions{at_one}."]
+    follow = path.parent / SESSIONS_SRB.name
+    if "SRb" in arms and follow.exists():
+        f = json.loads(follow.read_text())
+        fs, held = f["summary"], [c for c in f["capacity"] if c["all_hold"]]
+        broke = [c for c in f["capacity"] if not c["all_hold"] and not c["skipped"]]
+        lines += ["", f"A follow-up run of SRb alone in the mixed workload (`{_name(follow)}`, N = "
+                      f"{', '.join(str(c['sessions']) for c in f['capacity'])}): it holds the cadence up to "
+                      f"**{fs['max_sessions_at_cadence_SRb']['mixed']}** sessions "
+                      f"({fs['capacity_bound']['SRb']['mixed']} bound; worst p95 {held[-1]['p95_chunk_ms']:.0f} ms)"
+                  + (f", and breaks at {broke[0]['sessions']} (worst p95 {broke[0]['p95_chunk_ms']:.0f} ms)"
+                     if broke else "")
+                  + f"; {fs['chunks_exact']}/{fs['chunks_checked']} chunks equal the batched eager path."]
     return "\n".join(lines)
 
 

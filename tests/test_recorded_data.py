@@ -267,6 +267,17 @@ def test_recorded_batched_arm_is_labelled_and_gated_on_the_batched_eager_path():
     assert table.loc["SRc", "max sessions (speak_heavy)"] == str(s["max_sessions_at_cadence_SRc"]["speak_heavy"])
 
 
+def test_recorded_batched_follow_up_finds_the_mixed_break():
+    s = data.sessions_summary("sessions_srb_mixed")
+    main = data.sessions_summary()
+    assert s["capacity_bound"]["SRb"]["mixed"] == "exact"  # a run above the maximum was measured and broke
+    assert s["max_sessions_at_cadence_SRb"]["mixed"] >= main["max_sessions_at_cadence_SRb"]["mixed"]
+    assert s["all_checked_chunks_exact"] and s["chunks_checked"] == s["chunks"] > 0
+    assert s["exactness_reference"] == {"SRb": ["batched_eager"]} and s["experimental_arms"] == ["SRb"]
+    cap = data.sessions_capacity("mixed", dataset="sessions_srb_mixed")
+    assert set(cap["arm"]) == {"SRb"} and cap["all_hold"].iloc[0] and not cap["all_hold"].iloc[-1]
+
+
 def test_recorded_mimi_generic_replay_recovers_the_vendor_speedup():
     s, arms = data.mimi_summary(), data.mimi_arms().set_index("arm")
     assert s["exact_blocks"] == s["total_blocks"] >= 3 and not s["non_exact_arms"]
