@@ -17,6 +17,8 @@ Protocol
   ``mixed``: sessions alternate speaking and listening turns of ``--turn-seconds`` (session i
   speaks at second k when ((k + i) // turn) is even), for ``--mixed-seconds``; half the sessions
   speak in any second. A listening session keeps its state and resumes its stream later.
+* Arrivals: every speaking session's chunk at the whole second, or with ``--stagger`` session
+  i's at t + i / N (spread evenly over the second).
 * Chunks are served one at a time on the device, FIFO by arrival (round-robin over sessions
   within a second). Each chunk's service time (swap + synthesis + PCM on the host) is measured
   with the device synchronised before and after; the timeline is then replayed on a virtual
@@ -92,6 +94,7 @@ class SessionsConfig:
     processes: bool = True  # one spawned process per arm; False runs inline (CPU smoke, tests)
     time_budget_s: float = 225.0
     batch_sizes: tuple = (1, 2, 4, 8)  # SRb: declared session counts of a batched call
+    stagger: bool = False  # spread arrivals over each second: session i of N at t + i / N (else all at t)
     out: str = "out/sessions"
 
     def __post_init__(self):
@@ -157,6 +160,12 @@ def schedule(cfg: SessionsConfig, workload: str, n: int) -> list[tuple[int, int,
                 out.append((t, i, count[i]))
                 count[i] += 1
     return out
+
+
+def arrival(cfg: SessionsConfig, t: int, i: int, n: int) -> float:
+    """When session ``i``'s chunk of second ``t`` arrives: at ``t``, or with ``cfg.stagger`` at
+    ``t + i / n`` (the N sessions' chunks spread evenly over the second)."""
+    return t + i / n if cfg.stagger else float(t)
 
 
 def max_chunks(cfg: SessionsConfig) -> int:
@@ -277,19 +286,20 @@ class ArmServer(DeviceServer):
         self._fresh()
         sessions = [m.fork(self.templates[i % len(self.templates)], i, session_seed(cfg, i)) for i in range(n)]
         clock, rows = 0.0, []
-        for t, i, k in schedule(cfg, workload, n):
+        for t, i, k in schedule(cfg, workload, n):  # (t, i) order is arrival order, staggered or not
             s = sessions[i]
             self._sync()
             w0 = time.perf_counter()
             pcm = m.stream(s, session_chunk(cfg, i, k, self.vocab))
             self._sync()
             service = time.perf_counter() - w0
-            start = max(clock, float(t))
+            at = arrival(cfg, t, i, n)
+            start = max(clock, at)
             clock = start + service
             swap = m.last_swap
             mel = s.last_mel.detach().float().cpu().numpy().tobytes()
-            rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=float(t),
-                             start_s=start, completion_s=clock, latency_ms=(clock - t) * 1e3,
+            rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=at,
+                             start_s=start, completion_s=clock, latency_ms=(clock - at) * 1e3,
                              service_ms=service * 1e3, audio_s=len(pcm) / 2 / SAMPLE_RATE,
                              swap_bytes=(swap.bytes_out + swap.bytes_in) if swap else 0,
                              swap_ms=m.swap_ms() if swap else 0.0,
@@ -753,7 +763,7 @@ def _cli(args) -> int:
                          turn_seconds=args.turn_seconds, prompts=args.prompts, cadence_s=args.cadence,
                          n_timesteps=args.steps, seed=args.seed, deterministic=not args.unpinned,
                          processes=not args.inline and args.device != "cpu", time_budget_s=args.time_budget,
-                         batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), out=args.out)
+                         batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), stagger=args.stagger, out=args.out)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     return 0
@@ -766,6 +776,8 @@ def add_parser(sub) -> None:
     t.add_argument("--arms", default="SRc,B0",
                    help="comma-separated arms (B0 also streams the solo references; SRb: experimental batched replay)")
     t.add_argument("--batch-sizes", default="1,2,4,8", help="SRb: declared session counts of a batched call")
+    t.add_argument("--stagger", action="store_true",
+                   help="spread each second's arrivals evenly over the second (default: all at the whole second)")
     t.add_argument("--workloads", default="mixed,speak_heavy")
     t.add_argument("--sessions", default="1,2,3,4,6,8,12,16,24,32,48,64", help="session counts N, ascending")
     t.add_argument("--speak-seconds", type=int, default=3, help="speak_heavy: seconds (chunks per session)")

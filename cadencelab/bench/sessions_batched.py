@@ -4,8 +4,12 @@ The chunks that arrive in the same second and share a shape class are served tog
 split greedily into the declared batch sizes (largest first), each batch is one flow call
 and one vocoder call of :class:`~cadencelab.adapters.token2wav.batched.BatchedToken2wav`
 through CUDA graphs keyed on ``(B,) + label``. Every chunk of a batch completes when the batch
-does. The study's workloads make this the best case for batching: every speaking session's
-chunk arrives at the same instant (t = k s), so no chunk waits for a batch to fill.
+does. By default every speaking session's chunk arrives at the same instant (t = k s): the best
+case for batching, no chunk waits for a batch to fill. With ``--stagger`` the arrivals are
+spread over the second and the batcher never waits either: whenever the device is free it
+serves the class of the oldest waiting chunk, with every waiting chunk of that class (one per
+session) that fits a declared size; an idle device serves a lone arrival as a batch of one
+(:func:`next_batch`).
 
 Exactness gate: the **batched eager path** (the paper leaves cross-session batching open; the
 batched path is not bit-identical to a session run alone, see the module docstring of
@@ -26,7 +30,8 @@ import time
 
 import numpy as np
 
-from .sessions import SAMPLE_RATE, DeviceServer, SessionsConfig, _digest, max_chunks, prompt_seed, schedule, session_chunk
+from .sessions import (SAMPLE_RATE, DeviceServer, SessionsConfig, _digest, arrival, max_chunks, prompt_seed,
+                       schedule, session_chunk)
 
 ARM = "SRb"
 
@@ -49,22 +54,41 @@ def split(members: list, sizes) -> list[list]:
     return out
 
 
-def batches(cfg: SessionsConfig, workload: str, n: int, shape_class) -> list[tuple[int, list[tuple[int, int]]]]:
-    """(arrival second, [(session, chunk), ...]) per batch, in service order.
+def next_batch(pending: list[tuple[float, int, int]], clock: float, sizes, shape_class,
+               aligned: bool) -> list[tuple[float, int, int]]:
+    """The batch the device serves next, from ``pending`` (arrival, session, chunk) in arrival order.
 
-    Arrivals of one second are grouped by ``shape_class(session, chunk)`` in order of first
-    appearance, then split into the declared sizes.
+    Eligible: a session's earliest pending chunk only (its state must advance in order), among
+    the chunks of the earliest pending second (``aligned``: every arrival at a whole second) or
+    among those that have arrived by ``clock`` (staggered; if none has, the next one to arrive).
+    The batch is the class of the oldest eligible chunk: its eligible chunks in arrival order,
+    as many as the largest declared size that fits.
     """
-    by_second: dict[int, list] = {}
-    for t, i, k in schedule(cfg, workload, n):
-        by_second.setdefault(t, []).append((i, k))
+    first = pending[0][0]
+    if aligned:
+        ready = [p for p in pending if p[0] == first]
+    else:
+        ready = [p for p in pending if p[0] <= max(clock, first)]
+    seen, eligible = set(), []
+    for p in ready:
+        if p[1] not in seen:
+            seen.add(p[1])
+            eligible.append(p)
+    cls = shape_class(eligible[0][1], eligible[0][2])
+    members = [p for p in eligible if shape_class(p[1], p[2]) == cls]
+    return split(members, sizes)[0]
+
+
+def batches(cfg: SessionsConfig, workload: str, n: int, shape_class) -> list[tuple[float, list[tuple[int, int]]]]:
+    """(arrival of its oldest chunk, [(session, chunk), ...]) per batch, in service order, when every
+    batch is served before the next second's arrivals (no backlog; with aligned arrivals, the
+    order the run serves in). The time budget's estimate for staggered runs too."""
+    pending = [(arrival(cfg, t, i, n), i, k) for t, i, k in schedule(cfg, workload, n)]
     out = []
-    for t in sorted(by_second):
-        groups: dict = {}
-        for i, k in by_second[t]:
-            groups.setdefault(shape_class(i, k), []).append((i, k))
-        for members in groups.values():
-            out.extend((t, b) for b in split(members, cfg.batch_sizes))
+    while pending:
+        b = next_batch(pending, pending[0][0], cfg.batch_sizes, shape_class, aligned=not cfg.stagger)
+        out.append((b[0][0], [(i, k) for _, i, k in b]))
+        pending = [p for p in pending if p not in b]
     return out
 
 
@@ -154,18 +178,24 @@ class BatchedArmServer(DeviceServer):
         torch, cfg = self.torch, self.cfg
         self._fresh()
         ss = [self._fork(i) for i in range(n)]
-        plan = batches(cfg, workload, n, by_chunk)  # stream() refuses a batch whose sessions' classes differ
-        clock, rows = 0.0, []
-        for j, (t, members) in enumerate(plan):
+        pending = [(arrival(cfg, t, i, n), i, k) for t, i, k in schedule(cfg, workload, n)]
+        clock, rows, plan = 0.0, [], []
+        while pending:
+            batch = next_batch(pending, clock, cfg.batch_sizes, by_chunk, aligned=not cfg.stagger)
+            pending = [p for p in pending if p not in batch]
+            members = [(i, k) for _, i, k in batch]
+            j = len(plan)
+            plan.append(members)
+            # stream() refuses a batch whose sessions' shape classes differ
             pcm, service = self._call([ss[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
                                                                      for i, k in members],
                                       batch_seed(cfg, workload, n, j), eager=False)
-            start = max(clock, float(t))
+            start = max(clock, max(at for at, _, _ in batch))
             clock = start + service
-            for (i, k), b in zip(members, pcm):
+            for (at, i, k), b in zip(batch, pcm):
                 mel = ss[i].last_mel.detach().float().cpu().numpy().tobytes()
-                rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=float(t),
-                                 start_s=start, completion_s=clock, latency_ms=(clock - t) * 1e3,
+                rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=at,
+                                 start_s=start, completion_s=clock, latency_ms=(clock - at) * 1e3,
                                  service_ms=service * 1e3, audio_s=len(b) / 2 / SAMPLE_RATE, swap_bytes=0,
                                  swap_ms=0.0, batch=j, batch_size=len(members), sha_i16=_digest(b),
                                  sha_mel=_digest(mel)))
@@ -176,7 +206,7 @@ class BatchedArmServer(DeviceServer):
         # the exactness reference: the same batches on the batched eager path, from fresh forks
         ref = [self._fork(i) for i in range(n)]
         r = 0
-        for j, (t, members) in enumerate(plan):
+        for j, members in enumerate(plan):
             pcm, _ = self._call([ref[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
                                                                for i, k in members],
                                 batch_seed(cfg, workload, n, j), eager=True)
@@ -189,7 +219,7 @@ class BatchedArmServer(DeviceServer):
         del ref
         return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
                     state_bytes_per_session=state, captures=self.captures(), invalidations=self.invalidations(),
-                    batches=len(plan), batch_sizes_used=sorted({len(m) for _, m in plan}))
+                    batches=len(plan), batch_sizes_used=sorted({len(m) for m in plan}))
 
     def reference(self, i: int, chunks: int) -> list[dict]:
         raise NotImplementedError("the solo references are streamed by the B0 arm")
