@@ -72,6 +72,15 @@ DATASETS = {
                            "python -m cadencelab.bench sessions --device cuda --arms SRb --workloads mixed "
                            "--sessions 64,96,112,128 --out DIR  (on a CUDA machine), then copy DIR/sessions.json to "
                            "{path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv beside it", ""),
+    "sessions_staggered": ("h200/sessions_staggered.json",
+                           "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 --stagger --out DIR  "
+                           "(on a CUDA machine), then copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and "
+                           "DIR/sessions_chunks.csv beside it", ""),
+    "sessions_srb_staggered": ("h200/sessions_srb_staggered.json",
+                               "python -m cadencelab.bench sessions --device cuda --arms SRb --stagger --workloads "
+                               "speak_heavy --sessions 16,32,48 --out DIR  (on a CUDA machine), then copy "
+                               "DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv "
+                               "beside it", ""),
     "mimi": ("h200/moshi_mimi.json",
              "python -m cadencelab.bench crossarch --device cuda --models mimi --out DIR  (on a CUDA machine, moshi "
              "installed), then copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it", ""),
@@ -405,8 +414,10 @@ def soak_chunks() -> pd.DataFrame:
 def sessions_summary(dataset: str = "sessions") -> dict:
     """The capacity study's headline: max_sessions_at_cadence_<arm> per workload (with
     ``capacity_bound``: "exact" or "lower_bound"), their ratio, peak bytes per added session against
-    the declared state bytes, exactness counts, swap cost. ``dataset="sessions_srb_mixed"``: the
-    follow-up run of the experimental SRb arm alone in the mixed workload, past N = 64."""
+    the declared state bytes, exactness counts, swap cost. Other ``dataset``s:
+    ``"sessions_srb_mixed"`` (the experimental SRb arm alone in the mixed workload, past N = 64),
+    ``"sessions_staggered"`` (every arm with arrivals spread over each second) and
+    ``"sessions_srb_staggered"`` (SRb alone, staggered, past the budget of the previous one)."""
     obj, rel, _ = _result(dataset)
     return dict(_need(obj, "summary", rel))
 

@@ -22,6 +22,8 @@ SOAK = ROOT / "data/h200/soak.json"
 DUPLEX = ROOT / "data/h200/duplex_second.json"
 SESSIONS = ROOT / "data/h200/sessions.json"
 SESSIONS_SRB = ROOT / "data/h200/sessions_srb_mixed.json"
+SESSIONS_STAGGERED = ROOT / "data/h200/sessions_staggered.json"
+SESSIONS_SRB_STAGGERED = ROOT / "data/h200/sessions_srb_staggered.json"
 MIMI = ROOT / "data/h200/moshi_mimi.json"
 FREEZE = ROOT / "data/h200/freeze_style.json"
 
@@ -238,7 +240,32 @@ def sessions_section(path: Path) -> str:
                   + (f", and breaks at {broke[0]['sessions']} (worst p95 {broke[0]['p95_chunk_ms']:.0f} ms)"
                      if broke else "")
                   + f"; {fs['chunks_exact']}/{fs['chunks_checked']} chunks equal the batched eager path."]
+    staggered = path.parent / SESSIONS_STAGGERED.name
+    if staggered.exists():
+        lines += ["", staggered_sentence(staggered, path.parent / SESSIONS_SRB_STAGGERED.name)]
     return "\n".join(lines)
+
+
+def staggered_sentence(path: Path, srb_path: Path) -> str:
+    """The same study with arrivals spread over each second (``--stagger``)."""
+    s = json.loads(Path(path).read_text())["summary"]
+
+    def cap(summary, arm, w):
+        bound = summary.get("capacity_bound", {}).get(arm, {}).get(w)
+        return f"{'>=' if bound == 'lower_bound' else ''}{summary[f'max_sessions_at_cadence_{arm}'][w]}"
+
+    arms = [a for a in ("B0", "SRc", "SRb") if f"max_sessions_at_cadence_{a}" in s]
+    text = (f"With arrivals spread over each second instead (`--stagger`: session i of N at t + i/N; "
+            f"`{_name(path)}`), sessions holding the cadence, speak-heavy / mixed: "
+            + ", ".join(f"{a} {cap(s, a, 'speak_heavy')} / {cap(s, a, 'mixed')}" for a in arms))
+    if srb_path.exists():
+        f = json.loads(Path(srb_path).read_text())["summary"]
+        text += (f"; a follow-up run of SRb alone (`{_name(srb_path)}`) holds speak-heavy at "
+                 f"{cap(f, 'SRb', 'speak_heavy')} ({f['chunks_exact']}/{f['chunks_checked']} chunks equal the batched "
+                 f"eager path)")
+    return (text + f". Chunks equal to their reference: {s['chunks_exact']}/{s['chunks_checked']}. SRb's batcher "
+            "never waits to fill a batch: a free device serves every waiting chunk of the oldest class, so batches "
+            "form only under load.")
 
 
 def crossarch_section(mimi_path: Path, freeze_path: Path) -> str:

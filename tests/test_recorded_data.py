@@ -278,6 +278,20 @@ def test_recorded_batched_follow_up_finds_the_mixed_break():
     assert set(cap["arm"]) == {"SRb"} and cap["all_hold"].iloc[0] and not cap["all_hold"].iloc[-1]
 
 
+def test_recorded_staggered_arrivals():
+    s = data.sessions_summary("sessions_staggered")
+    assert s["all_checked_chunks_exact"] and s["chunks_checked"] == s["chunks"] > 0
+    assert s["target_ratio_3x_met"] and s["capacity_bound"]["SRc"] == {"mixed": "exact", "speak_heavy": "exact"}
+    cap = data.sessions_capacity(dataset="sessions_staggered")
+    ran = cap[~cap["skipped"].astype(bool)]
+    assert (ran["chunks"] > 0).all()
+    chunks = pd.read_csv(data.data_path("h200/sessions_staggered_chunks.csv.gz"))
+    assert (chunks["arrival_s"] % 1 != 0).any() and (chunks["start_s"] >= chunks["arrival_s"] - 1e-9).all()
+    f = data.sessions_summary("sessions_srb_staggered")
+    assert f["all_checked_chunks_exact"] and f["exactness_reference"] == {"SRb": ["batched_eager"]}
+    assert f["max_sessions_at_cadence_SRb"]["speak_heavy"] > s["max_sessions_at_cadence_SRc"]["speak_heavy"]
+
+
 def test_recorded_mimi_generic_replay_recovers_the_vendor_speedup():
     s, arms = data.mimi_summary(), data.mimi_arms().set_index("arm")
     assert s["exact_blocks"] == s["total_blocks"] >= 3 and not s["non_exact_arms"]
