@@ -239,3 +239,15 @@ def test_staggered_study_cpu(tmp_path):
     assert (srb["start_s"] >= last - 1e-9).all()
     for _, g in c.groupby(["arm", "workload", "sessions", "session"]):
         assert g.sort_values("start_s")["chunk"].tolist() == sorted(g["chunk"])  # each session in order
+
+
+def test_simulated_plan_batches_under_load_and_not_when_idle():
+    from cadencelab.bench import sessions as study
+    from cadencelab.bench.sessions_batched import by_chunk, simulate
+
+    cfg = study.SessionsConfig(device="cpu", config="teaching", speak_seconds=2, stagger=True, batch_sizes=(1, 2, 4, 8))
+    idle = simulate(cfg, "speak_heavy", 8, by_chunk)  # instant service: every chunk alone, at its arrival
+    assert [len(b) for _, b in idle] == [1] * 16 and all(start == b[0][0] for start, b in idle)
+    busy = simulate(cfg, "speak_heavy", 32, by_chunk, service=lambda b: 0.1 + 0.01 * b)
+    assert max(len(b) for _, b in busy) > 1 and sum(len(b) for _, b in busy) == 64
+    assert all(start >= max(a for a, _, _ in b) for start, b in busy)

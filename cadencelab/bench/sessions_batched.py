@@ -79,17 +79,26 @@ def next_batch(pending: list[tuple[float, int, int]], clock: float, sizes, shape
     return split(members, sizes)[0]
 
 
-def batches(cfg: SessionsConfig, workload: str, n: int, shape_class) -> list[tuple[float, list[tuple[int, int]]]]:
-    """(arrival of its oldest chunk, [(session, chunk), ...]) per batch, in service order, when every
-    batch is served before the next second's arrivals (no backlog; with aligned arrivals, the
-    order the run serves in). The time budget's estimate for staggered runs too."""
+def simulate(cfg: SessionsConfig, workload: str, n: int, shape_class,
+             service=lambda size: 0.0) -> list[tuple[float, list[tuple[float, int, int]]]]:
+    """(start, batch) in service order, on a virtual clock where a batch of ``size`` takes
+    ``service(size)`` seconds. With the measured per-size times this predicts a run's plan (the
+    time budget's estimate); with the default (instant service) it is the plan without backlog."""
     pending = [(arrival(cfg, t, i, n), i, k) for t, i, k in schedule(cfg, workload, n)]
-    out = []
+    out, clock = [], 0.0
     while pending:
-        b = next_batch(pending, pending[0][0], cfg.batch_sizes, shape_class, aligned=not cfg.stagger)
-        out.append((b[0][0], [(i, k) for _, i, k in b]))
+        b = next_batch(pending, clock, cfg.batch_sizes, shape_class, aligned=not cfg.stagger)
         pending = [p for p in pending if p not in b]
+        start = max(clock, max(a for a, _, _ in b))
+        clock = start + service(len(b))
+        out.append((start, b))
     return out
+
+
+def batches(cfg: SessionsConfig, workload: str, n: int, shape_class) -> list[tuple[float, list[tuple[int, int]]]]:
+    """(start, [(session, chunk), ...]) per batch when every batch is served at once (no backlog;
+    with aligned arrivals, the order a run serves in)."""
+    return [(start, [(i, k) for _, i, k in b]) for start, b in simulate(cfg, workload, n, shape_class)]
 
 
 def by_chunk(i: int, k: int) -> int:
@@ -168,9 +177,12 @@ class BatchedArmServer(DeviceServer):
         return sum(c.invalidations for e in self.bt.engines.values() for c in e.classes.values())
 
     def estimate_s(self, workload: str, n: int) -> float:
-        """Seconds a run and its eager reference will take (warm-up medians per batch size)."""
-        bs = batches(self.cfg, workload, n, by_chunk)
-        return sum(self.batch_s.get(len(b), 0.0) + self.eager_s.get(len(b), 0.0) for _, b in bs)
+        """Seconds a run and its eager reference will take: the plan simulated with the warm-up's
+        median time per batch size (under load, staggered arrivals form larger, fewer batches)."""
+        slowest = max(self.batch_s.values())
+        plan = simulate(self.cfg, workload, n, by_chunk, lambda b: self.batch_s.get(b, slowest))
+        return sum(self.batch_s.get(len(b), slowest) + self.eager_s.get(len(b), max(self.eager_s.values()))
+                   for _, b in plan)
 
     # -- a run -------------------------------------------------------------------------------
     def run(self, workload: str, n: int) -> dict:
