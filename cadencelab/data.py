@@ -434,11 +434,12 @@ def sessions_capacity(workload: str | None = None, dataset: str = "sessions") ->
     return df.reset_index(drop=True)
 
 
-def sessions_table() -> pd.DataFrame:
+def sessions_table(dataset: str = "sessions") -> pd.DataFrame:
     """One row per arm: sessions holding the cadence per workload ("(lower bound)" where the sweep
     ended without a break), peak and declared MiB per added session, the exactness reference its
-    chunks were gated on, and how many chunks equal the session run alone through B0."""
-    s = sessions_summary()
+    chunks were gated on, and how many chunks equal the session run alone through B0.
+    ``dataset``: as in :func:`sessions_summary`."""
+    s = sessions_summary(dataset)
     rows = []
     for arm, per in ((k[len("max_sessions_at_cadence_"):], v) for k, v in s.items()
                      if k.startswith("max_sessions_at_cadence_")):
