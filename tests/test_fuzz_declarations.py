@@ -321,15 +321,9 @@ def _nbytes(shape, dtype) -> float:
 
 
 def _shape_of(decl, r: Region, ext: int, stock: bool) -> tuple:
-    out = []
-    for d in r.shape:
-        if isinstance(d, int):
-            out.append(d)
-        elif d == r.clock:
-            out.append(r.stock.get(d, ext) if stock else ext)
-        else:
-            out.append(r.stock.get(d, decl.dims[d]) if stock else decl.dims[d])
-    return tuple(out)
+    """The model: each named dimension's size, the clock's at ``ext``, the stock overrides on top."""
+    sizes = {**decl.dims, r.clock: ext, **(r.stock if stock else {})}
+    return tuple(d if isinstance(d, int) else sizes[d] for d in r.shape)
 
 
 def check_regions(spec: Spec) -> None:
@@ -465,15 +459,20 @@ def _where_region(decl, i):
     return f"regions[{i}]({r.name})"
 
 
+def _replaced(decl: Declaration, field: str, index: int, **kw) -> dict:
+    """``{field: items}`` with item ``index`` of the declaration's ``field`` changed by ``kw``."""
+    items = list(getattr(decl, field))
+    items[index] = dataclasses.replace(items[index], **kw)
+    return {field: tuple(items)}
+
+
 def _region_mutations(decl: Declaration, i: int):
     """(description, new declaration kwargs, acceptable fields) for region i."""
     r = decl.regions[i]
     w = _where_region(decl, i)
 
     def rep(**kw):
-        regions = list(decl.regions)
-        regions[i] = dataclasses.replace(r, **kw)
-        return dict(regions=tuple(regions))
+        return _replaced(decl, "regions", i, **kw)
 
     out = []
     for v in BAD_NAME:
@@ -542,9 +541,7 @@ def _operator_mutations(decl: Declaration, j: int):
     w = f"operators[{j}]({o.name})"
 
     def rep(**kw):
-        ops = list(decl.operators)
-        ops[j] = dataclasses.replace(o, **kw)
-        return dict(operators=tuple(ops))
+        return _replaced(decl, "operators", j, **kw)
 
     out = []
     for v in BAD_NAME:
@@ -575,9 +572,7 @@ def _clock_mutations(decl: Declaration, i: int):
     c = decl.clocks[i]
 
     def rep(**kw):
-        clocks = list(decl.clocks)
-        clocks[i] = dataclasses.replace(c, **kw)
-        return dict(clocks=tuple(clocks))
+        return _replaced(decl, "clocks", i, **kw)
 
     out = []
     for v in BAD_NAME:
