@@ -44,12 +44,9 @@ def pcm():
 
 
 def _run(mimi, pcm, arm, **kw):
-    s = M.MimiStream(mimi, arm, **kw)
-    try:
+    with M.MimiStream(mimi, arm, **kw) as s:
         res = M.run_stream(s, pcm)
-        return s, res, M.stream_hashes(res)
-    finally:
-        s.close()
+    return s, res, M.stream_hashes(res)
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +95,7 @@ def test_audit_sees_a_rebinding_that_returns_to_its_first_address(mimi, monkeypa
 
 
 def test_replay_bookkeeping_exact_vs_eager(mimi, pcm, eager):
-    s = M.MimiStream(mimi, "replay", backend="eager")
-    try:
+    with M.MimiStream(mimi, "replay", backend="eager") as s:
         ptrs = s.pointers()
         res = M.run_stream(s, pcm)
         assert M.stream_hashes(res) == eager[2]
@@ -112,8 +108,6 @@ def test_replay_bookkeeping_exact_vs_eager(mimi, pcm, eager):
         again = M.run_stream(s, pcm)
         assert M.stream_hashes(again) == eager[2]  # in-place reset: a fresh stream, same addresses
         assert s.pointers() == ptrs
-    finally:
-        s.close()
 
 
 def test_unpinned_rebinding_fails_closed(mimi):

@@ -18,12 +18,9 @@ def pcm():
 def _run(arm, pcm, **kw):
     M.pin_determinism()
     mimi = M.build_mimi(0, device="cuda")
-    s = M.MimiStream(mimi, arm, backend="cuda", **kw)
-    try:
+    with M.MimiStream(mimi, arm, backend="cuda", **kw) as s:
         res = M.run_stream(s, pcm)
-        return s, res, M.stream_hashes(res)
-    finally:
-        s.close()
+    return s, res, M.stream_hashes(res)
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +44,15 @@ def test_vendor_graph_bit_exact(pcm, eager):
 def test_vendor_graph_captures_its_four_callables(pcm):
     M.pin_determinism()
     mimi = M.build_mimi(0, device="cuda")
-    s = M.MimiStream(mimi, "vendor_graph")
-    try:
+    with M.MimiStream(mimi, "vendor_graph") as s:
         M.run_stream(s, M.pcm_stream(3, seed=0))
         assert s.vendor_graphs_captured() == 4
-    finally:
-        s.close()
 
 
 @pytest.mark.cuda
 def test_generic_replay_bit_exact(pcm, eager):
     mimi = M.build_mimi(0, device="cuda")
-    s = M.MimiStream(mimi, "replay", backend="cuda")
-    try:
+    with M.MimiStream(mimi, "replay", backend="cuda") as s:
         ptrs = s.pointers()
         h = M.stream_hashes(M.run_stream(s, pcm))
         assert h == eager[2]
@@ -70,5 +63,3 @@ def test_generic_replay_bit_exact(pcm, eager):
         assert s.vendor_graphs_captured() == 0
         s.reset()  # a second stream on the same graphs, in place
         assert M.stream_hashes(M.run_stream(s, pcm)) == eager[2]
-    finally:
-        s.close()

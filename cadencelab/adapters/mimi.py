@@ -404,6 +404,12 @@ class MimiStream:
     def close(self) -> None:
         self._stack.close()
 
+    def __enter__(self) -> "MimiStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # -- reports ------------------------------------------------------------------------------
     def pointers(self) -> dict[str, int]:
         return {r.name: r.get().data_ptr() for r in self.refs}
