@@ -487,8 +487,10 @@ class RulesPanel:
 
 def rules_panel(data: pd.DataFrame | None = None, condition: str = "pinned", live: bool = False,
                 **live_kw) -> RulesPanel:
-    """The rules panel over the recorded factorial (``live=True``: measured on this GPU instead)."""
+    """The rules panel over the recorded factorial of ``condition`` ("pinned" or "unpinned" kernel
+    selection; ``live=True``: measured on this GPU instead, under the same condition)."""
     if live:
+        live_kw["condition"] = condition
         first = live_factorial(**live_kw)
         try:
             fallback = _rules_frame(condition)
@@ -499,11 +501,13 @@ def rules_panel(data: pd.DataFrame | None = None, condition: str = "pinned", liv
 
 
 def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R", "Rc", "SR", "SRc"),
-                   blocks: int = 1, chunks_per_turn: int = 3, out: str | None = None, progress=None) -> pd.DataFrame:
+                   blocks: int = 1, chunks_per_turn: int = 3, out: str | None = None, progress=None,
+                   condition: str = "pinned") -> pd.DataFrame:
     """Run the factorial on this GPU (one process per arm, as the bench does) -> a rules-panel frame.
 
     Needs CUDA. Latency is the median steady-chunk synthesis time, peak the allocator peak per
-    block, exact = every block's hashes equal B0's. Takes about a minute per call on an H200.
+    block, exact = every block's hashes equal B0's. ``condition``: "pinned" kernel selection (the
+    bench's default) or "unpinned" (``--unpinned``). Takes about a minute per call on an H200.
     """
     import tempfile
 
@@ -511,10 +515,14 @@ def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R"
 
     from .bench.token2wav import StudyConfig, run_study
 
+    from . import data
+
+    data._condition(condition)
     if not torch.cuda.is_available():
         raise RuntimeError("live_factorial needs a CUDA device; use the recorded data (rules_panel(live=False))")
     cfg = StudyConfig(config=config, device="cuda", arms=tuple(arms), blocks=blocks, chunks_per_turn=chunks_per_turn,
-                      n_timesteps=n_steps, profile=False, out=out or tempfile.mkdtemp(prefix="cadencelab-live-"))
+                      n_timesteps=n_steps, profile=False, deterministic=condition == "pinned",
+                      out=out or tempfile.mkdtemp(prefix="cadencelab-live-"))
     res = run_study(cfg, progress=progress or (lambda *_: None))
     rows, failed = [], {}
     for a, r in res["arms"].items():
@@ -528,7 +536,8 @@ def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R"
     df = pd.DataFrame(rows)
     df.attrs["n_steps"] = n_steps
     df.attrs["failed"] = failed
-    df.attrs["source"] = f"live on {torch.cuda.get_device_name()} ({config} config, {blocks} block(s))"
+    df.attrs["source"] = (f"live on {torch.cuda.get_device_name()} ({config} config, {blocks} block(s), "
+                          f"{condition} kernels)")
     return df
 
 

@@ -69,6 +69,17 @@ def test_notebook_executes(name, tmp_path):
     assert run.figures, f"{name}: no plotly figure in the outputs"
 
 
+def test_mutual_enabling_follows_its_condition():
+    """Notebook 5 with CONDITION="unpinned": the rules panel reads the unpinned factorial too."""
+    from cadencelab import data
+
+    run = tour.execute_notebook(NOTEBOOKS / "05_mutual_enabling.ipynb", timeout=300,
+                                parameters={"CONDITION": "unpinned"})
+    assert run.error is None, run.error[-3000:]
+    b0 = data.pareto_frame("unpinned").set_index("arm").loc["B0", "lat_ms"]
+    assert tour.CHECK_MARKER in run.check and f"B0 {b0:.1f} ms" in run.check, run.check
+
+
 def test_course_within_budget():
     if len(_TIMES) != len(NAMES):
         pytest.skip("runs after every notebook executed in this session")

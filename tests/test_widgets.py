@@ -103,6 +103,32 @@ def test_rules_panel_shows_the_recorded_value_when_a_live_arm_failed():
             state_rule=False, replay=True, granularity="step")
 
 
+def test_rules_panel_reads_the_factorial_of_its_condition():
+    for condition in data.CONDITIONS:
+        p = widgets.rules_panel(condition=condition)
+        rec = data.pareto_frame(condition).set_index("arm")
+        assert condition in p.source
+        for arm in ("B0", "S", "SRc"):
+            pt = p.set(state_rule=arm != "B0", replay=arm == "SRc", granularity="chunk")
+            assert (pt["arm"], pt["lat_ms"], pt["exact"]) == (arm, rec.loc[arm, "lat_ms"], rec.loc[arm, "exact"])
+    unpinned = data.pareto_frame("unpinned").set_index("arm")
+    assert not unpinned.loc["SRc", "exact"]  # what notebook 5's check relies on: the panel is not pinned data
+
+
+def test_rules_panel_live_measures_under_its_condition(monkeypatch):
+    calls = []
+
+    def fake(n_steps=10, condition="pinned", **kw):
+        calls.append((n_steps, condition))
+        return _toy_frame()
+
+    monkeypatch.setattr(widgets, "live_factorial", fake)
+    p = widgets.rules_panel(condition="unpinned", live=True)
+    p.set(steps=6)
+    assert calls == [(10, "unpinned"), (6, "unpinned")]
+    assert "unpinned" in p.fallback.attrs["source"]
+
+
 def test_rules_panel_widgets_drive_the_callbacks():
     p = widgets.rules_panel()  # the recorded H200 factorial
     rec = data.pareto_frame("pinned").set_index("arm")
