@@ -459,3 +459,13 @@ def test_no_collection_holds_the_cyclic_collector_off_and_restores_it():
         assert not gc.isenabled()  # a caller that had it off keeps it off
     finally:
         gc.enable()
+
+
+def test_output_storages_name_only_uncloned_graph_outputs():
+    cloned = ExactShapeReplay(scale, backend="eager")
+    uncloned = ExactShapeReplay(scale, backend="eager", clone_outputs=False)
+    for _ in range(3):
+        cloned(torch.ones(3), 2.0)
+        uncloned(torch.ones(3), 2.0)
+    assert cloned.output_storages() == set()
+    assert uncloned.output_storages() == set()  # the eager backend hands out fresh tensors: nothing to copy

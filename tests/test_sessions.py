@@ -115,6 +115,30 @@ def test_b0_sessions_own_their_solver_views(prompts):
     assert all(t.untyped_storage().data_ptr() not in shared for t in a.state.values())
 
 
+def test_stock_swap_copies_what_the_runtime_reuses(prompts):
+    """An engine that hands out graph memory without copying it (R's encoder, Rc's flow chunk on CUDA)
+    names those storages; parking a session then copies such tensors instead of keeping them."""
+    rt = _runtime("B0")
+    m = SessionManager(rt)
+    a = m.open(0, prompts[0], 1)
+    m.stream(a, _tokens(0, 0))
+    reused = rt.stream_cache["conformer_att_cache"]
+
+    class UncloningEngine:
+        def output_storages(self):
+            return {reused.untyped_storage().data_ptr()}
+
+    rt.engines["uncloned"] = UncloningEngine()
+    try:
+        m.park()
+    finally:
+        del rt.engines["uncloned"]
+    kept = a.state["flow/conformer_att_cache"]
+    assert kept is not reused and kept.untyped_storage().data_ptr() != reused.untyped_storage().data_ptr()
+    assert torch.equal(kept, reused)
+    assert a.state["flow/conformer_cnn_cache"] is not None
+
+
 def test_schedule_and_workloads():
     cfg = study.SessionsConfig(device="cpu", config="teaching", mixed_seconds=4, speak_seconds=3)
     heavy = study.schedule(cfg, "speak_heavy", 4)

@@ -240,6 +240,16 @@ class ExactShapeReplay:
     def write_through(self) -> dict[str, torch.Tensor]:
         return {k: (v() if callable(v) else v) for k, v in self._write_through.items()}
 
+    def output_storages(self) -> set[int]:
+        """Storage addresses of the replayed outputs a caller receives without a copy
+        (``clone_outputs=False``): graph memory that the next replay of the same class overwrites.
+        A caller keeping such an output across calls (a session snapshot) must copy it. Empty when
+        outputs are cloned."""
+        if self.clone_outputs:
+            return set()
+        return {t.untyped_storage().data_ptr() for c in self.classes.values() if c.status == CAPTURED
+                for t in (c.out_leaves or ()) if isinstance(t, torch.Tensor)}
+
     def _guard_names(self) -> list[str]:
         names = list(self.write_through())
         for mi, m in enumerate(self.modules):

@@ -211,13 +211,11 @@ class _CarrySwap:
         self.rt.stream_cache = None
         return moved
 
-    def fork(self, template: Session) -> tuple[dict, dict]:
-        state = {k: v.clone() for k, v in template.state.items()}
-        return state, dict(template.host)
-
 
 class _StockSwap:
-    """Stock arms: the session's own cache dicts; views of the shared solver buffers are cloned on save."""
+    """Stock arms: the session's own cache dicts; tensors in memory the runtime reuses on the next
+    call (views of the shared solver buffers, outputs of engines that do not clone them: R's
+    encoder, Rc's flow chunk) are cloned on save."""
 
     def __init__(self, rt):
         self.rt = rt
@@ -226,7 +224,8 @@ class _StockSwap:
         dec = self.rt.flow.decoder
         dit = self.rt._dit()
         bufs = (dec.att_cache_buffer, dec.cnn_cache_buffer, dit.att_cache_buffer, dit.cnn_cache_buffer)
-        return {b.untyped_storage().data_ptr() for b in bufs}
+        pools = set().union(*(e.output_storages() for e in self.rt.engines.values()))
+        return {b.untyped_storage().data_ptr() for b in bufs} | pools
 
     @staticmethod
     def _own(t, shared: set):
@@ -256,9 +255,6 @@ class _StockSwap:
         self.rt.cache = s.host["prompt"]
         s.state = {}  # the runtime holds the tensors now; save() rebuilds the snapshot
         return 0
-
-    def fork(self, template: Session) -> tuple[dict, dict]:
-        return {k: v.clone() for k, v in template.state.items()}, dict(template.host)
 
 
 def _nbytes(t) -> int:
@@ -324,8 +320,9 @@ class SessionManager:
                              "fork from a freshly primed session")
         if self.resident is template:
             self.park()
-        state, host = self.swap.fork(template)
-        s = Session(sid, template.prompt, int(seed), RngState.seeded(seed, self.device), state=state, host=host)
+        state = {k: v.clone() for k, v in template.state.items()}
+        s = Session(sid, template.prompt, int(seed), RngState.seeded(seed, self.device), state=state,
+                    host=dict(template.host))
         self.sessions[sid] = s
         return s
 
