@@ -81,6 +81,7 @@ from ..contract import admitted_labels
 from ..contract.declaration import Operator
 from ..contract.examples import moshi_mimi_declaration
 from ..replay import ExactShapeReplay
+from ..replay.determinism import pin_determinism
 
 __all__ = [
     "MOSHI_VERSION", "INSTALL_HINT", "ARMS", "MimiUnavailable", "load_moshi", "moshi_available", "build_mimi",
@@ -144,23 +145,19 @@ def moshi_available() -> bool:
 
 
 def set_vendor_graphs(enabled: bool) -> None:
-    """Switch moshi's ``CUDAGraphed`` on or off for this process (read by it on every call)."""
+    """Switch moshi's ``CUDAGraphed`` on or off for this process (read by it on every call).
+
+    Called before every frame of a stream (streams of different arms may share the process);
+    writes only when the setting changes, so a frame pays two lookups, not an environment write.
+    """
     m = load_moshi()
+    if m.compile._disable_cuda_graph is (not enabled) and ("NO_CUDA_GRAPH" in os.environ) is (not enabled):
+        return
     m.compile._disable_cuda_graph = not enabled
     if enabled:
         os.environ.pop("NO_CUDA_GRAPH", None)
     else:
         os.environ["NO_CUDA_GRAPH"] = "1"
-
-
-def pin_determinism() -> dict:
-    """Deterministic kernel selection (cuDNN deterministic, no TF32, fixed cuBLAS workspace), every arm."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    return dict(CUBLAS_WORKSPACE_CONFIG=os.environ["CUBLAS_WORKSPACE_CONFIG"], cudnn_deterministic=True, tf32=False)
 
 
 # ---------------------------------------------------------------------------------------

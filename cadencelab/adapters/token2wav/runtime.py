@@ -36,9 +36,14 @@ import torch
 
 from ...contract import admitted_labels, token2wav_declaration
 from ...replay import ExactShapeReplay, no_collection
+from ...replay.determinism import pin_determinism
 from ...state import Carry
 from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
 from .vendor import PromptState, Token2wavConfig, demand_envelope
+
+__all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
+           "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "Token2wavRuntime",
+           "runtime_envelope", "pin_determinism"]
 
 # ---------------------------------------------------------------------------------------
 # arms
@@ -74,24 +79,6 @@ ARMS: dict[str, ArmSpec] = {
 }
 FACTORIAL = ("B0", "S", "R", "Rc", "SR", "SRc")
 CONTROLS = ("B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
-
-
-def pin_determinism() -> dict:
-    """Deterministic kernel selection for every arm, B0 included (the precondition of a bitwise gate).
-
-    cuDNN's transposed convolutions (HiFT's upsampling) may pick atomics-based algorithms
-    whose float32 output varies run to run; cuBLAS needs a fixed workspace configuration.
-    Set before the first CUDA call of the process.
-    """
-    import os
-
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    return dict(CUBLAS_WORKSPACE_CONFIG=os.environ["CUBLAS_WORKSPACE_CONFIG"], cudnn_deterministic=True,
-                cudnn_benchmark=False, tf32=False)
 
 
 def declaration_for(cfg: Token2wavConfig, n_timesteps: int = 10, prompt_frames: int = 302, retained: int = 100):
