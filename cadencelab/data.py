@@ -51,11 +51,15 @@ DATA_ENV = "CADENCELAB_DATA"
 PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]
 CONDITIONS = ("pinned", "unpinned")
 
-#: recorded files by dataset name -> (path under data/, how to record it)
-_FACTORIAL_CMD = ("python -m cadencelab.bench token2wav --device cuda --out DIR{flag}  (on a CUDA machine), "
-                  "then copy DIR/token2wav_factorial.json to {path}")
-_DUPLEX_CMD = ("python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --seconds 3 --out DIR{flag}  "
-               "(on a CUDA machine), then copy DIR/duplex_second.json to {path}")
+#: recorded files by dataset name -> (path under data/, how to record it, flag). The commands are the
+#: ones the recorded files were made with (their provenance's study config; docs/device.md).
+_ON_CUDA = "  (on a CUDA machine), then "
+_FACTORIAL_CMD = ("python -m cadencelab.bench token2wav --device cuda --out DIR{flag}" + _ON_CUDA
+                  + "copy DIR/token2wav_factorial.json to {path}")
+_DUPLEX_CMD = ("python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --seconds 8 "
+               "--trace-cpu-depth 3 --out DIR{flag}" + _ON_CUDA + "copy DIR/duplex_second.json to {path}")
+_SESSIONS_COPY = (_ON_CUDA + "copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv "
+                  "beside it")
 DATASETS = {
     "factorial": ("h200/token2wav_factorial.json", _FACTORIAL_CMD, ""),
     "factorial_unpinned": ("h200/token2wav_factorial_unpinned.json", _FACTORIAL_CMD, " --unpinned"),
@@ -63,30 +67,28 @@ DATASETS = {
     "duplex_second_unpinned": ("h200/duplex_second_unpinned.json", _DUPLEX_CMD, " --unpinned"),
     "paper_duplex_second": ("paper/duplex_second.csv", None, ""),
     "soak": ("h200/soak.json",
-             "python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda --out DIR  (on a CUDA "
-             "machine), then copy DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it", ""),
+             "python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda:0 --b0-devices cuda:1 "
+             "--b0-workers 4 --concurrent --timeout 330 --out DIR  (on a machine with two CUDA devices), then copy "
+             "DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it", ""),
     "sessions": ("h200/sessions.json",
-                 "python -m cadencelab.bench sessions --device cuda --out DIR  (on a CUDA machine), then copy "
-                 "DIR/sessions.json to {path} and gzip DIR/sessions.csv beside it", ""),
+                 "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 "
+                 "--sessions 1,2,3,4,6,8,12,16,24,32,48,64,96,128 --time-budget 490 --out DIR" + _SESSIONS_COPY, ""),
     "sessions_srb_mixed": ("h200/sessions_srb_mixed.json",
                            "python -m cadencelab.bench sessions --device cuda --arms SRb --workloads mixed "
-                           "--sessions 64,96,112,128 --out DIR  (on a CUDA machine), then copy DIR/sessions.json to "
-                           "{path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv beside it", ""),
+                           "--sessions 64,96,112,128 --time-budget 420 --out DIR" + _SESSIONS_COPY, ""),
     "sessions_staggered": ("h200/sessions_staggered.json",
-                           "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 --stagger --out DIR  "
-                           "(on a CUDA machine), then copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and "
-                           "DIR/sessions_chunks.csv beside it", ""),
+                           "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 --stagger "
+                           "--sessions 1,2,4,8,12,16,24,32,48,64,96 --time-budget 420 --out DIR" + _SESSIONS_COPY,
+                           ""),
     "sessions_srb_staggered": ("h200/sessions_srb_staggered.json",
                                "python -m cadencelab.bench sessions --device cuda --arms SRb --stagger --workloads "
-                               "speak_heavy --sessions 16,32,48 --out DIR  (on a CUDA machine), then copy "
-                               "DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv "
-                               "beside it", ""),
+                               "speak_heavy --sessions 16,32,48 --time-budget 140 --out DIR" + _SESSIONS_COPY, ""),
     "mimi": ("h200/moshi_mimi.json",
              "python -m cadencelab.bench crossarch --device cuda --models mimi --out DIR  (on a CUDA machine, moshi "
              "installed), then copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it", ""),
     "freeze": ("h200/freeze_style.json",
-               "python -m cadencelab.bench crossarch --device cuda --models freeze --out DIR  (on a CUDA machine), "
-               "then copy DIR/freeze_style.json to {path} and gzip its chunks CSV beside it", ""),
+               "python -m cadencelab.bench crossarch --device cuda --out DIR" + _ON_CUDA
+               + "copy DIR/freeze_style.json to {path} and gzip its chunks CSV beside it", ""),
 }
 _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2.1 and §4.3, figures as published; "
                  "see data/paper/README.md")
@@ -138,10 +140,15 @@ def _condition(condition: str) -> str:
     return condition
 
 
+def _how(name: str) -> str | None:
+    """How to record dataset ``name`` (None for the paper's published figures)."""
+    rel, cmd, flag = DATASETS[name]
+    return cmd.format(flag=flag, path=f"data/{rel}") if cmd else None
+
+
 def _dataset(kind: str, condition: str = "pinned") -> tuple[str, str | None]:
     name = kind if _condition(condition) == "pinned" else f"{kind}_unpinned"
-    rel, cmd, flag = DATASETS[name]
-    return rel, (cmd.format(flag=flag, path=f"data/{rel}") if cmd else None)
+    return DATASETS[name][0], _how(name)
 
 
 @functools.lru_cache(maxsize=16)
@@ -262,14 +269,9 @@ def provenance(name: str = "factorial") -> dict:
     config); the paper data gives its citation.
     """
     if name == "paper_duplex_second":
-        rel = DATASETS[name][0]
-        data_path(rel)
-        return dict(source=_PAPER_SOURCE, file=str(data_path(rel)), readme=str(data_path("paper/README.md")))
-    if name in DATASETS:
-        rel, cmd, flag = DATASETS[name]
-        how = cmd.format(flag=flag, path=f"data/{rel}") if cmd else None
-    else:
-        rel, how = name, None
+        file = data_path(DATASETS[name][0])
+        return dict(source=_PAPER_SOURCE, file=str(file), readme=str(data_path("paper/README.md")))
+    rel, how = (DATASETS[name][0], _how(name)) if name in DATASETS else (name, None)
     obj = load_json(rel, how)
     return dict(_need(obj, "provenance", rel))
 
