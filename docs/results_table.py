@@ -28,9 +28,25 @@ MIMI = ROOT / "data/h200/moshi_mimi.json"
 FREEZE = ROOT / "data/h200/freeze_style.json"
 
 
+def _read(path) -> dict:
+    """A recorded JSON file."""
+    return json.loads(Path(path).read_text())
+
+
+def _cap(summary: dict, arm: str, workload: str) -> str:
+    """Sessions holding the cadence for ``arm`` in ``workload``, ">=" where the sweep ended without a break."""
+    bound = summary.get("capacity_bound", {}).get(arm, {}).get(workload)
+    return f"{'>=' if bound == 'lower_bound' else ''}{summary[f'max_sessions_at_cadence_{arm}'][workload]}"
+
+
+def _arms(summary: dict) -> list[str]:
+    """The sessions arms a summary has capacities for, in table order."""
+    return [a for a in ("B0", "SRc", "SRb") if f"max_sessions_at_cadence_{a}" in summary]
+
+
 def compile_line(path: Path) -> str:
     """One sentence on the torch.compile control run."""
-    r = json.loads(Path(path).read_text())
+    r = _read(path)
     c = r["arms"].get("compile", {})
     if "failed" in c:
         what = f"recorded as failed ({c['failed']})"
@@ -55,7 +71,7 @@ def _name(path) -> str:
 
 
 def table(path: Path) -> str:
-    r = json.loads(Path(path).read_text())
+    r = _read(path)
     prov, s = r.get("provenance", {}), r["summary"]
     blocks = _timed_blocks(r)
     profiled = any(a.get("busy_ms_median") is not None for a in r["arms"].values())
@@ -93,7 +109,7 @@ BEGIN, END = "<!-- results:begin (python docs/results_table.py --write-readme) -
 
 def findings(pinned_path: Path, unpinned_path: Path) -> str:
     """The comparison of the two conditions, every number read from the files."""
-    pin, unp = (json.loads(Path(p).read_text()) for p in (pinned_path, unpinned_path))
+    pin, unp = (_read(p) for p in (pinned_path, unpinned_path))
     pa, ua = pin["arms"], unp["arms"]
     ub = _timed_blocks(unp)
 
@@ -101,7 +117,6 @@ def findings(pinned_path: Path, unpinned_path: Path) -> str:
         return sum(bool(b[f"exact_{key}"]) for b in ub.get(arm, []))
 
     arms_u = [a for a in ua if "failed" not in ua[a] and a != "B0"]
-    n_blocks = len(ub.get("B0", []))
     mel_i16_all = all(n_exact(a, "mel") == n_exact(a, "i16") == len(ub.get(a, [])) for a in arms_u)
     pin_all = not pin["summary"]["non_exact_arms"] and all(
         a.get("exact") for a in pa.values() if "failed" not in a)
@@ -139,7 +154,7 @@ def findings(pinned_path: Path, unpinned_path: Path) -> str:
 
 def soak_section(path: Path) -> str:
     """The soak's gates, read from ``soak.json``."""
-    r = json.loads(Path(path).read_text())
+    r = _read(path)
     s, prov = r["summary"], r["provenance"]
     eager = ", ".join(f"{k} {v}" for k, v in s["declared_eager_after_warmup"].items()) or "none"
     lat = (f"steady-chunk latency median {s['steady_latency_ms_median']:.1f} ms ({s['arm']}) vs "
@@ -157,7 +172,7 @@ def soak_section(path: Path) -> str:
 
 def duplex_section(path: Path) -> str:
     """The measured duplex second per arm, read from ``duplex_second.json``."""
-    r = json.loads(Path(path).read_text())
+    r = _read(path)
     prov, cfg = r["provenance"], r["provenance"].get("config", {})
     lines = [f"Duplex second (`{_name(path)}`, {prov.get('gpu')}, stand-in language models with random weights: "
              f"backbone {cfg.get('backbone', {}).get('parameters', 0) / 1e9:.1f} B, speech decoder "
@@ -183,25 +198,20 @@ def duplex_section(path: Path) -> str:
 
 def sessions_section(path: Path) -> str:
     """Multi-session capacity, read from ``sessions.json``."""
-    r = json.loads(Path(path).read_text())
+    r = _read(path)
     s, prov = r["summary"], r["provenance"]
     mib = 2 ** 20
-
-    def cap(arm, w):
-        bound = s.get("capacity_bound", {}).get(arm, {}).get(w)
-        return f"{'>=' if bound == 'lower_bound' else ''}{s[f'max_sessions_at_cadence_{arm}'][w]}"
-
     declared = s["declared_state_bytes_per_session"]
     lines = [f"Sessions (`{_name(path)}`, {prov.get('gpu')}, real config; sessions fed at the 1 s cadence, chunks served "
              f"in turn on one GPU; a session holds the cadence when its p95 chunk latency is <= 1 s; `>=`: the sweep "
              f"stopped on the time budget before a break)", "",
              "| arm | max sessions, speak-heavy | max sessions, mixed | peak MiB per added session | declared state MiB "
              "per session |", "|---|---:|---:|---:|---:|"]
-    arms = [a for a in ("B0", "SRc", "SRb") if f"max_sessions_at_cadence_{a}" in s]
+    arms = _arms(s)
     for arm in arms:
         d = declared.get(arm)
         name = f"{arm} (experimental: batched replay)" if arm in s.get("experimental_arms", []) else arm
-        lines.append(f"| {name} | {cap(arm, 'speak_heavy')} | {cap(arm, 'mixed')} | "
+        lines.append(f"| {name} | {_cap(s, arm, 'speak_heavy')} | {_cap(s, arm, 'mixed')} | "
                      f"{s['peak_bytes_per_added_session'][arm] / mib:.0f} | {f'{d / mib:.0f}' if d else 'n/a (stock)'} |")
     refs = s.get("exactness_reference", {})
     gated = {a: refs.get(a, ["solo_B0"]) for a in arms}
@@ -230,7 +240,7 @@ def sessions_section(path: Path) -> str:
                       f"graph staging on top of the sessions{at_one}."]
     follow = path.parent / SESSIONS_SRB.name
     if "SRb" in arms and follow.exists():
-        f = json.loads(follow.read_text())
+        f = _read(follow)
         fs, held = f["summary"], [c for c in f["capacity"] if c["all_hold"]]
         broke = [c for c in f["capacity"] if not c["all_hold"] and not c["skipped"]]
         lines += ["", f"A follow-up run of SRb alone in the mixed workload (`{_name(follow)}`, N = "
@@ -248,20 +258,15 @@ def sessions_section(path: Path) -> str:
 
 def staggered_sentence(path: Path, srb_path: Path) -> str:
     """The same study with arrivals spread over each second (``--stagger``)."""
-    s = json.loads(Path(path).read_text())["summary"]
-
-    def cap(summary, arm, w):
-        bound = summary.get("capacity_bound", {}).get(arm, {}).get(w)
-        return f"{'>=' if bound == 'lower_bound' else ''}{summary[f'max_sessions_at_cadence_{arm}'][w]}"
-
-    arms = [a for a in ("B0", "SRc", "SRb") if f"max_sessions_at_cadence_{a}" in s]
+    s = _read(path)["summary"]
+    arms = _arms(s)
     text = (f"With arrivals spread over each second instead (`--stagger`: session i of N at t + i/N; "
             f"`{_name(path)}`), sessions holding the cadence, speak-heavy / mixed: "
-            + ", ".join(f"{a} {cap(s, a, 'speak_heavy')} / {cap(s, a, 'mixed')}" for a in arms))
+            + ", ".join(f"{a} {_cap(s, a, 'speak_heavy')} / {_cap(s, a, 'mixed')}" for a in arms))
     if srb_path.exists():
-        f = json.loads(Path(srb_path).read_text())["summary"]
+        f = _read(srb_path)["summary"]
         text += (f"; a follow-up run of SRb alone (`{_name(srb_path)}`) holds speak-heavy at "
-                 f"{cap(f, 'SRb', 'speak_heavy')} ({f['chunks_exact']}/{f['chunks_checked']} chunks equal the batched "
+                 f"{_cap(f, 'SRb', 'speak_heavy')} ({f['chunks_exact']}/{f['chunks_checked']} chunks equal the batched "
                  f"eager path)")
     return (text + f". Chunks equal to their reference: {s['chunks_exact']}/{s['chunks_checked']}. SRb's batcher "
             "never waits to fill a batch: a free device serves every waiting chunk of the oldest class, so batches "
@@ -272,7 +277,7 @@ def crossarch_section(mimi_path: Path, freeze_path: Path) -> str:
     """Mimi (vendor graphs vs generic replay) and the Freeze-style decoder, read from their files."""
     parts = []
     if mimi_path.exists():
-        r = json.loads(Path(mimi_path).read_text())
+        r = _read(mimi_path)
         s = r["summary"]
         rows = ["| Mimi arm | per-frame ms (median) | speedup vs eager | peak MiB | exact blocks |", "|---|---:|---:|---:|---:|"]
         for arm, a in r["arms"].items():
@@ -284,7 +289,7 @@ def crossarch_section(mimi_path: Path, freeze_path: Path) -> str:
                      + "\n".join(rows) + f"\n\nShare of the vendor speedup recovered by the declaration-driven engine: "
                      f"**{100 * s['vendor_speedup_recovered']:.0f}%**.")
     if freeze_path.exists():
-        r = json.loads(Path(freeze_path).read_text())
+        r = _read(freeze_path)
         rows = ["| Freeze-style path | steady ms per 20-token chunk | peak MiB | state bytes | exact blocks vs full history |",
                 "|---|---:|---:|---:|---|"]
         for name, a in r["paths"].items():
