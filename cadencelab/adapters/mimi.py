@@ -184,11 +184,7 @@ def declaration(capacity: int = 250, layers: int = 8, heads: int = 8, head_dim: 
     base = moshi_mimi_declaration(capacity, layers, heads, head_dim)
     enc = tuple(f"encoder_kv_{i}" for i in range(layers))
     dec = tuple(f"decoder_kv_{i}" for i in range(layers))
-    ops = (
-        Operator("encoder_transformer", reads=enc, clock="steps", call=2,
-                 description="Mimi encoder transformer: 2 steps (25 Hz) per 80 ms frame"),
-        Operator("decoder_transformer", reads=dec, clock="steps", call=2,
-                 description="Mimi decoder transformer: 2 steps (25 Hz) per 80 ms frame"),
+    ops = base.operators + (
         Operator(ENCODE, reads=enc, clock="frames", call=1,
                  description="one 80 ms PCM frame -> 8 codes: SEANet encoder, transformer, downsample, RVQ"),
         Operator(DECODE, reads=dec + ("conv_left_context",), clock="frames", call=1,

@@ -158,8 +158,10 @@ def moshi_mimi_declaration(capacity: int = 250, layers: int = 8, heads: int = 8,
                role="state", address_stable=True),
     )
     operators = (
-        Operator("decoder_transformer", reads=tuple(f"decoder_kv_{i}" for i in range(layers)), clock="steps", call=1),
-        Operator("encoder_transformer", reads=tuple(f"encoder_kv_{i}" for i in range(layers)), clock="steps", call=1),
+        Operator("decoder_transformer", reads=tuple(f"decoder_kv_{i}" for i in range(layers)), clock="steps", call=2,
+                 description="Mimi decoder transformer: 2 steps (25 Hz) per 80 ms frame"),
+        Operator("encoder_transformer", reads=tuple(f"encoder_kv_{i}" for i in range(layers)), clock="steps", call=2,
+                 description="Mimi encoder transformer: 2 steps (25 Hz) per 80 ms frame"),
     )
     return Declaration("moshi-mimi", clocks, regions, operators, admission=Admission("steps", 2))
 
