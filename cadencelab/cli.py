@@ -23,6 +23,8 @@ import os
 import sys
 from pathlib import Path
 
+from . import tour
+
 #: subcommands whose arguments go untouched to another entry point
 _PASSTHROUGH = ("bench",)
 
@@ -224,25 +226,7 @@ def _profile_table(chunks, args, device) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _tour_module():
-    """``cadencelab.tour``, or None with a message when this checkout does not have it."""
-    import importlib
-
-    try:
-        tour = importlib.import_module("cadencelab.tour")
-    except ModuleNotFoundError as e:
-        if e.name != "cadencelab.tour":
-            raise
-        print("cadencelab: the notebook tour (cadencelab/tour.py) is not part of this checkout; "
-              "try `cadencelab catalog --model token2wav`", file=sys.stderr)
-        return None
-    return tour
-
-
 def cmd_lab(args) -> int:
-    tour = _tour_module()
-    if tour is None:
-        return 2
     kw = {} if args.browser else {"open_browser": False}
     try:
         rc = tour.launch_lab(port=args.port, **kw)
@@ -253,15 +237,9 @@ def cmd_lab(args) -> int:
 
 
 def cmd_tour(args) -> int:
-    tour = _tour_module()
-    if tour is None:
-        return 2
-    failed = getattr(tour, "TourFailed", None)
     try:
         report = tour.run_tour(args.out_dir, progress=not args.quiet)
-    except Exception as e:
-        if failed is None or not isinstance(e, failed):
-            raise
+    except tour.TourFailed as e:
         print(f"cadencelab tour: {e}", file=sys.stderr)
         return 1
     print(f"report: {report}")

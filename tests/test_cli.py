@@ -107,14 +107,6 @@ def test_top_level_help_lists_subcommands(capsys):
         assert name in out
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cadencelab.tour") is not None, reason="the tour module exists")
-def test_lab_and_tour_explain_when_the_tour_is_missing(tmp_path, capsys):
-    rc, _, err = _run(capsys, "tour", str(tmp_path / "tour"))
-    assert rc == 2 and "tour" in err
-    rc, _, err = _run(capsys, "lab")
-    assert rc == 2 and "tour" in err
-
-
 class _FakeTour:
     """Stands in for cadencelab.tour: records calls, can fail like the real one."""
 
@@ -140,7 +132,7 @@ class _FakeTour:
 @pytest.mark.parametrize("fail", [False, True])
 def test_tour_wiring(monkeypatch, tmp_path, capsys, fail):
     fake = _FakeTour(fail)
-    monkeypatch.setattr(cli, "_tour_module", lambda: fake)
+    monkeypatch.setattr(cli, "tour", fake)
     rc, out, err = _run(capsys, "tour", str(tmp_path / "t"), "--quiet")
     assert fake.calls == [("tour", str(tmp_path / "t"), False)]
     if fail:
@@ -151,7 +143,7 @@ def test_tour_wiring(monkeypatch, tmp_path, capsys, fail):
 
 def test_lab_wiring(monkeypatch, capsys):
     fake = _FakeTour()
-    monkeypatch.setattr(cli, "_tour_module", lambda: fake)
+    monkeypatch.setattr(cli, "tour", fake)
     assert _run(capsys, "lab", "--port", "8899", "--no-browser")[0] == 0
     assert _run(capsys, "lab")[0] == 0
     assert fake.calls == [("lab", 8899, False), ("lab", None, True)]
