@@ -80,16 +80,13 @@ class Region:
         if not isinstance(self.shape, tuple) or not self.shape:
             raise DeclarationError(f"{where}.shape", f"must be a non-empty tuple, got {self.shape!r}")
         for j, d in enumerate(self.shape):
-            if not isinstance(d, (str, int)) or isinstance(d, bool):
-                raise DeclarationError(f"{where}.shape[{j}]", f"dims must be positive integers or names, got {d!r}")
-        if list(self.shape).count(self.clock) != 1:
-            raise DeclarationError(f"{where}.shape", f"must name the clock '{self.clock}' exactly once, got {self.shape!r}")
-        for j, d in enumerate(self.shape):
             if isinstance(d, str):
                 if d != self.clock and d not in dims:
                     raise DeclarationError(f"{where}.shape[{j}]", f"symbolic dim '{d}' is not declared in dims")
             elif not _is_int(d) or d <= 0:
                 raise DeclarationError(f"{where}.shape[{j}]", f"dims must be positive integers or names, got {d!r}")
+        if list(self.shape).count(self.clock) != 1:  # every dim is a name or an int by now: == is safe
+            raise DeclarationError(f"{where}.shape", f"must name the clock '{self.clock}' exactly once, got {self.shape!r}")
         if not isinstance(self.policy, POLICIES):
             raise DeclarationError(f"{where}.policy", f"unknown retention policy {type(self.policy).__name__}")
         self.policy.validate(f"{where}.policy")

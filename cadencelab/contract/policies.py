@@ -214,12 +214,10 @@ class Fixed:
         return [(n - self.extent, self.extent)] if self.layout == "chronological" else [(0, self.extent)]
 
     def apply(self, x, dim: int):
-        n = x.shape[dim]
-        if n <= self.extent:
+        if x.shape[dim] <= self.extent:
             return x
-        if self.layout == "chronological":
-            return x.narrow(dim, n - self.extent, self.extent)
-        return x.narrow(dim, 0, self.extent)
+        (start, n), = self.segments(x.shape[dim])
+        return x.narrow(dim, start, n)
 
     def describe(self) -> str:
         return f"fixed extent {self.extent}"
