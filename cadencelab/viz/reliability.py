@@ -6,11 +6,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .memory import MiB
 from .options import FigureOptions, require_columns, require_rows
 
 __all__ = ["soak_panel"]
-
-MiB = 1024 * 1024
 
 
 def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) -> go.Figure:
