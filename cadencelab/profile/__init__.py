@@ -24,10 +24,10 @@ from .metrics import (
     summary,
     windows,
 )
-from .trace import Trace, TraceError, launch_kind, load_trace, parse_trace, read_trace_json, trim
+from .trace import Trace, TraceError, launch_kind, load_trace, parse_trace, read_trace_json
 
 __all__ = [
-    "Trace", "TraceError", "load_trace", "parse_trace", "read_trace_json", "launch_kind", "trim",
+    "Trace", "TraceError", "load_trace", "parse_trace", "read_trace_json", "launch_kind",
     "device_intervals", "gaps", "windows", "busy_ns", "idle_split", "launch_counts", "summary", "stages",
     "CPU_ONLY_REASON", "IDLE_CATEGORIES",
     "Profile", "profile_call", "profiled", "profile_stream", "CALL_RANGE",

@@ -50,12 +50,13 @@ import torch
 
 from .capture import Profile, profiled
 from .export import export_chrome_trace
+from .metrics import windows
 from .trace import Trace
 
 __all__ = [
     "DecoderShape", "DuplexConfig", "H200", "TINY", "PRESETS", "preset", "DuplexModels", "build_models",
     "DuplexSecond", "run_second", "profile_second", "trim_trace", "write_trimmed_trace", "second_totals",
-    "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS", "TURN_CLASSES",
+    "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS",
 ]
 
 STAGES = ("backbone", "speech_decoder", "synthesis")
@@ -63,9 +64,6 @@ SUBSTAGES = ("flow", "vocoder")  # the Token2wav runtime's own ranges inside "sy
 SECOND_RANGE = "duplex_second"
 STAGE_COLUMNS = ["stage", "start_ms", "dur_ms", "source", "arm", "second", "parent", "device", "preset"]
 CHUNK_TOKENS = 25  # Token2wav: 25 tokens (+ 3 lookahead) per call = 50 mel frames = 1.0 s
-#: distinct cache extents of a turn's steady calls: 302, 352, then 402 frames (f_prompt 302,
-#: f_retained 100, 50 frames per call: 1 + 100 / 50); the paper's K = 3
-TURN_CLASSES = 3
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,7 +134,6 @@ class DuplexConfig:
     n_timesteps: int = 10
     dtype: str = "bfloat16"
     backbone_context: int = 4096
-    cadence_ms: float = 1000.0
     note: str = ""
 
     def __post_init__(self):
@@ -333,13 +330,13 @@ class _StageClock:
                 for n, p, a, b in self.spans]
 
 
-def second_totals(df: pd.DataFrame) -> pd.DataFrame:
+def second_totals(df: pd.DataFrame, cadence_ms: float = 1000.0) -> pd.DataFrame:
     """Per (arm, second): end of the last top-level stage (``second_ms``) and its share over the cadence."""
     top = df[df.get("parent", pd.Series("", index=df.index)).fillna("") == ""]
     keys = [k for k in ("arm", "second", "warmup") if k in top.columns]
     g = top.assign(end_ms=top["start_ms"] + top["dur_ms"]).groupby(keys, sort=False, dropna=False)
     out = g.agg(second_ms=("end_ms", "max")).reset_index()
-    out["over_cadence"] = out["second_ms"] / 1000.0 - 1.0
+    out["over_cadence"] = out["second_ms"] / cadence_ms - 1.0
     return out
 
 
@@ -365,7 +362,8 @@ class DuplexSecond:
     def __init__(self, cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | torch.device = "cpu",
                  seed: int = 0, models: DuplexModels | None = None, backend: str = "auto"):
         from ..adapters.token2wav import SILENCE_TOKEN, build_token2wav, make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+        from ..adapters.token2wav.runtime import Token2wavRuntime, declaration_for, runtime_envelope
+        from ..contract import catalog_width
 
         self.cfg = preset(cfg)
         self.arm = arm
@@ -386,6 +384,9 @@ class DuplexSecond:
                                    backend=backend)
         self.prompt = make_prompt(t2w, seed, self.device)
         self.token2wav_build_s = time.perf_counter() - t0
+        # distinct cache extents of a turn's steady calls (302, 352, then 402 frames at REAL): the declared K
+        self.turn_classes = int(catalog_width(declaration_for(t2w, self.cfg.n_timesteps),
+                                              "estimator_att_cache")["K"])
         self.silence = SILENCE_TOKEN
         self._clock: _StageClock | None = None
         self.substages_timed = self._hook_runtime_ranges()
@@ -528,15 +529,15 @@ class DuplexSecond:
     def warmup(self, seconds: int = 1, catalog_passes: int = 2) -> pd.DataFrame:
         """Warm-up seconds, then ``catalog_passes`` turns of synthesis-only chunks, then a new turn.
 
-        A turn's Token2wav calls go through :data:`TURN_CLASSES` distinct cache extents (302, 352,
-        then 402 frames for the rest of the turn). Replay arms probe and capture a class at its
+        A turn's Token2wav calls go through ``turn_classes`` distinct cache extents (the declared
+        K: 302, 352, then 402 frames for the rest of the turn at REAL sizes). Replay arms probe and capture a class at its
         first occurrence, and a graph's first replay is slower than later ones: the first pass
         captures, the second replays each class once, so neither lands in a timed second.
         Returns the warm-up seconds' rows (``warmup`` True).
         """
         frames = [self.run_second().assign(warmup=True) for _ in range(max(0, int(seconds)))]
         for _ in range(max(0, int(catalog_passes))):
-            while self.chunks_in_turn < TURN_CLASSES:
+            while self.chunks_in_turn < self.turn_classes:
                 last = self.history[-1]["speech_tokens"] if self.history else [self.silence] * CHUNK_TOKENS
                 self.buffer += last
                 self._synthesise(None)
@@ -627,12 +628,10 @@ def trim_trace(trace: Trace, window: str = SECOND_RANGE, occurrence: int = 0,
     ops nested deeper than that (0 = outermost only): a smaller file whose launches are then
     attributed to the innermost op kept.
     """
-    r = trace.ranges[(trace.ranges["side"] == "cpu") & (trace.ranges["name"] == window)]
-    if len(r) <= occurrence:
-        raise ValueError(f"{trace.source}: no occurrence {occurrence} of the range {window!r} "
-                         f"(found {len(r)}); ranges: {sorted(set(trace.ranges['name']))[:20]}")
-    row = r.sort_values("start_ns", kind="stable").iloc[occurrence]
-    ws, we = int(row["start_ns"]), int(row["end_ns"])
+    w = windows(trace, window)
+    if len(w) <= occurrence:
+        raise ValueError(f"{trace.source}: no occurrence {occurrence} of the range {window!r} (found {len(w)})")
+    ws, we = int(w["start_ns"].iloc[occurrence]), int(w["end_ns"].iloc[occurrence])
 
     def inside(df: pd.DataFrame) -> pd.DataFrame:
         keep = (df["start_ns"] >= ws) & (df["start_ns"] <= we)

@@ -499,18 +499,3 @@ def load_trace(path: str | os.PathLike) -> Trace:
     name = os.fspath(path)
     return parse_trace(read_trace_json(name), source=name)
 
-
-def trim(trace: Trace, start_ns: int, end_ns: int) -> Trace:
-    """The part of ``trace`` that starts inside [start_ns, end_ns): a small trace to ship or view.
-
-    Kernels, ops, launches and ranges are kept when they start in the window; of the extra
-    events only metadata (process/thread names) is kept.
-    """
-    def cut(df: pd.DataFrame) -> pd.DataFrame:
-        if not len(df):
-            return df
-        return df[(df["start_ns"] >= start_ns) & (df["start_ns"] < end_ns)].reset_index(drop=True)
-
-    meta_events = [e for e in trace.extra_events if isinstance(e, dict) and e.get("ph") == "M"]
-    return Trace(cut(trace.kernels), cut(trace.cpu_ops), cut(trace.launches), cut(trace.ranges), dict(trace.meta),
-                 meta_events, f"{trace.source} [{start_ns}, {end_ns})")
