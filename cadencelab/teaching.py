@@ -50,7 +50,6 @@ from .contract import (
     PromptRetained,
     Region,
     admitted_labels,
-    checks,
     derive,
 )
 from .replay import ExactShapeReplay
@@ -258,23 +257,6 @@ class StreamRun:
     runtime: Any = None
 
 
-class _Appended:
-    """A carry whose call has already written its new frames (the model attended over them).
-
-    Handed to :meth:`ShadowAuditor.step`, which appends ``new`` to its stock shadow; the carry
-    itself only retains.
-    """
-
-    def __init__(self, carry: Carry):
-        self._carry = carry
-
-    def __getattr__(self, name):
-        return getattr(self._carry, name)
-
-    def append_in_place(self, new) -> None:
-        pass
-
-
 class TeachingRuntime:
     """The teaching model streamed under the state rule and/or the compute rule.
 
@@ -367,7 +349,7 @@ class TeachingRuntime:
         self.ctx.commit(self.ctx.capacity)
         if self.auditor is not None:  # the carry wrote the new frames; the auditor retains and compares
             self.kv.commit(length + f)
-            self.auditor.step(_Appended(self.kv), new, self.calls - 1)
+            self.auditor.step(self.kv, new, self.calls - 1, appended=True)
         else:
             self.kv.commit(self.kv.policy.extent_after(length + f))
         return out
@@ -489,7 +471,7 @@ def certify(model: TinyStreamer, stream: TeachingStream | None = None, backend: 
     def clause(name, passed, detail):
         rows.append(dict(clause=name, passed=bool(passed), detail=detail))
 
-    chk = checks(decl)
+    chk = der.checks
     clause("C1-C3 hold", chk["passed"].all(), "; ".join(f"{r.check} {'PASS' if r.passed else 'FAIL'}" for r in chk.itertuples()))
     clause("catalog is finite and affordable", verdict["affordable"], verdict["reason"])
     labels = admitted_labels(decl, OPERATOR)

@@ -109,8 +109,12 @@ class ShadowAuditor:
         """Start a shadow stock cache for ``carry`` under the declared ``policy`` (its layout is the truth)."""
         self._shadow[carry.name] = (policy, None if base is None else base.clone())
 
-    def step(self, carry: Carry, new: torch.Tensor, call: int) -> bool:
-        """Append ``new`` and retain, both in the carry and in the stock shadow, then compare."""
+    def step(self, carry: Carry, new: torch.Tensor, call: int, appended: bool = False) -> bool:
+        """Append ``new`` and retain, both in the carry and in the stock shadow, then compare.
+
+        ``appended``: the call already wrote ``new`` into the carry (a model that attends over
+        its new frames in place); the carry then only retains.
+        """
         if carry.name not in self._shadow:
             raise KeyError(f"auditor is not watching carry '{carry.name}': call watch() first")
         policy, shadow = self._shadow[carry.name]
@@ -123,7 +127,8 @@ class ShadowAuditor:
             full = torch.cat([shadow, new], dim=d)
         shadow = policy.apply(full, d).clone()
         self._shadow[carry.name] = (policy, shadow)
-        carry.append_in_place(new)
+        if not appended:
+            carry.append_in_place(new)
         carry.retain_in_place()
         return self._check(call, carry.name, carry.view(), shadow, d, carry.address_ok())
 
