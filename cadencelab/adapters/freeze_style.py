@@ -346,12 +346,20 @@ def stream_with_carry(model: FreezeStyleDecoder, tokens, chunk_tokens: int = 20,
     for tok in _turns(tokens):
         rt.reset()
         for k0 in range(0, tok.shape[1], chunk_tokens):
-            t0 = time.perf_counter()
             chunk = tok[0, k0:k0 + chunk_tokens].clone().view(1, -1)  # fresh (1, n), strides (n, 1): one key per shape
-            outs.append(rt(chunk).clone())
+            _sync(chunk.device, timings)
+            t0 = time.perf_counter()
+            outs.append(rt(chunk))  # a fresh tensor: the eager step makes one, the engine clones its outputs
             if timings is not None:
+                _sync(chunk.device, timings)
                 timings.append(time.perf_counter() - t0)
     return outs
+
+
+def _sync(device: torch.device, timings) -> None:
+    """Wait for the device before reading the clock (only when timing, only on a GPU)."""
+    if timings is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 # ---------------------------------------------------------------------------------------
@@ -361,7 +369,7 @@ def stream_with_carry(model: FreezeStyleDecoder, tokens, chunk_tokens: int = 20,
 
 @torch.inference_mode()
 def compare(model: FreezeStyleDecoder, tokens, policy: OverlapPolicy | None = None) -> pd.DataFrame:
-    """Per chunk, (a) overlap recompute vs (b) carry: seconds (perf_counter), tokens decoded,
+    """Per chunk, (a) overlap recompute vs (b) carry: seconds (perf_counter, the device synchronised), tokens decoded,
     samples out, state bytes kept between calls, and whether the chunk equals the full-history
     reference bit for bit (``exact_vs_full``) with its max abs difference.
 
@@ -375,8 +383,10 @@ def compare(model: FreezeStyleDecoder, tokens, policy: OverlapPolicy | None = No
     i = 0
     for tok in _turns(tokens):
         for w0, w1, k0, k1 in policy.windows(tok.shape[1]):
+            _sync(tok.device, rows)
             t0 = time.perf_counter()
             pcm = model(tok[:, w0:w1])[:, (k0 - w0) * spt:(k1 - w0) * spt]
+            _sync(tok.device, rows)
             dt = time.perf_counter() - t0
             r = ref[i] if i < len(ref) else None
             same = r is not None and r.shape == pcm.shape
