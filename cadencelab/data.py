@@ -12,6 +12,7 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     provenance(name)              where a recorded file came from (commit, GPU, torch, CUDA, date, ...)
     paper_duplex_second(block)    the paper's duplex-second breakdown (data/paper/duplex_second.csv)
     duplex_second(condition)      the measured duplex second (data/h200/duplex_second*.json)
+    duplex_summary(condition)     its per-arm headline: stage medians, launches and idle share per stage
     recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
     soak_summary() / soak_chunks() / soak_turns()
                                   the 1,800-chunk SRc soak against B0 (data/h200/soak.json + soak_chunks.csv.gz)
@@ -40,7 +41,8 @@ import pandas as pd
 __all__ = [
     "DATA_ENV", "CONDITIONS", "PARETO_COLUMNS", "data_dir", "data_path", "load_json",
     "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
-    "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "recorded_trace",
+    "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "duplex_summary",
+    "recorded_trace",
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
     "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
     "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths",
@@ -326,6 +328,13 @@ def duplex_second(condition: str = "pinned", arm: str | None = None) -> pd.DataF
             raise ValueError(f"{rel}: no arm {arm!r} (arms: {sorted(set(df['arm']))})")
         df = df[df["arm"] == arm]
     return df.reset_index(drop=True)
+
+
+def duplex_summary(condition: str = "pinned") -> pd.DataFrame:
+    """One row per arm of the measured duplex second: stage medians (ms), over_cadence, and per stage
+    the kernel launches and idle share of the profiled second (``<stage>_launches``, ``<stage>_slack_frac``)."""
+    obj, rel = _duplex(condition)
+    return pd.DataFrame.from_dict(_need(obj, "summary", rel), orient="index").rename_axis("arm")
 
 
 def duplex_seconds(condition: str = "pinned") -> pd.DataFrame:

@@ -244,6 +244,14 @@ def test_soak_chunks_agree_with_the_summary():
 # ----------------------------------------------------------------------------------------------
 
 
+def test_recorded_duplex_summary():
+    s = data.duplex_summary()
+    assert set(s.index) == {"B0", "SRc"}
+    for stage in ("backbone", "speech_decoder", "synthesis"):
+        assert (s[f"{stage}_launches"] > 0).all() and s[f"{stage}_slack_frac"].between(0, 1).all()
+    assert s.loc["SRc", "synthesis_launches"] < s.loc["B0", "synthesis_launches"]
+
+
 def test_recorded_duplex_second():
     med = data.duplex_second()
     assert {"backbone", "speech_decoder", "synthesis", "flow", "vocoder"} <= set(med["stage"])
