@@ -282,7 +282,7 @@ class Token2wavRuntime:
         if self.spec.state_rule:
             self._setup_state()
         if self.spec.state_rule or self.spec.replay:
-            self._split_vocoder()
+            self.vocoder = VocoderSplit(self.hift)  # HiFT up to the iSTFT (device RNG included), then the tail
         if self.spec.replay:
             self.constants = make_constants_device_resident(flow, hift, self.device)
             self._setup_replay()
@@ -336,24 +336,14 @@ class Token2wavRuntime:
         return est.inner if isinstance(est, _ReplayedForwardChunk) else est
 
     # -- the vocoder split at the iSTFT ---------------------------------------------------
-    def _split_vocoder(self) -> None:
-        self.vocoder = VocoderSplit(self.hift)
-
-    def _vocoder_core(self, mel, cache_source):
-        """HiFT up to the iSTFT (the stock vocoder, device RNG included): magnitude, phase, source."""
-        return self.vocoder.core(mel, cache_source)
-
     def _vocoder_core_state(self, chunk_mel, mel_cached, source_cached):
         """Vocoder core on the carries: write the chunk after the cached mel, run, retain in place."""
         n, f = mel_cached.shape[2], chunk_mel.shape[2]
         self.mel.buffer.narrow(2, n, f).copy_(chunk_mel)
-        magnitude, phase, source = self._vocoder_core(self.mel.buffer.narrow(2, 0, n + f), source_cached)
+        magnitude, phase, source = self.vocoder.core(self.mel.buffer.narrow(2, 0, n + f), source_cached)
         self.mel.move_retained(n + f)
         self.src.write_retained_from(source)
         return magnitude, phase
-
-    def _vocoder_tail(self, magnitude, phase):
-        return self.vocoder.tail(magnitude, phase)
 
     # -- the flow chunk ---------------------------------------------------------------
     def _autocast(self):
@@ -392,7 +382,7 @@ class Token2wavRuntime:
         d, owners, mods = self.decl, self.owned, [self.flow]
         common = dict(backend=self.backend, owners=owners, write_through=self._write_through())
         self.engines["vocoder_core"] = ExactShapeReplay(
-            self._vocoder_core_state if self.spec.state_rule else self._vocoder_core, "vocoder_core",
+            self._vocoder_core_state if self.spec.state_rule else self.vocoder.core, "vocoder_core",
             catalog=admitted_labels(d, "vocoder_core"), classify=self._classify_vocoder, modules=[self.hift],
             clone_outputs=True, **{**common, "write_through": self._vocoder_write_through()})
         if self.spec.replay == "chunk":
@@ -545,7 +535,7 @@ class Token2wavRuntime:
             mel = torch.concat([h["mel"], chunk_mel], dim=2)
             if self.spec.replay:
                 magnitude, phase, source = self.engines["vocoder_core"](mel, h["source"])
-                speech = self._vocoder_tail(magnitude, phase)
+                speech = self.vocoder.tail(magnitude, phase)
             else:
                 speech, source = self.hift(mel, h["source"])
         if h["speech"].shape[-1] > 0:
@@ -573,7 +563,7 @@ class Token2wavRuntime:
             magnitude, phase = core(chunk_mel, self.mel.view(), self.src.view())
             self.mel.commit(self.mel.policy.extent_after(nm + f))
             self.src.commit(self.src.policy.extent_after((nm + f) * SAMPLES_PER_FRAME))
-            speech = self._vocoder_tail(magnitude, phase)
+            speech = self.vocoder.tail(magnitude, phase)
         first = self.spc.length == 0
         if not first:
             speech = crossfade(speech, self.spc.view(), self.speech_window)
