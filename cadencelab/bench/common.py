@@ -1,17 +1,45 @@
-"""Pieces every study shares: the commit a run was launched from, and JSON that numpy can't break."""
+"""Pieces every study shares: the commit a run was launched from, provenance, the seeded checkpoint,
+the arm processes, the token plan's constants, and JSON that numpy can't break."""
 
 from __future__ import annotations
 
+import json
+import math
 import multiprocessing as mp
 import os
+import shutil
 import subprocess
+import tempfile
+import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 _ROOT = Path(__file__).resolve().parents[2]
+
+#: a Token2wav stream call: 28 tokens (25 new + 3 lookahead), 25 dropped after each steady call
+CALL_TOKENS, STRIDE_TOKENS, LOOKAHEAD = 28, 25, 3
+
+
+def chunk_pieces(tokens):
+    """A turn's stream calls behind three silence tokens of lookahead: ``(piece, last_chunk)``,
+    28-token steady calls (25 dropped after each) while 28 tokens are left, then the flush
+    (``last_chunk=True``) of the rest."""
+    from ..adapters.token2wav.stock import SILENCE_TOKEN
+
+    buf = [SILENCE_TOKEN] * LOOKAHEAD + list(tokens)
+    while len(buf) >= CALL_TOKENS:
+        yield buf[:CALL_TOKENS], False
+        buf = buf[STRIDE_TOKENS:]
+    yield buf, True
+
+
+def default_out(study: str) -> str:
+    """Where a study writes by default: ``$OUT/<study>``, or ``out/<study>`` without ``OUT``."""
+    return os.path.join(os.environ.get("OUT", "out"), study)
 
 
 def git(*args: str) -> str:
@@ -44,6 +72,79 @@ def tree_provenance() -> dict:
     """``git_commit``, ``git_dirty`` (None: unknown) and ``git_changes`` of the launching tree."""
     changes = git_changes()
     return dict(git_commit=git_commit(), git_dirty=None if changes is None else bool(changes), git_changes=changes)
+
+
+def package_version(name: str) -> str | None:
+    """The installed version of ``name`` (None: not installed)."""
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:
+        return None
+
+
+def run_provenance(device: str | None = None, packages: tuple = ()) -> dict:
+    """What every study records about its run: :func:`tree_provenance`, ``gpu``, ``torch``,
+    ``cuda``, ``python``, the versions of ``packages`` (None: not installed), ``host`` and ``date``.
+
+    ``gpu`` names ``device`` when it is a CUDA device and CUDA is available (None otherwise);
+    with ``device=None``, device 0 whenever CUDA is available.
+    """
+    import platform
+
+    import torch
+
+    cuda = torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda")
+    gpu = torch.cuda.get_device_name(0 if device is None else torch.device(device)) if cuda else None
+    return dict(**tree_provenance(), gpu=gpu, torch=torch.__version__, cuda=torch.version.cuda,
+                python=platform.python_version(), **{p: package_version(p) for p in packages},
+                host=platform.node(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def pin_workspace(deterministic: bool) -> None:
+    """The fixed cuBLAS workspace of pinned runs, set in this process before any arm process is
+    spawned (they inherit it); an existing ``CUBLAS_WORKSPACE_CONFIG`` is kept."""
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+@contextmanager
+def built_checkpoint(config, seed: int, progress: Callable[[str], None] | None = None,
+                     prefix: str = "cadencelab-weights-"):
+    """The seeded random Token2wav weights of ``config`` (``"real"``, ``"teaching"`` or a
+    ``Token2wavConfig``), built once and saved as a checkpoint in a temporary folder: yields
+    the folder, deletes it afterwards."""
+    from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
+
+    mcfg = {"real": REAL, "teaching": TEACHING}[config] if isinstance(config, str) else config
+    t0 = time.perf_counter()
+    folder = tempfile.mkdtemp(prefix=prefix)
+    try:
+        flow, hift = build_token2wav(mcfg, seed)
+        save_checkpoint(folder, flow, hift, mcfg)
+        del flow, hift
+        if progress is not None:
+            progress(f"weights built and saved ({mcfg.name}) in {time.perf_counter() - t0:.1f} s")
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def set_up_device(device: str, deterministic: bool):
+    """An arm process's device: kernel selection pinned (:func:`pin_determinism`) when
+    ``deterministic``, and a CUDA device made current with its index resolved (events, graphs and
+    the allocator statistics follow the current device). Returns (torch.device, determinism)."""
+    import torch
+
+    from ..replay.determinism import pin_determinism
+
+    determinism = pin_determinism() if deterministic else dict(cudnn_deterministic=False)
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
+        torch.cuda.set_device(dev)
+    return dev, determinism
 
 
 def serve(conn, build: Callable[[], Any], ready: Callable[[Any], dict], handlers: dict[str, Callable]) -> None:
@@ -114,11 +215,70 @@ class ArmProcess:
                 pass
         self.dead = self.dead or "stopped"
 
-    def stop(self) -> None:
+    def stop(self, join_s: float = 10.0) -> None:
         self.request_stop()
-        self.p.join(timeout=10)
+        self.p.join(timeout=join_s)
         if self.p.is_alive():
             self.p.kill()
+
+
+class InlineArm:
+    """:class:`ArmProcess`'s interface in this process (CPU smoke runs, tests): the same ``build``,
+    ``ready`` and ``handlers`` as :func:`serve`, called directly. ``close(arm)``, if given, runs at
+    :meth:`stop`."""
+
+    def __init__(self, arm: str, build: Callable[[], Any], ready: Callable[[Any], dict],
+                 handlers: dict[str, Callable], close: Callable[[Any], None] | None = None):
+        self.arm, self.dead, self.handlers, self.close = arm, None, handlers, close
+        self.obj = None
+        try:
+            self.obj = build()
+            self._ready = ("ready", ready(self.obj))
+        except Exception:
+            self._ready = ("error", traceback.format_exc())
+
+    def wait(self, timeout: float):
+        return self._ready
+
+    def ask(self, msg: tuple, timeout: float):
+        try:
+            if self.obj is None:
+                raise RuntimeError(f"arm {self.arm} failed to start")
+            handler = self.handlers.get(msg[0])
+            if handler is None:
+                raise ValueError(f"unknown request {msg[0]!r} (known: {sorted(self.handlers)})")
+            return ("ok", handler(self.obj, *msg[1:]))
+        except Exception:
+            return ("error", traceback.format_exc())
+
+    def request_stop(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self.close is not None and self.obj is not None:
+            self.close(self.obj)
+
+
+def strict(o):
+    """``o`` with every float NaN or infinity (also numpy's) replaced by None, recursively through
+    dicts, lists and tuples: what :func:`write_json` writes as ``null``."""
+    if isinstance(o, (float, np.floating)):
+        return None if not math.isfinite(o) else o
+    if isinstance(o, dict):
+        return {k: strict(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [strict(v) for v in o]
+    return o
+
+
+def write_json(obj, path, strict_json: bool = True) -> None:
+    """``obj`` as indented JSON at ``path``, numpy scalars as their Python values. With
+    ``strict_json`` NaN and infinities become null (:func:`strict`); without, they stay the
+    ``NaN`` / ``Infinity`` literals Python's json writes (the studies whose recorded files, and
+    the loaders of those files, have them)."""
+    text = (json.dumps(strict(obj), indent=1, default=json_default, allow_nan=False) if strict_json
+            else json.dumps(obj, indent=1, default=json_default))
+    Path(path).write_text(text)
 
 
 def json_default(o):
