@@ -24,9 +24,7 @@ second let arms be compared: same tokens in, same bytes out when the arms are bi
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import json_default, tree_provenance
-from .token2wav import default_out
+from .common import default_out, run_provenance, write_json
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -75,25 +72,10 @@ def study_preset(cfg: DuplexStudyConfig):
 def provenance(cfg: DuplexStudyConfig, models=None) -> dict:
     import torch
 
-    cuda = torch.device(cfg.device).type == "cuda" and torch.cuda.is_available()
-    try:
-        from importlib.metadata import version
-
-        versions = {}
-        for pkg in ("transformers", "minicpmo"):
-            try:
-                versions[pkg] = version(pkg)
-            except Exception:
-                versions[pkg] = None
-    except Exception:  # pragma: no cover
-        versions = {}
     return dict(
         git_commit_source="CADENCELAB_COMMIT" if os.environ.get("CADENCELAB_COMMIT") else "git rev-parse",
-        **tree_provenance(),
-        gpu=torch.cuda.get_device_name(torch.device(cfg.device)) if cuda else None,
-        torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(), **versions,
+        **run_provenance(cfg.device, packages=("transformers", "minicpmo")),
         threads=torch.get_num_threads(),
-        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
         determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
                          cudnn_deterministic=bool(torch.backends.cudnn.deterministic)),
         condition=("pinned kernel selection (cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG)" if cfg.deterministic
@@ -243,16 +225,7 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
 
 
 def write_results(result: dict, out: Path) -> None:
-    def clean(o):  # NaN -> null: the file stays strict JSON
-        if isinstance(o, float) and o != o:
-            return None
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [clean(v) for v in o]
-        return o
-
-    (out / "duplex_second.json").write_text(json.dumps(clean(result), indent=1, default=json_default))
+    write_json(result, out / "duplex_second.json")  # NaN -> null: the file stays strict JSON
     pd.DataFrame(result["rows"]).to_csv(out / "duplex_second_rows.csv", index=False)
 
 
