@@ -33,14 +33,13 @@ import hashlib
 import json
 import os
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .common import ArmProcess, json_default, serve
+from .common import ArmProcess, InlineArm, default_out, json_default, run_provenance, serve, write_json
 
 MIMI_ARMS = ("eager", "vendor_graph", "replay")
 FREEZE_PATHS = ("overlap_recompute", "carry", "carry_replay", "full_history")
@@ -62,24 +61,9 @@ class CrossArchConfig:
 
 
 def provenance(cfg: CrossArchConfig, extra: dict | None = None) -> dict:
-    """The launching commit, GPU, torch, CUDA and date (the Token2wav study's provenance fields)."""
-    import platform
-
-    import torch
-
-    from .common import tree_provenance
-
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() and cfg.device.startswith("cuda") else None
-    try:
-        from importlib.metadata import version
-
-        moshi = version("moshi")
-    except Exception:
-        moshi = None
-    out = dict(**tree_provenance(), gpu=gpu,
-               torch=torch.__version__, cuda=torch.version.cuda, moshi=moshi, python=platform.python_version(),
-               host=platform.node(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               config=dataclasses.asdict(cfg))
+    """The launching commit, GPU, torch, CUDA and date (:func:`~cadencelab.bench.common.run_provenance`),
+    moshi's version and the study's configuration."""
+    out = dict(**run_provenance(cfg.device, packages=("moshi",)), config=dataclasses.asdict(cfg))
     out.update(extra or {})
     return out
 
@@ -146,10 +130,13 @@ class MimiArm:
                     replays=int(counters["replays"].sum()) if len(counters) else 0)
 
 
+#: the requests a Mimi arm answers, in its process (:func:`serve`) or inline (:class:`InlineArm`)
+HANDLERS = {"block": lambda r, spec: r.run_block(spec)}
+
+
 def _mimi_worker(conn, arm: str, cfg_dict: dict) -> None:
     """Process entry: build the arm, then serve block requests until told to stop."""
-    serve(conn, lambda: MimiArm(arm, CrossArchConfig(**cfg_dict)), lambda r: r.info(),
-          {"block": lambda r, spec: r.run_block(spec)})
+    serve(conn, lambda: MimiArm(arm, CrossArchConfig(**cfg_dict)), MimiArm.info, HANDLERS)
 
 
 class _ArmProcess(ArmProcess):
@@ -158,33 +145,10 @@ class _ArmProcess(ArmProcess):
     def __init__(self, arm: str, cfg: CrossArchConfig):
         super().__init__(arm, _mimi_worker, (arm, dataclasses.asdict(cfg)))
 
-    def ask(self, block: int, timeout: float):
-        return super().ask(("block", block), timeout)
 
-
-class _ArmInline:
+def _arm_inline(arm: str, cfg: CrossArchConfig) -> InlineArm:
     """Same interface as _ArmProcess, in this process (CPU smoke runs)."""
-
-    def __init__(self, arm: str, cfg: CrossArchConfig):
-        self.arm = arm
-        try:
-            self.runner = MimiArm(arm, cfg)
-            self._ready = ("ready", self.runner.info())
-        except Exception:
-            self._ready = ("error", traceback.format_exc())
-
-    def wait(self, timeout: float):
-        return self._ready
-
-    def ask(self, block: int, timeout: float):
-        try:
-            return ("ok", self.runner.run_block(block))
-        except Exception:
-            return ("error", traceback.format_exc())
-
-    def stop(self) -> None:
-        if hasattr(self, "runner"):
-            self.runner.stream.close()
+    return InlineArm(arm, lambda: MimiArm(arm, cfg), MimiArm.info, HANDLERS, close=lambda r: r.stream.close())
 
 
 def run_mimi(cfg: CrossArchConfig, progress=print) -> dict:
@@ -193,7 +157,7 @@ def run_mimi(cfg: CrossArchConfig, progress=print) -> dict:
 
     load_moshi()  # fail early, with the install command, when moshi is absent
     t0 = time.perf_counter()
-    make = _ArmProcess if cfg.processes else _ArmInline
+    make = _ArmProcess if cfg.processes else _arm_inline
     procs = {a: make(a, cfg) for a in cfg.arms}
     setup, failures, blocks = {}, {}, []
     for a, p in procs.items():
@@ -209,7 +173,7 @@ def run_mimi(cfg: CrossArchConfig, progress=print) -> dict:
         for b in range(cfg.blocks + 1):
             order = live[b % len(live):] + live[:b % len(live)] if live else []
             for a in order:
-                kind, res = procs[a].ask(b, cfg.block_timeout_s)
+                kind, res = procs[a].ask(("block", b), cfg.block_timeout_s)
                 if kind != "ok":
                     failures[a] = str(res)
                     progress(f"mimi arm {a} failed in block {b}: {str(res).strip().splitlines()[-1]}")
@@ -461,10 +425,6 @@ def analyse_freeze(cfg: CrossArchConfig, blocks: list[dict]) -> dict:
 # ---------------------------------------------------------------------------------------
 
 
-def write_json(result: dict, path: Path) -> None:
-    path.write_text(json.dumps(result, indent=1, default=json_default))
-
-
 def run_study(cfg: CrossArchConfig, progress=print) -> dict:
     """Run the selected models; write their JSON and CSV files; return {model: result}."""
     out = Path(cfg.out)
@@ -473,13 +433,13 @@ def run_study(cfg: CrossArchConfig, progress=print) -> dict:
     if "mimi" in cfg.models:
         r = run_mimi(cfg, progress)
         write_json({k: v for k, v in r.items() if k != "frames"} | dict(frames_csv="moshi_mimi_frames.csv"),
-                   out / "moshi_mimi.json")
+                   out / "moshi_mimi.json", strict_json=False)
         pd.DataFrame(r["frames"]).to_csv(out / "moshi_mimi_frames.csv", index=False)
         results["mimi"] = r
     if "freeze" in cfg.models:
         r = run_freeze(cfg, progress)
         write_json({k: v for k, v in r.items() if k != "chunks"} | dict(chunks_csv="freeze_style_chunks.csv"),
-                   out / "freeze_style.json")
+                   out / "freeze_style.json", strict_json=False)
         pd.DataFrame(r["chunks"]).to_csv(out / "freeze_style_chunks.csv", index=False)
         results["freeze"] = r
     return results
@@ -506,10 +466,6 @@ def table(results: dict) -> str:
     summary = {m: r["summary"] for m, r in results.items()}
     lines.append("summary: " + json.dumps(summary, default=json_default, separators=(",", ":")))
     return "\n".join(lines)
-
-
-def default_out(study: str) -> str:
-    return os.path.join(os.environ.get("OUT", "out"), study)
 
 
 def _cli(args) -> int:
