@@ -177,6 +177,9 @@ class _FakeServer:
         return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=1000 + 100 * n, oom=False,
                     state_bytes_per_session=100, captures=3, invalidations=0)
 
+    def estimate_s(self, workload, n):
+        return self.chunk_s * len(study.schedule(self.cfg, workload, n))
+
     def recover(self):
         self.recovered += 1
 

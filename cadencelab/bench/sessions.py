@@ -56,9 +56,6 @@ import dataclasses
 import gc
 import hashlib
 import json
-import multiprocessing as mp
-import os
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -67,10 +64,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import json_default
-from .token2wav import default_out, provenance
+from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, default_out,
+                     json_default, pin_workspace, set_up_device, write_json)
+from .token2wav import provenance
 
-SILENCE, CALL_TOKENS, STRIDE_TOKENS, LOOKAHEAD = 4218, 28, 25, 3
 SAMPLE_RATE = 24_000
 WORKLOADS = ("mixed", "speak_heavy")
 
@@ -133,9 +130,11 @@ def prompt_seed(cfg: SessionsConfig, p: int) -> int:
 
 def session_chunk(cfg: SessionsConfig, i: int, k: int, vocab: int = 6561) -> list[int]:
     """Tokens of session ``i``'s k-th chunk: 28 (25 new + 3 lookahead), the buffer starting with silence."""
+    from ..adapters.token2wav.stock import SILENCE_TOKEN
+
     need = STRIDE_TOKENS * (k + 1) + LOOKAHEAD
     toks = np.random.default_rng([cfg.seed, 0x5E55, i]).integers(0, vocab, need).tolist()
-    buf = [SILENCE] * LOOKAHEAD + toks
+    buf = [SILENCE_TOKEN] * LOOKAHEAD + toks
     return buf[STRIDE_TOKENS * k: STRIDE_TOKENS * k + CALL_TOKENS]
 
 
@@ -199,15 +198,9 @@ class DeviceServer:
     def _set_up_device(self, arm: str, cfg: SessionsConfig) -> None:
         import torch
 
-        from ..adapters.token2wav.runtime import pin_determinism
-
         self.torch, self.arm, self.cfg = torch, arm, cfg
-        self.determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
-        dev = torch.device(cfg.device)
-        if dev.type == "cuda":
-            dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
-            torch.cuda.set_device(dev)
-        self.device, self.cuda = dev, dev.type == "cuda"
+        self.device, self.determinism = set_up_device(cfg.device, cfg.deterministic)
+        self.cuda = self.device.type == "cuda"
 
     def _sync(self):
         if self.cuda:
@@ -265,14 +258,19 @@ class ArmServer(DeviceServer):
             times = []
             for k in range(k_max):
                 for i, s in enumerate(ss):
+                    toks = session_chunk(cfg, 10_000 + i, k, self.vocab)
                     self._sync()
                     t0 = time.perf_counter()
-                    m.stream(s, session_chunk(cfg, 10_000 + i, k, self.vocab))
+                    m.stream(s, toks)
                     self._sync()
                     times.append(time.perf_counter() - t0)
             for s in ss:
                 m.close(s)
         return float(np.median(times))
+
+    def estimate_s(self, workload: str, n: int) -> float:
+        """Seconds a run will take: the warm-up's chunk time for every chunk of the schedule."""
+        return self.chunk_s * len(schedule(self.cfg, workload, n))
 
     def _drop_sessions(self) -> None:
         m = self.manager
@@ -287,10 +285,10 @@ class ArmServer(DeviceServer):
         sessions = [m.fork(self.templates[i % len(self.templates)], i, session_seed(cfg, i)) for i in range(n)]
         clock, rows = 0.0, []
         for t, i, k in schedule(cfg, workload, n):  # (t, i) order is arrival order, staggered or not
-            s = sessions[i]
+            s, toks = sessions[i], session_chunk(cfg, i, k, self.vocab)
             self._sync()
             w0 = time.perf_counter()
-            pcm = m.stream(s, session_chunk(cfg, i, k, self.vocab))
+            pcm = m.stream(s, toks)
             self._sync()
             service = time.perf_counter() - w0
             at = arrival(cfg, t, i, n)
@@ -343,30 +341,37 @@ def guarded_run(server, workload: str, n: int) -> dict:
         return server.run(workload, n)
     except torch.OutOfMemoryError as e:
         msg = str(e).splitlines()[0][:200] if str(e) else "out of memory"
-        try:
-            server.recover()
-        except Exception:  # noqa: BLE001 - recovery is best effort; the row says what happened
-            pass
-        return dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=True, error=msg)
+    # recovered past the except clause: by then the traceback, which holds the run's frames, is gone
+    try:
+        server.recover()
+    except Exception:  # noqa: BLE001 - recovery is best effort; the row says what happened
+        pass
+    return dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=True, error=msg)
+
+
+def session_p95s(rows: list[dict]) -> dict[int, float]:
+    """p95 chunk latency (ms) of every session with a chunk in ``rows``."""
+    by: dict[int, list[float]] = {}
+    for r in rows:
+        by.setdefault(r["session"], []).append(r["latency_ms"])
+    return {i: float(np.percentile(v, 95)) for i, v in by.items()}
+
+
+def worst_p95(rows: list[dict]) -> float:
+    """The largest session p95 chunk latency (ms) in ``rows`` (NaN without rows)."""
+    return max(session_p95s(rows).values(), default=float("nan"))
 
 
 def holds_cadence(rows: list[dict], n: int, cadence_s: float) -> bool:
     """Every one of the ``n`` sessions has p95 chunk latency <= the cadence (sessions with no chunk hold)."""
-    by: dict[int, list[float]] = {}
-    for r in rows:
-        by.setdefault(r["session"], []).append(r["latency_ms"])
-    return all(float(np.percentile(v, 95)) <= cadence_s * 1e3 for v in by.values())
+    return all(v <= cadence_s * 1e3 for v in session_p95s(rows).values())
 
 
 def run_grid(server, cfg: SessionsConfig, workload: str, deadline: float, emit, progress=print) -> None:
     """Ascending N until one point past the first break (or an out-of-memory, or the deadline)."""
     fails = 0
-    per_chunk = getattr(server, "chunk_s", 0.0) or 0.0
     for n in cfg.sessions:
-        if hasattr(server, "estimate_s"):
-            need = server.estimate_s(workload, n) * 1.2
-        else:
-            need = per_chunk * len(schedule(cfg, workload, n)) * 1.2
+        need = server.estimate_s(workload, n) * 1.2
         if time.perf_counter() + need > deadline:
             emit(dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=False,
                       skipped=f"time budget (needs ~{need:.0f} s)"))
@@ -380,8 +385,7 @@ def run_grid(server, cfg: SessionsConfig, workload: str, deadline: float, emit, 
             progress(f"{server.arm} {workload} N={n}: out of memory ({res.get('error', '')[:80]})")
             break
         ok = holds_cadence(res["rows"], n, cfg.cadence_s)
-        p95 = max((float(np.percentile([r["latency_ms"] for r in res["rows"] if r["session"] == i], 95))
-                   for i in {r["session"] for r in res["rows"]}), default=float("nan"))
+        p95 = worst_p95(res["rows"])
         peak = res["peak_bytes"]
         progress(f"{server.arm} {workload} N={n}: {'holds' if ok else 'BREAKS'} the cadence, worst p95 {p95:.0f} ms, "
                  f"peak {peak / 2**30 if peak else float('nan'):.2f} GiB ({res['wall_s']:.1f} s)")
@@ -451,22 +455,11 @@ def _worker(conn, arm, ckpt, cfg_dict, deadline_left, rows_path, references):
 
 
 def _run_process(arm, ckpt, cfg, budget_s, rows_path, references) -> tuple[str, object]:
-    ctx = mp.get_context("spawn")
-    conn, child = ctx.Pipe()
-    p = ctx.Process(target=_worker, args=(child, arm, ckpt, dataclasses.asdict(cfg), budget_s, rows_path, references),
-                    daemon=True)
-    p.start()
-    grace = 60.0
+    p = ArmProcess(arm, _worker, (arm, ckpt, dataclasses.asdict(cfg), budget_s, rows_path, references))
     try:
-        if not conn.poll(budget_s + grace):
-            return ("error", f"no answer within {budget_s + grace:.0f} s")
-        return conn.recv()
-    except EOFError:
-        return ("error", "the arm process died")
+        return p.wait(budget_s + 60.0)  # a minute's grace past the arm's budget
     finally:
-        p.join(timeout=10)
-        if p.is_alive():
-            p.kill()
+        p.stop()
 
 
 def read_rows(path) -> list[dict]:
@@ -489,21 +482,23 @@ def read_rows(path) -> list[dict]:
 
 def run_study(cfg: SessionsConfig, progress=print) -> dict:
     """Run every arm, analyse, write ``sessions.json`` and the CSVs under ``cfg.out``; return the result."""
-    from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
-
     t_start = time.perf_counter()
     deadline = t_start + cfg.time_budget_s
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # inherited by the arm processes
-    mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
-    ckpt = tempfile.mkdtemp(prefix="cadencelab-weights-")
-    flow, hift = build_token2wav(mcfg, cfg.seed)
-    save_checkpoint(ckpt, flow, hift, mcfg)
-    del flow, hift
-    progress(f"weights built and saved ({cfg.config}) in {time.perf_counter() - t_start:.1f} s")
+    pin_workspace(cfg.deterministic)  # inherited by the arm processes
     order = [a for a in cfg.arms if a != "B0"] + (["B0"] if "B0" in cfg.arms else [])
+    with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:
+        infos, failures = _run_arms(cfg, order, ckpt, out, deadline, progress)
+    entries = {a: read_rows(out / f"runs_{a}.jsonl") for a in order}
+    result = analyse(cfg, entries, infos, failures)
+    result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start)
+    write_results(result, out)
+    return result
+
+
+def _run_arms(cfg: SessionsConfig, order: list, ckpt: str, out: Path, deadline: float, progress) -> tuple[dict, dict]:
+    """Every arm in ``order`` (B0 last), each in its share of the time left; (infos, failures) by arm."""
     infos, failures = {}, {}
     for path in out.glob("runs_*.jsonl"):
         path.unlink()
@@ -528,11 +523,7 @@ def run_study(cfg: SessionsConfig, progress=print) -> dict:
         else:
             failures[arm] = str(res)[-3000:]
             progress(f"arm {arm} failed: {str(res).strip().splitlines()[-1] if str(res).strip() else res}")
-    entries = {a: read_rows(out / f"runs_{a}.jsonl") for a in order}
-    result = analyse(cfg, entries, infos, failures)
-    result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start)
-    write_results(result, out)
-    return result
+    return infos, failures
 
 
 # ---------------------------------------------------------------------------------------
@@ -718,7 +709,7 @@ def analyse(cfg: SessionsConfig, entries: dict, infos: dict, failures: dict) -> 
 
 def write_results(result: dict, out: Path) -> None:
     sessions, chunks = result.pop("_sessions"), result.pop("_chunks")
-    (out / "sessions.json").write_text(json.dumps(result, indent=1, default=json_default))
+    write_json(result, out / "sessions.json", strict_json=False)
     sessions.to_csv(out / "sessions.csv", index=False)
     chunks.to_csv(out / "sessions_chunks.csv", index=False)
 
