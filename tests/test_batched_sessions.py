@@ -248,6 +248,6 @@ def test_simulated_plan_batches_under_load_and_not_when_idle():
     cfg = study.SessionsConfig(device="cpu", config="teaching", speak_seconds=2, stagger=True, batch_sizes=(1, 2, 4, 8))
     idle = simulate(cfg, "speak_heavy", 8, by_chunk)  # instant service: every chunk alone, at its arrival
     assert [len(b) for _, b in idle] == [1] * 16 and all(start == b[0][0] for start, b in idle)
-    busy = simulate(cfg, "speak_heavy", 32, by_chunk, service=lambda b: 0.1 + 0.01 * b)
+    busy = simulate(cfg, "speak_heavy", 32, by_chunk, service=lambda b: 0.1 + 0.01 * len(b))
     assert max(len(b) for _, b in busy) > 1 and sum(len(b) for _, b in busy) == 64
     assert all(start >= max(a for a, _, _ in b) for start, b in busy)

@@ -41,14 +41,18 @@ def batch_seed(cfg: SessionsConfig, workload: str, n: int, j: int) -> int:
     return (cfg.seed + 1) * 1_000_033 + {"mixed": 1, "speak_heavy": 2}.get(workload, 0) * 100_003 + 1009 * n + j
 
 
-def split(members: list, sizes) -> list[list]:
-    """``members`` in order, cut greedily into the largest declared sizes that fit (1 must be declared)."""
-    sizes = sorted(set(sizes), reverse=True)
+def largest(sizes, n: int) -> int:
+    """The largest declared size that ``n`` members fill (1 must be declared)."""
     if 1 not in sizes:
         raise ValueError(f"batch sizes {sorted(sizes)} must include 1 so that every chunk can be served")
+    return max(s for s in sizes if s <= n)
+
+
+def split(members: list, sizes) -> list[list]:
+    """``members`` in order, cut greedily into the largest declared sizes that fit (1 must be declared)."""
     out, rest = [], list(members)
     while rest:
-        b = next(s for s in sizes if s <= len(rest))
+        b = largest(sizes, len(rest))
         out.append(rest[:b])
         rest = rest[b:]
     return out
@@ -76,21 +80,23 @@ def next_batch(pending: list[tuple[float, int, int]], clock: float, sizes, shape
             eligible.append(p)
     cls = shape_class(eligible[0][1], eligible[0][2])
     members = [p for p in eligible if shape_class(p[1], p[2]) == cls]
-    return split(members, sizes)[0]
+    return members[:largest(sizes, len(members))]
 
 
 def simulate(cfg: SessionsConfig, workload: str, n: int, shape_class,
-             service=lambda size: 0.0) -> list[tuple[float, list[tuple[float, int, int]]]]:
-    """(start, batch) in service order, on a virtual clock where a batch of ``size`` takes
-    ``service(size)`` seconds. With the measured per-size times this predicts a run's plan (the
-    time budget's estimate); with the default (instant service) it is the plan without backlog."""
+             service=lambda batch: 0.0) -> list[tuple[float, list[tuple[float, int, int]]]]:
+    """(start, batch) in service order, on a virtual clock where serving ``batch`` (its
+    (arrival, session, chunk) members) takes ``service(batch)`` seconds. A run passes a service
+    that streams the batch and returns its measured time; the time budget's estimate, the
+    warm-up's time per batch size (the same plan, predicted); the default (instant service)
+    gives the plan without backlog."""
     pending = [(arrival(cfg, t, i, n), i, k) for t, i, k in schedule(cfg, workload, n)]
     out, clock = [], 0.0
     while pending:
         b = next_batch(pending, clock, cfg.batch_sizes, shape_class, aligned=not cfg.stagger)
         pending = [p for p in pending if p not in b]
         start = max(clock, max(a for a, _, _ in b))
-        clock = start + service(len(b))
+        clock = start + service(b)
         out.append((start, b))
     return out
 
@@ -111,7 +117,7 @@ class BatchedArmServer(DeviceServer):
     """The ``SRb`` arm: one :class:`BatchedToken2wav` (replay on), its prompt templates, and the runs.
 
     Same interface as :class:`~cadencelab.bench.sessions.ArmServer` (``run``, ``reference``,
-    ``recover``, ``info``, ``chunk_s``) plus ``estimate_s`` for the time budget.
+    ``recover``, ``info``, ``chunk_s``, ``estimate_s``).
     """
 
     def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
@@ -135,6 +141,7 @@ class BatchedArmServer(DeviceServer):
         self.setup_s = time.perf_counter() - t0
         self.batch_s: dict[int, float] = {}
         self.eager_s: dict[int, float] = {}
+        self._live: list = []  # the sessions of the run in progress (dropped by _drop_sessions)
         self._warm_up()
         self.chunk_s = min(self.batch_s[b] / b for b in self.batch_s)
         self.captures_after_warmup = self.captures()
@@ -171,52 +178,56 @@ class BatchedArmServer(DeviceServer):
         self.eager_s = {b: float(np.median(v)) for b, v in eag_t.items()}
 
     def captures(self) -> int:
-        return sum(c.captures for e in self.bt.engines.values() for c in e.classes.values())
+        return self.bt.captures()
 
     def invalidations(self) -> int:
-        return sum(c.invalidations for e in self.bt.engines.values() for c in e.classes.values())
+        return self.bt.invalidations()
+
+    def _drop_sessions(self) -> None:
+        """The run's sessions, emptied in place: after an out-of-memory the traceback still holds
+        the run's frames, whose lists are these."""
+        self._live.clear()
 
     def estimate_s(self, workload: str, n: int) -> float:
         """Seconds a run and its eager reference will take: the plan simulated with the warm-up's
         median time per batch size (under load, staggered arrivals form larger, fewer batches)."""
-        slowest = max(self.batch_s.values())
-        plan = simulate(self.cfg, workload, n, by_chunk, lambda b: self.batch_s.get(b, slowest))
-        return sum(self.batch_s.get(len(b), slowest) + self.eager_s.get(len(b), max(self.eager_s.values()))
-                   for _, b in plan)
+        plan = simulate(self.cfg, workload, n, by_chunk, lambda b: self.batch_s[len(b)])
+        return sum(self.batch_s[len(b)] + self.eager_s[len(b)] for _, b in plan)
 
     # -- a run -------------------------------------------------------------------------------
     def run(self, workload: str, n: int) -> dict:
         """Serve ``n`` sessions under ``workload`` in batches; then the same batches on the batched eager path."""
         torch, cfg = self.torch, self.cfg
         self._fresh()
-        ss = [self._fork(i) for i in range(n)]
-        pending = [(arrival(cfg, t, i, n), i, k) for t, i, k in schedule(cfg, workload, n)]
-        clock, rows, plan = 0.0, [], []
-        while pending:
-            batch = next_batch(pending, clock, cfg.batch_sizes, by_chunk, aligned=not cfg.stagger)
-            pending = [p for p in pending if p not in batch]
+        ss = self._live = [self._fork(i) for i in range(n)]
+        served = []  # per batch: (service s, [(sha_i16, sha_mel, audio_s) per member])
+
+        def serve(batch) -> float:
             members = [(i, k) for _, i, k in batch]
-            j = len(plan)
-            plan.append(members)
             # stream() refuses a batch whose sessions' shape classes differ
             pcm, service = self._call([ss[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
                                                                      for i, k in members],
-                                      batch_seed(cfg, workload, n, j), eager=False)
-            start = max(clock, max(at for at, _, _ in batch))
+                                      batch_seed(cfg, workload, n, len(served)), eager=False)
+            served.append((service, [(_digest(b), _digest(ss[i].last_mel.detach().float().cpu().numpy().tobytes()),
+                                      len(b) / 2 / SAMPLE_RATE) for (i, _), b in zip(members, pcm)]))
+            return service
+
+        timeline = simulate(cfg, workload, n, by_chunk, serve)
+        rows, plan = [], []
+        for j, ((start, batch), (service, outs)) in enumerate(zip(timeline, served)):
+            plan.append([(i, k) for _, i, k in batch])
             clock = start + service
-            for (at, i, k), b in zip(batch, pcm):
-                mel = ss[i].last_mel.detach().float().cpu().numpy().tobytes()
+            for (at, i, k), (sha_i16, sha_mel, audio_s) in zip(batch, outs):
                 rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=at,
                                  start_s=start, completion_s=clock, latency_ms=(clock - at) * 1e3,
-                                 service_ms=service * 1e3, audio_s=len(b) / 2 / SAMPLE_RATE, swap_bytes=0,
-                                 swap_ms=0.0, batch=j, batch_size=len(members), sha_i16=_digest(b),
-                                 sha_mel=_digest(mel)))
+                                 service_ms=service * 1e3, audio_s=audio_s, swap_bytes=0,
+                                 swap_ms=0.0, batch=j, batch_size=len(batch), sha_i16=sha_i16, sha_mel=sha_mel))
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         state = max((s.state_bytes() for s in ss), default=0)
-        del ss
+        ss.clear()
         gc.collect()
         # the exactness reference: the same batches on the batched eager path, from fresh forks
-        ref = [self._fork(i) for i in range(n)]
+        ref = self._live = [self._fork(i) for i in range(n)]
         r = 0
         for j, members in enumerate(plan):
             pcm, _ = self._call([ref[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
@@ -228,7 +239,7 @@ class BatchedArmServer(DeviceServer):
                 row["gate_sha_i16"] = _digest(b)
                 row["gate_sha_mel"] = _digest(ref[i].last_mel.detach().float().cpu().numpy().tobytes())
                 r += 1
-        del ref
+        ref.clear()
         return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
                     state_bytes_per_session=state, captures=self.captures(), invalidations=self.invalidations(),
                     batches=len(plan), batch_sizes_used=sorted({len(m) for m in plan}))
@@ -238,6 +249,8 @@ class BatchedArmServer(DeviceServer):
 
     def info(self) -> dict:
         bt = self.bt
+        counters = bt.counters()  # one row per class (and per unclassed miss reason) of both engines
+        captured = counters[counters["status"] == "captured"]
         return dict(arm=self.arm, experimental=True, setup_s=self.setup_s, chunk_s_warmup=self.chunk_s,
                     batch_s_warmup={str(b): v for b, v in self.batch_s.items()},
                     eager_batch_s_warmup={str(b): v for b, v in self.eager_s.items()},
@@ -245,10 +258,8 @@ class BatchedArmServer(DeviceServer):
                     template_bytes=self.template_bytes, declared_state_bytes=None,
                     captures_after_warmup=self.captures_after_warmup, captures_end=self.captures(),
                     invalidations_end=self.invalidations(),
-                    replays=int(sum(c.replays for e in bt.engines.values() for c in e.classes.values())),
-                    graph_staging_bytes=int(sum(c.staging_bytes for e in bt.engines.values()
-                                                for c in e.classes.values() if c.status == "captured")),
-                    graphs=int(sum(c.status == "captured" for e in bt.engines.values() for c in e.classes.values())),
+                    replays=int(counters["replays"].sum()), graph_staging_bytes=int(captured["staging_bytes"].sum()),
+                    graphs=int(len(captured)),
                     determinism=self.determinism,
                     summaries=bt.summaries(), calls={f"{p}:{b}": c for (p, b), c in sorted(bt.calls.items())},
                     device=str(self.device))

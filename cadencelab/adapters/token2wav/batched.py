@@ -376,6 +376,13 @@ class BatchedToken2wav:
     def summaries(self) -> dict[str, str]:
         return {k: e.summary() for k, e in self.engines.items()}
 
+    def captures(self) -> int:
+        """Graphs captured so far by the replay engines (0 without replay)."""
+        return sum(c.captures for e in self.engines.values() for c in e.classes.values())
+
+    def invalidations(self) -> int:
+        return sum(c.invalidations for e in self.engines.values() for c in e.classes.values())
+
 
 def compare_to_solo(batched_mels: Sequence[torch.Tensor], solo_mels: Sequence[torch.Tensor]) -> dict:
     """Report (never gate) how a batch's per-session mels compare with each session run alone.
