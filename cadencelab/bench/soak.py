@@ -46,10 +46,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import multiprocessing as mp
 import os
-import shutil
-import tempfile
 import time
 import traceback
 from collections import Counter
@@ -59,12 +56,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import json_default
-from .token2wav import default_out, provenance
+from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, chunk_pieces,
+                     default_out, pin_workspace, set_up_device, write_json)
+from .token2wav import provenance
 
 GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
-SILENCE = 4218
-CALL_TOKENS, STRIDE_TOKENS, LOOKAHEAD = 28, 25, 3
 
 
 @dataclass
@@ -184,15 +180,10 @@ def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device:
     import torch
 
     from ..adapters.token2wav import load_checkpoint, make_prompt
-    from ..adapters.token2wav.runtime import Token2wavRuntime, pin_determinism, runtime_envelope
+    from ..adapters.token2wav.runtime import Token2wavRuntime, chunk_frames, runtime_envelope
 
-    determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
-    dev = torch.device(device)
+    dev, determinism = set_up_device(device, cfg.deterministic)  # events, graphs, allocator: the current device
     cuda = dev.type == "cuda"
-    if cuda:
-        if dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-        torch.cuda.set_device(dev)  # events, graphs and the allocator statistics follow the current device
     t0 = time.perf_counter()
     flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
                                        envelope=runtime_envelope(arm, cfg.n_timesteps))
@@ -213,12 +204,10 @@ def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device:
             misses0, replays0, events0 = _engine_state(rt)
             torch.manual_seed(turn.seed)  # seeds the CPU and every CUDA generator
             rt.set_stream_cache(prompt)
-            buf = [SILENCE] * LOOKAHEAD + turn.tokens
-            for k in range(turn.calls):
-                last = k == turn.calls - 1
-                piece = buf if last else buf[:CALL_TOKENS]
-                if last != (len(buf) < CALL_TOKENS):
-                    raise RuntimeError(f"turn {tid}: token plan out of step at call {k} ({len(buf)} tokens left)")
+            pieces = list(chunk_pieces(turn.tokens))
+            if len(pieces) != turn.calls:
+                raise RuntimeError(f"turn {tid}: token plan out of step ({len(pieces)} calls, {turn.calls} planned)")
+            for k, (piece, last) in enumerate(pieces):
                 ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
                 w0 = time.perf_counter()
                 pcm = rt.stream(piece, last_chunk=last, events=ev)
@@ -227,7 +216,7 @@ def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device:
                 wall = time.perf_counter() - w0
                 f32 = rt.last_speech.detach().float().cpu().numpy().tobytes()
                 misses, replays, events = _engine_state(rt)
-                frames = 2 * (len(piece) if last else len(piece) - LOOKAHEAD)
+                frames = chunk_frames(len(piece), last)
                 row = dict(
                     arm=arm, chunk=turn.start + k, turn=tid, call=k,
                     kind="flush" if last else ("first" if k == 0 else "steady"),
@@ -245,8 +234,6 @@ def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device:
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()  # a process killed at the time limit leaves every finished chunk behind
                 written += 1
-                if not last:
-                    buf = buf[STRIDE_TOKENS:]
             if progress is not None:
                 progress(f"{arm} {device}: turn {tid} done ({written} chunks, {time.perf_counter() - t_stream:.0f} s)")
     counters = rt.counters()
@@ -275,29 +262,16 @@ def _worker(conn, arm, ckpt, cfg_dict, turn_ids, device, rows_path, threads):
         conn.send(("error", traceback.format_exc()))
 
 
-class _Job:
+class _Job(ArmProcess):
     """One spawned process streaming a shard of turns."""
 
     def __init__(self, arm, ckpt, cfg, turn_ids, device, rows_path, threads):
-        ctx = mp.get_context("spawn")
-        self.arm, self.device, self.rows_path = arm, device, rows_path
-        self.conn, child = ctx.Pipe()
-        self.p = ctx.Process(target=_worker, args=(child, arm, ckpt, dataclasses.asdict(cfg), turn_ids, device,
-                                                   rows_path, threads), daemon=True)
-        self.p.start()
+        super().__init__(arm, _worker, (arm, ckpt, dataclasses.asdict(cfg), turn_ids, device, rows_path, threads))
+        self.device, self.rows_path = device, rows_path
 
     def result(self, deadline: float):
-        left = max(1.0, deadline - time.monotonic())
-        if not self.conn.poll(left):
-            self.p.kill()
-            return ("error", f"no answer within the time limit ({left:.0f} s left)")
-        try:
-            out = self.conn.recv()
-        except EOFError:
-            out = ("error", "the worker process died")
-        self.p.join(timeout=30)
-        if self.p.is_alive():
-            self.p.kill()
+        out = self.wait(max(1.0, deadline - time.monotonic()))
+        self.stop(join_s=30)
         return out
 
 
@@ -350,12 +324,11 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
     """Run the soak; write ``soak.json`` and ``soak_chunks.csv`` under ``cfg.out``; return the result."""
     import torch
 
-    from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
+    from ..adapters.token2wav import REAL, TEACHING
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # inherited by the spawned processes
+    pin_workspace(cfg.deterministic)  # inherited by the spawned processes
     unknown = set(cfg.arms) - {cfg.arm, cfg.reference_arm}
     if unknown:
         raise ValueError(f"--arms may name the arm ({cfg.arm}) and the reference ({cfg.reference_arm}), "
@@ -368,12 +341,27 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
         for old in out.glob(f"rows_{arm}_*.jsonl"):
             old.unlink()
     t_start = time.perf_counter()
-    ckpt = tempfile.mkdtemp(prefix="cadencelab-soak-weights-")
+    meta: dict[str, list] = {}
+    failures: list[str] = []
     if cfg.arms:
-        flow, hift = build_token2wav(mcfg, cfg.seed)
-        save_checkpoint(ckpt, flow, hift, mcfg)
-        del flow, hift
-        progress(f"weights built and saved in {time.perf_counter() - t_start:.1f} s")
+        with built_checkpoint(mcfg, cfg.seed, progress, prefix="cadencelab-soak-weights-") as ckpt:
+            _run_arms(cfg, turns, ckpt, out, meta, failures, progress)
+    arm_rows = read_rows(sorted(out.glob(f"rows_{cfg.arm}_*.jsonl")))
+    if cfg.reference and cfg.reference_arm not in cfg.arms:
+        ref_rows = reference_rows(cfg.reference, cfg.reference_arm)
+    else:  # recorded now, or by an earlier run into the same folder
+        ref_rows = read_rows(sorted(out.glob(f"rows_{cfg.reference_arm}_*.jsonl")))
+    if ref_rows.empty:
+        progress(f"no {cfg.reference_arm} rows to compare with: exact_chunks will be 0")
+    result = analyse(cfg, turns, arm_rows, ref_rows, meta, failures)
+    result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start,
+                                torch_threads=torch.get_num_threads())
+    write_results(result, out)
+    return result
+
+
+def _run_arms(cfg: SoakConfig, turns: list[Turn], ckpt: str, out: Path, meta: dict, failures: list, progress) -> None:
+    """The arm and the reference shards that run now: results into ``meta``, failures into ``failures``."""
     all_turns = [t.turn for t in turns]
     jobs: list[tuple[str, list[int], str]] = []  # (arm, turns, device)
     if cfg.arm in cfg.arms:
@@ -383,8 +371,6 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
         devices = list(cfg.b0_devices) or [cfg.device]
         for i, group in enumerate(shard_turns(turns, cfg.b0_workers if cfg.processes else 1)):
             ref_shards.append((cfg.reference_arm, group, devices[i % len(devices)]))
-    meta: dict[str, list] = {}
-    failures: list[str] = []
     deadline = time.monotonic() + cfg.timeout_s
 
     def rows_path(arm, i):
@@ -419,19 +405,6 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
             except Exception:
                 failures.append(f"{a} on {d}: {traceback.format_exc()[-2000:]}")
                 progress(f"{a} failed: {traceback.format_exc().strip().splitlines()[-1]}")
-    shutil.rmtree(ckpt, ignore_errors=True)
-    arm_rows = read_rows(sorted(out.glob(f"rows_{cfg.arm}_*.jsonl")))
-    if cfg.reference and cfg.reference_arm not in cfg.arms:
-        ref_rows = reference_rows(cfg.reference, cfg.reference_arm)
-    else:  # recorded now, or by an earlier run into the same folder
-        ref_rows = read_rows(sorted(out.glob(f"rows_{cfg.reference_arm}_*.jsonl")))
-    if ref_rows.empty:
-        progress(f"no {cfg.reference_arm} rows to compare with: exact_chunks will be 0")
-    result = analyse(cfg, turns, arm_rows, ref_rows, meta, failures)
-    result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start,
-                                torch_threads=torch.get_num_threads())
-    write_results(result, out)
-    return result
 
 
 # ---------------------------------------------------------------------------------------
@@ -532,6 +505,8 @@ def analyse(cfg: SoakConfig, turns: list[Turn], arm_rows: pd.DataFrame, ref_rows
         failures=len(failures),
     )
     summary.update(latency_conditions(cfg, summary["reference_processes"]))
+    if not summary["latency_comparable"]:
+        summary["speedup"] = None  # the key stays; a ratio of unlike conditions is no speedup
     summary["exact"] = bool(n == cfg.chunks and exact == n)
     summary["passed"] = bool(summary["exact"] and summary["fallbacks_after_warmup"] == 0
                              and summary["peak_flat"] is not False and not failures)
@@ -568,7 +543,7 @@ def write_results(result: dict, out: Path) -> None:
     chunks = result["chunks"]
     body = {k: v for k, v in result.items() if k != "chunks"}
     body["chunks_csv"] = "soak_chunks.csv"
-    (out / "soak.json").write_text(json.dumps(body, indent=1, default=json_default))
+    write_json(body, out / "soak.json", strict_json=False)
     chunks.to_csv(out / "soak_chunks.csv", index=False)
 
 
