@@ -144,14 +144,10 @@ def _stream_plan(n_chunks: int, vocab: int, seed: int, flush_tokens: int = 13) -
     """The chunks of one turn: ``n_chunks`` steady calls of 28 tokens (dropping 25 each), then a flush."""
     import numpy as np
 
+    from .bench.common import chunk_pieces
+
     toks = np.random.default_rng([seed, 7]).integers(0, vocab, 25 * n_chunks + flush_tokens - 3).tolist()
-    buf, plan = [4218] * 3 + toks, []
-    while True:
-        last = len(buf) < 28
-        plan.append((buf if last else buf[:28], last))
-        if last:
-            return plan
-        buf = buf[25:]
+    return list(chunk_pieces(toks))
 
 
 def cmd_profile(args) -> int:

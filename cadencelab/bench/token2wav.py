@@ -25,17 +25,15 @@ import dataclasses
 import hashlib
 import json
 import os
-import platform
-import tempfile
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .common import ArmProcess, json_default, serve, tree_provenance
+from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, default_out, pin_workspace,
+                     run_provenance, serve, write_json)
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -118,6 +116,8 @@ class ArmRunner:
             self.torch.cuda.synchronize(self.device)
 
     def run_block(self, block: int, profile_path: str | None = None) -> dict:
+        from ..adapters.token2wav.runtime import chunk_frames
+
         torch, rt, cfg = self.torch, self.rt, self.cfg
         for e in rt.engines.values():
             e.reset_counters()
@@ -141,11 +141,7 @@ class ArmRunner:
             for turn, toks in enumerate(token_streams(cfg, block, profiled=profile_path is not None)):
                 with torch.profiler.record_function("priming") if rt.ranges else _null():
                     rt.set_stream_cache(self.prompt)
-                buf = [4218] * 3 + toks
-                index = 0
-                while True:
-                    last = len(buf) < 28
-                    piece = buf if last else buf[:28]
+                for index, (piece, last) in enumerate(chunk_pieces(toks)):
                     ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) if cuda else None
                     t0 = time.perf_counter()
                     with torch.profiler.record_function("chunk") if rt.ranges else _null():
@@ -159,14 +155,10 @@ class ArmRunner:
                         h.update(b)
                     kind = "flush" if last else ("first" if index == 0 else "steady")
                     rows.append(dict(arm=self.arm, block=block, turn=turn, chunk=index, kind=kind,
-                                     tokens=len(piece), frames=2 * (len(piece) if last else len(piece) - 3),
+                                     tokens=len(piece), frames=chunk_frames(len(piece), last),
                                      latency_ms=lat, wall_ms=wall * 1e3,
                                      sha_mel=hashlib.sha256(mel).hexdigest()[:16],
                                      sha_i16=hashlib.sha256(pcm).hexdigest()[:16]))
-                    index += 1
-                    if last:
-                        break
-                    buf = buf[25:]
         finally:
             if prof_ctx is not None:
                 prof_ctx.__exit__(None, None, None)
@@ -207,11 +199,18 @@ def _profile_rows(prof, arm: str) -> dict:
     return dict(chunks=s[cols].to_dict("records"), stages=stage_rows)
 
 
+def _ready(r: ArmRunner) -> dict:
+    return dict(setup_s=r.setup_s)
+
+
+#: the requests an arm answers, in its process (:func:`serve`) or inline (:class:`InlineArm`)
+HANDLERS = {"block": lambda r, spec: r.run_block(spec),
+            "profile": lambda r, spec, path: r.run_block(spec, profile_path=path)}
+
+
 def _worker(conn, arm: str, ckpt: str, cfg_dict: dict) -> None:
     """Process entry: build the arm, then serve block (and profiled block) requests until told to stop."""
-    serve(conn, lambda: ArmRunner(arm, ckpt, StudyConfig(**cfg_dict)), lambda r: dict(setup_s=r.setup_s),
-          {"block": lambda r, spec: r.run_block(spec),
-           "profile": lambda r, spec, path: r.run_block(spec, profile_path=path)})
+    serve(conn, lambda: ArmRunner(arm, ckpt, StudyConfig(**cfg_dict)), _ready, HANDLERS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,48 +223,15 @@ class _Proc(ArmProcess):
         super().__init__(arm, _worker, (arm, ckpt, dataclasses.asdict(cfg)))
 
 
-class _Inline:
+def _inline(arm, ckpt, cfg: StudyConfig) -> InlineArm:
     """Same interface as _Proc, in this process (CPU smoke runs)."""
-
-    def __init__(self, arm, ckpt, cfg):
-        self.arm, self.dead = arm, None
-        try:
-            self.runner = ArmRunner(arm, ckpt, cfg)
-            self._ready = ("ready", dict(setup_s=self.runner.setup_s))
-        except Exception:
-            self._ready = ("error", traceback.format_exc())
-
-    def wait(self, timeout):
-        return self._ready
-
-    def ask(self, msg, timeout):
-        try:
-            if msg[0] == "block":
-                return ("ok", self.runner.run_block(msg[1]))
-            return ("ok", self.runner.run_block(msg[1], profile_path=msg[2]))
-        except Exception:
-            return ("error", traceback.format_exc())
-
-    def request_stop(self):
-        pass
-
-    def stop(self):
-        pass
+    return InlineArm(arm, lambda: ArmRunner(arm, ckpt, cfg), _ready, HANDLERS)
 
 
-def provenance(cfg: StudyConfig) -> dict:
-    import torch
-
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    try:
-        from importlib.metadata import version
-
-        minicpmo = version("minicpmo")
-    except Exception:
-        minicpmo = None
-    return dict(**tree_provenance(), gpu=gpu, torch=torch.__version__,
-                cuda=torch.version.cuda, python=platform.python_version(), minicpmo=minicpmo,
-                date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=platform.node(),
+def provenance(cfg) -> dict:
+    """The Token2wav studies' provenance (this factorial's, the sessions study's and the soak's):
+    :func:`~cadencelab.bench.common.run_provenance` with ``minicpmo``, the pinning and ``cfg``."""
+    return dict(**run_provenance(packages=("minicpmo",)),
                 determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
                                  cudnn_deterministic=cfg.deterministic),
                 study=dataclasses.asdict(cfg))
@@ -284,22 +250,18 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0
 
 def run_study(cfg: StudyConfig, progress=print) -> dict:
     """Run the whole factorial; write JSON + CSV under ``cfg.out``; return the result dict."""
-    from ..adapters.token2wav import REAL, TEACHING, build_token2wav, save_checkpoint
-
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # inherited by the arm processes
+    pin_workspace(cfg.deterministic)  # inherited by the arm processes
     if "B0" not in cfg.arms:
         raise ValueError("the study needs the B0 arm: every exactness gate and ratio is against it")
-    mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
     t_start = time.perf_counter()
-    ckpt = tempfile.mkdtemp(prefix="cadencelab-weights-")
-    flow, hift = build_token2wav(mcfg, cfg.seed)
-    save_checkpoint(ckpt, flow, hift, mcfg)
-    del flow, hift
-    progress(f"weights built and saved ({cfg.config}) in {time.perf_counter() - t_start:.1f} s")
-    make = _Proc if cfg.processes else _Inline
+    with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:  # also holds the traces not kept
+        return _run_arms(cfg, ckpt, out, t_start, progress)
+
+
+def _run_arms(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) -> dict:
+    make = _Proc if cfg.processes else _inline
     procs = {a: make(a, ckpt, cfg) for a in cfg.arms}
     failures: dict[str, str] = {}
     setup = {}
@@ -434,18 +396,6 @@ def profile_fields(prof: dict | None) -> dict:
                 graph_launches_per_chunk=float(p["graph_launches"].median()))
 
 
-def profile_from_trace(trace_path, chunks_per_turn: int = 3) -> dict:
-    """Rebuild a profiled block's per-chunk rows from its Chrome trace (one ``chunk`` range per call)."""
-    from ..profile.metrics import summary
-    from ..profile.trace import load_trace
-
-    s = summary(load_trace(trace_path), "chunk")
-    kinds = ["first"] + ["steady"] * (chunks_per_turn - 1) + ["flush"]
-    cols = ["occurrence", "wall_us", "busy_us", "slack_frac", "host_wait_us", "kernel_wait_us", "other_idle_us",
-            "kernel_launches", "graph_launches", "kernels"]
-    return dict(chunks=s[cols].to_dict("records"), kinds=kinds if len(kinds) == len(s) else [])
-
-
 def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
     def ratio(a, b, key):
         x, y = arms.get(a, {}).get(key), arms.get(b, {}).get(key)
@@ -479,7 +429,7 @@ def exact_by_hash(timed: pd.DataFrame) -> dict:
 
 
 def write_results(result: dict, out: Path) -> None:
-    (out / "token2wav_factorial.json").write_text(json.dumps(result, indent=1, default=json_default))
+    write_json(result, out / "token2wav_factorial.json", strict_json=False)
     pd.DataFrame(result["chunks"]).to_csv(out / "token2wav_factorial_chunks.csv", index=False)
     pd.DataFrame(result["blocks"]).to_csv(out / "token2wav_factorial_blocks.csv", index=False)
 
@@ -506,10 +456,6 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 # command line
 # ---------------------------------------------------------------------------------------
-
-
-def default_out(study: str) -> str:
-    return os.path.join(os.environ.get("OUT", "out"), study)
 
 
 def _cli(args) -> int:
