@@ -251,3 +251,12 @@ def test_simulated_plan_batches_under_load_and_not_when_idle():
     busy = simulate(cfg, "speak_heavy", 32, by_chunk, service=lambda b: 0.1 + 0.01 * len(b))
     assert max(len(b) for _, b in busy) > 1 and sum(len(b) for _, b in busy) == 64
     assert all(start >= max(a for a, _, _ in b) for start, b in busy)
+
+
+def test_an_undeclared_batch_size_keeps_no_workspace(modules, prompts):
+    bt = _batched(modules, replay=True, batch_sizes=(1, 2))
+    ss = [bt.open(i, prompts[i]) for i in range(3)]
+    bt.stream(ss, [_tokens(i, 0) for i in range(3)])
+    assert set(bt.workspace_bytes()) == set()  # B = 3 ran eagerly on a workspace for that call only
+    bt.stream(ss[:2], [_tokens(i, 1) for i in range(2)])
+    assert set(bt.workspace_bytes()) == {2}

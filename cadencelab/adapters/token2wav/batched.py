@@ -12,14 +12,13 @@ Not part of the paper's factorial (the paper leaves cross-session batching open)
   after it (eager copies outside any graph).
 * **batched replay** (``replay=True``): the same two calls through
   :class:`~cadencelab.replay.ExactShapeReplay`, with the batch size as part of the class
-  label. The session count is a declared dimension (:data:`SESSIONS`, admitted sizes
-  ``batch_sizes``, default {1, 2, 4, 8}); the catalog is ``{(B,) + label}`` over the declared
+  label. The session count is a declared dimension (admitted sizes ``batch_sizes``,
+  default {1, 2, 4, 8}); the catalog is ``{(B,) + label}`` over the declared
   sizes and the Token2wav declaration's admitted flow / vocoder labels, so there is one graph
   per (class, B). A batch size outside the declared set is refused by the catalog
-  (``outside_catalog``: eager, counted, exact).
+  (``outside_catalog``: eager, counted, exact), on a workspace kept for that call only.
 
-The session count is declared as a dimension of this module (``batch_sizes``, named by the
-:data:`SESSIONS` clock); the Token2wav :class:`~cadencelab.contract.Declaration` itself is not
+The session count is declared as a dimension of this module (``batch_sizes``); the Token2wav :class:`~cadencelab.contract.Declaration` itself is not
 changed (its C3 property is about one session), so ``derive`` / ``checks`` know nothing of it.
 
 Exactness reference: the **batched eager path**. Batched replay is bit-identical to it
@@ -82,17 +81,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...contract import Clock, admitted_labels
+from ...contract import admitted_labels
 from ...replay import ExactShapeReplay
 from .runtime import _cfg_of, chunk_frames, declaration_for, make_constants_device_resident, VocoderSplit
 from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
 from .vendor import PromptState, Token2wavConfig
 
-__all__ = ["SESSIONS", "DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
+__all__ = ["DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
            "compare_to_solo"]
-
-SESSIONS = Clock("sessions", "session", fixed=True)
-"""The session count of a batched call, declared like a clock: a fixed set of admitted sizes, no rate."""
 
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8)
 
@@ -142,7 +138,7 @@ class BatchedToken2wav:
         (bit-identical) so the same code path is capturable.
     replay: route the flow chunk and the vocoder core through :class:`ExactShapeReplay`
         (one graph per (class, B)); False is the batched eager reference.
-    batch_sizes: the declared session counts (the :data:`SESSIONS` dimension's admitted sizes).
+    batch_sizes: the declared session counts (the session dimension's admitted sizes).
     max_frames: frames of attention history the workspaces hold (prompt + retained + call).
     """
 
@@ -157,8 +153,11 @@ class BatchedToken2wav:
         self.batch_sizes = tuple(sorted({int(b) for b in batch_sizes}))
         self.replay = replay
         self.decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames, retained)
-        self.constants = make_constants_device_resident(flow, hift, self.device)
+        make_constants_device_resident(flow, hift, self.device)  # as the replay arms (bit-identical constants)
         self.vocoder = VocoderSplit(hift)  # the vendor HiFT, batch-safe, split at its iSTFT as in the runtime
+        from einops import pack, repeat  # the vendor DiT's own helpers (a vendor dependency)
+
+        self._pack, self._repeat = pack, repeat
         self.speech_window = torch.from_numpy(np.hamming(2 * MEL_CACHE_LEN * SAMPLES_PER_FRAME)).to(self.device)
         self.source_cache_len = MEL_CACHE_LEN * SAMPLES_PER_FRAME
         self._ws: dict[int, dict] = {}
@@ -177,20 +176,23 @@ class BatchedToken2wav:
 
     # -- workspaces (2B CFG rows per batch size) ----------------------------------------------
     def workspace(self, b: int) -> dict:
+        """Batch size ``b``'s workspaces, allocated once and kept (graph owners: their addresses are bound)."""
         if b not in self._ws:
-            dec = self.flow.decoder
-            dit = dec.estimator
-            slots, depth, _, heads, _, kv = dec.att_cache_buffer.shape
-            conv = dec.cnn_cache_buffer.shape[3]
-            dt, dev = dec.att_cache_buffer.dtype, dec.att_cache_buffer.device
-            n, f = self.n_timesteps, self.max_frames
-            ws = dict(dec_att=torch.zeros(n, depth, 2 * b, heads, f, kv, dtype=dt, device=dev),
-                      dec_cnn=torch.zeros(n, depth, 2 * b, conv, 2, dtype=dt, device=dev),
-                      dit_att=torch.zeros(depth, 2 * b, heads, f, kv, dtype=dt, device=dev),
-                      dit_cnn=torch.zeros(depth, 2 * b, dit.cnn_cache_buffer.shape[2], 2, dtype=dt, device=dev))
-            self._ws[b] = ws
-            self._ws_list.extend(ws.values())
+            self._ws[b] = self._new_workspace(b)
+            self._ws_list.extend(self._ws[b].values())
         return self._ws[b]
+
+    def _new_workspace(self, b: int) -> dict:
+        dec = self.flow.decoder
+        dit = dec.estimator
+        slots, depth, _, heads, _, kv = dec.att_cache_buffer.shape
+        conv = dec.cnn_cache_buffer.shape[3]
+        dt, dev = dec.att_cache_buffer.dtype, dec.att_cache_buffer.device
+        n, f = self.n_timesteps, self.max_frames
+        return dict(dec_att=torch.zeros(n, depth, 2 * b, heads, f, kv, dtype=dt, device=dev),
+                    dec_cnn=torch.zeros(n, depth, 2 * b, conv, 2, dtype=dt, device=dev),
+                    dit_att=torch.zeros(depth, 2 * b, heads, f, kv, dtype=dt, device=dev),
+                    dit_cnn=torch.zeros(depth, 2 * b, dit.cnn_cache_buffer.shape[2], 2, dtype=dt, device=dev))
 
     def workspace_bytes(self) -> dict[int, int]:
         return {b: sum(t.numel() * t.element_size() for t in ws.values()) for b, ws in self._ws.items()}
@@ -232,14 +234,12 @@ class BatchedToken2wav:
 
     def _dit_chunk(self, x, mu, t, spks, cond, cnn_cache, att_cache, ws):
         """``DiT.forward_chunk`` (eager branch) writing into this batch size's workspaces."""
-        from einops import pack, repeat
-
         dit = self.flow.decoder.estimator
         t = dit.t_embedder(t).unsqueeze(1)
-        x = pack([x, mu], "b * t")[0]
-        spks = repeat(spks, "b c -> b c t", t=x.shape[-1])
-        x = pack([x, spks], "b * t")[0]
-        x = pack([x, cond], "b * t")[0]
+        x = self._pack([x, mu], "b * t")[0]
+        spks = self._repeat(spks, "b c -> b c t", t=x.shape[-1])
+        x = self._pack([x, spks], "b * t")[0]
+        x = self._pack([x, cond], "b * t")[0]
         last_att_len = att_cache.shape[3]
         chunk_size = x.shape[2]
         x = dit.blocks_forward_chunk(x, t, None, cnn_cache, att_cache, ws["dit_cnn"], ws["dit_att"])
@@ -287,11 +287,9 @@ class BatchedToken2wav:
             cond = torch.zeros_like(h)
             feat, est_cnn, est_att = self._solve(h.transpose(1, 2).contiguous(), spk, cond.transpose(1, 2).contiguous(),
                                                  est_cnn, est_att, ws)
-        p = self.prompt_frames
-        if est_att.shape[4] > p + self.retained:
-            est_att = torch.cat([est_att[:, :, :, :, :p], est_att[:, :, :, :, -self.retained:]], dim=4)
-        if conf_att.shape[3] > p + self.retained:
-            conf_att = torch.cat([conf_att[:, :, :, :p, :], conf_att[:, :, :, -self.retained:, :]], dim=3)
+        # the stock cut (prompt + the last f_retained frames): the declared retention policies
+        est_att = self.decl.region("estimator_att_cache").policy.apply(est_att, 4)
+        conf_att = self.decl.region("conformer_att_cache").policy.apply(conf_att, 3)
         return feat, dict(conformer_cnn_cache=conf_cnn, conformer_att_cache=conf_att,
                           estimator_cnn_cache=est_cnn, estimator_att_cache=est_att)
 
@@ -323,7 +321,8 @@ class BatchedToken2wav:
         if len({s.sid for s in sessions}) != n:
             raise ValueError("stream: a session appears twice in one batch")
         self.calls["replay" if self.replay and not eager else "eager", n] += 1
-        ws = self.workspace(n)
+        # a size outside the declared set runs eagerly (the catalog refuses it) on a workspace kept for this call only
+        ws = self.workspace(n) if n in self.batch_sizes or not self.replay else self._new_workspace(n)
         token = torch.tensor(toks, dtype=torch.int32, device=self.device)
         spk = torch.cat([s.prompt.spk_emb for s in sessions], dim=0)
         fc = [s.flow for s in sessions]
@@ -352,6 +351,7 @@ class BatchedToken2wav:
                 speech = torch.cat([pad, speech[:, : -self.source_cache_len]], dim=1)
             else:
                 speech = speech[:, : -self.source_cache_len]
+        wavs = speech.cpu().numpy()  # one device-to-host copy for the batch
         out = []
         for b, s in enumerate(sessions):
             s.flow = dict(conformer_cnn_cache=new["conformer_cnn_cache"][b:b + 1].clone(),
@@ -362,8 +362,8 @@ class BatchedToken2wav:
                           speech=new_spc[b:b + 1].clone())
             s.chunks += 1
             s.last_mel, s.last_speech = chunk_mel[b:b + 1].clone(), speech[b:b + 1].clone()
-            wav = s.last_speech.cpu().numpy()
-            out.append(wav if return_waveform else (np.clip(wav, -1.0, 1.0) * 32767.0).astype("<i2").tobytes())
+            wav = wavs[b:b + 1]
+            out.append(wav.copy() if return_waveform else (np.clip(wav, -1.0, 1.0) * 32767.0).astype("<i2").tobytes())
         return out
 
     # -- reports -----------------------------------------------------------------------------------
