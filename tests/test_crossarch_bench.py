@@ -27,7 +27,7 @@ def test_freeze_style_paths(tmp_path):
     r = json.loads((tmp_path / "freeze_style.json").read_text())
     assert r["provenance"]["torch"] and "not Freeze-Omni" in r["provenance"]["model"]
     assert set(r["paths"]) == {"overlap_recompute", "carry", "carry_replay", "full_history"}
-    assert (tmp_path / "freeze_style_chunks.csv").exists()
+    assert r["chunks_csv"] == "freeze_style_chunks.csv" and (tmp_path / "freeze_style_chunks.csv").exists()
 
 
 def test_mimi_arms(tmp_path):
@@ -40,3 +40,4 @@ def test_mimi_arms(tmp_path):
     assert r["arms"]["replay"]["rebinding"] == ["downsample.conv.first"]
     assert r["arms"]["replay"]["invalidations"] == 0 and r["arms"]["replay"]["replays_per_block"] == 2 * 3
     assert r["provenance"]["git_commit"] is not None and "date" in r["provenance"]
+    assert r["frames_csv"] == "moshi_mimi_frames.csv" and (tmp_path / "moshi_mimi_frames.csv").exists()

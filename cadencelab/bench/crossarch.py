@@ -430,18 +430,16 @@ def run_study(cfg: CrossArchConfig, progress=print) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     results = {}
-    if "mimi" in cfg.models:
-        r = run_mimi(cfg, progress)
-        write_json({k: v for k, v in r.items() if k != "frames"} | dict(frames_csv="moshi_mimi_frames.csv"),
-                   out / "moshi_mimi.json", strict_json=False)
-        pd.DataFrame(r["frames"]).to_csv(out / "moshi_mimi_frames.csv", index=False)
-        results["mimi"] = r
-    if "freeze" in cfg.models:
-        r = run_freeze(cfg, progress)
-        write_json({k: v for k, v in r.items() if k != "chunks"} | dict(chunks_csv="freeze_style_chunks.csv"),
-                   out / "freeze_style.json", strict_json=False)
-        pd.DataFrame(r["chunks"]).to_csv(out / "freeze_style_chunks.csv", index=False)
-        results["freeze"] = r
+    for model, run, rows, stem in (("mimi", run_mimi, "frames", "moshi_mimi"),
+                                   ("freeze", run_freeze, "chunks", "freeze_style")):
+        if model not in cfg.models:
+            continue
+        r = run(cfg, progress)
+        csv = f"{stem}_{rows}.csv"  # the JSON names its rows' CSV beside it
+        write_json({k: v for k, v in r.items() if k != rows} | {f"{rows}_csv": csv}, out / f"{stem}.json",
+                   strict_json=False)
+        pd.DataFrame(r[rows]).to_csv(out / csv, index=False)
+        results[model] = r
     return results
 
 
