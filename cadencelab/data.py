@@ -52,6 +52,8 @@ DATA_ENV = "CADENCELAB_DATA"
 #: the columns cadencelab.viz.pareto reads (intervals as bounds, not half-widths)
 PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]
 CONDITIONS = ("pinned", "unpinned")
+#: the device condition (cadencelab.replay.determinism.CONDITIONS) each recorded condition was measured under
+DEVICE_CONDITIONS = {"pinned": "no_tf32_cudnn_det_ws", "unpinned": "no_tf32"}
 
 #: recorded files by dataset name -> (path under data/, how to record it, flag). The commands are the
 #: ones the recorded files were made with (their provenance's study config; docs/device.md).

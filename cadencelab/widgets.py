@@ -507,7 +507,7 @@ def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R"
 
     Needs CUDA. Latency is the median steady-chunk synthesis time, peak the allocator peak per
     block, exact = every block's hashes equal B0's. ``condition``: "pinned" kernel selection (the
-    bench's default) or "unpinned" (``--unpinned``). Takes about a minute per call on an H200.
+    set-up of the recorded file) or "unpinned" (see ``data.DEVICE_CONDITIONS``). Takes about a minute per call on an H200.
     """
     import tempfile
 
@@ -521,7 +521,7 @@ def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R"
     if not torch.cuda.is_available():
         raise RuntimeError("live_factorial needs a CUDA device; use the recorded data (rules_panel(live=False))")
     cfg = StudyConfig(config=config, device="cuda", arms=tuple(arms), blocks=blocks, chunks_per_turn=chunks_per_turn,
-                      n_timesteps=n_steps, profile=False, deterministic=condition == "pinned",
+                      n_timesteps=n_steps, profile=False, condition=data.DEVICE_CONDITIONS[condition],
                       out=out or tempfile.mkdtemp(prefix="cadencelab-live-"))
     res = run_study(cfg, progress=progress or (lambda *_: None))
     rows, failed = [], {}

@@ -13,18 +13,22 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS for bitwise gates
+from cadencelab.replay.determinism import apply_condition  # noqa: E402
+
+apply_condition()  # the exact device condition, before any CUDA call: the one set-up every study uses
 
 
 @pytest.fixture(autouse=True)
-def _deterministic_kernels():
-    """Bitwise comparisons need deterministic kernel selection (cuDNN transposed convs vary otherwise)."""
+def _device_condition():
+    """Every test runs under the exact device condition; a test that changes the flags gets them back."""
     import torch
 
-    old = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    old = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,
+           torch.backends.cudnn.allow_tf32)
+    apply_condition()
     yield
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = old
+    (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,
+     torch.backends.cudnn.allow_tf32) = old
 
 
 def _cuda_available() -> bool:

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: study modules (``cadencelab.bench.<name>``), each with ``add_parser(subparsers)``
-STUDIES = ["token2wav", "duplex", "soak", "crossarch", "sessions"]
+STUDIES = ["token2wav", "conditions", "duplex", "soak", "crossarch", "sessions"]
 
 
 def main(argv=None) -> int:

@@ -102,13 +102,6 @@ def run_provenance(device: str | None = None, packages: tuple = ()) -> dict:
                 host=platform.node(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
-def pin_workspace(deterministic: bool) -> None:
-    """The fixed cuBLAS workspace of pinned runs, set in this process before any arm process is
-    spawned (they inherit it); an existing ``CUBLAS_WORKSPACE_CONFIG`` is kept."""
-    if deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
-
 @contextmanager
 def built_checkpoint(config, seed: int, progress: Callable[[str], None] | None = None,
                      prefix: str = "cadencelab-weights-"):
@@ -131,20 +124,23 @@ def built_checkpoint(config, seed: int, progress: Callable[[str], None] | None =
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def set_up_device(device: str, deterministic: bool):
-    """An arm process's device: kernel selection pinned (:func:`pin_determinism`) when
-    ``deterministic``, and a CUDA device made current with its index resolved (events, graphs and
-    the allocator statistics follow the current device). Returns (torch.device, determinism)."""
+def set_up_device(device: str, condition: str | None = None):
+    """An arm process's device: the device condition applied (:func:`~cadencelab.replay.determinism.
+    apply_condition`; None: the exact condition) before its first CUDA call, and a CUDA device made
+    current with its index resolved (events, graphs and the allocator statistics follow the current
+    device). Returns (torch.device, the applied condition for provenance)."""
     import torch
 
-    from ..replay.determinism import pin_determinism
+    from ..replay.determinism import apply_condition
 
-    determinism = pin_determinism() if deterministic else dict(cudnn_deterministic=False)
+    applied = apply_condition(condition)
     dev = torch.device(device)
     if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {device!r}: this torch build sees no CUDA device")
         dev = torch.device("cuda", dev.index if dev.index is not None else torch.cuda.current_device())
         torch.cuda.set_device(dev)
-    return dev, determinism
+    return dev, applied
 
 
 def serve(conn, build: Callable[[], Any], ready: Callable[[Any], dict], handlers: dict[str, Callable]) -> None:

@@ -12,8 +12,8 @@ signal, identical in every arm; block 0 is a warm-up (captures happen there), re
 of the statistics. Per frame: encode + decode latency (CUDA events, the device synchronised after
 every frame), SHA-256 of codes and PCM; per block: the allocator peak (reset at the block start)
 and whole-block hashes. A block is exact when its codes and PCM hashes equal the eager arm's.
-torch.compile is off in every arm; kernel selection is pinned (cuDNN deterministic, no TF32, fixed
-cuBLAS workspace) in every arm.
+torch.compile is off in every arm; every arm runs under the exact device condition
+(:data:`cadencelab.replay.determinism.EXACT`).
 
 (b) **Freeze-Omni-style decoder** (:mod:`cadencelab.adapters.freeze_style`: a model the project wrote
 from published facts, *not* Freeze-Omni). Paths per block (one turn of seeded tokens, 20-token
@@ -76,7 +76,6 @@ def provenance(cfg: CrossArchConfig, extra: dict | None = None) -> dict:
 def _arm_env(arm: str) -> None:
     """Set moshi's switches before it is imported: graphs only in vendor_graph, never torch.compile."""
     os.environ["NO_TORCH_COMPILE"] = "1"
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if arm == "vendor_graph":
         os.environ.pop("NO_CUDA_GRAPH", None)
     else:

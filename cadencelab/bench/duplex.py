@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..replay.determinism import CONDITIONS, EXACT
 from .common import default_out, run_provenance, write_json
 
 # ---------------------------------------------------------------------------------------
@@ -47,7 +48,7 @@ class DuplexStudyConfig:
     seconds: int = 3  # per arm, the first one a warm-up
     seed: int = 0
     profile: bool = True  # one profiled second per arm, its trimmed trace kept
-    deterministic: bool = True  # pin cuDNN/cuBLAS determinism (as the token2wav factorial does)
+    condition: str = EXACT  # device condition (cadencelab.replay.determinism), as every study
     backend: str = "auto"
     input_tokens: int | None = None  # override the preset's per-second clocks
     text_tokens: int | None = None
@@ -76,10 +77,9 @@ def provenance(cfg: DuplexStudyConfig, models=None) -> dict:
         git_commit_source="CADENCELAB_COMMIT" if os.environ.get("CADENCELAB_COMMIT") else "git rev-parse",
         **run_provenance(cfg.device, packages=("transformers", "minicpmo")),
         threads=torch.get_num_threads(),
-        determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        determinism=dict(condition=cfg.condition, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
                          cudnn_deterministic=bool(torch.backends.cudnn.deterministic)),
-        condition=("pinned kernel selection (cuDNN deterministic, CUBLAS_WORKSPACE_CONFIG)" if cfg.deterministic
-                   else "unpinned kernel selection (stock)"),
+        condition=f"{cfg.condition}: {CONDITIONS[cfg.condition].description}",
         study=dataclasses.asdict(cfg),
         config=study_preset(cfg).to_dict(),
         models=models.describe() if models is not None else None,
@@ -95,7 +95,7 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
     """Run every arm; write ``duplex_second.json`` (+ rows CSV, traces) under ``cfg.out``; return the result."""
     import torch
 
-    from ..adapters.token2wav.runtime import pin_determinism
+    from ..replay.determinism import apply_condition
     from ..profile.duplex import DuplexSecond, build_models
 
     out = Path(cfg.out)
@@ -106,10 +106,7 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
         raise RuntimeError(f"--device {cfg.device}: torch.cuda is not available (use --device cpu --preset tiny)")
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
-    if cfg.deterministic:
-        pin_determinism()  # before the first CUDA call
-    else:
-        torch.backends.cudnn.deterministic = False
+    apply_condition(cfg.condition)  # before the first CUDA call
     if cfg.seconds < 2:
         raise ValueError("--seconds must be >= 2: the first second of each arm is a warm-up")
     dcfg = study_preset(cfg)
@@ -265,7 +262,7 @@ def _cli(args) -> int:
         threads = 1  # tiny shapes gain nothing from intra-op threads and suffer when cores are shared
     cfg = DuplexStudyConfig(preset=args.preset, device=args.device, arms=tuple(a for a in args.arms.split(",") if a),
                             seconds=args.seconds, seed=args.seed, profile=not args.no_profile,
-                            deterministic=not args.unpinned, backend=args.backend, input_tokens=args.input_tokens,
+                            condition=args.condition, backend=args.backend, input_tokens=args.input_tokens,
                             text_tokens=args.text_tokens, threads=threads, trace_cpu_depth=args.trace_cpu_depth,
                             out=args.out)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
@@ -288,6 +285,7 @@ def add_parser(sub) -> None:
     t.add_argument("--no-profile", action="store_true", help="skip the profiled second and its trace")
     t.add_argument("--trace-cpu-depth", type=int, default=None,
                    help="keep host ops only up to this nesting depth in the kept traces (smaller files; default: all)")
-    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
+                   help=f"device condition (default: the exact condition, {EXACT})")
     t.add_argument("--out", default=default_out("duplex"))
     t.set_defaults(fn=_cli)

@@ -64,8 +64,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..replay.determinism import CONDITIONS, EXACT
 from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, default_out,
-                     json_default, pin_workspace, set_up_device, write_json)
+                     json_default, set_up_device, write_json)
 from .token2wav import provenance
 
 SAMPLE_RATE = 24_000
@@ -87,7 +88,7 @@ class SessionsConfig:
     extra_points: int = 1  # points run after the first N that breaks the cadence
     n_timesteps: int = 10
     seed: int = 0
-    deterministic: bool = True
+    condition: str = EXACT  # device condition (cadencelab.replay.determinism)
     processes: bool = True  # one spawned process per arm; False runs inline (CPU smoke, tests)
     time_budget_s: float = 225.0
     batch_sizes: tuple = (1, 2, 4, 8)  # SRb: declared session counts of a batched call
@@ -199,7 +200,7 @@ class DeviceServer:
         import torch
 
         self.torch, self.arm, self.cfg = torch, arm, cfg
-        self.device, self.determinism = set_up_device(cfg.device, cfg.deterministic)
+        self.device, self.determinism = set_up_device(cfg.device, cfg.condition)
         self.cuda = self.device.type == "cuda"
 
     def _sync(self):
@@ -486,7 +487,6 @@ def run_study(cfg: SessionsConfig, progress=print) -> dict:
     deadline = t_start + cfg.time_budget_s
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    pin_workspace(cfg.deterministic)  # inherited by the arm processes
     order = [a for a in cfg.arms if a != "B0"] + (["B0"] if "B0" in cfg.arms else [])
     with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:
         infos, failures = _run_arms(cfg, order, ckpt, out, deadline, progress)
@@ -752,7 +752,7 @@ def _cli(args) -> int:
                          workloads=tuple(args.workloads.split(",")), sessions=_ints(args.sessions),
                          speak_seconds=args.speak_seconds, mixed_seconds=args.mixed_seconds,
                          turn_seconds=args.turn_seconds, prompts=args.prompts, cadence_s=args.cadence,
-                         n_timesteps=args.steps, seed=args.seed, deterministic=not args.unpinned,
+                         n_timesteps=args.steps, seed=args.seed, condition=args.condition,
                          processes=not args.inline and args.device != "cpu", time_budget_s=args.time_budget,
                          batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), stagger=args.stagger, out=args.out)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
@@ -780,6 +780,7 @@ def add_parser(sub) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--time-budget", type=float, default=225.0, help="seconds for the whole study (stops gracefully)")
     t.add_argument("--inline", action="store_true", help="run the arms in this process (default on a CPU)")
-    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
+                   help=f"device condition (default: the exact condition, {EXACT})")
     t.add_argument("--out", default=default_out("sessions"))
     t.set_defaults(fn=_cli)

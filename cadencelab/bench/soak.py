@@ -56,8 +56,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..replay.determinism import CONDITIONS, EXACT
 from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, chunk_pieces,
-                     default_out, pin_workspace, set_up_device, write_json)
+                     default_out, set_up_device, write_json)
 from .token2wav import provenance
 
 GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
@@ -77,7 +78,7 @@ class SoakConfig:
     warmup_turns: int = 2
     n_timesteps: int = 10
     seed: int = 0
-    deterministic: bool = True
+    condition: str = EXACT  # device condition (cadencelab.replay.determinism)
     processes: bool = True  # a fresh process per arm / shard; False runs everything inline (CPU)
     concurrent: bool = False  # overlap the arm with the reference shards
     b0_workers: int = 1
@@ -182,7 +183,7 @@ def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device:
     from ..adapters.token2wav import load_checkpoint, make_prompt
     from ..adapters.token2wav.runtime import Token2wavRuntime, chunk_frames, runtime_envelope
 
-    dev, determinism = set_up_device(device, cfg.deterministic)  # events, graphs, allocator: the current device
+    dev, determinism = set_up_device(device, cfg.condition)  # events, graphs, allocator: the current device
     cuda = dev.type == "cuda"
     t0 = time.perf_counter()
     flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
@@ -328,7 +329,6 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    pin_workspace(cfg.deterministic)  # inherited by the spawned processes
     unknown = set(cfg.arms) - {cfg.arm, cfg.reference_arm}
     if unknown:
         raise ValueError(f"--arms may name the arm ({cfg.arm}) and the reference ({cfg.reference_arm}), "
@@ -578,7 +578,7 @@ def _cli(args) -> int:
     cfg = SoakConfig(
         config=args.config, device=args.device, arm=args.arm, chunks=args.chunks, turn_every=args.turn_every,
         jitter=args.jitter, warmup_turns=args.warmup_turns, n_timesteps=args.steps, seed=args.seed,
-        deterministic=not args.unpinned, processes=(args.processes or not cpu) and not args.inline,
+        condition=args.condition, processes=(args.processes or not cpu) and not args.inline,
         concurrent=args.concurrent, b0_workers=args.b0_workers if args.b0_workers > 0 else (1 if cpu else 4),
         b0_devices=tuple(d for d in args.b0_devices.split(",") if d), reference=args.reference,
         timeout_s=args.timeout, out=args.out,
@@ -627,6 +627,7 @@ def add_parser(sub) -> None:
                    "the reference; B0 then does not run")
     t.add_argument("--analyse-only", action="store_true", help="run nothing: summarise the rows already under --out")
     t.add_argument("--timeout", type=float, default=3600.0, help="seconds before unfinished processes are killed")
-    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
+                   help=f"device condition (default: the exact condition, {EXACT})")
     t.add_argument("--out", default=default_out("soak"))
     t.set_defaults(fn=_cli)

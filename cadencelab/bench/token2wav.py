@@ -32,8 +32,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, default_out, pin_workspace,
-                     run_provenance, serve, write_json)
+from ..replay.determinism import CONDITIONS, EXACT, REFERENCE, apply_condition, split_arm
+from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, default_out, run_provenance, serve,
+                     set_up_device, write_json)
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -44,8 +45,11 @@ from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, defa
 class StudyConfig:
     config: str = "real"  # "real" or "teaching"
     device: str = "cuda"
-    arms: tuple = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
-    deterministic: bool = True  # pin cuDNN/cuBLAS determinism in every arm (see runtime.pin_determinism)
+    # an arm ``NAME@CONDITION`` runs under that device condition instead of ``condition``; ``B0@defaults``
+    # is the fairness gate's reference (the stock runtime with nothing pinned, in the same run)
+    arms: tuple = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50", "compile",
+                   f"B0@{REFERENCE}")
+    condition: str = EXACT  # the device condition of every arm (cadencelab.replay.determinism.CONDITIONS)
     blocks: int = 8  # timed blocks (plus one warm-up block)
     chunks_per_turn: int = 4
     flush_tokens: tuple = (13, 27)  # tokens left for each turn's final flush (f = 2 x tokens)
@@ -95,20 +99,16 @@ class ArmRunner:
         from ..adapters.token2wav import load_checkpoint, make_prompt
         from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 
-        from ..adapters.token2wav.runtime import pin_determinism
-
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        self.determinism = pin_determinism() if cfg.deterministic else dict(cudnn_deterministic=False)
+        base, self.condition = split_arm(arm, cfg.condition)
+        self.device, self.determinism = set_up_device(cfg.device, self.condition)  # before the first CUDA call
         self.torch = torch
         self.arm, self.cfg = arm, cfg
-        self.device = torch.device(cfg.device)
         t0 = time.perf_counter()
         flow, hift, mcfg = load_checkpoint(ckpt, device=self.device, seed_for_noise=cfg.seed,
-                                           envelope=runtime_envelope(arm, cfg.n_timesteps))
+                                           envelope=runtime_envelope(base, cfg.n_timesteps))
         self.prompt = make_prompt(mcfg, cfg.seed, self.device)
         backend = "cuda" if self.device.type == "cuda" else "eager"
-        self.rt = Token2wavRuntime(flow, hift, self.device, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=backend)
+        self.rt = Token2wavRuntime(flow, hift, self.device, base, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=backend)
         self.setup_s = time.perf_counter() - t0
 
     def _sync(self):
@@ -119,6 +119,7 @@ class ArmRunner:
         from ..adapters.token2wav.runtime import chunk_frames
 
         torch, rt, cfg = self.torch, self.rt, self.cfg
+        apply_condition(self.condition)  # arms sharing a process (--inline) each run under their own flags
         for e in rt.engines.values():
             e.reset_counters()
         rt.primings = 0
@@ -200,7 +201,7 @@ def _profile_rows(prof, arm: str) -> dict:
 
 
 def _ready(r: ArmRunner) -> dict:
-    return dict(setup_s=r.setup_s)
+    return dict(setup_s=r.setup_s, determinism=r.determinism)
 
 
 #: the requests an arm answers, in its process (:func:`serve`) or inline (:class:`InlineArm`)
@@ -230,10 +231,10 @@ def _inline(arm, ckpt, cfg: StudyConfig) -> InlineArm:
 
 def provenance(cfg) -> dict:
     """The Token2wav studies' provenance (this factorial's, the sessions study's and the soak's):
-    :func:`~cadencelab.bench.common.run_provenance` with ``minicpmo``, the pinning and ``cfg``."""
+    :func:`~cadencelab.bench.common.run_provenance` with ``minicpmo``, the device condition and ``cfg``."""
+    c = CONDITIONS[cfg.condition]
     return dict(**run_provenance(packages=("minicpmo",)),
-                determinism=dict(pinned=cfg.deterministic, CUBLAS_WORKSPACE_CONFIG=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-                                 cudnn_deterministic=cfg.deterministic),
+                determinism=dict(condition=c.name, **{k: v for k, v in dataclasses.asdict(c).items() if k != "name"}),
                 study=dataclasses.asdict(cfg))
 
 
@@ -252,7 +253,6 @@ def run_study(cfg: StudyConfig, progress=print) -> dict:
     """Run the whole factorial; write JSON + CSV under ``cfg.out``; return the result dict."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    pin_workspace(cfg.deterministic)  # inherited by the arm processes
     if "B0" not in cfg.arms:
         raise ValueError("the study needs the B0 arm: every exactness gate and ratio is against it")
     t_start = time.perf_counter()
@@ -264,11 +264,11 @@ def _run_arms(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) 
     make = _Proc if cfg.processes else _inline
     procs = {a: make(a, ckpt, cfg) for a in cfg.arms}
     failures: dict[str, str] = {}
-    setup = {}
+    setup, applied = {}, {}
     for a, p in procs.items():
         kind, info = p.wait(cfg.block_timeout_s + (cfg.compile_timeout_s if a == "compile" else 0))
         if kind == "ready":
-            setup[a] = info["setup_s"]
+            setup[a], applied[a] = info["setup_s"], info["determinism"]
         else:
             failures[a] = str(info)[-2000:]
             progress(f"arm {a} failed to start: {str(info).strip().splitlines()[-1]}")
@@ -309,6 +309,7 @@ def _run_arms(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) 
         progress(f"profiled blocks done ({time.perf_counter() - t_start:.0f} s)")
     result = analyse(cfg, blocks, profiles, failures, setup)
     result["provenance"] = provenance(cfg)
+    result["provenance"]["arm_conditions"] = applied
     result["provenance"]["wall_s"] = time.perf_counter() - t_start
     write_results(result, out)  # before the workers are torn down: a run cut short here keeps its results
     for p in procs.values():
@@ -323,20 +324,42 @@ def _run_arms(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) 
 # ---------------------------------------------------------------------------------------
 
 
+def reference_of(arm: str, arms, condition: str) -> str:
+    """The arm whose hashes ``arm``'s are gated on: the B0 of its own device condition (``B0`` or
+    ``B0@<condition>``); a B0 is its own reference. An arm whose condition has no B0 in the study is
+    compared with the study's ``B0`` and is not gated (:func:`gated`)."""
+    base, cond = split_arm(arm, condition)
+    if base == "B0":
+        return arm
+    for cand in arms:
+        if split_arm(cand, condition) == ("B0", cond):
+            return cand
+    return "B0"
+
+
+def gated(arm: str, arms, condition: str) -> bool:
+    """Whether ``arm``'s exactness is a gate: it runs under the condition of its reference B0."""
+    ref = reference_of(arm, arms, condition)
+    return ref != arm and split_arm(ref, condition)[1] == split_arm(arm, condition)[1]
+
+
 def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict, setup: dict) -> dict:
     chunks = pd.DataFrame([r for b in blocks for r in b["rows"]])
     if not chunks.empty:
         chunks = chunks.merge(pd.DataFrame([dict(arm=b["arm"], block=b["block"], warmup=b["warmup"]) for b in blocks]),
                               on=["arm", "block"])
-    ref = {b["block"]: b for b in blocks if b["arm"] == "B0"}
+    by_arm_block = {(b["arm"], b["block"]): b for b in blocks}
     block_rows = []
     for b in blocks:
-        r = ref.get(b["block"])
+        ref_arm = reference_of(b["arm"], cfg.arms, cfg.condition)
+        r = by_arm_block.get((ref_arm, b["block"]))  # a B0 is its own reference: trivially exact
         steady = [x["latency_ms"] for x in b["rows"] if x["kind"] == "steady"]
+        steady_wall = [x["wall_ms"] for x in b["rows"] if x["kind"] == "steady"]
         block_rows.append(dict(
-            arm=b["arm"], block=b["block"], warmup=b["warmup"], peak_bytes=b["peak_bytes"],
+            arm=b["arm"], block=b["block"], warmup=b["warmup"], peak_bytes=b["peak_bytes"], reference=ref_arm,
             steady_latency_ms_median=float(np.median(steady)) if steady else float("nan"),
             steady_latency_ms_p95=float(np.percentile(steady, 95)) if steady else float("nan"),
+            steady_wall_ms_median=float(np.median(steady_wall)) if steady_wall else float("nan"),
             all_latency_ms_mean=float(np.mean([x["latency_ms"] for x in b["rows"]])),
             sha_mel=b["sha_mel"], sha_f32=b["sha_f32"], sha_i16=b["sha_i16"],
             exact_mel=bool(r and r["sha_mel"] == b["sha_mel"]), exact_f32=bool(r and r["sha_f32"] == b["sha_f32"]),
@@ -351,17 +374,22 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
     b0 = timed[timed["arm"] == "B0"].set_index("block") if not timed.empty else pd.DataFrame(
         columns=["steady_latency_ms_median", "peak_bytes"])
     for a in cfg.arms:
+        ref_arm = reference_of(a, cfg.arms, cfg.condition)
+        meta = dict(arm=a, condition=split_arm(a, cfg.condition)[1], reference=ref_arm,
+                    gated=gated(a, cfg.arms, cfg.condition))
         if a in failures and (timed.empty or a not in set(timed["arm"])):
-            arms[a] = dict(arm=a, failed=failures[a])
+            arms[a] = dict(meta, failed=failures[a])
             continue
         t = timed[timed["arm"] == a].set_index("block") if not timed.empty else pd.DataFrame(
             columns=["exact", "peak_bytes", "steady_latency_ms_median", "summaries", "vendor_graph_fires"])
         common = t.index.intersection(b0.index)
-        lat = chunks[(chunks["arm"] == a) & (~chunks["warmup"]) & (chunks["kind"] == "steady")]["latency_ms"]
-        row = dict(arm=a, blocks=int(len(t)), exact_blocks=int(t["exact"].sum()),
-                   exact=bool(len(t) and t["exact"].all()),
+        steady = chunks[(chunks["arm"] == a) & (~chunks["warmup"]) & (chunks["kind"] == "steady")] if len(chunks) else chunks
+        lat = steady["latency_ms"] if len(steady) else pd.Series(dtype=float)
+        wall = steady["wall_ms"] if len(steady) else pd.Series(dtype=float)
+        row = dict(meta, blocks=int(len(t)), exact_blocks=int(t["exact"].sum()), exact=bool(len(t) and t["exact"].all()),
                    steady_latency_ms_median=float(lat.median()) if len(lat) else float("nan"),
                    steady_latency_ms_p95=float(lat.quantile(0.95)) if len(lat) else float("nan"),
+                   steady_wall_ms_median=float(wall.median()) if len(wall) else float("nan"),
                    peak_MiB_median=float(t["peak_bytes"].median() / 2**20) if t["peak_bytes"].notna().all() and len(t) else float("nan"))
         d, lo, hi = bootstrap_ratio(t.loc[common, "steady_latency_ms_median"], b0.loc[common, "steady_latency_ms_median"])
         row.update(latency_delta=d, latency_delta_lo=lo, latency_delta_hi=hi)
@@ -369,6 +397,8 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
             d, lo, hi = bootstrap_ratio(t.loc[common, "peak_bytes"], b0.loc[common, "peak_bytes"])
             row.update(peak_delta=d, peak_delta_lo=lo, peak_delta_hi=hi)
         row.update(profile_fields(profiles.get(a)))
+        if row.get("wall_ms_median") and row["steady_wall_ms_median"] == row["steady_wall_ms_median"]:
+            row["profiler_wall_ratio"] = row["wall_ms_median"] / row["steady_wall_ms_median"]
         last = t.iloc[-1] if len(t) else None
         if last is not None:
             row["replay"] = last["summaries"]
@@ -406,6 +436,7 @@ def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
         return (1 - x / y) if (x and y and x == x and y == y) else None
 
     timed = bdf[~bdf["warmup"]] if not bdf.empty else bdf
+    gate = {a for a, r in arms.items() if r.get("gated")}
     s = dict(
         speedup_SRc_vs_B0=ratio("SRc", "B0", "steady_latency_ms_median"),
         peak_reduction_SRc_vs_B0=reduction("SRc", "B0", "peak_MiB_median"),
@@ -414,11 +445,49 @@ def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
         peak_reduction_SRc_vs_vendor_graph_50=reduction("SRc", "vendor_graph_50", "peak_MiB_median"),
         exact_blocks=int(timed[timed["arm"] == "SRc"]["exact"].sum()) if not timed.empty else 0,
         total_blocks=int((timed["arm"] == "SRc").sum()) if not timed.empty else 0,
-        exact_blocks_all_arms={a: int(g["exact"].sum()) for a, g in timed.groupby("arm")} if not timed.empty else {},
-        non_exact_arms=sorted(a for a, r in arms.items() if r.get("blocks") and not r.get("exact")),
-        exact_blocks_by_hash=exact_by_hash(timed),
+        exact_blocks_all_arms={a: int(g["exact"].sum()) for a, g in timed.groupby("arm") if a in gate}
+        if not timed.empty else {},
+        non_exact_arms=sorted(a for a, r in arms.items() if a in gate and r.get("blocks") and not r.get("exact")),
+        failed_arms=sorted(a for a, r in arms.items() if "failed" in r),
+        exact_blocks_by_hash=exact_by_hash(timed[timed["arm"].isin(gate)] if not timed.empty else timed),
+        fairness=fairness(arms),
+        busy_floor=busy_floor(arms),
+        profiler_wall_ratio={a: r["profiler_wall_ratio"] for a, r in arms.items() if r.get("profiler_wall_ratio")},
     )
     return s
+
+
+def fairness(arms: dict, tolerance: float = 0.05) -> dict | None:
+    """The fairness gate: the study's B0 (under its exact condition) against ``B0@defaults`` (nothing
+    pinned) measured in the same run, paired over blocks. Holds when B0 is at most ``tolerance``
+    slower. None when the study has no such arm."""
+    ref = arms.get(f"B0@{REFERENCE}")
+    if not ref or "failed" in ref or "B0" not in arms or "failed" in arms["B0"]:
+        return None
+    d, lo, hi = ref.get("latency_delta"), ref.get("latency_delta_lo"), ref.get("latency_delta_hi")
+    if d is None or d != d:
+        return None
+    slower = 1 / (1 + d) - 1  # B0 relative to the unpinned reference (delta is reference / B0 - 1)
+    return dict(reference_arm=f"B0@{REFERENCE}", B0_ms=arms["B0"]["steady_latency_ms_median"],
+                reference_ms=ref["steady_latency_ms_median"], B0_slower_by=slower,
+                B0_slower_by_ci=[1 / (1 + hi) - 1, 1 / (1 + lo) - 1], tolerance=tolerance,
+                holds=bool(slower <= tolerance))
+
+
+def busy_floor(arms: dict) -> dict | None:
+    """The device-busy floor from the profiled blocks: B0's busy time per steady chunk, the ceiling
+    it puts on any exact replay (B0 latency / B0 busy: no replay can beat running B0's kernels back to
+    back) and the share of that ceiling SRc's speedup reaches."""
+    b0, src = arms.get("B0", {}), arms.get("SRc", {})
+    busy, lat = b0.get("busy_ms_median"), b0.get("steady_latency_ms_median")
+    if not busy or not lat or lat != lat:
+        return None
+    ceiling = lat / busy
+    out = dict(B0_busy_ms=busy, B0_latency_ms=lat, ceiling=ceiling)
+    if src.get("steady_latency_ms_median"):
+        speedup = lat / src["steady_latency_ms_median"]
+        out.update(SRc_speedup=speedup, SRc_share_of_ceiling=speedup / ceiling, SRc_busy_ms=src.get("busy_ms_median"))
+    return out
 
 
 def exact_by_hash(timed: pd.DataFrame) -> dict:
@@ -439,13 +508,14 @@ def table(result: dict) -> str:
     rows = []
     for a, r in result["arms"].items():
         if "failed" in r:
-            rows.append(f"{a:>16}  FAILED: {r['failed'].strip().splitlines()[-1][:90]}")
+            rows.append(f"{a:>24}  FAILED: {r['failed'].strip().splitlines()[-1][:90]}")
             continue
+        ex = "ref" if r["reference"] == a else f"{r['exact_blocks']}/{r['blocks']}" + ("" if r["gated"] else " (not gated)")
         rows.append(
-            f"{a:>16}  lat {r['steady_latency_ms_median']:8.2f} ms ({100 * r.get('latency_delta', float('nan')):+6.1f}% "
+            f"{a:>24}  lat {r['steady_latency_ms_median']:8.2f} ms ({100 * r.get('latency_delta', float('nan')):+6.1f}% "
             f"[{100 * r.get('latency_delta_lo', float('nan')):+.1f},{100 * r.get('latency_delta_hi', float('nan')):+.1f}])  "
             f"peak {r['peak_MiB_median']:8.0f} MiB ({100 * r.get('peak_delta', float('nan')):+6.1f}%)  "
-            f"exact {r['exact_blocks']}/{r['blocks']}  busy {r.get('busy_ms_median', float('nan')):6.1f} ms  "
+            f"exact {ex}  busy {r.get('busy_ms_median', float('nan')):6.1f} ms  "
             f"wall/busy {r.get('wall_over_busy', float('nan')):5.2f}  launches k{r.get('kernel_launches_per_chunk', float('nan')):.0f}"
             f"/g{r.get('graph_launches_per_chunk', float('nan')):.0f}")
     s = result["summary"]
@@ -462,14 +532,15 @@ def _cli(args) -> int:
     cfg = StudyConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
                       n_timesteps=args.steps, seed=args.seed, profile=not args.no_profile,
                       processes=not args.inline, out=args.out, compile_timeout_s=args.compile_timeout,
-                      deterministic=not args.unpinned, block_timeout_s=args.block_timeout)
+                      condition=args.condition, block_timeout_s=args.block_timeout)
     if args.arms:
         cfg.arms = tuple(args.arms.split(","))
     elif args.device == "cpu":
         cfg.arms = ("B0", "S", "R", "Rc", "SR", "SRc")
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
-    return 0
+    s = res["summary"]
+    return 1 if (s["non_exact_arms"] or s["failed_arms"]) else 0
 
 
 def add_parser(sub) -> None:
@@ -485,6 +556,8 @@ def add_parser(sub) -> None:
     t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
     t.add_argument("--compile-timeout", type=float, default=420.0)
     t.add_argument("--block-timeout", type=float, default=240.0)
-    t.add_argument("--unpinned", action="store_true", help="leave cuDNN/cuBLAS kernel selection unpinned")
+    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
+                   help=f"device condition of every arm (default: the exact condition, {EXACT}); an arm "
+                        "NAME@CONDITION runs under its own")
     t.add_argument("--out", default=default_out("token2wav"))
     t.set_defaults(fn=_cli)

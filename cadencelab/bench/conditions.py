@@ -1,0 +1,156 @@
+"""The device-conditions study: what each kernel-selection pin costs the stock runtime and what it
+buys in exactness, measured in one run.
+
+Every candidate condition of :data:`cadencelab.replay.determinism.CONDITIONS` runs the same arms
+(``B0``, ``B0_repeat``, ``SRc`` and ``vendor_graph_50`` by default), each arm in its own fresh
+process, all of them interleaved block by block in one Token2wav factorial run (same checkpoint,
+prompt, token streams and seeds). Within a condition every arm's mel, float32 PCM and int16 PCM
+hashes are compared with that condition's B0, so ``B0_repeat`` measures the stock runtime's own
+cross-process determinism. A condition is exact when every arm matches its B0 in every timed block.
+The exact condition is the one whose B0 is fastest among the exact ones; ``chosen`` in the summary
+must equal :data:`~cadencelab.replay.determinism.EXACT` (a test checks the recorded file).
+
+Writes ``device_conditions.json`` (summary, per-condition rows, the factorial's per-arm results and
+provenance) and ``device_conditions_chunks.csv``; prints a table whose last line is ``summary: {...}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..replay.determinism import CONDITIONS, EXACT, split_arm
+from .common import default_out, write_json
+from .token2wav import StudyConfig, run_study
+
+
+@dataclass
+class ConditionsConfig:
+    config: str = "real"
+    device: str = "cuda"
+    conditions: tuple = tuple(CONDITIONS)
+    arms: tuple = ("B0", "B0_repeat", "SRc", "vendor_graph_50")
+    blocks: int = 2  # timed blocks (plus one warm-up block)
+    chunks_per_turn: int = 3
+    n_timesteps: int = 10
+    seed: int = 0
+    processes: bool = True
+    block_timeout_s: float = 240.0
+    out: str = "out/conditions"
+
+    def arm_names(self) -> tuple:
+        """Every (arm, condition) pair as a factorial arm: the exact condition's arms keep their plain
+        names (the factorial needs its ``B0``), the others are ``ARM@CONDITION``."""
+        return tuple(a if c == EXACT else f"{a}@{c}" for c in self.conditions for a in self.arms)
+
+
+def run_conditions(cfg: ConditionsConfig, progress=print) -> dict:
+    """Run the study; write ``device_conditions.json`` and the chunks CSV under ``cfg.out``."""
+    if EXACT not in cfg.conditions or "B0" not in cfg.arms:
+        raise ValueError(f"the study needs the exact condition ({EXACT}) and the B0 arm: ratios are paired with it")
+    unknown = [c for c in cfg.conditions if c not in CONDITIONS]
+    if unknown:
+        raise ValueError(f"unknown conditions {unknown}; known: {', '.join(CONDITIONS)}")
+    out = Path(cfg.out)
+    raw = out / "factorial"
+    study = StudyConfig(config=cfg.config, device=cfg.device, arms=cfg.arm_names(), condition=EXACT,
+                        blocks=cfg.blocks, chunks_per_turn=cfg.chunks_per_turn, n_timesteps=cfg.n_timesteps,
+                        seed=cfg.seed, profile=False, processes=cfg.processes, block_timeout_s=cfg.block_timeout_s,
+                        out=str(raw))
+    res = run_study(study, progress)
+    rows = condition_rows(res, cfg)
+    summary = summarise(rows)
+    result = dict(summary=summary, conditions=rows.to_dict("records"), arms=res["arms"],
+                  provenance=dict(res["provenance"], study=dataclasses.asdict(cfg)))
+    write_json(result, out / "device_conditions.json", strict_json=True)
+    pd.DataFrame(res["chunks"]).to_csv(out / "device_conditions_chunks.csv", index=False)
+    return result
+
+
+def condition_rows(res: dict, cfg: ConditionsConfig) -> pd.DataFrame:
+    """One row per condition: its knobs, B0's steady median and its cost against the fastest B0 of
+    the run, and the exact blocks of each arm against the condition's B0."""
+    arms = res["arms"]
+    rows = []
+    for c in cfg.conditions:
+        cond = CONDITIONS[c]
+        names = {split_arm(a, EXACT)[0]: a for a in cfg.arm_names() if split_arm(a, EXACT)[1] == c}
+        b0 = arms.get(names["B0"], {})
+        row = dict(condition=c, pins=cond.pins, tf32=cond.tf32, cudnn_deterministic=cond.cudnn_deterministic,
+                   cublas_workspace=cond.cublas_workspace, description=cond.description,
+                   B0_ms=b0.get("steady_latency_ms_median"), failed=sorted(a for a in names.values() if "failed" in arms.get(a, {})))
+        exact = not row["failed"]
+        for base, name in names.items():
+            if base == "B0":
+                continue
+            r = arms.get(name, {})
+            row[f"{base}_ms"] = r.get("steady_latency_ms_median")
+            row[f"{base}_exact_blocks"] = r.get("exact_blocks")
+            row[f"{base}_blocks"] = r.get("blocks")
+            exact = exact and bool(r.get("exact"))
+        row["exact"] = exact
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    fastest = df["B0_ms"].min()
+    df["B0_cost_vs_fastest"] = df["B0_ms"] / fastest - 1
+    return df
+
+
+def summarise(rows: pd.DataFrame) -> dict:
+    """``chosen``: the exact condition with the fastest B0 (None when no condition is exact)."""
+    timed = rows[rows["B0_ms"].notna()]
+    exact = timed[timed["exact"]]
+    chosen = None if exact.empty else str(exact.sort_values(["B0_ms", "pins"]).iloc[0]["condition"])
+    fastest = timed.sort_values(["B0_ms", "pins"]).iloc[0] if len(timed) else None
+    b0 = timed.set_index("condition")["B0_ms"]
+    return dict(chosen=chosen, library_exact=EXACT, chosen_is_library_exact=chosen == EXACT,
+                exact_conditions=exact["condition"].tolist(),
+                fastest_condition=None if fastest is None else str(fastest["condition"]),
+                fastest_condition_is_exact=None if fastest is None else bool(fastest["exact"]),
+                B0_ms={c: float(v) for c, v in b0.items()},
+                chosen_B0_slower_than_fastest_by=None if chosen is None else float(b0[chosen] / fastest["B0_ms"] - 1))
+
+
+def table(result: dict) -> str:
+    """The short table printed last."""
+    lines = []
+    for r in result["conditions"]:
+        ex = " ".join(f"{k[:-len('_exact_blocks')]} {r[k]}/{r[k[:-len('_exact_blocks')] + '_blocks']}"
+                      for k in r if k.endswith("_exact_blocks"))
+        b0, cost = (float("nan") if r[k] is None else r[k] for k in ("B0_ms", "B0_cost_vs_fastest"))
+        lines.append(f"{r['condition']:>22}  B0 {b0:7.1f} ms ({100 * cost:+5.1f}%)  "
+                     f"{'EXACT' if r['exact'] else 'not exact'}  {ex}" + (f"  failed {r['failed']}" if r["failed"] else ""))
+    lines.append("summary: " + json.dumps(result["summary"]))
+    return "\n".join(lines)
+
+
+def _cli(args) -> int:
+    cfg = ConditionsConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
+                           n_timesteps=args.steps, seed=args.seed, processes=not args.inline, out=args.out)
+    if args.conditions:
+        cfg.conditions = tuple(args.conditions.split(","))
+    if args.arms:
+        cfg.arms = tuple(args.arms.split(","))
+    res = run_conditions(cfg, progress=lambda m: print(m, flush=True))
+    print(table(res), flush=True)
+    return 0 if res["summary"]["chosen"] is not None else 1
+
+
+def add_parser(sub) -> None:
+    d = ConditionsConfig()
+    t = sub.add_parser("conditions", help="device conditions: what each kernel-selection pin costs B0 and buys in exactness")
+    t.add_argument("--config", choices=["real", "teaching"], default=d.config)
+    t.add_argument("--device", default=d.device)
+    t.add_argument("--conditions", default="", help=f"comma-separated (default: all: {','.join(CONDITIONS)})")
+    t.add_argument("--arms", default="", help=f"comma-separated (default: {','.join(d.arms)})")
+    t.add_argument("--blocks", type=int, default=d.blocks, help="timed blocks (plus one warm-up block)")
+    t.add_argument("--chunks", type=int, default=d.chunks_per_turn, help="steady chunks per turn (two turns per block)")
+    t.add_argument("--steps", type=int, default=d.n_timesteps)
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
+    t.add_argument("--out", default=default_out("conditions"))
+    t.set_defaults(fn=_cli)
