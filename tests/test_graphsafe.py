@@ -222,6 +222,9 @@ def test_hift_vocoder_bitwise(hift, monkeypatch):
 
 
 @pytest.mark.cuda
+@pytest.mark.filterwarnings("ignore:Synchronization debug mode is a prototype feature")
+@pytest.mark.filterwarnings("ignore:The length of signal is shorter than the length parameter")
+@pytest.mark.filterwarnings("ignore:A window was not provided")
 def test_cuda_bitwise_no_sync_and_captured(hift, monkeypatch):
     device = torch.device("cuda")
     g = hift_istft(hift, device)
@@ -255,7 +258,50 @@ def test_cuda_bitwise_no_sync_and_captured(hift, monkeypatch):
         finally:
             torch.cuda.set_sync_debug_mode(0)
         assert torch.equal(eager, want) and torch.equal(out, want), fresh.shape
+    torch.cuda.set_sync_debug_mode("error")  # the control: the stock op does sync, and is caught
+    try:
+        with pytest.raises(RuntimeError, match="synchronizing"):
+            torch.istft(fresh, p["n_fft"], p["hop_len"], p["n_fft"], window=g.window)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
     for case in CASES:
         assert run_case(case, device) >= 1
     _, hift_cuda = build_token2wav(TEACHING, SEED, device, envelope=CacheEnvelope(n_slots=1, max_frames=1))
     vocoder_bitwise(hift_cuda, device, tuple(MEL_FRAMES)[::10], monkeypatch)
+
+
+@pytest.mark.cuda
+def test_cuda_whole_vocoder_in_one_graph(monkeypatch):
+    """The whole HiFT forward (device-resident constants, iSTFT swapped) captured as one graph replays
+    bit-identically to the stock eager vocoder under the same seed."""
+    from cadencelab.adapters.token2wav.runtime import make_constants_device_resident
+
+    device = torch.device("cuda")
+    envelope = CacheEnvelope(n_slots=1, max_frames=1)
+    _, stock = build_token2wav(TEACHING, SEED, device, envelope=envelope)
+    flow, hift = build_token2wav(TEACHING, SEED, device, envelope=envelope)
+    make_constants_device_resident(flow, hift, device)
+    g = hift_istft(hift, device)
+    hift.stft_window = g.window
+    gen = torch.Generator().manual_seed(SEED)
+    mel_len = MEL_FRAMES[8]
+    mel = torch.randn(1, TEACHING.output_size, mel_len, generator=gen).to(device)
+    cache = torch.randn(1, 1, mel_len * int(hift.f0_upsamp.scale_factor) // 4, generator=gen).to(device)
+    g.admit(stft_frames(hift, mel_len))
+    with monkeypatch.context() as m:
+        m.setattr(torch, "istft", g.drop_in)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                hift(mel, cache)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            speech, source = hift(mel, cache)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        want_speech, want_source = stock(mel, cache)
+        torch.manual_seed(seed)
+        graph.replay()
+        assert torch.equal(speech, want_speech) and torch.equal(source, want_source), seed
