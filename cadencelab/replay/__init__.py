@@ -7,5 +7,5 @@ from .engine import (CAPTURED, FAILED, NEW, REJECTED, ExactShapeReplay, ReplayEr
 from .graphsafe import GraphSafeISTFT
 from .signature import Unkeyable, describe, signature
 
-__all__ = ["ExactShapeReplay", "GraphSafeISTFT", "ReplayError", "RngSnapshot", "Unkeyable", "describe", "signature", "shared_pool",
-           "replay_disabled", "no_collection", "pin_determinism", "NEW", "CAPTURED", "REJECTED", "FAILED"]
+__all__ = ["ExactShapeReplay", "GraphSafeISTFT", "ReplayError", "RngSnapshot", "Unkeyable", "describe", "signature",
+           "shared_pool", "replay_disabled", "no_collection", "pin_determinism", "NEW", "CAPTURED", "REJECTED", "FAILED"]
