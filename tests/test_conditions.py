@@ -99,6 +99,11 @@ def test_the_study_chooses_the_fastest_exact_condition():
     assert rows.set_index("condition").loc["no_tf32_cudnn_det_ws", "B0_cost_vs_fastest"] == pytest.approx(320 / 180 - 1)
     s = C.summarise(rows)
     assert s["chosen"] == "cudnn_det" and s["fastest_condition"] == "defaults" and not s["fastest_condition_is_exact"]
+    # fewest pins first: with cudnn_det not exact, the two-pin condition wins over the faster-looking three-pin one
+    b0_alt = dict(b0, no_tf32_cudnn_det_ws=170.0)
+    alt = C.summarise(C.condition_rows(_fake(cfg, b0_alt, {("defaults", "B0_repeat"), ("cudnn_det", "SRc"),
+                                                          ("no_tf32", "SRc")}), cfg))
+    assert alt["chosen"] == "no_tf32_cudnn_det"
     assert s["exact_conditions"] == ["cudnn_det", "no_tf32_cudnn_det", "no_tf32_cudnn_det_ws"]
     assert s["chosen_B0_slower_than_fastest_by"] == pytest.approx(185 / 180 - 1)
     none = C.summarise(C.condition_rows(_fake(cfg, b0, {(c, "SRc") for c in b0}), cfg))
@@ -110,3 +115,14 @@ def test_study_arms_keep_the_plain_names_for_the_exact_condition():
     assert names == ("B0", "SRc", "B0@defaults", "SRc@defaults")
     with pytest.raises(ValueError, match="exact condition"):
         C.run_conditions(C.ConditionsConfig(conditions=("defaults",)))
+
+
+def test_the_recorded_study_chose_the_library_exact_condition():
+    """data/h200/device_conditions.json (the H200 run) names EXACT; every arm there was exact in it."""
+    from cadencelab import data
+
+    d = data.load_json("h200/device_conditions.json")
+    assert d["summary"]["chosen"] == EXACT
+    rows = pd.DataFrame(d["conditions"]).set_index("condition")
+    assert bool(rows.loc[EXACT, "exact"]) and rows.loc[EXACT, "pins"] == min(rows.loc[rows["exact"], "pins"])
+    assert d["provenance"]["gpu"] and d["provenance"]["torch"] and d["provenance"]["date"]

@@ -7,7 +7,7 @@ process, all of them interleaved block by block in one Token2wav factorial run (
 prompt, token streams and seeds). Within a condition every arm's mel, float32 PCM and int16 PCM
 hashes are compared with that condition's B0, so ``B0_repeat`` measures the stock runtime's own
 cross-process determinism. A condition is exact when every arm matches its B0 in every timed block.
-The exact condition is the one whose B0 is fastest among the exact ones; ``chosen`` in the summary
+The exact condition is the least pinning that is exact (fewest pins, then the faster B0); ``chosen`` in the summary
 must equal :data:`~cadencelab.replay.determinism.EXACT` (a test checks the recorded file).
 
 Writes ``device_conditions.json`` (summary, per-condition rows, the factorial's per-arm results and
@@ -101,10 +101,11 @@ def condition_rows(res: dict, cfg: ConditionsConfig) -> pd.DataFrame:
 
 
 def summarise(rows: pd.DataFrame) -> dict:
-    """``chosen``: the exact condition with the fastest B0 (None when no condition is exact)."""
+    """``chosen``: the least pinning that is exact -- among the exact conditions, the one with the fewest
+    pins, ties broken by the faster B0 (None when no condition is exact)."""
     timed = rows[rows["B0_ms"].notna()]
     exact = timed[timed["exact"]]
-    chosen = None if exact.empty else str(exact.sort_values(["B0_ms", "pins"]).iloc[0]["condition"])
+    chosen = None if exact.empty else str(exact.sort_values(["pins", "B0_ms"]).iloc[0]["condition"])
     fastest = timed.sort_values(["B0_ms", "pins"]).iloc[0] if len(timed) else None
     b0 = timed.set_index("condition")["B0_ms"]
     return dict(chosen=chosen, library_exact=EXACT, chosen_is_library_exact=chosen == EXACT,
