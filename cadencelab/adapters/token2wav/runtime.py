@@ -12,8 +12,11 @@ The two rules are switches on the same streaming loop:
   whole flow chunk with its retention, and the vocoder core).
 
 Replay arms move the three host constants the stock code rebuilds every call (timestep
-frequencies, harmonic multipliers, STFT window) to device-resident, bit-identical buffers.
-The vocoder's iSTFT (a host-side window check) always runs eagerly after the captured core.
+frequencies, harmonic multipliers, STFT window) to device-resident, bit-identical buffers, and run
+the vocoder's own ``_istft`` with ``torch.istft`` swapped for :class:`~cadencelab.replay.GraphSafeISTFT`
+(its host-side window check done once per frame count, at admission), so the whole vocoder,
+iSTFT and clamp included, is one replayed call. Tokens go to the device through a pinned host
+buffer and the waveform comes back through another (:class:`HostStaging`).
 
 Controls (stock state, no rule): the vendor's graph branch as shipped (buckets 30/48/96),
 the vendor graph re-bucketed to the live 50-frame chunk, and ``torch.compile`` in
@@ -35,14 +38,14 @@ import numpy as np
 import torch
 
 from ...contract import admitted_labels, token2wav_declaration
-from ...replay import ExactShapeReplay, no_collection
+from ...replay import ExactShapeReplay, GraphSafeISTFT, no_collection
 from ...replay.determinism import pin_determinism
 from ...state import Carry
 from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
 from .vendor import PromptState, Token2wavConfig, demand_envelope
 
 __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
-           "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "Token2wavRuntime",
+           "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "HostStaging", "Token2wavRuntime",
            "runtime_envelope", "pin_determinism"]
 
 # ---------------------------------------------------------------------------------------
@@ -209,20 +212,52 @@ def capture_vendor_buckets(dit: torch.nn.Module, buckets: dict[int, int]) -> Non
 # ---------------------------------------------------------------------------------------
 
 
+class _TorchWith:
+    """The ``torch`` module with some attributes replaced: the globals a vendor function runs with
+    when one op is swapped (:func:`with_ops_swapped`)."""
+
+    def __init__(self, **override):
+        self.__dict__.update(override)
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+def with_ops_swapped(fn, **override):
+    """``fn`` (a vendor function) whose ``torch.<name>`` calls go to ``override[name]``; nothing else changes."""
+    env = dict(fn.__globals__, torch=_TorchWith(**override))
+    return types.FunctionType(fn.__code__, env, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 class VocoderSplit:
     """The stock HiFT split at its iSTFT, so the part before it can be replayed and the part after it
     run on the (possibly cut) output.
 
     ``core(mel, cache_source)`` is the vendor's own ``hift(mel, cache_source)`` (device RNG included)
-    with the iSTFT stashed -> (magnitude, phase, source); ``tail(magnitude, phase)`` is the iSTFT and
-    the clamp. The stash is installed on the module only for the duration of ``core``, so every other
-    user of the same module (a B0 runtime, the vendor's own code) still gets the whole vocoder.
+    with the iSTFT stashed -> (magnitude, phase, source); ``tail(magnitude, phase)`` is the vendor's
+    ``_istft`` and the clamp; ``whole(mel, cache_source)`` is both -> (speech, source). The stash is
+    installed on the module only for the duration of ``core``, so every other user of the same module
+    (a B0 runtime, the vendor's own code) still gets the whole vocoder.
+
+    ``istft``: a :class:`~cadencelab.replay.GraphSafeISTFT` for the vocoder's window; ``tail`` then runs
+    the vendor's ``_istft`` with ``torch.istft`` swapped for it (its argument check refuses anything but
+    the declared window and sizes), which makes ``whole`` capturable in one graph, bit-identically.
     """
 
-    def __init__(self, hift: torch.nn.Module):
+    def __init__(self, hift: torch.nn.Module, istft: GraphSafeISTFT | None = None):
         self.hift = hift
-        self._istft = types.MethodType(type(hift)._istft, hift)
+        fn = type(hift)._istft
+        if istft is not None:
+            fn = with_ops_swapped(fn, istft=istft.drop_in)
+        self.graph_safe = istft is not None
+        self._istft = types.MethodType(fn, hift)
         self._stash: list = []
+
+    @classmethod
+    def graph_safe_for(cls, hift: torch.nn.Module) -> "VocoderSplit":
+        """The split whose tail is capture-safe: the vocoder's own iSTFT sizes and (device-resident) window."""
+        p = hift.istft_params
+        return cls(hift, GraphSafeISTFT(p["n_fft"], p["hop_len"], p["n_fft"], hift.stft_window))
 
     def _stash_istft(self, magnitude, phase):
         self._stash.append((magnitude, phase))
@@ -239,6 +274,47 @@ class VocoderSplit:
 
     def tail(self, magnitude, phase):
         return torch.clamp(self._istft(magnitude, phase), -self.hift.audio_limit, self.hift.audio_limit)
+
+    def whole(self, mel, cache_source):
+        magnitude, phase, source = self.core(mel, cache_source)
+        return self.tail(magnitude, phase), source
+
+
+class HostStaging:
+    """Page-locked host buffers for a stream's host<->device copies, so neither copy blocks on a
+    pageable staging step: ``tokens_to_device`` writes the call's token ids into a pinned buffer and
+    copies them asynchronously into a device buffer (same values as ``torch.tensor(..., device=)``);
+    ``to_host`` copies the waveform into a pinned buffer and waits for that copy alone. On a CPU
+    device both are plain tensor operations."""
+
+    def __init__(self, device: torch.device, max_tokens: int, max_samples: int):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.tokens_host = torch.empty(1, max_tokens, dtype=torch.int32, pin_memory=True)
+            self.tokens_dev = torch.empty(1, max_tokens, dtype=torch.int32, device=device)
+            self.pcm_host = torch.empty(max_samples, dtype=torch.float32, pin_memory=True)
+            self.done = torch.cuda.Event()
+
+    def tokens_to_device(self, tokens: Sequence[int]) -> torch.Tensor:
+        n = len(tokens)
+        if not self.cuda or n > self.tokens_host.shape[1]:
+            return torch.tensor([list(tokens)], dtype=torch.int32, device=self.device)
+        host = self.tokens_host[:, :n]
+        host.numpy()[0] = np.asarray(tokens, dtype=np.int32)
+        dev = self.tokens_dev[:, :n]
+        dev.copy_(host, non_blocking=True)
+        return dev
+
+    def to_host(self, speech: torch.Tensor) -> np.ndarray:
+        """``speech.cpu().numpy()`` (a copy the caller owns)."""
+        if not self.cuda or speech.numel() > self.pcm_host.numel() or speech.dtype != torch.float32:
+            return speech.cpu().numpy()
+        host = self.pcm_host[: speech.numel()]
+        host.copy_(speech.reshape(-1), non_blocking=True)
+        self.done.record()
+        self.done.synchronize()
+        return host.numpy().reshape(speech.shape).copy()
 
 
 class Token2wavRuntime:
@@ -277,15 +353,20 @@ class Token2wavRuntime:
         self.vocoder: VocoderSplit | None = None
         self.ranges = False
         self.decl = None
+        decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames)
         if self.spec.state_rule or self.spec.replay:
-            self.decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames)
+            self.decl = decl
+        q = decl.params
+        self.staging = HostStaging(self.device, q["tokens_per_chunk"] + q["lookahead"],
+                                   (q["f_call"] + self.mel_cache_len) * q["samples_per_frame"])
         if self.spec.state_rule:
             self._setup_state()
-        if self.spec.state_rule or self.spec.replay:
-            self.vocoder = VocoderSplit(self.hift)  # HiFT up to the iSTFT (device RNG included), then the tail
         if self.spec.replay:
             self.constants = make_constants_device_resident(flow, hift, self.device)
+            self.vocoder = VocoderSplit.graph_safe_for(self.hift)  # the whole vocoder in one replayed call
             self._setup_replay()
+        elif self.spec.state_rule:
+            self.vocoder = VocoderSplit(self.hift)  # HiFT up to the iSTFT (device RNG included), then the tail
         if self.spec.control:
             self._setup_control()
 
@@ -345,6 +426,11 @@ class Token2wavRuntime:
         self.src.write_retained_from(source)
         return magnitude, phase
 
+    def _vocoder_state(self, chunk_mel, mel_cached, source_cached):
+        """The whole vocoder on the carries (core, retention in place, capture-safe iSTFT) -> speech."""
+        magnitude, phase = self._vocoder_core_state(chunk_mel, mel_cached, source_cached)
+        return self.vocoder.tail(magnitude, phase)
+
     # -- the flow chunk ---------------------------------------------------------------
     def _autocast(self):
         if self.device.type == "cuda":
@@ -382,7 +468,7 @@ class Token2wavRuntime:
         d, owners, mods = self.decl, self.owned, [self.flow]
         common = dict(backend=self.backend, owners=owners, write_through=self._write_through())
         self.engines["vocoder_core"] = ExactShapeReplay(
-            self._vocoder_core_state if self.spec.state_rule else self.vocoder.core, "vocoder_core",
+            self._vocoder_state if self.spec.state_rule else self.vocoder.whole, "vocoder_core",
             catalog=admitted_labels(d, "vocoder_core"), classify=self._classify_vocoder, modules=[self.hift],
             clone_outputs=True, **{**common, "write_through": self._vocoder_write_through()})
         if self.spec.replay == "chunk":
@@ -497,7 +583,7 @@ class Token2wavRuntime:
             raise ValueError("Token2wavRuntime.stream: call set_stream_cache(prompt) first")
         if isinstance(tokens, torch.Tensor):
             tokens = tokens.tolist()
-        token = torch.tensor([tokens], dtype=torch.int32, device=self.device)
+        token = self.staging.tokens_to_device(tokens)
         torch.tensor([token.shape[1]], dtype=torch.int32, device=self.device)  # the stock code builds lens too
         if events is not None:
             events[0].record()
@@ -515,7 +601,7 @@ class Token2wavRuntime:
         if events is not None:
             events[1].record()
         self.last_speech = speech
-        wav = speech.cpu().numpy()
+        wav = self.staging.to_host(speech)
         if return_waveform:
             return wav
         return (np.clip(wav, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
@@ -534,8 +620,7 @@ class Token2wavRuntime:
         with self._range("vocoder"):
             mel = torch.concat([h["mel"], chunk_mel], dim=2)
             if self.spec.replay:
-                magnitude, phase, source = self.engines["vocoder_core"](mel, h["source"])
-                speech = self.vocoder.tail(magnitude, phase)
+                speech, source = self.engines["vocoder_core"](mel, h["source"])
             else:
                 speech, source = self.hift(mel, h["source"])
         if h["speech"].shape[-1] > 0:
@@ -558,12 +643,15 @@ class Token2wavRuntime:
         self.conf_cnn.commit(self.conf_cnn.capacity)
         self.last_mel = chunk_mel
         nm = self.mel.length
-        core = self.engines.get("vocoder_core", self._vocoder_core_state)
         with self._range("vocoder"):
-            magnitude, phase = core(chunk_mel, self.mel.view(), self.src.view())
+            if self.spec.replay:
+                speech = self.engines["vocoder_core"](chunk_mel, self.mel.view(), self.src.view())
+            else:
+                magnitude, phase = self._vocoder_core_state(chunk_mel, self.mel.view(), self.src.view())
             self.mel.commit(self.mel.policy.extent_after(nm + f))
             self.src.commit(self.src.policy.extent_after((nm + f) * SAMPLES_PER_FRAME))
-            speech = self.vocoder.tail(magnitude, phase)
+            if not self.spec.replay:
+                speech = self.vocoder.tail(magnitude, phase)
         first = self.spc.length == 0
         if not first:
             speech = crossfade(speech, self.spc.view(), self.speech_window)
