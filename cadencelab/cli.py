@@ -252,6 +252,10 @@ def cmd_lab(args) -> int:
 
 def cmd_tour(args) -> int:
     try:
+        tour.check_tour_dir(args.out_dir)
+    except ValueError as e:  # TourRefused: would overwrite files the tour did not write
+        raise FlagError("OUT_DIR", str(e)) from None
+    try:
         report = tour.run_tour(args.out_dir, progress=not args.quiet)
     except tour.TourFailed as e:
         print(f"cadencelab tour: {e}", file=sys.stderr)

@@ -113,8 +113,14 @@ class _FakeTour:
             super().__init__(message)
             self.report = report
 
+    class TourRefused(ValueError):
+        pass
+
     def __init__(self, fail=False):
         self.fail, self.calls = fail, []
+
+    def check_tour_dir(self, out_dir):
+        return out_dir
 
     def run_tour(self, out_dir, progress=True):
         self.calls.append(("tour", str(out_dir), progress))
