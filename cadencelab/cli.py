@@ -11,7 +11,9 @@
     cadencelab tour OUT_DIR
         run the notebooks end to end and write an HTML report
 
-Every subcommand returns an exit code (0 on success).
+Every subcommand returns an exit code (0 on success). Flags are checked before any model is
+built: a bad value exits 2 with one line naming the flag; a failure exits 1 with one line. The
+traceback is printed only with ``--debug`` (anywhere on the line) or ``CADENCELAB_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ import sys
 from pathlib import Path
 
 from . import tour
+from .bench.flags import (MAX_PROFILE_CHUNKS, MAX_SEED, FlagError, OneLineParser, check_device, check_out_dir,
+                          check_out_file, check_steps, int_range, run_main)
 
 #: subcommands whose arguments go untouched to another entry point
 _PASSTHROUGH = ("bench",)
+#: the subcommands (named in one-line errors)
+_COMMANDS = ("catalog", "bench", "profile", "lab", "tour")
 
 #: declaration parameters the token2wav factory accepts from the command line
 _T2W_FLAGS = (("f_prompt", "--f-prompt"), ("f_retained", "--f-retained"), ("f_chunk", "--f-chunk"),
@@ -42,12 +48,22 @@ def _declaration(args):
     """The declaration named by ``--model``, with the token2wav parameters that were given."""
     from .contract import EXAMPLES
 
+    from .contract import DeclarationError
+
     given = {name: getattr(args, name) for name, _ in _T2W_FLAGS if getattr(args, name) is not None}
+    typed = ", ".join(f"{flag} {given[name]}" for name, flag in _T2W_FLAGS if name in given)
     if given and args.model != "token2wav":
         flags = ", ".join(flag for name, flag in _T2W_FLAGS if name in given)
         print(f"cadencelab catalog: {flags} apply to --model token2wav only", file=sys.stderr)
         return None
-    return EXAMPLES[args.model](**given)
+    if "f_chunk" in given:  # a chunk's growth cannot exceed the largest call (a flush with its lookahead)
+        f_call = EXAMPLES["token2wav"]().params["f_call"]
+        if given["f_chunk"] > f_call:
+            raise FlagError("--f-chunk", f"must be <= {f_call} (the frames of the largest call), got {given['f_chunk']}")
+    try:
+        return EXAMPLES[args.model](**given)
+    except DeclarationError as e:  # a combination the declaration refuses: name what was typed
+        raise FlagError(typed or "--model", f"not a valid {args.model} declaration ({e.reason}; field {e.field})") from e
 
 
 def catalog_summary(derivation) -> str:
@@ -106,6 +122,8 @@ def derivation_dict(derivation) -> dict:
 def cmd_catalog(args) -> int:
     from .contract import derive
 
+    if args.json:
+        check_out_file("--json", args.json)
     decl = _declaration(args)
     if decl is None:
         return 2
@@ -129,10 +147,7 @@ def cmd_catalog(args) -> int:
 def cmd_bench(argv: list[str]) -> int:
     from .bench.__main__ import main as bench_main
 
-    try:
-        return int(bench_main(argv) or 0)
-    except SystemExit as e:  # argparse --help / usage errors
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    return int(bench_main(argv, prog="cadencelab bench") or 0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,6 +173,9 @@ def cmd_profile(args) -> int:
     from .profile import export_chrome_trace
     from .profile.capture import profiled
 
+    check_device("--device", args.device)
+    check_steps("--steps", args.steps)
+    check_out_dir("--out", args.out)
     cfg = TEACHING if args.config == "teaching" else REAL
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
@@ -234,6 +252,10 @@ def cmd_lab(args) -> int:
 
 def cmd_tour(args) -> int:
     try:
+        tour.check_tour_dir(args.out_dir)
+    except ValueError as e:  # TourRefused: would overwrite files the tour did not write
+        raise FlagError("OUT_DIR", str(e)) from None
+    try:
         report = tour.run_tour(args.out_dir, progress=not args.quiet)
     except tour.TourFailed as e:
         print(f"cadencelab tour: {e}", file=sys.stderr)
@@ -250,17 +272,17 @@ def cmd_tour(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .contract import EXAMPLES, K_MAX
 
-    p = argparse.ArgumentParser(prog="cadencelab", description=__doc__,
+    p = OneLineParser(prog="cadencelab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("catalog", help="derive regions, catalogs and verdicts from a declaration")
     c.add_argument("--model", choices=sorted(EXAMPLES), default="token2wav")
-    c.add_argument("--f-prompt", dest="f_prompt", type=int, help="token2wav: prompt frames (302)")
-    c.add_argument("--f-retained", dest="f_retained", type=int, help="token2wav: retained frames (100)")
-    c.add_argument("--f-chunk", dest="f_chunk", type=int, help="token2wav: frames per chunk (50)")
-    c.add_argument("--steps", dest="n_steps", type=int, help="token2wav: solver steps (10)")
-    c.add_argument("--k-max", type=int, default=K_MAX, help=f"affordable catalog width (default {K_MAX})")
+    c.add_argument("--f-prompt", dest="f_prompt", type=int_range(0), help="token2wav: prompt frames (302)")
+    c.add_argument("--f-retained", dest="f_retained", type=int_range(1), help="token2wav: retained frames (100)")
+    c.add_argument("--f-chunk", dest="f_chunk", type=int_range(1), help="token2wav: frames per chunk (50)")
+    c.add_argument("--steps", dest="n_steps", type=int_range(1), help="token2wav: solver steps (10)")
+    c.add_argument("--k-max", type=int_range(1), default=K_MAX, help=f"affordable catalog width (default {K_MAX})")
     c.add_argument("--json", metavar="FILE", help="also write region_table/catalog/checks/verdict as JSON")
     c.set_defaults(fn=cmd_catalog)
 
@@ -270,14 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--config", choices=["teaching", "real"], default="teaching")
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--arm", default="B0", choices=["B0", "S", "R", "Rc", "SR", "SRc"])
-    pr.add_argument("--chunks", type=int, default=2, help="steady chunks before the flush")
+    pr.add_argument("--chunks", type=int_range(1, MAX_PROFILE_CHUNKS), default=2, help="steady chunks before the flush")
     pr.add_argument("--steps", type=int, default=10, help="solver steps")
-    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
     pr.add_argument("--out", default=os.path.join("out", "profile"))
     pr.set_defaults(fn=cmd_profile)
 
     lab = sub.add_parser("lab", help="open the notebooks in JupyterLab")
-    lab.add_argument("--port", type=int, default=None)
+    lab.add_argument("--port", type=int_range(1, 65535), default=None, help="TCP port (1..65535)")
     lab.add_argument("--no-browser", dest="browser", action="store_false", help="do not open a web browser")
     lab.set_defaults(fn=cmd_lab)
 
@@ -292,11 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in _PASSTHROUGH:
         return cmd_bench(argv[1:])
-    args = build_parser().parse_args(argv)
-    if args.command == "profile" and args.chunks < 1:
-        print("cadencelab profile: --chunks must be >= 1", file=sys.stderr)
-        return 2
-    return int(args.fn(args) or 0)
+
+    def run(a):
+        args = build_parser().parse_args(a)
+        return args.fn(args)
+
+    command = next((a for a in argv if not a.startswith("-")), None)
+    return run_main(f"cadencelab {command}" if command in _COMMANDS else "cadencelab", run, argv)
 
 
 if __name__ == "__main__":

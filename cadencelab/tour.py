@@ -18,6 +18,7 @@ import datetime as _dt
 import html
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CHECK_MARKER", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "course", "execute_notebook", "inject_parameters",
+    "CHECK_MARKER", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "TourRefused", "TOUR_MARKER", "check_tour_dir", "course", "execute_notebook", "inject_parameters",
     "kernel_env", "launch_lab", "notebooks_dir", "render_report", "repo_root", "run_tour",
 ]
 
@@ -35,6 +36,14 @@ CHECK_MARKER = "CHECK OK"
 NOTEBOOKS_ENV = "CADENCELAB_NOTEBOOKS"
 KERNEL = "python3"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+#: the file a tour writes into its output folder: a folder holding it may be written again
+TOUR_MARKER = ".cadencelab-tour"
+
+
+class TourRefused(ValueError):
+    """The output folder cannot be used: it would overwrite files the tour did not write."""
 
 
 class TourFailed(RuntimeError):
@@ -338,9 +347,10 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     import nbformat
     from tqdm.auto import tqdm
 
-    out = Path(out_dir)
-    (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    out = check_tour_dir(out_dir)
     paths = [Path(p) for p in (notebooks or course())]
+    (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    (out / TOUR_MARKER).write_text("written by cadencelab tour; this folder may be overwritten by the next tour\n")
     runs = []
     bar = tqdm(paths, desc="cadencelab tour", unit="notebook", disable=not progress, file=sys.stderr)
     for p in bar:
@@ -355,6 +365,31 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     if failed:
         raise TourFailed(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; see {report}", report)
     return report
+
+
+def check_tour_dir(out_dir: str | os.PathLike) -> Path:
+    """``out_dir`` if a tour may write there: a folder that does not exist yet, an empty one, or
+    one an earlier tour wrote (it holds :data:`TOUR_MARKER`, or index.html and summary.json);
+    never the folder of the course notebooks or one above it. Raises :class:`TourRefused`."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise TourRefused(f"{out}: exists and is not a folder")
+    target = (out / "notebooks").resolve()
+    src = [repo_root().resolve()]
+    try:
+        src.append(notebooks_dir().resolve())
+    except FileNotFoundError:
+        pass
+    for s in src:
+        if target == s or s.is_relative_to(out.resolve()):
+            raise TourRefused(f"{out}: holds the course sources ({s}); the executed notebooks would overwrite "
+                              f"them: name a new folder, e.g. out/tour")
+    if out.is_dir() and any(out.iterdir()):
+        earlier = (out / TOUR_MARKER).is_file() or ((out / "index.html").is_file() and (out / "summary.json").is_file())
+        if not earlier:
+            raise TourRefused(f"{out}: a folder with other files in it; the tour writes only into a new or empty "
+                              f"folder, or one an earlier tour wrote")
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -374,14 +409,56 @@ def lab_command(port: int | None = None, open_browser: bool = True, extra_args=(
     return cmd + list(extra_args)
 
 
+def check_port(port: int | None) -> int | None:
+    """``port`` if it is a TCP port number (1..65535) or None; ValueError naming it otherwise."""
+    if port is None:
+        return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
+    return port
+
+
+#: seconds JupyterLab is given to shut down after SIGTERM before it is killed
+LAB_STOP_S = 10.0
+
+
 def launch_lab(port: int | None = None, open_browser: bool = True, extra_args=()) -> int:
-    """Start JupyterLab on the notebooks folder; blocks until it stops (Ctrl-C). Returns its exit code."""
+    """Start JupyterLab on the notebooks folder; blocks until it stops. Returns its exit code.
+
+    Ctrl-C, SIGTERM or SIGHUP to this process stop the server too (it is sent SIGTERM, then
+    killed after :data:`LAB_STOP_S`): no server is left running without its launcher.
+    """
     import importlib.util
 
+    check_port(port)
     if importlib.util.find_spec("jupyterlab") is None:
         raise RuntimeError("JupyterLab is not installed: python -m pip install jupyterlab")
     cmd = lab_command(port, open_browser, extra_args)
+    child = subprocess.Popen(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
+    got: list[float] = []  # when a stop was asked for
+
+    def stop(signum, frame):
+        if not got:
+            got.append(time.monotonic())
+        if child.poll() is None:
+            child.terminate()
+
+    sigs = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    old = {s: signal.signal(s, stop) for s in sigs}
     try:
-        return subprocess.call(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
-    except KeyboardInterrupt:
-        return 0
+        while child.poll() is None:
+            try:
+                child.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+            except KeyboardInterrupt:
+                stop(signal.SIGINT, None)
+            if got and time.monotonic() - got[0] > LAB_STOP_S and child.poll() is None:
+                child.kill()
+    finally:
+        if child.poll() is None:  # an error in this loop: the server does not outlive its launcher
+            child.kill()
+        child.wait()
+        for s, h in old.items():
+            signal.signal(s, h)
+    return 0 if got else child.returncode

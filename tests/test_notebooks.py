@@ -135,7 +135,20 @@ def test_lab_command_serves_the_course(monkeypatch):
     env = tour.kernel_env()
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
     calls = []
-    monkeypatch.setattr(tour.subprocess, "call", lambda c, **kw: calls.append((c, kw)) or 0)
+
+    class _Exited:  # a server that has already stopped with status 0
+        returncode = 0
+
+        def __init__(self, c, **kw):
+            calls.append((c, kw))
+
+        def poll(self):
+            return 0
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(tour.subprocess, "Popen", _Exited)
     assert tour.launch_lab(port=8899, open_browser=False) == 0
     assert calls[0][1]["cwd"] == str(NOTEBOOKS)
 

@@ -3,6 +3,9 @@
 Each study prints progress, writes full results under ``--out`` (default ``$OUT/<study>``
 or ``out/<study>``) and prints a short table last. Studies live in sibling modules that
 define ``add_parser(subparsers)``; :data:`STUDIES` lists them.
+
+Flags are checked before any model is built; a bad value, a failed arm or a failed exactness
+gate exits non-zero with one line on stderr (``--debug`` or ``CADENCELAB_DEBUG=1``: the traceback).
 """
 
 from __future__ import annotations
@@ -11,17 +14,30 @@ import argparse
 import importlib
 import sys
 
+from .flags import OneLineParser, run_main
+
 #: study modules (``cadencelab.bench.<name>``), each with ``add_parser(subparsers)``
 STUDIES = ["token2wav", "conditions", "duplex", "soak", "crossarch", "sessions"]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cadencelab.bench", description=__doc__)
+def build_parser(prog: str = "python -m cadencelab.bench") -> argparse.ArgumentParser:
+    p = OneLineParser(prog=prog, description=__doc__)
     sub = p.add_subparsers(dest="study", required=True)
     for name in STUDIES:
         importlib.import_module(f"cadencelab.bench.{name}").add_parser(sub)
-    args = p.parse_args(argv)
-    return args.fn(args)
+    return p
+
+
+def main(argv=None, prog: str = "python -m cadencelab.bench") -> int:
+    """Parse ``argv``, run the study; the exit code (0: every arm ran and passed its gate)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def run(a):
+        args = build_parser(prog).parse_args(a)
+        return args.fn(args)
+
+    study = next((a for a in argv if a in STUDIES), None)
+    return run_main(f"{prog} {study}" if study else prog, run, argv)
 
 
 if __name__ == "__main__":

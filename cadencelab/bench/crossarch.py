@@ -32,6 +32,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,8 @@ import numpy as np
 import pandas as pd
 
 from .common import ArmProcess, InlineArm, default_out, json_default, run_provenance, serve, write_json
+from .flags import (MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, check_device, check_names, check_out_dir, failed_line,
+                    int_range, positive_float)
 
 MIMI_ARMS = ("eager", "vendor_graph", "replay")
 FREEZE_PATHS = ("overlap_recompute", "carry", "carry_replay", "full_history")
@@ -466,18 +469,24 @@ def table(results: dict) -> str:
 
 
 def _cli(args) -> int:
-    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    unknown = set(models) - {"mimi", "freeze"}
-    if unknown:
-        raise SystemExit(f"--models: unknown {sorted(unknown)} (choose from mimi, freeze)")
+    models = check_names("--models", args.models, ("mimi", "freeze"))
+    arms = check_names("--arms", args.arms, MIMI_ARMS) if args.arms else None
+    check_device("--device", args.device)
+    check_out_dir("--out", args.out)
     processes = args.device.startswith("cuda") if args.processes is None else args.processes
     cfg = CrossArchConfig(device=args.device, models=models, frames=args.frames, blocks=args.blocks, seed=args.seed,
                           freeze_tokens=args.freeze_tokens, processes=processes, out=args.out,
                           block_timeout_s=args.block_timeout)
-    if args.arms:
-        cfg.arms = tuple(args.arms.split(","))
+    if arms:
+        cfg.arms = arms
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
+    mimi = res.get("mimi", {}).get("summary", {})
+    freeze = [f"freeze:{p}" for p, r in res.get("freeze", {}).get("paths", {}).items() if not r.get("exact")]
+    line = failed_line("bench crossarch", mimi.get("failed_arms", ()), [*mimi.get("non_exact_arms", ()), *freeze])
+    if line:
+        print(line, file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -485,14 +494,14 @@ def add_parser(sub) -> None:
     t = sub.add_parser("crossarch", help="Moshi's Mimi (eager / vendor graphs / generic replay) and a Freeze-Omni-style decoder")
     t.add_argument("--device", default="cuda")
     t.add_argument("--models", default="mimi,freeze", help="comma-separated: mimi, freeze")
-    t.add_argument("--frames", type=int, default=100, help="Mimi frames (80 ms) per block")
-    t.add_argument("--blocks", type=int, default=3, help="timed blocks (plus one warm-up block)")
+    t.add_argument("--frames", type=int_range(1, MAX_CHUNKS), default=100, help="Mimi frames (80 ms) per block")
+    t.add_argument("--blocks", type=int_range(1, MAX_BLOCKS), default=3, help="timed blocks (plus one warm-up block)")
     t.add_argument("--arms", default="", help="Mimi arms (default: eager,vendor_graph,replay)")
-    t.add_argument("--freeze-tokens", type=int, default=407, help="tokens per Freeze-style turn (20-token chunks)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--freeze-tokens", type=int_range(1, MAX_CHUNKS), default=407, help="tokens per Freeze-style turn (20-token chunks)")
+    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
     t.add_argument("--processes", dest="processes", action="store_true", default=None,
                    help="one fresh process per Mimi arm (default on CUDA)")
     t.add_argument("--inline", dest="processes", action="store_false", help="Mimi arms in this process (default on CPU)")
-    t.add_argument("--block-timeout", type=float, default=120.0)
+    t.add_argument("--block-timeout", type=positive_float, default=120.0)
     t.add_argument("--out", default=default_out("crossarch"))
     t.set_defaults(fn=_cli)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT
 from .common import default_out, run_provenance, write_json
+from .flags import MAX_CHUNKS, MAX_SEED, failed_line, int_range
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -256,18 +258,33 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
+def _check_args(args) -> tuple:
+    """The flags no run can take, refused before anything is built; the arms asked for."""
+    from ..adapters.token2wav.runtime import ARMS
+    from .flags import check_device, check_names, check_out_dir
+
+    check_device("--device", args.device)
+    check_out_dir("--out", args.out)
+    return check_names("--arms", args.arms, ARMS)
+
+
 def _cli(args) -> int:
+    arms = _check_args(args)
     threads = args.threads
     if threads is None and args.device == "cpu" and args.preset == "tiny":
         threads = 1  # tiny shapes gain nothing from intra-op threads and suffer when cores are shared
-    cfg = DuplexStudyConfig(preset=args.preset, device=args.device, arms=tuple(a for a in args.arms.split(",") if a),
+    cfg = DuplexStudyConfig(preset=args.preset, device=args.device, arms=arms,
                             seconds=args.seconds, seed=args.seed, profile=not args.no_profile,
                             condition=args.condition, backend=args.backend, input_tokens=args.input_tokens,
                             text_tokens=args.text_tokens, threads=threads, trace_cpu_depth=args.trace_cpu_depth,
                             out=args.out)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
-    return 1 if res["failures"] and len(res["failures"]) == len(cfg.arms) else 0
+    line = failed_line("bench duplex", res["failures"])
+    if line:
+        print(line, file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def add_parser(sub) -> None:
@@ -275,15 +292,15 @@ def add_parser(sub) -> None:
     t.add_argument("--preset", choices=["h200", "tiny"], default="h200")
     t.add_argument("--device", default="cuda")
     t.add_argument("--arms", default="B0,SRc", help="comma-separated Token2wav arms (default B0,SRc)")
-    t.add_argument("--seconds", type=int, default=3, help="duplex seconds per arm, the first a warm-up (>= 2)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--input-tokens", type=int, default=None, help="backbone prefill tokens per second (preset: 25)")
-    t.add_argument("--text-tokens", type=int, default=None, help="backbone decoded tokens per second (preset: 10)")
-    t.add_argument("--backend", default="auto", help="replay backend of the Token2wav runtime (auto, cuda, eager)")
-    t.add_argument("--threads", type=int, default=None,
+    t.add_argument("--seconds", type=int_range(2, MAX_CHUNKS), default=3, help="duplex seconds per arm, the first a warm-up (>= 2)")
+    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
+    t.add_argument("--input-tokens", type=int_range(1), default=None, help="backbone prefill tokens per second (preset: 25)")
+    t.add_argument("--text-tokens", type=int_range(1), default=None, help="backbone decoded tokens per second (preset: 10)")
+    t.add_argument("--backend", choices=["auto", "cuda", "eager"], default="auto", help="replay backend of the Token2wav runtime (auto, cuda, eager)")
+    t.add_argument("--threads", type=int_range(1), default=None,
                    help="torch intra-op threads (default: torch's; 1 for --device cpu --preset tiny)")
     t.add_argument("--no-profile", action="store_true", help="skip the profiled second and its trace")
-    t.add_argument("--trace-cpu-depth", type=int, default=None,
+    t.add_argument("--trace-cpu-depth", type=int_range(0), default=None,
                    help="keep host ops only up to this nesting depth in the kept traces (smaller files; default: all)")
     t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
                    help=f"device condition (default: the exact condition, {EXACT})")

@@ -56,6 +56,7 @@ import dataclasses
 import gc
 import hashlib
 import json
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ import pandas as pd
 from ..replay.determinism import CONDITIONS, EXACT
 from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, default_out,
                      json_default, set_up_device, write_json)
+from .flags import MAX_CHUNKS, MAX_SEED, failed_line, int_range, positive_float
 from .token2wav import provenance
 
 SAMPLE_RATE = 24_000
@@ -741,15 +743,29 @@ def table(result: dict) -> str:
 
 
 def _ints(text: str, flag: str = "--sessions") -> tuple:
+    """Comma-separated integers, each in 1..MAX_CHUNKS."""
+    from .flags import MAX_CHUNKS, FlagError
+
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError as e:
-        raise SystemExit(f"{flag}: expected comma-separated integers, got {text!r}") from e
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise FlagError(flag, f"expected comma-separated integers, got {text[:60]!r}") from None
+    if not vals or not all(1 <= v <= MAX_CHUNKS for v in vals):
+        raise FlagError(flag, f"expected integers in 1..{MAX_CHUNKS}, got {text[:60]!r}")
+    return vals
 
 
 def _cli(args) -> int:
-    cfg = SessionsConfig(config=args.config, device=args.device, arms=tuple(args.arms.split(",")),
-                         workloads=tuple(args.workloads.split(",")), sessions=_ints(args.sessions),
+    from ..adapters.token2wav.runtime import ARMS
+    from .flags import check_device, check_names, check_out_dir, check_steps
+
+    arms = check_names("--arms", args.arms, [*ARMS, "SRb"])
+    workloads = check_names("--workloads", args.workloads, WORKLOADS)
+    check_device("--device", args.device)
+    check_steps("--steps", args.steps)
+    check_out_dir("--out", args.out)
+    cfg = SessionsConfig(config=args.config, device=args.device, arms=arms,
+                         workloads=workloads, sessions=_ints(args.sessions),
                          speak_seconds=args.speak_seconds, mixed_seconds=args.mixed_seconds,
                          turn_seconds=args.turn_seconds, prompts=args.prompts, cadence_s=args.cadence,
                          n_timesteps=args.steps, seed=args.seed, condition=args.condition,
@@ -757,6 +773,11 @@ def _cli(args) -> int:
                          batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), stagger=args.stagger, out=args.out)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
+    non_exact = [a for a, n in res.get("summary", {}).get("non_exact_by_arm", {}).items() if n]
+    line = failed_line("bench sessions", res.get("failures", {}), non_exact)
+    if line:
+        print(line, file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -771,14 +792,14 @@ def add_parser(sub) -> None:
                    help="spread each second's arrivals evenly over the second (default: all at the whole second)")
     t.add_argument("--workloads", default="mixed,speak_heavy")
     t.add_argument("--sessions", default="1,2,3,4,6,8,12,16,24,32,48,64", help="session counts N, ascending")
-    t.add_argument("--speak-seconds", type=int, default=3, help="speak_heavy: seconds (chunks per session)")
-    t.add_argument("--mixed-seconds", type=int, default=4, help="mixed: seconds simulated")
-    t.add_argument("--turn-seconds", type=int, default=2, help="mixed: length of a speaking / listening turn")
-    t.add_argument("--prompts", type=int, default=4, help="distinct prompts, taken in turn by the sessions")
-    t.add_argument("--cadence", type=float, default=1.0, help="seconds: p95 chunk latency a session must hold")
+    t.add_argument("--speak-seconds", type=int_range(1, MAX_CHUNKS), default=3, help="speak_heavy: seconds (chunks per session)")
+    t.add_argument("--mixed-seconds", type=int_range(1, MAX_CHUNKS), default=4, help="mixed: seconds simulated")
+    t.add_argument("--turn-seconds", type=int_range(1, MAX_CHUNKS), default=2, help="mixed: length of a speaking / listening turn")
+    t.add_argument("--prompts", type=int_range(1, MAX_CHUNKS), default=4, help="distinct prompts, taken in turn by the sessions")
+    t.add_argument("--cadence", type=positive_float, default=1.0, help="seconds: p95 chunk latency a session must hold")
     t.add_argument("--steps", type=int, default=10, help="solver steps")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--time-budget", type=float, default=225.0, help="seconds for the whole study (stops gracefully)")
+    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
+    t.add_argument("--time-budget", type=positive_float, default=225.0, help="seconds for the whole study (stops gracefully)")
     t.add_argument("--inline", action="store_true", help="run the arms in this process (default on a CPU)")
     t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
                    help=f"device condition (default: the exact condition, {EXACT})")

@@ -47,6 +47,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import time
 import traceback
 from collections import Counter
@@ -59,6 +60,7 @@ import pandas as pd
 from ..replay.determinism import CONDITIONS, EXACT
 from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, chunk_pieces,
                      default_out, set_up_device, write_json)
+from .flags import MAX_CHUNKS, MAX_SEED, int_range, positive_float
 from .token2wav import provenance
 
 GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
@@ -573,7 +575,22 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
+def _check_args(args) -> None:
+    """The flags no run can take, refused before anything is built."""
+    from ..adapters.token2wav.runtime import ARMS
+    from .flags import check_device, check_names, check_out_dir, check_steps
+
+    check_device("--device", args.device)
+    check_steps("--steps", args.steps)
+    check_out_dir("--out", args.out)
+    check_names("--arm", args.arm, ARMS)
+    check_names("--arms", args.arms, (args.arm, "B0"), allow_empty=True)
+    for d in (d for d in args.b0_devices.split(",") if d.strip()):
+        check_device("--b0-devices", d.strip())
+
+
 def _cli(args) -> int:
+    _check_args(args)
     cpu = not args.device.startswith("cuda")
     cfg = SoakConfig(
         config=args.config, device=args.device, arm=args.arm, chunks=args.chunks, turn_every=args.turn_every,
@@ -611,13 +628,13 @@ def add_parser(sub) -> None:
     t.add_argument("--arm", default="SRc", help="the arm under soak (default SRc)")
     t.add_argument("--arms", default="", help="which of the arm and B0 run now (default both; B0 alone records the "
                    "reference rows; the arm alone compares with B0 rows already under --out or --reference)")
-    t.add_argument("--chunks", type=int, default=1800, help="stream calls in all (1800 = 30 min of audio)")
-    t.add_argument("--turn-every", type=int, default=30, help="calls per turn, about (each turn ends with a flush)")
-    t.add_argument("--jitter", type=int, default=-1, help="jitter of turn lengths in calls (default turn-every // 10)")
-    t.add_argument("--warmup-turns", type=int, default=2)
+    t.add_argument("--chunks", type=int_range(1, MAX_CHUNKS), default=1800, help="stream calls in all (1800 = 30 min of audio)")
+    t.add_argument("--turn-every", type=int_range(1, MAX_CHUNKS), default=30, help="calls per turn, about (each turn ends with a flush)")
+    t.add_argument("--jitter", type=int_range(-1, MAX_CHUNKS), default=-1, help="jitter of turn lengths in calls (default turn-every // 10)")
+    t.add_argument("--warmup-turns", type=int_range(0, MAX_CHUNKS), default=2)
     t.add_argument("--steps", type=int, default=10, help="solver steps")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--b0-workers", type=int, default=0,
+    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
+    t.add_argument("--b0-workers", type=int_range(0, MAX_CHUNKS), default=0,
                    help="processes the B0 reference is split into at turn boundaries (default 4 on CUDA, 1 on CPU)")
     t.add_argument("--b0-devices", default="", help="comma-separated devices of the B0 processes (default --device)")
     t.add_argument("--concurrent", action="store_true", help="run the arm and the B0 processes at the same time")
@@ -626,7 +643,7 @@ def add_parser(sub) -> None:
     t.add_argument("--reference", default="", help="folder (or rows file) of an earlier run whose rows_B0_*.jsonl are "
                    "the reference; B0 then does not run")
     t.add_argument("--analyse-only", action="store_true", help="run nothing: summarise the rows already under --out")
-    t.add_argument("--timeout", type=float, default=3600.0, help="seconds before unfinished processes are killed")
+    t.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds before unfinished processes are killed")
     t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
                    help=f"device condition (default: the exact condition, {EXACT})")
     t.add_argument("--out", default=default_out("soak"))

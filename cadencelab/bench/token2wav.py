@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ import pandas as pd
 from ..replay.determinism import CONDITIONS, EXACT, REFERENCE, apply_condition, split_arm
 from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, default_out, run_provenance, serve,
                      set_up_device, write_json)
+from .flags import MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, failed_line, int_range, positive_float
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -275,7 +277,7 @@ def _run_arms(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) 
     blocks: list[dict] = []
     order = [a for a in cfg.arms if a not in failures]
     for b in range(cfg.blocks + 1):
-        rot = order[b % len(order):] + order[: b % len(order)]
+        rot = order[b % max(1, len(order)):] + order[: b % max(1, len(order))]
         for a in rot:
             if a in failures:
                 continue
@@ -528,19 +530,51 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
+def _check_args(args) -> tuple | None:
+    """The flags no model can take, refused before anything is built; the arms asked for (None: default).
+    An arm is a name of ``ARMS``, optionally ``NAME@CONDITION`` (a device condition)."""
+    from ..adapters.token2wav.runtime import ARMS
+    from .flags import FlagError, check_device, check_out_dir, check_steps
+
+    check_device("--device", args.device)
+    check_steps("--steps", args.steps)
+    check_out_dir("--out", args.out)
+    if not args.arms:
+        return None
+    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
+    for a in arms:
+        base, _, cond = a.partition("@")
+        if base not in ARMS:
+            raise FlagError("--arms", f"unknown {base[:40]!r} (choose from {', '.join(ARMS)}, each optionally "
+                                      f"@CONDITION)")
+        if "@" in a and cond not in CONDITIONS:
+            raise FlagError("--arms", f"unknown condition {cond[:40]!r} in {a[:60]!r} (choose from {', '.join(CONDITIONS)})")
+    dup = sorted({a for a in arms if arms.count(a) > 1})
+    if dup:
+        raise FlagError("--arms", f"{', '.join(dup)} given twice")
+    if "B0" not in arms:
+        raise FlagError("--arms", "must include B0: every exactness gate and ratio is against it")
+    return arms
+
+
 def _cli(args) -> int:
+    arms = _check_args(args)
     cfg = StudyConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
                       n_timesteps=args.steps, seed=args.seed, profile=not args.no_profile,
                       processes=not args.inline, out=args.out, compile_timeout_s=args.compile_timeout,
                       condition=args.condition, block_timeout_s=args.block_timeout)
-    if args.arms:
-        cfg.arms = tuple(args.arms.split(","))
+    if arms:
+        cfg.arms = arms
     elif args.device == "cpu":
         cfg.arms = ("B0", "S", "R", "Rc", "SR", "SRc")
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     s = res["summary"]
-    return 1 if (s["non_exact_arms"] or s["failed_arms"]) else 0
+    line = failed_line("bench token2wav", s["failed_arms"], s["non_exact_arms"])
+    if line:
+        print(line, file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def add_parser(sub) -> None:
@@ -548,14 +582,15 @@ def add_parser(sub) -> None:
     t.add_argument("--config", choices=["real", "teaching"], default="real")
     t.add_argument("--device", default="cuda")
     t.add_argument("--arms", default="", help="comma-separated arms (default: all; CPU: the six factorial arms)")
-    t.add_argument("--blocks", type=int, default=8, help="timed blocks (plus one warm-up block)")
-    t.add_argument("--chunks", type=int, default=4, help="steady chunks per turn (two turns per block)")
+    t.add_argument("--blocks", type=int_range(1, MAX_BLOCKS), default=8, help="timed blocks (plus one warm-up block)")
+    t.add_argument("--chunks", type=int_range(2, MAX_CHUNKS), default=4,
+                   help="chunks per turn, the first and the steady ones (two turns per block; >= 2)")
     t.add_argument("--steps", type=int, default=10, help="solver steps (10 or 5)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
     t.add_argument("--no-profile", action="store_true")
     t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
-    t.add_argument("--compile-timeout", type=float, default=420.0)
-    t.add_argument("--block-timeout", type=float, default=240.0)
+    t.add_argument("--compile-timeout", type=positive_float, default=420.0)
+    t.add_argument("--block-timeout", type=positive_float, default=240.0)
     t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
                    help=f"device condition of every arm (default: the exact condition, {EXACT}); an arm "
                         "NAME@CONDITION runs under its own")

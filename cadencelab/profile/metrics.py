@@ -385,7 +385,9 @@ def summary(trace_or_kernels, window=None, *, launches: pd.DataFrame | None = No
         if applicable:
             busy = tl.busy(ws, we)
             p = tl.idle(ws, we)
-            assert sum(p.values()) == wall - busy, "idle split must add up to wall - busy"
+            if sum(p.values()) != wall - busy:  # the idle split is a partition of the idle time
+                raise RuntimeError(f"summary: window [{ws}, {we}) ns: idle split {p} does not add up to "
+                                   f"wall - busy = {wall - busy} ns")
             rows.append({"wall_us": wall / 1e3, "busy_us": busy / 1e3,
                          "slack_frac": (wall - busy) / wall if wall else np.nan,
                          "host_wait_us": p["host_wait"] / 1e3, "kernel_wait_us": p["kernel_wait"] / 1e3,

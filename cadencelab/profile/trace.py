@@ -20,10 +20,11 @@ Malformed input raises :class:`TraceError` naming the file and what is wrong.
 from __future__ import annotations
 
 import functools
-import gzip
 import json
+import math
 import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -47,6 +48,13 @@ __all__ = [
 
 class TraceError(ValueError):
     """A trace file that cannot be read; the message names the file and the problem."""
+
+
+#: largest |ts| or ts + dur (microseconds) a trace may hold: 2**62 ns, so every time and sum fits int64
+MAX_TRACE_US = 2**62 / 1000
+#: largest trace text read (bytes, after gzip): a bigger file is refused before it fills memory
+MAX_TRACE_BYTES = 2 * 2**30
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,15 +185,20 @@ def read_trace_json(path: str | os.PathLike) -> dict:
     """
     name = os.fspath(path)
     try:
+        st = os.stat(name)
+    except OSError as exc:
+        raise TraceError(f"{name}: cannot read trace file ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+        raise TraceError(f"{name}: not a regular file")
+    if st.st_size > MAX_TRACE_BYTES:
+        raise TraceError(f"{name}: {st.st_size} bytes, more than the {MAX_TRACE_BYTES} a trace may hold")
+    try:
         with open(name, "rb") as fh:
             raw = fh.read()
     except OSError as exc:
         raise TraceError(f"{name}: cannot read trace file ({exc.strerror or exc})") from None
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"{name}: truncated or corrupt gzip data ({exc})") from None
+        raw = _gunzip(raw, name)
     elif name.endswith(".gz"):
         raise TraceError(f"{name}: file name ends in .gz but the content is not gzip")
     try:
@@ -196,13 +209,43 @@ def read_trace_json(path: str | os.PathLike) -> dict:
         raise TraceError(f"{name}: the file is empty")
     try:
         obj = json.loads(text, parse_float=_parse_float)
+    except RecursionError:
+        raise TraceError(f"{name}: JSON nested too deeply to read (is this a trace file?)") from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()):
             what = "truncated JSON (the text ends before the document closes)"
         else:
             what = "not valid JSON"
         raise TraceError(f"{name}: {what}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise TraceError(f"{name}: not a usable JSON number ({str(exc)[:120]})") from None
     return _check_shape(obj, name)
+
+
+def _gunzip(raw: bytes, name: str) -> bytes:
+    """gzip data (all members) inflated, refused past :data:`MAX_TRACE_BYTES`."""
+    out, data = [], raw
+    total = 0
+    try:
+        while data:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while True:
+                chunk = d.decompress(data, MAX_TRACE_BYTES + 1 - total)
+                out.append(chunk)
+                total += len(chunk)
+                if total > MAX_TRACE_BYTES:
+                    raise TraceError(f"{name}: inflates past the {MAX_TRACE_BYTES} bytes a trace may hold")
+                data = d.unconsumed_tail
+                if d.eof or not data:
+                    break
+            if not d.eof:
+                raise EOFError("compressed data ended before the end-of-stream marker")
+            data = d.unused_data
+            if data and data[:2] != b"\x1f\x8b":
+                break  # trailing bytes after the last member, as gzip.decompress would ignore padding
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"{name}: truncated or corrupt gzip data ({exc})") from None
+    return b"".join(out)
 
 
 def _check_shape(obj: Any, name: str) -> dict:
@@ -218,14 +261,32 @@ def _check_shape(obj: Any, name: str) -> dict:
     return obj
 
 
+def _short(v: Any, n: int = 60) -> str:
+    """``repr(v)`` cut to ``n`` characters (a message never carries a huge value)."""
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        text = repr(v) if not isinstance(v, int) or abs(v) < 10**30 else f"<{v.bit_length()}-bit integer>"
+    else:
+        text = f"<{type(v).__name__}>"
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
 def _describe(i: int, ev: Any) -> str:
     if isinstance(ev, dict):
-        return f"traceEvents[{i}] (name={ev.get('name')!r}, cat={ev.get('cat')!r})"
+        return f"traceEvents[{i}] (name={_short(ev.get('name'))}, cat={_short(ev.get('cat'))})"
     return f"traceEvents[{i}]"
 
 
+def _id_ok(v: Any) -> bool:
+    """An id field (correlation, External id) that is absent or an integer within int64."""
+    if v is None:
+        return True
+    iv = _int_or_na(v)
+    return iv is not pd.NA
+
+
 def _check_events(events: list, name: str) -> None:
-    """Every complete ("X") event must carry numeric ts and dur >= 0."""
+    """Every complete ("X") event must carry finite numeric ts and dur >= 0 within
+    :data:`MAX_TRACE_US`, a string ``cat``; ids that are given must be integers within int64."""
     problems: dict[str, list[int]] = {}
     for i, ev in enumerate(events):
         if not isinstance(ev, dict):
@@ -233,14 +294,35 @@ def _check_events(events: list, name: str) -> None:
             continue
         if ev.get("ph") != "X":
             continue
+        vals = {}
         for key in ("ts", "dur"):
             v = ev.get(key)
             if v is None:
                 problems.setdefault(f"without '{key}'", []).append(i)
-            elif isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+            elif isinstance(v, bool) or not isinstance(v, (int, float)):
                 problems.setdefault(f"with a non-numeric '{key}'", []).append(i)
+            elif isinstance(v, float) and not math.isfinite(v):
+                problems.setdefault(f"with a non-finite '{key}' (NaN or Infinity)", []).append(i)
             elif key == "dur" and v < 0:
                 problems.setdefault("with a negative 'dur'", []).append(i)
+            elif abs(v) > MAX_TRACE_US:
+                problems.setdefault(f"with '{key}' out of range (|{key}| > {MAX_TRACE_US:.4g} us)", []).append(i)
+            else:
+                vals[key] = v
+        if len(vals) == 2 and abs(vals["ts"] + vals["dur"]) > MAX_TRACE_US:
+            problems.setdefault(f"with 'ts' + 'dur' out of range (> {MAX_TRACE_US:.4g} us)", []).append(i)
+        cat = ev.get("cat")
+        if cat is not None and not isinstance(cat, str):
+            problems.setdefault("with a 'cat' that is not a string", []).append(i)
+        a = ev.get("args")
+        if isinstance(a, dict):
+            for key in ("correlation", "External id"):
+                if not _id_ok(a.get(key)):
+                    problems.setdefault(f"with an 'args.{key}' that is not an int64 integer", []).append(i)
+        for key in ("pid", "tid"):  # names (strings) are allowed; numbers must be int64 integers
+            v = ev.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and _int_or_na(v) is pd.NA:
+                problems.setdefault(f"with a '{key}' that is not an int64 integer", []).append(i)
     if problems:
         parts = []
         for what, idx in problems.items():
@@ -295,18 +377,21 @@ def us_to_ns(values: Iterable[float]) -> np.ndarray:
 
 
 def _int_or_na(v: Any):
+    """An integer id within int64, or NA (absent, not an integer, or out of range)."""
     if v is None or isinstance(v, bool):
         return pd.NA
     if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, float) and v == v and v.is_integer():
-        return int(v)
-    if isinstance(v, str):
+        iv = int(v)
+    elif isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        iv = int(v)
+    elif isinstance(v, str) and len(v) <= 20:
         try:
-            return int(v)
+            iv = int(v)
         except ValueError:
             return pd.NA
-    return pd.NA
+    else:
+        return pd.NA
+    return iv if _INT64[0] <= iv <= _INT64[1] else pd.NA
 
 
 def _thread_key(pid: Any, tid: Any) -> tuple[str, str]:

@@ -28,6 +28,8 @@ from typing import Any, Mapping
 
 import torch
 
+from . import checkpoint_checks as checks
+
 __all__ = [
     "CacheEnvelope",
     "CheckpointError",
@@ -724,12 +726,18 @@ def _parse_flow_yaml(path: Path) -> _Spec:
 
     _Loader.add_multi_constructor("!new:", new)  # checked before the catch-all below
     _Loader.add_multi_constructor("!", reject)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: missing file")
+    checks.limit_aliases(_Loader, path)
+    text = checks.read_yaml_text(path)  # a small regular UTF-8 file
     try:
-        doc = yaml.load(path.read_text(), Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        doc = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except CheckpointError:
+        raise
     except yaml.YAMLError as exc:
-        raise CheckpointError(f"{path}: malformed YAML ({exc})") from exc
+        raise CheckpointError(f"{path}: malformed YAML ({' '.join(str(exc).split())[:300]})") from None
+    except RecursionError:
+        raise CheckpointError(f"{path}: YAML nested too deeply") from None
+    except (TypeError, ValueError) as exc:  # e.g. an unhashable mapping key
+        raise CheckpointError(f"{path}: unusable YAML ({type(exc).__name__}: {str(exc)[:200]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("flow"), _Spec) or doc["flow"].kind != "flow":
         raise CheckpointError(f"{path}: expected a top-level `flow: !new:cosyvoice2.flow.flow.CausalMaskedDiffWithXvec`")
     return doc["flow"]
@@ -740,6 +748,9 @@ def _spec_kwargs(spec: Any, kind: str, where: str, path: Path) -> dict[str, Any]
     if not isinstance(spec, _Spec) or spec.kind != kind:
         raise CheckpointError(f"{path}: {where} must be a `!new:` {kind} node")
     scalars, nested = _SCALAR_KEYS[kind], _NESTED_KEYS[kind]
+    odd = [k for k in spec.kwargs if not isinstance(k, str)]
+    if odd:
+        raise CheckpointError(f"{path}: {where} has a key that is not a name ({type(odd[0]).__name__})")
     extra = sorted(set(spec.kwargs) - set(scalars) - set(nested))
     if extra:
         raise CheckpointError(f"{path}: {where} has unsupported keys {extra}")
@@ -758,7 +769,20 @@ def _spec_kwargs(spec: Any, kind: str, where: str, path: Path) -> dict[str, Any]
             out[key] = defaults[key]
         else:
             raise CheckpointError(f"{path}: {where}.{key} is required")
+    checks.check_values(path, where, {k: v for k, v in out.items() if k in spec.kwargs}, _FIELD_TYPES[kind])
     return out
+
+
+def _field_types(cls) -> dict[str, type]:
+    """name -> int / float / str / bool of a config dataclass's fields."""
+    named = {"int": int, "float": float, "str": str, "bool": bool}
+    return {f.name: named.get(f.type if isinstance(f.type, str) else f.type.__name__, object)
+            for f in dataclasses.fields(cls)}
+
+
+# The Python type each flow.yaml keyword must have (from the config dataclasses).
+_FIELD_TYPES = {"flow": _field_types(Token2wavConfig), "encoder": _field_types(EncoderConfig),
+                "decoder": _field_types(Token2wavConfig), "estimator": _field_types(DiTConfig)}
 
 
 def config_from_flow_yaml(
@@ -775,6 +799,7 @@ def config_from_flow_yaml(
     enc = _spec_kwargs(flow.kwargs.get("encoder"), "encoder", "flow.encoder", path)
     dec = _spec_kwargs(decoder, "decoder", "flow.decoder", path)
     dit = _spec_kwargs(decoder.kwargs.get("estimator"), "estimator", "flow.decoder.estimator", path)
+    checks.check_shapes(path, top, enc, dit)
     try:
         return Token2wavConfig(
             name=name or path.parent.name,
@@ -785,7 +810,7 @@ def config_from_flow_yaml(
             **dec,
         )
     except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"{path}: {exc}") from exc
+        raise CheckpointError(f"{path}: {str(exc)[:300]}") from None
 
 
 def save_checkpoint(folder: str | Path, flow: torch.nn.Module, hift: torch.nn.Module, cfg: Token2wavConfig) -> Path:
@@ -803,8 +828,10 @@ def save_checkpoint(folder: str | Path, flow: torch.nn.Module, hift: torch.nn.Mo
 
 
 def _torch_load(path: Path) -> dict[str, torch.Tensor]:
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(f"{path}: missing file")
+    if not path.is_file():  # a folder, FIFO or device: torch.load would fail or block
+        raise CheckpointError(f"{path}: not a regular file")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds for corrupt files
@@ -824,8 +851,8 @@ def _hift_base_channels(state: Mapping[str, torch.Tensor], path: Path) -> int:
 def _load_strict(module: torch.nn.Module, state: Mapping[str, torch.Tensor], path: Path) -> None:
     try:
         module.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise CheckpointError(f"{path}: does not match the declared modules ({exc})") from exc
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{path}: does not match the declared modules ({str(exc)[:500]})") from None
 
 
 def load_checkpoint(
@@ -834,6 +861,7 @@ def load_checkpoint(
     seed_for_noise: int = 0,
     dtype: torch.dtype = torch.float32,
     envelope: CacheEnvelope = STOCK_ENVELOPE,
+    max_bytes: int = checks.MAX_CHECKPOINT_BYTES,
 ) -> tuple[torch.nn.Module, torch.nn.Module, Token2wavConfig]:
     """Load ``folder/{flow.yaml, flow.pt, hift.pt}`` into vendor modules: ``(flow, hift, cfg)``.
 
@@ -843,12 +871,29 @@ def load_checkpoint(
     Both state dicts load strictly. ``rand_noise`` is not part of a checkpoint: it is drawn
     from ``seed_for_noise`` (the vendor draws it from the global RNG at construction, so a
     real checkpoint run through the vendor class uses other start noise unless copied over).
+    ``flow.yaml``'s values are checked (types, ranges, divisibility; see
+    :mod:`.checkpoint_checks`) and the bytes of the modules counted on ``meta`` before anything
+    is allocated: a config needing more than ``max_bytes`` is refused.
     Raises :class:`CheckpointError` naming the file on any problem.
     """
     folder = Path(folder)
-    flow_path, hift_path = folder / "flow.pt", folder / "hift.pt"
+    flow_path, hift_path, yaml_path = folder / "flow.pt", folder / "hift.pt", folder / "flow.yaml"
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a checkpoint folder")
+    config_from_flow_yaml(yaml_path)  # the values, checked before any weights are read
     hift_state = {k.removeprefix("generator."): t for k, t in _torch_load(hift_path).items()}
-    cfg = config_from_flow_yaml(folder / "flow.yaml", hift=HiFTConfig(_hift_base_channels(hift_state, hift_path)))
+    base = _hift_base_channels(hift_state, hift_path)
+    if not 8 <= base <= checks.MAX_WIDTH or base % 8:
+        raise CheckpointError(f"{hift_path}: conv_pre has {base} output channels (a positive multiple of 8 "
+                              f"up to {checks.MAX_WIDTH} expected)")
+    cfg = config_from_flow_yaml(yaml_path, hift=HiFTConfig(base))
+    try:
+        need = checks.estimate_bytes(lambda: _construct(cfg, meta=True, envelope=envelope),
+                                     torch.empty((), dtype=dtype).element_size())
+    except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError) as exc:
+        raise CheckpointError(f"{yaml_path}: the vendor modules cannot be built from these values "
+                              f"({type(exc).__name__}: {str(exc)[:200]})") from None
+    checks.check_bytes(yaml_path, need, max_bytes)
     flow_state = _torch_load(flow_path)
     flow, hift = _construct(cfg, meta=False, envelope=envelope)
     _materialise_decoder(flow, _subseed(seed_for_noise, "rand_noise"))

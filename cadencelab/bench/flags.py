@@ -1,0 +1,211 @@
+"""Command-line values checked at the boundary, before any model is built.
+
+Every check names the flag the user typed (``--steps``, ``--out``, ...) and what it accepts;
+:func:`run_main` turns a :class:`FlagError` (or any other error) into one line on stderr and a
+non-zero exit code, with the traceback only under ``--debug`` or ``CADENCELAB_DEBUG=1``.
+The bounds below are the workbench's own limits (what fits in memory and time on one device),
+named once here and used by the CLI and every study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable, Iterable
+
+#: environment variable that turns the one-line error back into a traceback
+DEBUG_ENV = "CADENCELAB_DEBUG"
+#: largest seed the studies take: every derived seed (``1_000_003 * (seed + 1) + ...``) stays in torch's 64-bit range
+MAX_SEED = 2**32 - 1
+#: stream calls a turn (or a soak) may ask for: ~28 h of audio; the token plan is held in memory
+MAX_CHUNKS = 100_000
+#: stream calls ``cadencelab profile`` may trace: every kernel of every call is held in memory
+MAX_PROFILE_CHUNKS = 1_000
+#: timed blocks (each a full pass over every arm)
+MAX_BLOCKS = 10_000
+
+__all__ = ["DEBUG_ENV", "MAX_SEED", "MAX_CHUNKS", "MAX_PROFILE_CHUNKS", "MAX_BLOCKS", "FlagError", "OneLineParser",
+           "int_range", "positive_float", "check_device", "check_out_dir", "check_out_file", "check_names",
+           "check_steps", "failed_line", "run_main", "debug_requested"]
+
+
+class FlagError(ValueError):
+    """A command-line value that cannot be used; the message starts with the flag as typed."""
+
+    def __init__(self, flag: str, reason: str):
+        self.flag, self.reason = flag, reason
+        super().__init__(f"{flag}: {reason}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (``prog: error: ...``), exit code 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for integers in ``[lo, hi]`` (``hi=None``: no upper bound)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+        if v < lo or (hi is not None and v > hi):
+            want = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+            raise argparse.ArgumentTypeError(f"must be an integer {want}, got {v}")
+        return v
+
+    parse.__name__ = "int"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type`` for finite numbers > 0 (timeouts, budgets)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text[:40]!r}")
+    return v
+
+
+positive_float.__name__ = "float"
+
+
+def check_steps(flag: str, steps: int) -> int:
+    """Solver steps the vendor solver can hold: 1 .. its fixed cache slots (the stock envelope)."""
+    from ..adapters.token2wav.vendor import STOCK_ENVELOPE
+
+    if not 1 <= steps <= STOCK_ENVELOPE.n_slots:
+        raise FlagError(flag, f"must be in 1..{STOCK_ENVELOPE.n_slots} (the solver's cache slots), got {steps}")
+    return steps
+
+
+def check_device(flag: str, text: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` that this torch build and machine can use."""
+    import torch
+
+    try:
+        dev = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise FlagError(flag, f"not a device: {text[:40]!r} (expected cpu, cuda or cuda:N)") from None
+    if dev.type == "cpu":
+        return text
+    if dev.type != "cuda":
+        raise FlagError(flag, f"device type {dev.type!r} is not supported (expected cpu, cuda or cuda:N)")
+    if not torch.cuda.is_available():
+        why = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA device is visible"
+        raise FlagError(flag, f"{text!r} cannot be used: {why} (use --device cpu)")
+    n = torch.cuda.device_count()
+    if dev.index is not None and dev.index >= n:
+        raise FlagError(flag, f"{text!r}: only {n} CUDA device(s) are visible (cuda:0..cuda:{n - 1})")
+    return text
+
+
+def _writable_dir(flag: str, path: Path) -> None:
+    """``path`` is a folder, or can become one: its nearest existing ancestor is a writable folder."""
+    if path.exists() and not path.is_dir():
+        raise FlagError(flag, f"{str(path)!r} exists and is not a folder")
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise FlagError(flag, f"{str(path)!r} cannot be made: {str(probe)!r} is a file")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise FlagError(flag, f"{str(path)!r} cannot be written: no write permission on {str(probe)!r}")
+
+
+def check_out_dir(flag: str, text: str) -> str:
+    """An output folder that exists or can be made, and can be written."""
+    if not text:
+        raise FlagError(flag, "is empty")
+    _writable_dir(flag, Path(text))
+    return text
+
+
+def check_out_file(flag: str, text: str) -> str:
+    """An output file path that is not a folder and whose folder exists or can be made."""
+    if not text:
+        raise FlagError(flag, "is empty")
+    p = Path(text)
+    if p.is_dir():
+        raise FlagError(flag, f"{text!r} is a folder (expected a file name)")
+    _writable_dir(flag, p.parent if str(p.parent) else Path("."))
+    if p.exists() and not os.access(p, os.W_OK):
+        raise FlagError(flag, f"{text!r} cannot be written: no write permission")
+    return text
+
+
+def check_names(flag: str, text: str, known: Iterable[str], allow_empty: bool = False) -> tuple[str, ...]:
+    """Comma-separated names, each one of ``known``, none twice."""
+    known = list(known)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names and not allow_empty:
+        raise FlagError(flag, f"no names given (choose from {', '.join(known)})")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise FlagError(flag, f"unknown {', '.join(repr(n[:40]) for n in unknown[:5])} (choose from {', '.join(known)})")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise FlagError(flag, f"{', '.join(dup)} given twice")
+    return tuple(names)
+
+
+def failed_line(prog: str, failures: Iterable[str] = (), non_exact: Iterable[str] = ()) -> str | None:
+    """The one line that says why a study's exit code is non-zero (None: nothing failed)."""
+    failures, non_exact = sorted(failures), sorted(non_exact)
+    parts = []
+    if failures:
+        parts.append(f"arm(s) failed: {', '.join(failures)}")
+    if non_exact:
+        parts.append(f"exactness gate failed for: {', '.join(non_exact)}")
+    return f"{prog}: " + "; ".join(parts) if parts else None
+
+
+def debug_requested(argv: list[str]) -> tuple[bool, list[str]]:
+    """``--debug`` anywhere in ``argv`` (removed) or ``CADENCELAB_DEBUG`` set to a true value."""
+    flag = "--debug" in argv
+    env = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return flag or env, [a for a in argv if a != "--debug"]
+
+
+def run_main(prog: str, fn: Callable[[list[str]], int], argv: list[str]) -> int:
+    """Call ``fn(argv)``; a :class:`FlagError` or any other error becomes one line on stderr and
+    exit code 2 (bad value) or 1 (failure); Ctrl-C exits 130. ``--debug`` / ``CADENCELAB_DEBUG=1``
+    re-raises instead, with the traceback."""
+    debug, argv = debug_requested(argv)
+    try:
+        return int(fn(argv) or 0)
+    except SystemExit as e:  # argparse usage errors and --help; a message string is printed once
+        if isinstance(e.code, str):
+            print(e.code if e.code.startswith(prog) else f"{prog}: error: {e.code}", file=sys.stderr)
+            return 2
+        return 0 if e.code is None else int(e.code)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except FlagError as e:
+        if debug:
+            raise
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - the boundary: one line, the traceback on request
+        if debug:
+            raise
+        text = " ".join(str(e).split())[:300]
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" [{Path(where.filename).name}:{where.lineno}]" if where else ""
+        print(f"{prog}: error: {type(e).__name__}: {text}{at} (--debug or {DEBUG_ENV}=1 for the traceback)",
+              file=sys.stderr)
+        return 1
