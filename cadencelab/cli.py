@@ -79,8 +79,11 @@ def catalog_summary(derivation) -> str:
                 adm = int(k["admitted"].astype(bool).sum())
                 parts.append(f"{kind} {len(k)} ({adm} admitted, {len(k) - adm} eager)")
         lines.append(f"  {op}: {len(g)} classes: " + "; ".join(parts))
+    skipped = getattr(derivation, "not_enumerated", {})
     for op in derivation.verdict["operator"]:
-        if op not in listed:
+        if op in skipped:
+            lines.append(f"  {op}: {skipped[op]:,} rows: counted, not enumerated (see the verdict)")
+        elif op not in listed:
             lines.append(f"  {op}: no finite catalog")
     return "\n".join(lines)
 

@@ -133,10 +133,10 @@ def declaration(cfg: TeachingConfig | None = None) -> Declaration:
         Region(KV, clock="frames", shape=(2, c.heads, "frames", c.head_dim),
                policy=PromptRetained(c.prompt, c.retained, layout="newest_first"),
                growth=c.f_chunk, max_call=c.f_call, initial=c.prompt, lifetime="turn", envelope="attended",
-               stock={"frames": c.stock_frames}, address_stable=True, device="cpu",
+               stock={"frames": c.stock_frames}, address_stable=True,
                description="attention K|V: prompt + retained history, newest first; holds a call's attended extent"),
         Region(CONTEXT, clock="frames", shape=(1, c.dim, "frames"), policy=Fixed(c.context),
-               lifetime="turn", address_stable=True, device="cpu",
+               lifetime="turn", address_stable=True,
                description="causal conv left context (kernel - 1 frames)"),
     )
     flush = (c.frames_per_token * c.lookahead, c.f_call, c.frames_per_token)

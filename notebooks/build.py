@@ -928,9 +928,9 @@ NB7 = [
     code("""
     kv_cache = Region("kv_cache", clock="frames", shape=(2, 2, "frames", 8),
                       policy=PromptRetained(12, 8, layout="newest_first"), growth=4, max_call=6, initial=12,
-                      lifetime="turn", envelope="attended", stock={"frames": 64}, address_stable=True, device="cpu")
+                      lifetime="turn", envelope="attended", stock={"frames": 64}, address_stable=True)
     conv_context = Region("conv_context", clock="frames", shape=(1, 16, "frames"), policy=Fixed(2),
-                          lifetime="turn", address_stable=True, device="cpu")
+                          lifetime="turn", address_stable=True)
     """),
     md("""
     ## 3. The operator and the admission predicate

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cadencelab.contract import (
+    CLASS_BUDGET,
     Admission,
     Clock,
     Declaration,
@@ -182,14 +183,28 @@ def test_token2wav_checks_pass_with_readable_reasons(t2w):
     assert "one interactive session" in c3
 
 
-def test_token2wav_verdict_every_operator_affordable(t2w):
+def test_token2wav_verdict_counts_flush_classes_against_the_engine_budget(t2w):
     v = verdict(t2w)
-    assert v["affordable"].all()
     flow = _row(v, "operator", "flow_chunk")
     assert (flow["K"], flow["flush_admitted"], flow["flush_rejected"], flow["bindings"]) == (3, 69, 6, 3)
+    # 3 steady + 69 admitted flush rows, the three f=50 flushes sharing the steady labels
+    assert flow["admitted_classes"] == len(admitted_labels(t2w, "flow_chunk")) == 69
+    assert flow["class_budget"] == CLASS_BUDGET == 64
+    assert not flow["affordable"] and "5 would run eagerly (catalog_full)" in flow["reason"]
     step = _row(v, "operator", "estimator_step")
     assert step["bindings"] == 30  # 3 classes x 10 solver steps
-    assert _row(v, "operator", "vocoder_core")["K"] == 2
+    voc = _row(v, "operator", "vocoder_core")
+    assert voc["K"] == 2 and voc["admitted_classes"] == 46 and voc["affordable"]
+    # with a budget that holds every admitted class, every operator is affordable
+    assert verdict(t2w, class_budget=69)["affordable"].all()
+
+
+def test_the_replay_engine_budget_is_the_contracts():
+    import inspect
+
+    from cadencelab.replay.engine import ExactShapeReplay
+
+    assert inspect.signature(ExactShapeReplay).parameters["max_classes"].default == CLASS_BUDGET
 
 
 def test_derive_bundles_everything_and_reports(t2w):
@@ -237,6 +252,9 @@ def test_backbone_is_too_wide_and_speech_decoder_query_dependent():
 
 def test_backbone_affordable_under_a_large_enough_budget():
     v = verdict(backbone_declaration(), k_max=5000)
+    row = _row(v, "operator", "backbone_decode")
+    assert not row["affordable"] and "2001 admitted classes" in row["reason"]  # steady fits, the engine does not
+    v = verdict(backbone_declaration(), k_max=5000, class_budget=2001)
     assert bool(_row(v, "operator", "backbone_decode")["affordable"])
 
 

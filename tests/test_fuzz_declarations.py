@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cadencelab.contract import (
+    CLASS_BUDGET,
     K_MAX,
     Admission,
     Clock,
@@ -107,6 +108,38 @@ class ClockModel:
     clocks: tuple
     advance: dict  # root name -> ticks per call
     lookahead_root: dict  # root name -> lookahead ticks per call
+    call_clock: str | None = None  # a root that advances one tick per call, declared as the call clock
+
+    def ancestors(self, name) -> list[str]:
+        """``name`` and every clock above it, nearest first."""
+        out = [name]
+        while self.parent(out[-1]) is not None:
+            out.append(self.parent(out[-1]))
+        return out
+
+    def ratio_to(self, name, ancestor) -> int:
+        """Ticks of ``name`` per tick of ``ancestor`` (product of ratios below it)."""
+        n = 1
+        while name != ancestor:
+            n *= self.clock(name).ratio
+            name = self.parent(name)
+        return n
+
+    def lca(self, a, b):
+        up = self.ancestors(a)
+        return next((x for x in self.ancestors(b) if x in up), None)
+
+    def per_call(self, name):
+        """(committed, lookahead, unit) of ``name`` per call of the call clock, or None when it is not driven by it."""
+        if self.call_clock is None or self.call_clock not in self.ancestors(name):
+            return None
+        path = self.ancestors(name)[: self.ancestors(name).index(self.call_clock)][::-1]  # below the call clock
+        look, unit = 0, 1
+        for n in path:
+            c = self.clock(n)
+            look = look * c.ratio + c.offset
+            unit = 1 if c.offset else unit * c.ratio
+        return self.ratio_to(name, self.call_clock), look, unit if look else 1
 
     def parent(self, name):
         return next(c for c in self.clocks if c.name == name).parent
@@ -205,6 +238,7 @@ def my_catalog_tuples(decl: Declaration, op: Operator, clocks: ClockModel, calls
 class Spec:
     decl: Declaration
     clocks: ClockModel
+    derived: dict = dataclasses.field(default_factory=dict)  # field path -> value the declaration must derive
 
 
 @st.composite
@@ -214,27 +248,32 @@ def clock_models(draw) -> ClockModel:
     clocks = []
     for i, name in enumerate(names):
         parent = draw(st.sampled_from(names[:i])) if (i and draw(st.booleans())) else None
+        ratio = draw(st.integers(1, 3)) if parent else None
+        rate = draw(st.none() | st.floats(0.5, 100.0))
+        if parent is not None:  # a child's rate is its parent's times the ratio, or not given
+            prate = next(c for c in clocks if c.name == parent).rate_hz
+            rate = None if (prate is None or draw(st.booleans())) else prate * ratio
         clocks.append(Clock(
-            name, f"{name} tick", parent=parent,
-            ratio=draw(st.integers(1, 3)) if parent else None,
-            offset=draw(st.integers(0, 2)),
-            rate_hz=draw(st.none() | st.floats(0.5, 100.0)),
+            name, f"{name} tick", parent=parent, ratio=ratio, offset=draw(st.integers(0, 2)), rate_hz=rate,
             fixed=draw(st.booleans()),
         ))
     roots = [c.name for c in clocks if c.parent is None]
     advance = {r: draw(st.integers(0, 3)) for r in roots}
     lookahead = {r: draw(st.integers(0, 2)) for r in roots}
-    return ClockModel(tuple(clocks), advance, lookahead)
+    call_clock = draw(st.sampled_from(roots)) if draw(st.booleans()) else None
+    if call_clock is not None:  # one call is one tick of the call clock
+        advance[call_clock] = 1
+    return ClockModel(tuple(clocks), advance, lookahead, call_clock)
 
 
 @st.composite
-def policies(draw):
+def policies(draw, call_max: int = 0):
     layout = draw(st.sampled_from(LAYOUTS))
     kind = draw(st.sampled_from(("sliding", "ring", "prompt", "fixed")))
     if kind == "sliding":
         return SlidingWindow(draw(st.integers(1, 24)), layout)
-    if kind == "ring":
-        return Ring(draw(st.integers(1, 24)), layout)
+    if kind == "ring":  # a ring holds at least one call's frames
+        return Ring(draw(st.integers(max(1, call_max), max(1, call_max) + 24)), layout)
     if kind == "prompt":
         return PromptRetained(draw(st.integers(0, 16)), draw(st.integers(1, 24)), layout)
     return Fixed(draw(st.integers(0, 12)), layout)
@@ -242,7 +281,7 @@ def policies(draw):
 
 def _initial_bound(policy) -> int:
     if isinstance(policy, SlidingWindow):
-        return policy.window + 6  # a prompt longer than the window is cut on the first call
+        return policy.window
     if isinstance(policy, Ring):
         return policy.capacity
     if isinstance(policy, PromptRetained):
@@ -255,19 +294,25 @@ def specs(draw, max_regions: int = 3, max_operators: int = 3) -> Spec:
     cm = draw(clock_models())
     clock_names = [c.name for c in cm.clocks]
     dims = {d: draw(st.integers(1, 4)) for d in draw(st.lists(st.sampled_from(DIM_NAMES), unique=True, max_size=2))}
-    regions = []
+    regions, declared = [], []
+    derived = {}
     n_regions = draw(st.integers(1, max_regions))
     for i in range(n_regions):
         clock = draw(st.sampled_from(clock_names))
-        policy = draw(policies())
         growth = cm.ticks(clock)
-        max_call = growth + cm.lookahead(clock) if draw(st.booleans()) else None
+        pc = cm.per_call(clock)
+        derive_it = pc is not None and draw(st.booleans())
+        if derive_it:  # growth and max_call left to the declaration: committed and committed + lookahead
+            max_call = pc[0] + pc[1]
+        else:
+            max_call = growth + cm.lookahead(clock) if draw(st.booleans()) else None
+        policy = draw(policies(call_max=growth if max_call is None else max_call))
         initial = draw(st.integers(0, _initial_bound(policy)))
         others = draw(st.lists(st.sampled_from(tuple(dims)) | st.integers(1, 3), max_size=2)) if dims else \
             draw(st.lists(st.integers(1, 3), max_size=2))
         pos = draw(st.integers(0, len(others)))
         shape = tuple(others[:pos]) + (clock,) + tuple(others[pos:])
-        mutability = "immutable" if (growth == 0 and draw(st.booleans())) else "mutable"
+        mutability = "immutable" if (growth == 0 and not derive_it and draw(st.booleans())) else "mutable"
         envelope_kind = draw(st.sampled_from(("retained", "attended")))
         partial = Region(f"r{i}", clock=clock, shape=shape, policy=policy, growth=growth, max_call=max_call,
                          initial=initial)
@@ -282,33 +327,64 @@ def specs(draw, max_regions: int = 3, max_operators: int = 3) -> Spec:
         hosts = [r.name for r in regions if r.resident_in is None]
         if hosts and draw(st.integers(0, 3)) == 0:
             resident_in = draw(st.sampled_from(hosts))
-        regions.append(dataclasses.replace(
+        final = dataclasses.replace(
             partial, lifetime=draw(st.sampled_from(LIFETIMES)), mutability=mutability,
             role=draw(st.sampled_from(ROLES)), envelope=envelope_kind, dtype=draw(st.sampled_from(sorted(DTYPE_BYTES))),
-            stock=stock, address_stable=draw(st.booleans()), resident_in=resident_in))
+            stock=stock, address_stable=draw(st.booleans()), resident_in=resident_in)
+        regions.append(final)  # as resolved: what the generator reasons with
+        declared.append(dataclasses.replace(final, growth=None, max_call=None) if derive_it else final)
+        if derive_it:
+            derived[f"regions[{i}].growth"], derived[f"regions[{i}].max_call"] = growth, max_call
     names = [r.name for r in regions]
     operators = []
     for j in range(draw(st.integers(0, max_operators))):
         clock = draw(st.sampled_from(clock_names))
+        reads = tuple(draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names))))
+        limit = flush_limit(cm, clock, [r for r in regions if r.name in reads])
+        pc = cm.per_call(clock)
+        call = max(1, cm.ticks(clock))
         flush = None
-        if draw(st.booleans()):
-            lo = draw(st.integers(1, 4))
-            flush = (lo, lo + draw(st.integers(0, 6)), draw(st.integers(1, 3)))
+        look_flush = None if pc is None or pc[1] == 0 else (pc[1], pc[0] + pc[1] - pc[2], pc[2])
+        if look_flush is not None and look_flush[1] <= limit and draw(st.booleans()):
+            flush, derived[f"operators[{j}].flush"] = "lookahead", look_flush
+        elif limit >= 1 and draw(st.booleans()):
+            lo = draw(st.integers(1, min(4, limit)))
+            flush = (lo, min(limit, lo + draw(st.integers(0, 6))), draw(st.integers(1, 3)))
+        if pc is not None and draw(st.booleans()):
+            derived[f"operators[{j}].call"], call = call, None
         operators.append(Operator(
-            f"o{j}", reads=tuple(draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names)))),
-            clock=clock, call=max(1, cm.ticks(clock)), flush=flush, per_chunk=draw(st.integers(1, 3)),
+            f"o{j}", reads=reads,
+            clock=clock, call=call, flush=flush, per_chunk=draw(st.integers(1, 3)),
             scalars=draw(st.dictionaries(st.sampled_from(("dtype", "n", "flag")),
                                          st.integers(0, 9) | st.booleans() | st.just("float32"), max_size=2)),
             query_dependent=draw(st.integers(0, 4)) == 0))
     admission = None
     if draw(st.booleans()):
-        admission = Admission(draw(st.sampled_from(clock_names)), draw(st.integers(1, 10)))
+        clock = draw(st.sampled_from(clock_names))
+        lower = max([max(1, cm.ticks(o.clock)) for o in operators if o.clock == clock], default=1)
+        pc = cm.per_call(clock)
+        if pc is not None and pc[0] >= lower and draw(st.booleans()):  # derived: the steady call on that clock
+            admission, derived["admission.max_call"] = Admission(clock), pc[0]
+        else:
+            admission = Admission(clock, draw(st.integers(lower, lower + 10)))
     constants = tuple(DeviceConstant(f"k{i}", (draw(st.integers(1, 9)),)) for i in range(draw(st.integers(0, 2))))
     decl = Declaration(
-        model=draw(st.sampled_from(("m", "fuzz-model", "token2wav-like"))), clocks=cm.clocks, regions=tuple(regions),
+        model=draw(st.sampled_from(("m", "fuzz-model", "token2wav-like"))), clocks=cm.clocks, regions=tuple(declared),
         operators=tuple(operators), admission=admission, dims=dims, constants=constants,
-        single_session=draw(st.booleans()), horizon=draw(st.integers(2, 16)))
-    return Spec(decl, cm)
+        single_session=draw(st.booleans()), horizon=draw(st.integers(2, 16)), call_clock=cm.call_clock)
+    return Spec(decl, cm, derived)
+
+
+def flush_limit(cm: ClockModel, clock: str, regions) -> float:
+    """The largest flush on ``clock`` that adds no more than max_call to any growing region it reads."""
+    limit = math.inf
+    for r in regions:
+        lca = cm.lca(clock, r.clock)
+        if r.growth == 0 or r.mutability == "immutable" or lca is None:
+            continue
+        call_max = r.growth if r.max_call is None else r.max_call
+        limit = min(limit, call_max * cm.ratio_to(clock, lca) // cm.ratio_to(r.clock, lca))
+    return limit
 
 
 # ---------------------------------------------------------------------------------------
@@ -324,6 +400,19 @@ def _shape_of(decl, r: Region, ext: int, stock: bool) -> tuple:
     """The model: each named dimension's size, the clock's at ``ext``, the stock overrides on top."""
     sizes = {**decl.dims, r.clock: ext, **(r.stock if stock else {})}
     return tuple(d if isinstance(d, int) else sizes[d] for d in r.shape)
+
+
+def check_derived_fields(spec: Spec) -> None:
+    """Fields left to the call clock hold the committed / lookahead values computed by the model here."""
+    decl = spec.decl
+    for path, want in spec.derived.items():
+        if path == "admission.max_call":
+            got = decl.admission.max_call
+        else:
+            kind, rest = path.split("[", 1)
+            idx, attr = rest.split("].")
+            got = getattr(getattr(decl, kind)[int(idx)], attr)
+        assert got == want, (path, got, want)
 
 
 def check_regions(spec: Spec) -> None:
@@ -397,7 +486,9 @@ def check_catalogs(spec: Spec) -> None:
         row = v.loc[op.name]
         assert row["K"] == len(mine)
         assert row["bindings"] == len(mine) * op.per_chunk
-        assert bool(row["affordable"]) == (not op.query_dependent and len(mine) <= K_MAX)
+        labels = {t + (f,) for t in mine for f in [op.call, *(sizes if op.flush else [])] if _admitted(decl, op, f)}
+        assert row["admitted_classes"] == len(labels)
+        assert bool(row["affordable"]) == (not op.query_dependent and len(mine) <= K_MAX and len(labels) <= CLASS_BUDGET)
 
 
 @settings(max_examples=VALID_EXAMPLES, **FUZZ)
@@ -406,6 +497,7 @@ def test_valid_declarations_derive_consistently(spec):
     d = derive(spec.decl)  # never raises on a valid declaration
     assert len(d.regions) == len(spec.decl.regions)
     assert d.checks["check"].tolist() == ["C1", "C2", "C3"]
+    check_derived_fields(spec)
     check_regions(spec)
     check_catalogs(spec)
 
@@ -430,7 +522,7 @@ def test_single_region_operator_catalog_has_K_steady_classes(spec):
     """One operator over one region: its steady classes are exactly the region's enumerated extents."""
     (r,) = spec.decl.regions
     op = Operator("solo", reads=(r.name,), clock=r.clock, call=max(1, r.growth))
-    decl = dataclasses.replace(spec.decl, operators=(op,))
+    decl = dataclasses.replace(spec.decl, operators=(op,), admission=None)
     steady = catalog(decl, "solo").query("kind == 'steady'")
     assert len(steady) == catalog_width(decl, r.name)["K_enumerated"]
     assert checks(decl)["passed"].dtype == bool
@@ -510,10 +602,17 @@ def _region_mutations(decl: Declaration, i: int):
     for v in ("oldest_first", "", None, 5, ["chronological"], NAN):
         out.append((f"policy.layout {v!r}", rep(policy=dataclasses.replace(p, layout=v)), {f"{w}.policy.layout"}))
     for v in BAD_NON_NEGATIVE:
-        out.append((f"growth {v!r}", rep(growth=v), {f"{w}.growth"}))
+        if v is not None:  # growth None is derived from the call clock
+            out.append((f"growth {v!r}", rep(growth=v), {f"{w}.growth"}))
         out.append((f"initial {v!r}", rep(initial=v), {f"{w}.initial"}))
     if isinstance(p, PromptRetained):
         out.append(("initial beyond the prompt", rep(initial=p.prompt + 1), {f"{w}.initial"}))
+    if isinstance(p, SlidingWindow):
+        out.append(("initial beyond the window", rep(initial=p.window + 1), {f"{w}.initial"}))
+    call_max = r.growth if r.max_call is None else r.max_call
+    if isinstance(p, Ring) and call_max >= 2:
+        out.append(("ring smaller than one call", rep(policy=Ring(call_max - 1, p.layout), initial=0),
+                    {f"{w}.policy.capacity"}))
     bad_max = [2.5, True, "5", NAN, -1, [1], HUGE_NEG]
     if r.growth > 0:
         bad_max.append(r.growth - 1)
@@ -556,8 +655,19 @@ def _operator_mutations(decl: Declaration, j: int):
     for v in BAD_REF + (None,):
         out.append((f"operator clock {v!r}", rep(clock=v), {f"{w}.clock"}))
     for v in BAD_POSITIVE:
-        out.append((f"call {v!r}", rep(call=v), {f"{w}.call"}))
+        if v is not None or decl.call_clock is None:  # call None is derived from a call clock
+            out.append((f"call {v!r}", rep(call=v), {f"{w}.call"}))
         out.append((f"per_chunk {v!r}", rep(per_chunk=v), {f"{w}.per_chunk"}))
+    if decl.call_clock is None:
+        out.append(("flush 'lookahead' without a call clock", rep(flush="lookahead"), {f"{w}.flush"}))
+    written = [decl.region(n) for n in dict.fromkeys(o.reads)]
+    written = [r for r in written
+               if r.growth > 0 and r.mutability == "mutable" and _lca(decl, o.clock, r.clock) is not None]
+    if written:
+        out.append(("call differs from the growth it writes", rep(call=o.call + 1), {f"{w}.call"}))
+        limit = min(r.call_max * _ratio(decl, o.clock, _lca(decl, o.clock, r.clock))
+                    // _ratio(decl, r.clock, _lca(decl, o.clock, r.clock)) for r in written)
+        out.append(("flush beyond a region's max_call", rep(flush=(1, limit + 1, 1)), {f"{w}.flush"}))
     for v in ((0, 2, 1), (3, 1, 1), (1, 2, 0), (1, 2), (1, 2, 1, 1), [1, 2, 1], (1, 2.0, 1), "abc", (True, 2, 1),
               (1, NAN, 1), 5, (), (-1, 2, 1), (1, HUGE_NEG, 1)):
         out.append((f"flush {v!r}", rep(flush=v), {f"{w}.flush"}))
@@ -595,9 +705,32 @@ def _clock_mutations(decl: Declaration, i: int):
             out.append(("drive cycle through a child", rep(parent=ch), {f"clocks.{c.name}.parent"}))
     for v in BAD_NON_NEGATIVE:
         out.append((f"offset {v!r}", rep(offset=v), {f"clocks[{i}].offset"}))
-    for v in (0, -1.0, NAN, "fast", -math.inf, [1.0], HUGE_NEG):
+    for v in (0, -1.0, NAN, "fast", -math.inf, math.inf, [1.0], HUGE_NEG):
         out.append((f"rate_hz {v!r}", rep(rate_hz=v), {f"clocks[{i}].rate_hz"}))
+    parent = next((x for x in decl.clocks if x.name == c.parent), None)
+    if parent is not None and parent.rate_hz is not None:
+        out.append(("rate contradicting the parent's", rep(rate_hz=parent.rate_hz * c.ratio * 2), {f"clocks[{i}].rate_hz"}))
     return out
+
+
+def _ancestors(decl, name):
+    out = [name]
+    while decl.clock(out[-1]).parent is not None:
+        out.append(decl.clock(out[-1]).parent)
+    return out
+
+
+def _lca(decl, a, b):
+    up = _ancestors(decl, a)
+    return next((x for x in _ancestors(decl, b) if x in up), None)
+
+
+def _ratio(decl, name, ancestor) -> int:
+    n = 1
+    while name != ancestor:
+        n *= decl.clock(name).ratio
+        name = decl.clock(name).parent
+    return n
 
 
 def mutations(decl: Declaration):
@@ -624,8 +757,15 @@ def mutations(decl: Declaration):
     for v in BAD_REF + (None,):
         out.append((f"admission.clock {v!r}", dict(admission=dataclasses.replace(adm, clock=v)), {"admission.clock"}))
     for v in BAD_POSITIVE:
-        out.append((f"admission.max_call {v!r}", dict(admission=dataclasses.replace(adm, max_call=v)),
-                    {"admission.max_call"}))
+        if v is not None or decl.call_clock is None:  # None is derived from a call clock
+            out.append((f"admission.max_call {v!r}", dict(admission=dataclasses.replace(adm, max_call=v)),
+                        {"admission.max_call"}))
+    for o in decl.operators:
+        if o.call >= 2:
+            out.append(("admission below a steady call", dict(admission=Admission(o.clock, o.call - 1)),
+                        {"admission.max_call"}))
+    for v in ("no_such_clock", 5, ["frames"], NAN):
+        out.append((f"call_clock {v!r}", dict(call_clock=v), {"call_clock"}))
     for v in (1, 0, "yes", None, NAN):
         out.append((f"single_session {v!r}", dict(single_session=v), {"single_session"}))
     for v in (1, 0, -1, 2.5, True, None, NAN, "64", HUGE_NEG):
@@ -663,7 +803,7 @@ def test_every_mutation_family_is_reachable():
                    ".policy.layout", ".policy.prompt", ".policy.retained", ".policy.window", ".policy.extent",
                    ".shape", ".growth", ".initial", ".max_call", ".lifetime", ".mutability", ".role", ".envelope",
                    ".dtype", ".stock", ".resident_in", ".reads", ".flush", ".per_chunk", ".scalars", ".call",
-                   ".ratio", ".offset", ".rate_hz", ".parent", ".unit"):
+                   ".ratio", ".offset", ".rate_hz", ".parent", ".unit", "call_clock"):
         assert any(needle in f for f in fields), needle
     for what, change, want in opts:
         with pytest.raises(DeclarationError) as info:
@@ -684,7 +824,8 @@ def _one_region(**kw) -> Declaration:
     return Declaration("m", CLOCKS, (Region(**base),), (Operator("op", ("kv",), "frames", 2),))
 
 
-@pytest.mark.parametrize("policy,initial", [(Ring(4), 10), (Fixed(2), 5)], ids=["ring", "fixed"])
+@pytest.mark.parametrize("policy,initial", [(Ring(4), 10), (Fixed(2), 5), (SlidingWindow(8), 100)],
+                         ids=["ring", "fixed", "sliding window"])
 def test_initial_beyond_a_ring_or_fixed_bound_is_rejected(policy, initial):
     with pytest.raises(DeclarationError) as info:
         d = _one_region(policy=policy, initial=initial)
@@ -694,11 +835,18 @@ def test_initial_beyond_a_ring_or_fixed_bound_is_rejected(policy, initial):
     assert info.value.field == "regions[0](kv).initial"
 
 
-def test_catalog_width_of_a_shrinking_window_without_growth():
-    d = _one_region(policy=SlidingWindow(3), initial=7, growth=0)
-    w = catalog_width(d, "kv")
-    assert (w["W"], w["K_enumerated"]) == (4, 2)
-    assert w["K"] == w["K_enumerated"]
+def test_a_window_shorter_than_its_initial_extent_is_rejected():
+    """Formerly accepted with K from the formula (24) against 2 real classes; now initial <= window."""
+    with pytest.raises(DeclarationError) as info:
+        _one_region(policy=SlidingWindow(3), initial=7, growth=0)
+    assert info.value.field == "regions[0](kv).initial"
+
+
+def test_region_device_is_gone():
+    """Region.device was validated but never used: the runtime places carries, not the declaration."""
+    assert "device" not in {f.name for f in dataclasses.fields(Region)}
+    with pytest.raises(TypeError):
+        Region("kv", clock="frames", shape=("frames",), policy=Ring(4), device="cpu")
 
 
 def _decl_with(where: str, **kw) -> None:
@@ -722,7 +870,6 @@ UNVALIDATED = [
     ("operator query_dependent='no' (truthy: verdict refuses the operator)", "operator", dict(query_dependent="no"),
      "operators[0](op).query_dependent"),
     ("region address_stable='no'", "region", dict(address_stable="no"), "regions[0](kv).address_stable"),
-    ("region device=None", "region", dict(device=None), "regions[0](kv).device"),
     ("constant dtype='float99'", "constant", dict(shape=(3,), dtype="float99"), "constants[0].dtype"),
     ("constant shape='abc'", "constant", dict(shape="abc"), "constants[0].shape"),
     ("dims key 5 (not a name)", "decl", dict(dims={5: 3}), "dims.5"),

@@ -1,25 +1,33 @@
 """The native-clock contract: what a model declares and what the runtime derives from it."""
 
-from .clocks import Clock, clocks_table
+from .clocks import Clock, PerCall, clocks_table, per_call
 from .declaration import Admission, Declaration, DeviceConstant, Operator, Region
-from .derive import (
+from .derivation import (
+    CLASS_BUDGET,
     K_MAX,
-    admitted_labels,
+    ROW_LIMIT,
     Derivation,
+    admitted_labels,
+    cached_at,
     catalog,
+    catalog_counts,
     catalog_width,
     catalogs,
     checks,
     demand_shape,
     derive,
     envelope,
+    nbytes,
+    operator_tuples,
+    region_shape,
     region_table,
     rho_table,
+    settle_calls,
     stock_shape,
     trajectory,
     verdict,
 )
-from .errors import DeclarationError
+from .errors import DeclarationError, DerivationLimitError
 from .examples import (
     EXAMPLES,
     backbone_declaration,

@@ -2,16 +2,23 @@
 
 A :class:`Declaration` validates itself on construction and raises
 :class:`DeclarationError` naming the offending field. Nothing here touches a tensor;
-:mod:`cadencelab.contract.derive` turns a declaration into extents, bytes, catalogs and
+:mod:`cadencelab.contract.derivation` turns a declaration into extents, bytes, catalogs and
 verdicts before any traffic arrives.
+
+Declared once, derived everywhere: a declaration that names its ``call_clock`` (one tick =
+one call) may leave ``Region.growth``/``max_call``, ``Operator.call``, ``Admission.max_call``
+unset and write ``Operator.flush="lookahead"``; they are derived from the clocks' ratios and
+lookahead offsets (:func:`cadencelab.contract.clocks.per_call`) when the declaration is built,
+and the declaration holds the resolved values.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .clocks import Clock, validate_clocks
+from .clocks import Clock, in_units_of, per_call, validate_clocks
 from .errors import DeclarationError
 from .policies import POLICIES
 
@@ -32,9 +39,13 @@ class Region:
 
     shape:   dims as ints, the region's clock name (the extent dim) or a symbolic dim
              declared in ``Declaration.dims`` (e.g. "steps").
-    growth:  extent added per steady call along ``clock`` (the stride s_r).
-    max_call: the most one call can add (f_call; a flush with lookahead); defaults to growth.
-    initial: extent at turn start (the prompt), 0 when the region starts empty.
+    growth:  extent added per steady call along ``clock`` (the stride s_r). None: derived from
+             the declaration's call clock (the committed ticks per call; 0 for an immutable
+             region, or when there is no call clock or it does not drive ``clock``).
+    max_call: the most one call can add (f_call; a flush with lookahead). None: committed +
+             lookahead when ``growth`` was derived, else ``growth``.
+    initial: extent at turn start (the prompt), 0 when the region starts empty; at most the
+             policy's bound (window, capacity, prompt, fixed extent).
     envelope: "retained" sizes the region to the retention bound A (state between calls);
              "attended" to A + max_call (a workspace that holds a call's whole attended extent).
     stock:   the implementation constants the stock runtime allocates per dim
@@ -46,7 +57,7 @@ class Region:
     clock: str
     shape: tuple
     policy: Any
-    growth: int = 0
+    growth: int | None = None
     max_call: int | None = None
     initial: int = 0
     lifetime: str = "stream"
@@ -54,7 +65,6 @@ class Region:
     role: str = "state"
     envelope: str = "retained"
     dtype: str = "float32"
-    device: str = "cuda"
     stock: Mapping[str, int] = field(default_factory=dict)
     address_stable: bool = False
     resident_in: str | None = None
@@ -62,6 +72,7 @@ class Region:
 
     @property
     def call_max(self) -> int:
+        """The most one call adds: ``max_call``, or ``growth`` when none is declared."""
         return self.growth if self.max_call is None else self.max_call
 
     @property
@@ -119,25 +130,34 @@ class Region:
             raise DeclarationError(
                 f"{where}.initial", f"initial extent {self.initial} exceeds the declared prompt {self.policy.prompt}"
             )
-        cap = {"ring": "capacity", "fixed": "extent"}.get(self.policy.kind)
+        cap = {"ring": "capacity", "fixed": "extent", "sliding_window": "window"}.get(self.policy.kind)
         if cap is not None and self.initial > getattr(self.policy, cap):
             raise DeclarationError(
                 f"{where}.initial",
                 f"initial extent {self.initial} exceeds the policy's {cap} {getattr(self.policy, cap)}",
             )
+        if self.policy.kind == "ring" and self.call_max > self.policy.capacity:
+            # frames of one call would overwrite each other before the call attends the ring
+            raise DeclarationError(
+                f"{where}.policy.capacity",
+                f"a ring of capacity {self.policy.capacity} cannot hold one call's {self.call_max} frames "
+                f"({'max_call' if self.max_call is not None else 'growth'}); the capacity must be >= {self.call_max}",
+            )
         if not isinstance(self.address_stable, bool):
             raise DeclarationError(f"{where}.address_stable", f"must be True or False, got {self.address_stable!r}")
-        if not isinstance(self.device, str) or not self.device:
-            raise DeclarationError(f"{where}.device", f"must be a device string such as 'cuda', got {self.device!r}")
 
 
 @dataclass(frozen=True)
 class Operator:
     """An operator whose signature the runtime may specialise.
 
-    reads:    regions whose (shape) extent enters the operator's signature.
-    call:     frames (on ``clock``) one steady call advances: the stride.
-    flush:    (min, max, step) call sizes of a partial final flush, or None.
+    reads:    regions whose (shape) extent enters the operator's signature. A call advances
+              every growing region it reads by one call (the consistency rules check it).
+    call:     frames (on ``clock``) one steady call advances: the stride. None: the committed
+              ticks of ``clock`` per tick of the declaration's call clock.
+    flush:    (min, max, step) call sizes of a partial final flush, None for no flush, or
+              "lookahead": derived from the call clock, from the lookahead to committed +
+              lookahead - one lookahead unit (see :meth:`cadencelab.contract.clocks.PerCall.flush`).
     per_chunk: invocations per chunk (n_steps for a per-solver-step binding).
     scalars:  the non-extent configuration Q_o (dtype, n_steps, flags...).
     query_dependent: the query length depends on traffic (not on a clock), so the
@@ -147,8 +167,8 @@ class Operator:
     name: str
     reads: tuple
     clock: str
-    call: int
-    flush: tuple | None = None
+    call: int | None = None
+    flush: tuple | str | None = None
     per_chunk: int = 1
     scalars: Mapping[str, Any] = field(default_factory=dict)
     query_dependent: bool = False
@@ -189,10 +209,14 @@ class Operator:
 
 @dataclass(frozen=True)
 class Admission:
-    """The admission predicate: a call of ``f`` frames on ``clock`` is admissible iff f <= max_call."""
+    """The admission predicate: a call of ``f`` frames on ``clock`` is admissible iff f <= max_call.
+
+    ``max_call`` None: the steady call, the committed ticks of ``clock`` per call (needs the
+    declaration's call clock).
+    """
 
     clock: str
-    max_call: int
+    max_call: int | None = None
 
     def admits(self, f: int) -> bool:
         return f <= self.max_call
@@ -222,6 +246,7 @@ class Declaration:
     single_session: bool = True
     horizon: int = 64
     params: Mapping[str, Any] = field(default_factory=dict)
+    call_clock: str | None = None
 
     def __post_init__(self):
         self.validate()
@@ -256,6 +281,8 @@ class Declaration:
         if not self.clocks:
             raise DeclarationError("clocks", "declare at least one clock")
         clocks = validate_clocks(self.clocks)
+        if self.call_clock is not None and (not isinstance(self.call_clock, str) or self.call_clock not in clocks):
+            raise DeclarationError("call_clock", f"unknown clock {self.call_clock!r}")
         if not isinstance(self.dims, Mapping):
             raise DeclarationError("dims", "must map symbolic dim names to sizes")
         for k, v in self.dims.items():
@@ -266,10 +293,13 @@ class Declaration:
             if k in clocks:
                 raise DeclarationError(f"dims.{k}", "a symbolic dim cannot share a clock's name")
         regions: dict[str, Region] = {}
+        resolved = []
         for i, r in enumerate(self.regions):
             if not isinstance(r, Region):
                 raise DeclarationError(f"regions[{i}]", f"expected a Region, got {type(r).__name__}")
             where = f"regions[{i}]({r.name})" if isinstance(r.name, str) else f"regions[{i}]"
+            r = self._resolve_region(r, clocks)
+            resolved.append(r)
             r.validate(where, clocks, self.dims)
             if r.name in regions:
                 raise DeclarationError(f"{where}.name", f"duplicate region name '{r.name}'")
@@ -281,21 +311,40 @@ class Declaration:
                     raise DeclarationError(f"regions[{i}]({r.name}).resident_in", f"unknown region '{r.resident_in}'")
                 if host.resident_in is not None:
                     raise DeclarationError(f"regions[{i}]({r.name}).resident_in", "nested residency is not supported")
+        object.__setattr__(self, "regions", tuple(resolved))
         names = set()
+        ops = []
         for i, o in enumerate(self.operators):
             if not isinstance(o, Operator):
                 raise DeclarationError(f"operators[{i}]", f"expected an Operator, got {type(o).__name__}")
-            o.validate(f"operators[{i}]({o.name})", clocks, regions)
+            where = f"operators[{i}]({o.name})"
+            o = self._resolve_operator(o, where, clocks)
+            ops.append(o)
+            o.validate(where, clocks, regions)
             if o.name in names:
                 raise DeclarationError(f"operators[{i}].name", f"duplicate operator name '{o.name}'")
             names.add(o.name)
+            self._check_operator_writes(o, where, clocks, regions)
+        object.__setattr__(self, "operators", tuple(ops))
         if self.admission is not None:
             if not isinstance(self.admission, Admission):
                 raise DeclarationError("admission", f"expected an Admission, got {type(self.admission).__name__}")
             if not isinstance(self.admission.clock, str) or self.admission.clock not in clocks:
                 raise DeclarationError("admission.clock", f"unknown clock '{self.admission.clock}'")
+            if self.admission.max_call is None:
+                pc = self._per_call(clocks, self.admission.clock)
+                if pc is None:
+                    raise DeclarationError("admission.max_call", self._no_call_clock(self.admission.clock))
+                object.__setattr__(self, "admission", dataclasses.replace(self.admission, max_call=pc.committed))
             if not _is_int(self.admission.max_call) or self.admission.max_call <= 0:
                 raise DeclarationError("admission.max_call", f"must be a positive integer, got {self.admission.max_call!r}")
+            for i, o in enumerate(self.operators):
+                if o.clock == self.admission.clock and o.call > self.admission.max_call:
+                    raise DeclarationError(
+                        "admission.max_call",
+                        f"{self.admission.max_call} admits no steady call of operators[{i}]({o.name}), which "
+                        f"advances {o.call} '{o.clock}' per call; the admission must be >= the steady call",
+                    )
         for i, c in enumerate(self.constants):
             if not isinstance(c, DeviceConstant):
                 raise DeclarationError(f"constants[{i}]", f"expected a DeviceConstant, got {type(c).__name__}")
@@ -309,3 +358,70 @@ class Declaration:
             raise DeclarationError("single_session", "must be True or False")
         if not _is_int(self.horizon) or self.horizon < 2:
             raise DeclarationError("horizon", f"must be an integer >= 2 calls, got {self.horizon!r}")
+
+    # -- derived fields (call clock and lookahead) --------------------------------------
+    def _per_call(self, clocks: Mapping[str, Clock], clock):
+        if self.call_clock is None or not isinstance(clock, str) or clock not in clocks:
+            return None
+        return per_call(clocks, clock, self.call_clock)
+
+    def _no_call_clock(self, clock) -> str:
+        if self.call_clock is None:
+            return "not given, and the declaration names no call_clock to derive it from"
+        return f"not given, and the call clock '{self.call_clock}' does not drive clock {clock!r}"
+
+    def _resolve_region(self, r: Region, clocks: Mapping[str, Clock]) -> Region:
+        """``r`` with growth and max_call derived from the call clock where they were left unset."""
+        if r.growth is not None:
+            return r
+        pc = self._per_call(clocks, r.clock)
+        if pc is None or r.mutability == "immutable":
+            return dataclasses.replace(r, growth=0)
+        max_call = pc.frames if r.max_call is None else r.max_call
+        return dataclasses.replace(r, growth=pc.committed, max_call=max_call)
+
+    def _resolve_operator(self, o: Operator, where: str, clocks: Mapping[str, Clock]) -> Operator:
+        """``o`` with call and a "lookahead" flush derived from the call clock."""
+        change = {}
+        if not isinstance(o.clock, str) or o.clock not in clocks:
+            return o  # Operator.validate names the clock
+        if o.call is None:
+            pc = self._per_call(clocks, o.clock)
+            if pc is None:
+                raise DeclarationError(f"{where}.call", self._no_call_clock(o.clock))
+            change["call"] = pc.committed
+        if isinstance(o.flush, str) and o.flush == "lookahead":
+            pc = self._per_call(clocks, o.clock)
+            if pc is None:
+                raise DeclarationError(f"{where}.flush", self._no_call_clock(o.clock))
+            if pc.flush() is None:
+                raise DeclarationError(
+                    f"{where}.flush", f"'lookahead' but no clock between '{self.call_clock}' and '{o.clock}' has an offset"
+                )
+            change["flush"] = pc.flush()
+        return dataclasses.replace(o, **change) if change else o
+
+    def _check_operator_writes(self, o: Operator, where: str, clocks: Mapping[str, Clock], regions) -> None:
+        """A call advances each growing region it reads by its stride, and no flush exceeds a region's max_call."""
+        for name in dict.fromkeys(o.reads):
+            r = regions[name]
+            if r.growth == 0 or r.mutability == "immutable":
+                continue
+            call = in_units_of(clocks, o.call, o.clock, r.clock)
+            if call is None:  # unrelated clocks: no common unit to compare in
+                continue
+            num, den = call
+            if num != r.growth * den:
+                raise DeclarationError(
+                    f"{where}.call",
+                    f"{o.call} '{o.clock}' per call contradicts region '{r.name}', which grows {r.growth} "
+                    f"'{r.clock}' per call ({num / den:g} '{r.clock}' expected from the call)",
+                )
+            if o.flush is not None:
+                num, den = in_units_of(clocks, o.flush[1], o.clock, r.clock)
+                if num > r.call_max * den:
+                    raise DeclarationError(
+                        f"{where}.flush",
+                        f"a flush of {o.flush[1]} '{o.clock}' adds {num / den:g} '{r.clock}' to region '{r.name}', "
+                        f"more than its max_call {r.call_max}",
+                    )

@@ -12,17 +12,18 @@
 
 from __future__ import annotations
 
-from .clocks import Clock
+from .clocks import Clock, per_call, validate_clocks
 from .declaration import Admission, Declaration, DeviceConstant, Operator, Region
+from .errors import DeclarationError
 from .policies import Fixed, PromptRetained, Ring, SlidingWindow, Unbounded
 
 
 def token2wav_declaration(
     f_prompt: int = 302,
     f_retained: int = 100,
-    f_chunk: int = 50,
+    f_chunk: int | None = None,
     n_steps: int = 10,
-    tokens_per_chunk: int = 25,
+    tokens_per_chunk: int | None = None,
     lookahead: int = 3,
     frames_per_token: int = 2,
     samples_per_frame: int = 480,
@@ -41,8 +42,16 @@ def token2wav_declaration(
     stock_frames: int = 1000,
     dtype: str = "float32",
 ) -> Declaration:
-    """The Token2wav declaration. Every extent and class count below is derived from these numbers."""
-    f_call = frames_per_token * (tokens_per_chunk + lookahead)  # 56: a flush carrying its lookahead
+    """The Token2wav declaration. Every extent and class count below is derived from these numbers.
+
+    A chunk (one call, the ``chunks`` clock) commits ``tokens_per_chunk`` tokens and carries
+    ``lookahead`` more (the ``tokens`` clock's offset); everything per call is derived from
+    the clocks: f_chunk = frames_per_token x tokens_per_chunk (the stride), f_call = f_chunk +
+    frames_per_token x lookahead (what a final flush commits), the flush sizes and every
+    region's growth and max_call. ``f_chunk`` may be given instead of ``tokens_per_chunk``
+    (it must be a multiple of ``frames_per_token``); giving both, they must agree.
+    """
+    tokens_per_chunk = _tokens_per_chunk(f_chunk, tokens_per_chunk, frames_per_token)
     source_cache = mel_cache * samples_per_frame  # 3840 samples
     clocks = (
         Clock("chunks", "stream call (one second of speech)", rate_hz=1.0),
@@ -52,8 +61,10 @@ def token2wav_declaration(
         Clock("steps", "Euler solver step", parent="chunks", ratio=n_steps),
         Clock("turns", "conversation turn", rate_hz=None),
     )
+    frames = per_call(validate_clocks(clocks), "frames", "chunks")  # committed 50 + lookahead 6 frames
+    f_chunk, f_call = frames.committed, frames.frames
     kv = 2 * head_dim
-    common = dict(clock="frames", growth=f_chunk, max_call=f_call, dtype=dtype)
+    common = dict(clock="frames", dtype=dtype)
     regions = (
         Region(
             "estimator_att_cache", shape=("n_steps", depth, 2, heads, "frames", kv),
@@ -97,13 +108,12 @@ def token2wav_declaration(
         ),
         Region(
             "vocoder_source_cache", shape=(1, 1, "samples"), policy=SlidingWindow(source_cache), clock="samples",
-            growth=f_chunk * samples_per_frame, max_call=f_call * samples_per_frame, lifetime="turn", role="state",
-            address_stable=True, dtype=dtype, description="HiFT NSF source overlap",
+            lifetime="turn", role="state", address_stable=True, dtype=dtype, description="HiFT NSF source overlap",
         ),
         Region(
             "vocoder_speech_cache", shape=(1, "samples"), policy=SlidingWindow(source_cache), clock="samples",
-            growth=f_chunk * samples_per_frame, max_call=f_call * samples_per_frame, lifetime="turn", role="state",
-            address_stable=True, dtype=dtype, description="PCM tail for the fade-in of the next chunk",
+            lifetime="turn", role="state", address_stable=True, dtype=dtype,
+            description="PCM tail for the fade-in of the next chunk",
         ),
         Region(
             "cfm_noise", shape=(1, mel_bins, "frames"), policy=Fixed(f_prompt + f_retained + f_call), clock="frames",
@@ -111,17 +121,17 @@ def token2wav_declaration(
             description="solver start noise, read at [offset, offset + f) with offset = cached extent",
         ),
     )
-    flush = (frames_per_token * lookahead, frames_per_token * (tokens_per_chunk + lookahead - 1), frames_per_token)
     q = {"n_timesteps": n_steps, "dtype": dtype}
+    per_chunk = dict(clock="frames", flush="lookahead")  # call and flush sizes derived from the chunk clock
     operators = (
-        Operator("flow_chunk", reads=("estimator_att_cache", "conformer_att_cache"), clock="frames", call=f_chunk,
-                 flush=flush, scalars=q, description="encoder + CFM loop + retention of one chunk (chunk granularity)"),
-        Operator("estimator_step", reads=("estimator_att_cache",), clock="frames", call=f_chunk, flush=flush,
-                 per_chunk=n_steps, scalars=q, description="one DiT call of the Euler loop (solver-step granularity)"),
-        Operator("flow_encoder", reads=("conformer_att_cache",), clock="frames", call=f_chunk, flush=flush,
-                 scalars={"dtype": dtype}, description="upsampling conformer encoder of one chunk"),
-        Operator("vocoder_core", reads=("vocoder_mel_cache", "vocoder_source_cache"), clock="frames", call=f_chunk,
-                 flush=flush, scalars={"dtype": dtype}, description="HiFT up to the iSTFT (device RNG drawn)"),
+        Operator("flow_chunk", reads=("estimator_att_cache", "conformer_att_cache"), scalars=q,
+                 description="encoder + CFM loop + retention of one chunk (chunk granularity)", **per_chunk),
+        Operator("estimator_step", reads=("estimator_att_cache",), per_chunk=n_steps, scalars=q,
+                 description="one DiT call of the Euler loop (solver-step granularity)", **per_chunk),
+        Operator("flow_encoder", reads=("conformer_att_cache",), scalars={"dtype": dtype},
+                 description="upsampling conformer encoder of one chunk", **per_chunk),
+        Operator("vocoder_core", reads=("vocoder_mel_cache", "vocoder_source_cache"), scalars={"dtype": dtype},
+                 description="HiFT up to the iSTFT (device RNG drawn)", **per_chunk),
     )
     constants = (
         DeviceConstant("timestep_freqs", (128,), source="DiT timestep embedding frequency table"),
@@ -133,13 +143,35 @@ def token2wav_declaration(
         clocks=clocks,
         regions=regions,
         operators=operators,
-        admission=Admission("frames", f_chunk),
+        admission=Admission("frames"),  # f <= the steady call, f_chunk
         dims={"n_steps": n_steps},
         constants=constants,
+        call_clock="chunks",
         params=dict(f_prompt=f_prompt, f_retained=f_retained, f_chunk=f_chunk, f_call=f_call, n_steps=n_steps,
                     tokens_per_chunk=tokens_per_chunk, lookahead=lookahead, frames_per_token=frames_per_token,
                     samples_per_frame=samples_per_frame, address_stable_regions=2),
     )
+
+
+def _tokens_per_chunk(f_chunk, tokens_per_chunk, frames_per_token) -> int:
+    """Tokens per chunk from whichever of f_chunk / tokens_per_chunk was given (25 when neither)."""
+    if f_chunk is None:
+        return 25 if tokens_per_chunk is None else tokens_per_chunk
+    if isinstance(f_chunk, bool) or not isinstance(f_chunk, int) or f_chunk <= 0:
+        raise DeclarationError("f_chunk", f"must be a positive integer number of frames, got {f_chunk!r}")
+    if isinstance(frames_per_token, bool) or not isinstance(frames_per_token, int) or frames_per_token <= 0:
+        return 25 if tokens_per_chunk is None else tokens_per_chunk  # the frames clock's ratio check names it
+    if f_chunk % frames_per_token:
+        raise DeclarationError(
+            "f_chunk", f"{f_chunk} frames is not a whole number of tokens at {frames_per_token} frames per token"
+        )
+    tokens = f_chunk // frames_per_token
+    if tokens_per_chunk is not None and tokens_per_chunk != tokens:
+        raise DeclarationError(
+            "f_chunk", f"{f_chunk} frames contradicts tokens_per_chunk {tokens_per_chunk!r} x frames_per_token "
+            f"{frames_per_token} (give one of them)"
+        )
+    return tokens
 
 
 def moshi_mimi_declaration(capacity: int = 250, layers: int = 8, heads: int = 8, head_dim: int = 64) -> Declaration:
@@ -149,21 +181,22 @@ def moshi_mimi_declaration(capacity: int = 250, layers: int = 8, heads: int = 8,
         Clock("samples", "PCM sample at 24 kHz", parent="frames", ratio=1920),
         Clock("steps", "transformer step", parent="frames", ratio=2),
     )
+    # one call is one frame: each ring grows by the 2 steps of a frame (derived from the clocks)
     regions = tuple(
         Region(f"{side}_kv_{i}", clock="steps", shape=(2, 1, heads, "steps", head_dim), policy=Ring(capacity),
-               growth=1, lifetime="stream", role="state", address_stable=True)
+               lifetime="stream", role="state", address_stable=True)
         for side in ("encoder", "decoder") for i in range(layers)
     ) + (
         Region("conv_left_context", clock="samples", shape=(1, 512, "samples"), policy=Fixed(6), lifetime="stream",
                role="state", address_stable=True),
     )
     operators = (
-        Operator("decoder_transformer", reads=tuple(f"decoder_kv_{i}" for i in range(layers)), clock="steps", call=2,
+        Operator("decoder_transformer", reads=tuple(f"decoder_kv_{i}" for i in range(layers)), clock="steps",
                  description="Mimi decoder transformer: 2 steps (25 Hz) per 80 ms frame"),
-        Operator("encoder_transformer", reads=tuple(f"encoder_kv_{i}" for i in range(layers)), clock="steps", call=2,
+        Operator("encoder_transformer", reads=tuple(f"encoder_kv_{i}" for i in range(layers)), clock="steps",
                  description="Mimi encoder transformer: 2 steps (25 Hz) per 80 ms frame"),
     )
-    return Declaration("moshi-mimi", clocks, regions, operators, admission=Admission("steps", 2))
+    return Declaration("moshi-mimi", clocks, regions, operators, admission=Admission("steps"), call_clock="frames")
 
 
 def backbone_declaration(window: int = 2000, layers: int = 36, kv_heads: int = 8, head_dim: int = 128) -> Declaration:

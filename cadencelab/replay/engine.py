@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pandas as pd
 import torch
 
+from ..contract.derivation import CLASS_BUDGET
 from .effects import RngSnapshot, cuda_devices
 from .signature import ALIGN, Unkeyable, describe, flatten, signature, unflatten
 
@@ -179,7 +180,8 @@ class ExactShapeReplay:
     modules:       modules whose parameters/buffers the graph reads by address; checked every call.
     clone_outputs: return copies of graph outputs (default). When False, outputs alias graph memory
                    and are valid only until the next replay of any engine sharing the pool.
-    max_classes:   cap on captured classes (the affordability budget).
+    max_classes:   cap on captured classes (the affordability budget; default the contract's
+                   ``CLASS_BUDGET``, which the declaration's verdict counts admitted classes against).
     max_invalidations: after this many pointer drifts a class stays eager.
     """
 
@@ -196,7 +198,7 @@ class ExactShapeReplay:
         modules: Iterable[torch.nn.Module] = (),
         pool=None,
         clone_outputs: bool = True,
-        max_classes: int = 64,
+        max_classes: int = CLASS_BUDGET,
         max_invalidations: int = 3,
         strict: bool = False,
     ):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from ..contract.derive import demand_shape, region_table
+from ..contract.derivation import demand_shape, region_table
 
 
 def allocation_plan(decl) -> pd.DataFrame:

@@ -77,7 +77,7 @@ class Carry:
     @classmethod
     def for_region(cls, decl, region: str, device="cpu", dtype=None, envelope: str | None = None) -> "Carry":
         """A carry sized from the declaration: retention bound A, or A + f_call for an in-buffer carry."""
-        from ..contract.derive import envelope as env
+        from ..contract.derivation import envelope as env
 
         r = decl.region(region)
         _, a, a_att = env(decl, region)

@@ -150,14 +150,14 @@ class Session:
 
 def declared_state_bytes(decl) -> int:
     """Bytes of one session's declared state: every region of :data:`STATE_REGIONS` at its retention bound A."""
-    from ...contract.derive import _nbytes, _shape
+    from ...contract.derivation import nbytes, region_shape
 
-    return int(sum(_nbytes(_shape(decl, decl.region(name), _retention_bound(decl, name), stock=False),
-                           decl.region(name).dtype) for name in STATE_REGIONS))
+    return int(sum(nbytes(region_shape(decl, decl.region(name), _retention_bound(decl, name), stock=False),
+                          decl.region(name).dtype) for name in STATE_REGIONS))
 
 
 def _retention_bound(decl, region: str) -> int:
-    from ...contract.derive import envelope
+    from ...contract.derivation import envelope
 
     return int(envelope(decl, region)[1])
 
