@@ -189,8 +189,10 @@ def test_token2wav_verdict_counts_flush_classes_against_the_engine_budget(t2w):
     assert (flow["K"], flow["flush_admitted"], flow["flush_rejected"], flow["bindings"]) == (3, 69, 6, 3)
     # 3 steady + 69 admitted flush rows, the three f=50 flushes sharing the steady labels
     assert flow["admitted_classes"] == len(admitted_labels(t2w, "flow_chunk")) == 69
-    assert flow["class_budget"] == CLASS_BUDGET == 64
-    assert not flow["affordable"] and "5 would run eagerly (catalog_full)" in flow["reason"]
+    assert flow["class_budget"] == CLASS_BUDGET and flow["affordable"]
+    # a budget below the admitted classes makes it unaffordable, naming how many would run eagerly
+    tight = _row(verdict(t2w, class_budget=64), "operator", "flow_chunk")
+    assert not tight["affordable"] and "5 would run eagerly (catalog_full)" in tight["reason"]
     step = _row(v, "operator", "estimator_step")
     assert step["bindings"] == 30  # 3 classes x 10 solver steps
     voc = _row(v, "operator", "vocoder_core")

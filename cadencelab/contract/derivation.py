@@ -30,8 +30,11 @@ from .errors import DerivationLimitError
 
 #: default ceiling on steady signature classes per operator for exact specialization
 K_MAX = 16
-#: the most classes one replay engine captures (``ExactShapeReplay``'s ``max_classes`` default reads it)
-CLASS_BUDGET = 64
+#: the most classes one replay engine captures (``ExactShapeReplay``'s ``max_classes`` default reads it):
+#: each captured class costs a warm-up and graph-pool memory, so an operator is affordable only when
+#: every admitted class (steady and flush) fits. A policy choice, set here once: Token2wav's flow
+#: operators admit 69 classes (3 steady + 66 flush) at the paper's operating point.
+CLASS_BUDGET = 128
 #: the most rows a trajectory, a catalog or a label set is enumerated into
 ROW_LIMIT = 100_000
 
