@@ -9,6 +9,7 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     factorial_chunks(condition)   one row per streamed chunk
     factorial_summary(condition)  the study's headline ratios (dict)
     pareto_frame(condition)       the columns cadencelab.viz.pareto expects
+    device_conditions()           what each kernel-selection pin costs B0 and buys in exactness
     provenance(name)              where a recorded file came from (commit, GPU, torch, CUDA, date, ...)
     paper_duplex_second(block)    the paper's duplex-second breakdown (data/paper/duplex_second.csv)
     duplex_second(condition)      the measured duplex second (data/h200/duplex_second*.json)
@@ -23,9 +24,13 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     freeze_summary() / freeze_paths()
                                   the Freeze-Omni-style decoder: overlap recompute vs carry (vs replay)
 
-``condition`` is "pinned" (cuDNN / cuBLAS kernel selection pinned in every arm, the bitwise gate's
-precondition) or "unpinned" (the stock kernel selection). A missing file raises
-FileNotFoundError naming the path and the command that records it.
+``condition`` names the recorded set-up: "exact" (the default: every arm under the exact device
+condition, :data:`cadencelab.replay.determinism.EXACT`, the least pinning under which every arm is
+bit-exact across processes; data/h200/device_conditions.json), or one of the older recordings kept
+because the course compares them: "pinned" (cuDNN deterministic, TF32 off and a fixed cuBLAS
+workspace, which slowed the stock runtime) and "unpinned" (TF32 off only, where float32 PCM drifts
+across processes). :func:`recorded_condition` reads the device condition a file was measured under.
+A missing file raises FileNotFoundError naming the path and the command that records it.
 """
 
 from __future__ import annotations
@@ -38,22 +43,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .replay.determinism import EXACT
+
 __all__ = [
-    "DATA_ENV", "CONDITIONS", "PARETO_COLUMNS", "data_dir", "data_path", "load_json",
+    "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "recorded_condition", "data_dir", "data_path", "load_json",
     "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
     "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "duplex_summary",
     "recorded_trace",
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
     "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
-    "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths",
+    "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions",
 ]
 
 DATA_ENV = "CADENCELAB_DATA"
 #: the columns cadencelab.viz.pareto reads (intervals as bounds, not half-widths)
 PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]
-CONDITIONS = ("pinned", "unpinned")
-#: the device condition (cadencelab.replay.determinism.CONDITIONS) each recorded condition was measured under
-DEVICE_CONDITIONS = {"pinned": "no_tf32_cudnn_det_ws", "unpinned": "no_tf32"}
+CONDITIONS = ("exact", "pinned", "unpinned")
+#: the device condition (cadencelab.replay.determinism.CONDITIONS) of each recorded set-up
+DEVICE_CONDITIONS = {"exact": EXACT, "pinned": "no_tf32_cudnn_det_ws", "unpinned": "no_tf32"}
 
 #: recorded files by dataset name -> (path under data/, how to record it, flag). The commands are the
 #: ones the recorded files were made with (their provenance's study config; docs/device.md).
@@ -65,28 +72,40 @@ _DUPLEX_CMD = ("python -m cadencelab.bench duplex --device cuda --preset h200 --
 _SESSIONS_COPY = (_ON_CUDA + "copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv "
                   "beside it")
 DATASETS = {
-    "factorial": ("h200/token2wav_factorial.json", _FACTORIAL_CMD, ""),
-    "factorial_unpinned": ("h200/token2wav_factorial_unpinned.json", _FACTORIAL_CMD, " --unpinned"),
+    "factorial": ("h200/token2wav_factorial.json", _FACTORIAL_CMD,
+                  " --arms B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50,B0@defaults,B0@no_tf32"),
+    # older recordings (earlier commits, named in their provenance), kept because the course compares them
+    "factorial_pinned": ("h200/token2wav_factorial_pinned_ws.json", _FACTORIAL_CMD,
+                         " --arms B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50"
+                         " --condition no_tf32_cudnn_det_ws"),
+    "factorial_unpinned": ("h200/token2wav_factorial_unpinned.json", _FACTORIAL_CMD,
+                           " --arms B0,S,R,Rc,SR,SRc,vendor_graph,vendor_graph_50 --condition no_tf32"),
+    "device_conditions": ("h200/device_conditions.json",
+                          "python -m cadencelab.bench conditions --device cuda --out DIR" + _ON_CUDA
+                          + "copy DIR/device_conditions.json to {path} and gzip DIR/device_conditions_chunks.csv "
+                          "beside it", ""),
     "duplex_second": ("h200/duplex_second.json", _DUPLEX_CMD, ""),
-    "duplex_second_unpinned": ("h200/duplex_second_unpinned.json", _DUPLEX_CMD, " --unpinned"),
+    "duplex_second_pinned": ("h200/duplex_second_pinned_ws.json", _DUPLEX_CMD, " --condition no_tf32_cudnn_det_ws"),
+    "duplex_second_unpinned": ("h200/duplex_second_unpinned.json", _DUPLEX_CMD, " --condition no_tf32"),
     "paper_duplex_second": ("paper/duplex_second.csv", None, ""),
+    # not yet re-recorded under the exact condition: the older set-up (cuBLAS workspace pin) reproduces them
     "soak": ("h200/soak.json",
              "python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda:0 --b0-devices cuda:1 "
-             "--b0-workers 4 --concurrent --timeout 330 --out DIR  (on a machine with two CUDA devices), then copy "
+             "--b0-workers 4 --concurrent --timeout 330 --condition no_tf32_cudnn_det_ws --out DIR  (on a machine with two CUDA devices), then copy "
              "DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it", ""),
     "sessions": ("h200/sessions.json",
                  "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 "
-                 "--sessions 1,2,3,4,6,8,12,16,24,32,48,64,96,128 --time-budget 490 --out DIR" + _SESSIONS_COPY, ""),
+                 "--sessions 1,2,3,4,6,8,12,16,24,32,48,64,96,128 --time-budget 490 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY, ""),
     "sessions_srb_mixed": ("h200/sessions_srb_mixed.json",
                            "python -m cadencelab.bench sessions --device cuda --arms SRb --workloads mixed "
-                           "--sessions 64,96,112,128 --time-budget 420 --out DIR" + _SESSIONS_COPY, ""),
+                           "--sessions 64,96,112,128 --time-budget 420 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY, ""),
     "sessions_staggered": ("h200/sessions_staggered.json",
                            "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 --stagger "
-                           "--sessions 1,2,4,8,12,16,24,32,48,64,96 --time-budget 420 --out DIR" + _SESSIONS_COPY,
+                           "--sessions 1,2,4,8,12,16,24,32,48,64,96 --time-budget 420 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY,
                            ""),
     "sessions_srb_staggered": ("h200/sessions_srb_staggered.json",
                                "python -m cadencelab.bench sessions --device cuda --arms SRb --stagger --workloads "
-                               "speak_heavy --sessions 16,32,48 --time-budget 140 --out DIR" + _SESSIONS_COPY, ""),
+                               "speak_heavy --sessions 16,32,48 --time-budget 140 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY, ""),
     "mimi": ("h200/moshi_mimi.json",
              "python -m cadencelab.bench crossarch --device cuda --models mimi --out DIR  (on a CUDA machine, moshi "
              "installed), then copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it", ""),
@@ -150,9 +169,21 @@ def _how(name: str) -> str | None:
     return cmd.format(flag=flag, path=f"data/{rel}") if cmd else None
 
 
-def _dataset(kind: str, condition: str = "pinned") -> tuple[str, str | None]:
-    name = kind if _condition(condition) == "pinned" else f"{kind}_unpinned"
+def _dataset(kind: str, condition: str = "exact") -> tuple[str, str | None]:
+    name = kind if _condition(condition) == "exact" else f"{kind}_{condition}"
     return DATASETS[name][0], _how(name)
+
+
+def recorded_condition(obj: dict) -> str:
+    """The device condition a recorded study ran under: its provenance's ``determinism.condition``; the
+    older files say only whether they were pinned (``deterministic``): the workspace pin, or TF32 off."""
+    prov = obj.get("provenance", {})
+    named = (prov.get("determinism") or {}).get("condition")
+    if named:
+        return named
+    cfg = prov.get("study") or obj.get("config") or prov.get("config") or {}
+    unpinned = cfg.get("deterministic") is False or str(prov.get("condition", "")).startswith("unpinned")
+    return DEVICE_CONDITIONS["unpinned"] if unpinned else DEVICE_CONDITIONS["pinned"]
 
 
 @functools.lru_cache(maxsize=16)
@@ -182,13 +213,13 @@ def _need(obj: dict, key: str, rel: str):
 # ---------------------------------------------------------------------------------------
 
 
-def factorial_result(condition: str = "pinned") -> dict:
+def factorial_result(condition: str = "exact") -> dict:
     """The whole recorded factorial result (summary, arms, blocks, chunks, profiles, provenance)."""
     rel, how = _dataset("factorial", condition)
     return load_json(rel, how)
 
 
-def factorial(condition: str = "pinned") -> pd.DataFrame:
+def factorial(condition: str = "exact") -> pd.DataFrame:
     """One row per arm: steady_latency_ms_median / _p95, peak_MiB_median, latency_delta(_lo/_hi),
     peak_delta(_lo/_hi), exact, exact_blocks, blocks, and where profiled busy_ms_median,
     wall_over_busy, slack_frac_median, launches per chunk; replay summaries as dicts. Arms that
@@ -203,7 +234,7 @@ def factorial(condition: str = "pinned") -> pd.DataFrame:
     return df
 
 
-def factorial_blocks(condition: str = "pinned") -> pd.DataFrame:
+def factorial_blocks(condition: str = "exact") -> pd.DataFrame:
     """One row per (arm, block): warmup, peak_bytes, latency medians, hashes, exact_* flags."""
     rel, _ = _dataset("factorial", condition)
     df = pd.DataFrame(_need(factorial_result(condition), "blocks", rel))
@@ -213,7 +244,7 @@ def factorial_blocks(condition: str = "pinned") -> pd.DataFrame:
     return df
 
 
-def factorial_chunks(condition: str = "pinned") -> pd.DataFrame:
+def factorial_chunks(condition: str = "exact") -> pd.DataFrame:
     """One row per streamed chunk: arm, block, turn, chunk, kind (first/steady/flush), latency_ms, ..."""
     rel, _ = _dataset("factorial", condition)
     df = pd.DataFrame(_need(factorial_result(condition), "chunks", rel))
@@ -221,13 +252,13 @@ def factorial_chunks(condition: str = "pinned") -> pd.DataFrame:
     return df
 
 
-def factorial_summary(condition: str = "pinned") -> dict:
+def factorial_summary(condition: str = "exact") -> dict:
     """The headline ratios: speedup_SRc_vs_B0, peak_reduction_SRc_vs_B0, exact blocks, ..."""
     rel, _ = _dataset("factorial", condition)
     return dict(_need(factorial_result(condition), "summary", rel))
 
 
-def pareto_frame(condition: str = "pinned", arms: list[str] | None = None) -> pd.DataFrame:
+def pareto_frame(condition: str = "exact", arms: list[str] | None = None) -> pd.DataFrame:
     """The factorial's arms in the columns :func:`cadencelab.viz.pareto` expects.
 
     lat_ms = steady_latency_ms_median, peak_MiB = peak_MiB_median, exact = bit-exact in every
@@ -267,8 +298,8 @@ def pareto_frame(condition: str = "pinned", arms: list[str] | None = None) -> pd
 def provenance(name: str = "factorial") -> dict:
     """Where a recorded file came from.
 
-    ``name``: a dataset ("factorial", "factorial_unpinned", "duplex_second",
-    "duplex_second_unpinned", "paper_duplex_second") or a JSON path relative to the data folder.
+    ``name``: a dataset (a key of :data:`DATASETS`: "factorial", "factorial_pinned", "duplex_second",
+    "device_conditions", "paper_duplex_second", ...) or a JSON path relative to the data folder.
     Recorded studies give their ``provenance`` block (git commit, GPU, torch, CUDA, date, study
     config); the paper data gives its citation.
     """
@@ -311,12 +342,24 @@ def paper_duplex_second(block: str | list[str] | None = None) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
+def device_conditions() -> pd.DataFrame:
+    """The device-conditions study (data/h200/device_conditions.json): one row per candidate condition
+    with its knobs (``pins``, ``tf32``, ``cudnn_deterministic``, ``cublas_workspace``), B0's steady
+    median (``B0_ms``) and its cost against the fastest B0 of the run, each arm's exact blocks against
+    the condition's own B0, and ``exact``. ``attrs["summary"]`` holds the study's choice."""
+    rel = DATASETS["device_conditions"][0]
+    obj = load_json(rel, _how("device_conditions"))
+    df = pd.DataFrame(_need(obj, "conditions", rel))
+    df.attrs["summary"] = dict(_need(obj, "summary", rel))
+    return df
+
+
 def _duplex(condition: str) -> tuple[dict, str]:
     rel, how = _dataset("duplex_second", condition)
     return load_json(rel, how), rel
 
 
-def duplex_second(condition: str = "pinned", arm: str | None = None) -> pd.DataFrame:
+def duplex_second(condition: str = "exact", arm: str | None = None) -> pd.DataFrame:
     """The measured duplex second: the median stage rows per arm (waterfall-ready).
 
     Columns: stage, start_ms, dur_ms (medians over the timed seconds), source ("measured"), arm,
@@ -332,14 +375,14 @@ def duplex_second(condition: str = "pinned", arm: str | None = None) -> pd.DataF
     return df.reset_index(drop=True)
 
 
-def duplex_summary(condition: str = "pinned") -> pd.DataFrame:
+def duplex_summary(condition: str = "exact") -> pd.DataFrame:
     """One row per arm of the measured duplex second: stage medians (ms), over_cadence, and per stage
     the kernel launches and idle share of the profiled second (``<stage>_launches``, ``<stage>_slack_frac``)."""
     obj, rel = _duplex(condition)
     return pd.DataFrame.from_dict(_need(obj, "summary", rel), orient="index").rename_axis("arm")
 
 
-def duplex_seconds(condition: str = "pinned") -> pd.DataFrame:
+def duplex_seconds(condition: str = "exact") -> pd.DataFrame:
     """Every recorded stage row of every second (warm-up seconds flagged ``warmup``)."""
     obj, rel = _duplex(condition)
     return pd.DataFrame(_need(obj, "rows", rel))

@@ -62,7 +62,7 @@ def _html_table(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> str:
 # =======================================================================================
 
 
-def anatomy_frame(condition: str = "pinned", arms=("B0", "SRc"), compose: bool | None = None) -> pd.DataFrame:
+def anatomy_frame(condition: str = "exact", arms=("B0", "SRc"), compose: bool | None = None) -> pd.DataFrame:
     """Waterfall rows of one duplex second: the paper's anatomy, then the H200 recordings.
 
     Columns stage, start_ms, dur_ms, source (plus origin: "paper", "recorded", "composed").
@@ -289,7 +289,7 @@ def _rules_frame(condition: str) -> pd.DataFrame:
     keep = [c for c in ("arm", "exact_blocks", "blocks", "latency_delta", "latency_delta_lo", "latency_delta_hi",
                         "peak_delta", "replay") if c in fac.columns]
     out = pf.merge(fac[keep], on="arm", how="left")
-    prov = data.provenance("factorial" if condition == "pinned" else "factorial_unpinned")
+    prov = data.provenance("factorial" if condition == "exact" else f"factorial_{condition}")
     out.attrs["n_steps"] = int(prov.get("study", {}).get("n_timesteps", 10))
     out.attrs["source"] = f"recorded on {prov.get('gpu', 'a GPU')} ({condition} kernels)"
     return out
@@ -309,7 +309,7 @@ class RulesPanel:
     ``point()`` (the chosen arm's numbers), ``figure()`` (the Pareto with the arm ringed).
     """
 
-    def __init__(self, data: pd.DataFrame | None = None, condition: str = "pinned",
+    def __init__(self, data: pd.DataFrame | None = None, condition: str = "exact",
                  measure: Callable[[int], pd.DataFrame] | None = None, arms=PANEL_ARMS, build: bool = True,
                  fallback: pd.DataFrame | None = None):
         self.fallback = fallback  # recorded rows for arms a live run could not measure
@@ -485,10 +485,10 @@ class RulesPanel:
         display(self.widget if self.widget is not None else self.table())
 
 
-def rules_panel(data: pd.DataFrame | None = None, condition: str = "pinned", live: bool = False,
+def rules_panel(data: pd.DataFrame | None = None, condition: str = "exact", live: bool = False,
                 **live_kw) -> RulesPanel:
-    """The rules panel over the recorded factorial of ``condition`` ("pinned" or "unpinned" kernel
-    selection; ``live=True``: measured on this GPU instead, under the same condition)."""
+    """The rules panel over the recorded factorial of ``condition`` (a key of ``data.CONDITIONS``;
+    ``live=True``: measured on this GPU instead, under the same device condition)."""
     if live:
         live_kw["condition"] = condition
         first = live_factorial(**live_kw)
@@ -502,12 +502,12 @@ def rules_panel(data: pd.DataFrame | None = None, condition: str = "pinned", liv
 
 def live_factorial(n_steps: int = 10, config: str = "real", arms=("B0", "S", "R", "Rc", "SR", "SRc"),
                    blocks: int = 1, chunks_per_turn: int = 3, out: str | None = None, progress=None,
-                   condition: str = "pinned") -> pd.DataFrame:
+                   condition: str = "exact") -> pd.DataFrame:
     """Run the factorial on this GPU (one process per arm, as the bench does) -> a rules-panel frame.
 
     Needs CUDA. Latency is the median steady-chunk synthesis time, peak the allocator peak per
-    block, exact = every block's hashes equal B0's. ``condition``: "pinned" kernel selection (the
-    set-up of the recorded file) or "unpinned" (see ``data.DEVICE_CONDITIONS``). Takes about a minute per call on an H200.
+    block, exact = every block's hashes equal B0's. ``condition``: a key of ``data.CONDITIONS``, run
+    under its device condition (``data.DEVICE_CONDITIONS``). Takes about a minute per call on an H200.
     """
     import tempfile
 

@@ -25,7 +25,7 @@ PARAMS = """\
 import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
-CONDITION = "pinned"  # recorded H200 data: "pinned" or "unpinned" kernel selection"""
+CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned"""
 
 CHECK_MD = """\
 ## Check
@@ -627,7 +627,8 @@ NB5 = [
     - that each rule alone fails in its own direction: the state rule saves memory without speed, replay
       gains speed and *costs* memory (most at chunk granularity);
     - that only the two together reach the corner of the Pareto plot;
-    - that exactness is a precondition of the comparison: without pinned kernels the float32 PCM drifts.
+    - that exactness is a precondition of the comparison, and what it costs: the device condition under
+      which every arm is bit-exact across processes, chosen by measurement.
     """),
     params(),
     code("""
@@ -668,8 +669,8 @@ NB5 = [
     md("""
     Read the rows against each other:
 
-    - **S** (state rule only) cuts the peak to a fraction of B0's (`peak_delta`), and with pinned kernels
-      its latency interval crosses zero: demand sizing is a memory mechanism.
+    - **S** (state rule only) cuts the peak to a fraction of B0's (`peak_delta`) without a speedup (its
+      `latency_delta` is near zero or above): demand sizing is a memory mechanism.
     - **R / Rc** (replay only) are fast, and memory goes *up*: without a contract-owned carry the engine must
       stage a copy of every cache input per captured class, at the stock envelope. At chunk granularity that
       is the whole stacked cache per class: Rc's peak is a multiple of B0's.
@@ -688,14 +689,34 @@ NB5 = [
     panel.set(steps=10)
     """),
     md("""
-    ## Exactness is a precondition
+    ## Exactness is a precondition, and it has a price
 
-    Without pinned kernel selection the eager baseline's float32 PCM drifts across processes (mel and int16
-    PCM still match): every arm but B0 is marked not bit-exact, even `vendor_graph`, which runs B0's kernels.
-    The bitwise gate measures the kernel library here, not the rules.
+    The bitwise gate compares arms that run in different processes, so each process must pick the same
+    kernels. Three knobs decide that (TF32, cuDNN's deterministic algorithms, cuBLAS's workspace), and
+    each can slow the stock runtime. The conditions study ran every candidate setting with B0, a second
+    B0 process, SRc and the re-bucketed vendor graph, all interleaved in one run: a condition is exact
+    when every arm equals its own condition's B0 in every block. The exact condition is the least pinning
+    that is exact; every recorded study now runs under it, and the factorial checks that B0 there is no
+    slower than B0 with nothing pinned (the fairness gate).
     """),
     code("""
-    viz.pareto(data.pareto_frame("unpinned"), viz.ParetoOptions(title="Unpinned kernels: float32 PCM drifts"))
+    cond = data.device_conditions()
+    s = cond.attrs["summary"]
+    fair = data.factorial_summary()["fairness"]
+    print(f"exact condition: {s['chosen']} (least pinning that is exact); "
+          f"B0 there vs nothing pinned, paired over the factorial's blocks: {100 * fair['B0_slower_by']:+.1f}% "
+          f"(95% CI {100 * fair['B0_slower_by_ci'][0]:+.1f}..{100 * fair['B0_slower_by_ci'][1]:+.1f}%)")
+    cond[["condition", "pins", "B0_ms", "B0_cost_vs_fastest", "B0_repeat_exact_blocks", "SRc_exact_blocks",
+          "vendor_graph_50_exact_blocks", "exact"]].round(3)
+    """),
+    md("""
+    Two readings: where B0 itself is not reproducible across processes (`B0_repeat_exact_blocks` below the
+    block count), no comparison with it can be bitwise; and the cuBLAS workspace pin of the older recordings
+    is the one knob whose cost stands far above the run's noise. The older unpinned recording shows the
+    drift: mel and int16 PCM match, float32 PCM does not, even for `vendor_graph`, which runs B0's kernels.
+    """),
+    code("""
+    viz.pareto(data.pareto_frame("unpinned"), viz.ParetoOptions(title="Older recording, TF32 off only: float32 PCM drifts"))
     """),
     md("""
     ## Many sessions on one GPU
@@ -768,9 +789,9 @@ NB5 = [
     assert pts["Rc"]["peak_MiB"] > 2 * pts["B0"]["peak_MiB"] and pts["S"]["peak_MiB"] < 0.5 * pts["B0"]["peak_MiB"]
     if panel.live:  # one short live block: too few chunks for a +-15% claim; the state rule alone is still slow
         assert pts["S"]["lat_ms"] > 2 * pts["SRc"]["lat_ms"]
-    elif CONDITION == "pinned":  # unpinned, the eager B0 is faster and S is not (S / B0 is 1.19 there)
+    elif CONDITION != "unpinned":  # in the older unpinned recording S / B0 is 1.19
         assert abs(pts["S"]["lat_ms"] / pts["B0"]["lat_ms"] - 1) < 0.15
-    assert CONDITION != "pinned" or all(p["exact"] for p in pts.values())
+    assert CONDITION == "unpinned" or all(p["exact"] for p in pts.values())
     assert sess["target_ratio_3x_met"] and sess["all_checked_chunks_exact"]  # SRb gated on the batched eager path
     print(f"CHECK OK: notebook 5: SRc {pts['SRc']['lat_ms']:.1f} ms / {pts['SRc']['peak_MiB']:.0f} MiB vs "
           f"B0 {pts['B0']['lat_ms']:.1f} ms / {pts['B0']['peak_MiB']:.0f} MiB; Rc peak {pts['Rc']['peak_MiB']:.0f} MiB")

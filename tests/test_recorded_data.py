@@ -45,7 +45,7 @@ def test_factorial_blocks_chunks_summary(condition):
 def test_factorial_matches_its_csv_export():
     """The committed CSV and the JSON's blocks are the same record."""
     csv = pd.read_csv(data.data_path("h200/token2wav_factorial_blocks.csv"))
-    js = data.factorial_blocks("pinned")
+    js = data.factorial_blocks("exact")
     assert len(csv) == len(js) and list(csv["sha_i16"]) == list(js["sha_i16"])
 
 
@@ -64,10 +64,10 @@ def test_pareto_frame_has_the_viz_columns(condition):
 
 
 def test_pareto_frame_arm_selection():
-    p = data.pareto_frame("pinned", arms=["SRc", "B0"])
+    p = data.pareto_frame("exact", arms=["SRc", "B0"])
     assert list(p["arm"]) == ["SRc", "B0"]
     with pytest.raises(ValueError, match="not in the recorded factorial"):
-        data.pareto_frame("pinned", arms=["B0", "nope"])
+        data.pareto_frame("exact", arms=["B0", "nope"])
     with pytest.raises(ValueError, match="condition"):
         data.factorial("sometimes")
 
@@ -113,8 +113,13 @@ def test_how_to_record_matches_what_was_recorded(name):
         elif w in _SWITCHES:
             assert cfg[_SWITCHES[w]] is True, (name, w)
     assert all(cfg.get(k) is not True for w, k in _SWITCHES.items() if w not in words), name
-    unpinned = cfg.get("deterministic") is False or str(prov.get("condition", "")).startswith("unpinned")
-    assert ("--unpinned" in words) == unpinned, name
+    from cadencelab.replay.determinism import EXACT
+
+    if "conditions" in cfg:  # the conditions study runs every condition; it has no one condition
+        return
+    recorded = data.recorded_condition(obj)
+    named = words[words.index("--condition") + 1] if "--condition" in words else EXACT
+    assert named == recorded, (name, named, recorded)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -175,7 +180,7 @@ def test_missing_files_name_the_path(tmp_path, monkeypatch):
     assert expected in str(e.value) and "python -m cadencelab.bench token2wav" in str(e.value)
     with pytest.raises(FileNotFoundError, match="token2wav_factorial_unpinned.json") as e:
         data.pareto_frame("unpinned")
-    assert "--unpinned" in str(e.value)
+    assert "--condition no_tf32" in str(e.value)
     with pytest.raises(FileNotFoundError) as e:
         data.recorded_trace("SRc")
     assert str(tmp_path / "h200" / "trace_SRc_chunk.json.gz") in str(e.value) and "record it with" in str(e.value)

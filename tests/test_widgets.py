@@ -118,7 +118,7 @@ def test_rules_panel_reads_the_factorial_of_its_condition():
 def test_rules_panel_live_measures_under_its_condition(monkeypatch):
     calls = []
 
-    def fake(n_steps=10, condition="pinned", **kw):
+    def fake(n_steps=10, condition="exact", **kw):
         calls.append((n_steps, condition))
         return _toy_frame()
 
@@ -131,7 +131,7 @@ def test_rules_panel_live_measures_under_its_condition(monkeypatch):
 
 def test_rules_panel_widgets_drive_the_callbacks():
     p = widgets.rules_panel()  # the recorded H200 factorial
-    rec = data.pareto_frame("pinned").set_index("arm")
+    rec = data.pareto_frame("exact").set_index("arm")
     assert "arm SRc" in p.readout.value and "8/8 blocks" in p.readout.value
     before = _selected(p.figure())
     assert before == pytest.approx((rec.loc["SRc", "lat_ms"], rec.loc["SRc", "peak_MiB"]))

@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .common import ArmProcess, InlineArm, default_out, json_default, run_provenance, serve, write_json
+from ..replay.determinism import CONDITIONS, EXACT
+from .common import ArmProcess, InlineArm, default_out, json_default, run_provenance, serve, set_up_device, write_json
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, check_device, check_names, check_out_dir, failed_line,
                     int_range, positive_float)
 
@@ -60,13 +61,15 @@ class CrossArchConfig:
     processes: bool = True  # one fresh process per Mimi arm (False: in this process, CPU smoke)
     block_timeout_s: float = 120.0
     setup_timeout_s: float = 180.0
+    condition: str = EXACT  # device condition of every arm (cadencelab.replay.determinism)
     out: str = "out/crossarch"
 
 
 def provenance(cfg: CrossArchConfig, extra: dict | None = None) -> dict:
     """The launching commit, GPU, torch, CUDA and date (:func:`~cadencelab.bench.common.run_provenance`),
     moshi's version and the study's configuration."""
-    out = dict(**run_provenance(cfg.device, packages=("moshi",)), config=dataclasses.asdict(cfg))
+    out = dict(**run_provenance(cfg.device, packages=("moshi",)), config=dataclasses.asdict(cfg),
+               determinism=dict(condition=cfg.condition))
     out.update(extra or {})
     return out
 
@@ -96,8 +99,7 @@ class MimiArm:
 
         self.torch, self.M, self.arm, self.cfg = torch, M, arm, cfg
         t0 = time.perf_counter()
-        self.determinism = M.pin_determinism()
-        self.device = torch.device(cfg.device)
+        self.device, self.determinism = set_up_device(cfg.device, cfg.condition)
         self.model = M.build_mimi(cfg.seed, device=self.device)
         backend = "cuda" if self.device.type == "cuda" else "eager"
         self.stream = M.MimiStream(self.model, arm, backend=backend)
@@ -283,7 +285,7 @@ class FreezeBench:
         from ..adapters import freeze_style as F
 
         self.torch, self.F, self.cfg = torch, F, cfg
-        self.device = torch.device(cfg.device)
+        self.device, self.determinism = set_up_device(cfg.device, cfg.condition)
         self.model = F.FreezeStyleDecoder().to(self.device).eval()
         backend = "cuda" if self.device.type == "cuda" else "eager"
         self.carry = F.CarryStream(self.model)
@@ -476,7 +478,7 @@ def _cli(args) -> int:
     processes = args.device.startswith("cuda") if args.processes is None else args.processes
     cfg = CrossArchConfig(device=args.device, models=models, frames=args.frames, blocks=args.blocks, seed=args.seed,
                           freeze_tokens=args.freeze_tokens, processes=processes, out=args.out,
-                          block_timeout_s=args.block_timeout)
+                          block_timeout_s=args.block_timeout, condition=args.condition)
     if arms:
         cfg.arms = arms
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
@@ -503,5 +505,7 @@ def add_parser(sub) -> None:
                    help="one fresh process per Mimi arm (default on CUDA)")
     t.add_argument("--inline", dest="processes", action="store_false", help="Mimi arms in this process (default on CPU)")
     t.add_argument("--block-timeout", type=positive_float, default=120.0)
+    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
+                   help=f"device condition (default: the exact condition, {EXACT})")
     t.add_argument("--out", default=default_out("crossarch"))
     t.set_defaults(fn=_cli)

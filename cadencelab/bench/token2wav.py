@@ -423,6 +423,11 @@ def profile_fields(prof: dict | None) -> dict:
         p = p[p["kind"] == "steady"]
     return dict(busy_ms_median=float(p["busy_us"].median() / 1e3), wall_ms_median=float(p["wall_us"].median() / 1e3),
                 wall_over_busy=float((p["wall_us"] / p["busy_us"]).median()),
+                # the idle split: device idle waiting on the host, and gaps between kernels the device
+                # already has (inside a graph replay: its own dispatch, which no host work can remove)
+                host_wait_ms_median=float(p["host_wait_us"].median() / 1e3),
+                kernel_wait_ms_median=float(p["kernel_wait_us"].median() / 1e3),
+                host_wall_over_busy=float(((p["busy_us"] + p["host_wait_us"]) / p["busy_us"]).median()),
                 slack_frac_median=float(p["slack_frac"].median()),
                 kernel_launches_per_chunk=float(p["kernel_launches"].median()),
                 graph_launches_per_chunk=float(p["graph_launches"].median()))
@@ -443,6 +448,7 @@ def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
         speedup_SRc_vs_B0=ratio("SRc", "B0", "steady_latency_ms_median"),
         peak_reduction_SRc_vs_B0=reduction("SRc", "B0", "peak_MiB_median"),
         wall_over_busy_SRc=arms.get("SRc", {}).get("wall_over_busy"),
+        host_wall_over_busy_SRc=arms.get("SRc", {}).get("host_wall_over_busy"),
         speedup_SRc_vs_vendor_graph_50=ratio("SRc", "vendor_graph_50", "steady_latency_ms_median"),
         peak_reduction_SRc_vs_vendor_graph_50=reduction("SRc", "vendor_graph_50", "peak_MiB_median"),
         exact_blocks=int(timed[timed["arm"] == "SRc"]["exact"].sum()) if not timed.empty else 0,
