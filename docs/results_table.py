@@ -391,11 +391,11 @@ def render(paths=None) -> str:
                      "provenance): the cuBLAS workspace pin (`pinned`) and TF32 off only (`unpinned`).")
         parts += [table(p) for p in OLDER]
         parts.append("What the two older runs say:\n\n" + findings(*OLDER))
+        if COMPILE.exists():
+            parts.append(older_label(COMPILE) + compile_line(COMPILE))
+        parts += [older_label(p) + fn(p) for p, fn in EXTRA_SECTIONS if p.exists()]
     else:
         parts += [table(p) for p in paths[1:]]
-        if COMPILE.exists():
-            parts.append(compile_line(COMPILE))
-        parts += [older_label(p) + fn(p) for p, fn in EXTRA_SECTIONS if p.exists()]
     return "\n\n".join(parts)
 
 
