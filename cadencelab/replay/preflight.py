@@ -36,7 +36,7 @@ import linecache
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import pandas as pd
@@ -503,6 +503,8 @@ def _roots(fn: Callable, args, kwargs, modules) -> dict[str, Any]:
         for m in list(modules or []):
             name = type(m).__name__
             roots[name if name not in roots else f"{name}#{len(roots)}"] = m
+    if isinstance(fn, torch.nn.Module) and not any(r is fn for r in roots.values()):
+        roots[type(fn).__name__] = fn
     owner = getattr(fn, "__self__", None)
     if owner is not None and not any(r is owner for r in roots.values()):
         roots["self"] = owner
@@ -549,11 +551,15 @@ class Preflight(pd.DataFrame):
 def _rows(events: list[Event], calls: int) -> list[dict]:
     """Group events by (kind, op, site); split host->device copies into constants and inputs."""
     groups: dict[tuple, list[Event]] = {}
-    for e in events:
-        groups.setdefault((e.kind, e.op, e.site), []).append(e)
+    for e in events:  # new state entries group by the line that made them (a dict growing per call is one row)
+        groups.setdefault((e.kind, "" if e.kind == "pool_allocation" else e.op, e.site), []).append(e)
     rows = []
     for (kind, op, site), evs in groups.items():
         detail = evs[0].detail
+        if kind == "pool_allocation":
+            paths = list(dict.fromkeys(e.op for e in evs))
+            op = ", ".join(paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
+            detail = "; ".join(e.detail for e in evs[:3]) + (" ..." if len(evs) > 3 else "")
         if kind in ("host_to_device", "host_sync"):
             per_call = [tuple(e.value for e in evs if e.call == c) for c in range(calls)]
             same = all(p == per_call[0] for p in per_call)
@@ -582,7 +588,8 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
 
     ``device``: the device the step will be captured on (a GPU; on CPU tensors the GPU is emulated,
     see the module docstring). ``modules``: modules or objects whose tensors are the step's state
-    (a list, or a dict name -> object); a bound method's owner and module arguments are added.
+    (a list, or a dict name -> object); ``fn`` itself when it is a module, a bound method's owner
+    and module arguments are added.
     The calls are real: state advances as in any call (use a throwaway stream).
 
     Returns a :class:`Preflight` (a DataFrame with :data:`COLUMNS`, hazards first by kind,
@@ -650,7 +657,8 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
         df = df.assign(_o=df["kind"].map(order)).sort_values(["_o", "file", "line"], kind="stable") \
             .drop(columns="_o").reset_index(drop=True)
     res = Preflight(df)
-    res.attrs.update(fn=getattr(fn, "__qualname__", repr(fn)), device=str(device), ran_on=str(ran_on),
+    name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__qualname__", repr(fn))
+    res.attrs.update(fn=name, device=str(device), ran_on=str(ran_on),
                      emulated=emulated, calls=calls)
     return res
 
@@ -669,7 +677,8 @@ def _state_events(w: _Watch, before: dict, after: dict, pre_storages: set) -> No
                 w.events.append(Event("rebound", path, site, w.call,
                                       f"{path} now holds {how} ({new})"))
         elif made is not None and t.untyped_storage().data_ptr() not in pre_storages:
-            w.events.append(Event("pool_allocation", path, site, w.call, f"{path} {tuple(t.shape)} kept after the call"))
+            w.events.append(Event("pool_allocation", path, site, w.call,
+                                  f"{path} {tuple(t.shape)} kept after the call"))
 
 
 def _rng_events(w: _Watch, rng0: RngSnapshot, rng1: RngSnapshot, emulated: bool) -> None:
