@@ -257,3 +257,15 @@ def test_toy_and_mimi_on_cuda():
     with M.MimiStream(mimi, "eager") as s:
         rep = preflight(s.step, M.pcm_stream(1, seed=0).cuda(), device="cuda", modules=[mimi])
     _mimi_check(rep)
+
+
+def test_graphsafe_istft_has_no_host_check():
+    from cadencelab.replay import GraphSafeISTFT
+
+    window = torch.hann_window(16)
+    spec = torch.stft(torch.randn(64, generator=torch.Generator().manual_seed(0)), 16, 4, 16, window=window,
+                      return_complex=True)
+    stock = preflight(lambda s: torch.istft(s, 16, 4, 16, window=window), spec, device="cuda")
+    assert stock.hazards()["kind"].tolist() == ["host_sync"] and "torch.istft" in stock["op"].iloc[0]
+    safe = GraphSafeISTFT(16, 4, 16, window, frames=[spec.shape[-1]])
+    assert preflight(safe.istft_no_sync, spec, device="cuda").empty
