@@ -26,6 +26,13 @@ step moves them with ``.to(device)``: ``Module.to()`` leaves those on the host. 
 inside the step by a factory with no ``device=`` (``torch.arange(n)``), from Python or NumPy data
 (``torch.tensor``, ``torch.FloatTensor``, ``torch.from_numpy``), or only from such tensors, is a
 host tensor; any explicit ``device=`` or ``.to(<a device>)`` counts as the target device.
+
+**Inside torch functions.** An op that reaches the dispatch mode whole (under ``torch.inference_mode``
+a composite op such as ``torch.istft`` is not decomposed before it) and has no kernel of its own for
+the backend is run through its C++ composite kernel, the one eager runs, with the mode on: the ops
+inside it (``torch.istft``'s host check of the window envelope) are seen and attributed to the line
+that called the torch function, and the ``op`` column names that function (``aten.equal in
+torch.istft``).
 """
 
 from __future__ import annotations
@@ -282,8 +289,6 @@ class _Watch:
         self._shape_change(func, op, site, args, kwargs, outs)
 
     def _classify(self, func, name, op, site, args, kwargs, ins, outs, out) -> None:
-        if self.device.type == "cpu":
-            return
         if name == "lift_fresh" and self.api == "Tensor.__setitem__":
             pass  # a Python scalar assigned into a tensor is made on that tensor's device
         elif name == "lift_fresh" and outs and not self.is_host(outs[0]):
