@@ -5,7 +5,9 @@ from .effects import RngSnapshot
 from .engine import (CAPTURED, FAILED, NEW, REJECTED, ExactShapeReplay, ReplayError, no_collection, replay_disabled,
                      shared_pool)
 from .graphsafe import GraphSafeISTFT
+from .preflight import Preflight, preflight
 from .signature import Unkeyable, describe, signature
 
-__all__ = ["ExactShapeReplay", "GraphSafeISTFT", "ReplayError", "RngSnapshot", "Unkeyable", "describe", "signature",
-           "shared_pool", "replay_disabled", "no_collection", "pin_determinism", "NEW", "CAPTURED", "REJECTED", "FAILED"]
+__all__ = ["ExactShapeReplay", "GraphSafeISTFT", "Preflight", "ReplayError", "RngSnapshot", "Unkeyable", "describe",
+           "preflight", "signature", "shared_pool", "replay_disabled", "no_collection", "pin_determinism", "NEW",
+           "CAPTURED", "REJECTED", "FAILED"]

@@ -143,7 +143,10 @@ def make_constants_device_resident(flow: torch.nn.Module, hift: torch.nn.Module,
         return sine_waves, uv, noise
 
     sine.forward = sine_forward
-    hift.stft_window = hift.stft_window.to(device)
+    window = hift.stft_window.to(device)
+    if "stft_window" not in hift._buffers:
+        del hift.stft_window  # a plain attribute, which Module.to() would leave behind
+    hift.register_buffer("stft_window", window, persistent=False)
     return ["timestep_freqs", "harmonic_multiplier", "stft_window"]
 
 
