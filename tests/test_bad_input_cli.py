@@ -166,3 +166,17 @@ def test_traceback_only_with_debug():
     assert loud.returncode != 0 and "Traceback" in loud.stderr and "FlagError" in loud.stderr
     env = _cli_subprocess("catalog", "--f-chunk", "60", env_extra={"CADENCELAB_DEBUG": "1"})
     assert env.returncode != 0 and "Traceback" in env.stderr
+
+
+@pytest.mark.parametrize("flags, names", [
+    (["--arms", "B0,XYZ"], "--arms: unknown 'XYZ'"),
+    (["--arms", "SRc"], "--arms: must include B0"),
+    (["--conditions", "defaults"], "--conditions: must include the exact condition"),
+    (["--conditions", "nope"], "--conditions"),
+    (["--blocks", "0"], "--blocks"),
+    (["--device", "cuda:7"], "--device"),
+])
+def test_conditions_study_flags_are_checked_before_any_work(capsys, flags, names):
+    argv = ["bench", "conditions", "--config", "teaching", "--device", "cpu", "--out", "/tmp/cadencelab-unused", *flags]
+    rc, _, err = _run(capsys, argv)
+    assert rc != 0 and names in _one_line(err)

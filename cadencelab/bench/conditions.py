@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT, split_arm
 from .common import default_out, write_json
+from .flags import MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, int_range
 from .token2wav import StudyConfig, run_study
 
 
@@ -130,15 +132,32 @@ def table(result: dict) -> str:
 
 
 def _cli(args) -> int:
+    from ..adapters.token2wav.runtime import ARMS
+    from .flags import FlagError, check_device, check_names, check_out_dir, check_steps, failed_line
+
+    check_device("--device", args.device)
+    check_steps("--steps", args.steps)
+    check_out_dir("--out", args.out)
+    conditions = check_names("--conditions", args.conditions, CONDITIONS) if args.conditions else None
+    arms = check_names("--arms", args.arms, ARMS) if args.arms else None
+    if conditions and EXACT not in conditions:
+        raise FlagError("--conditions", f"must include the exact condition {EXACT}: ratios are paired with its B0")
+    if arms and "B0" not in arms:
+        raise FlagError("--arms", "must include B0: each condition's arms are gated on its B0")
     cfg = ConditionsConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
                            n_timesteps=args.steps, seed=args.seed, processes=not args.inline, out=args.out)
-    if args.conditions:
-        cfg.conditions = tuple(args.conditions.split(","))
-    if args.arms:
-        cfg.arms = tuple(args.arms.split(","))
+    if conditions:
+        cfg.conditions = conditions
+    if arms:
+        cfg.arms = arms
     res = run_conditions(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
-    return 0 if res["summary"]["chosen"] is not None else 1
+    failed = sorted(a for a, r in res["arms"].items() if "failed" in r)
+    line = failed_line("bench conditions", failed, [] if res["summary"]["chosen"] else ["every condition"])
+    if line:
+        print(line, file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def add_parser(sub) -> None:
@@ -148,10 +167,11 @@ def add_parser(sub) -> None:
     t.add_argument("--device", default=d.device)
     t.add_argument("--conditions", default="", help=f"comma-separated (default: all: {','.join(CONDITIONS)})")
     t.add_argument("--arms", default="", help=f"comma-separated (default: {','.join(d.arms)})")
-    t.add_argument("--blocks", type=int, default=d.blocks, help="timed blocks (plus one warm-up block)")
-    t.add_argument("--chunks", type=int, default=d.chunks_per_turn, help="steady chunks per turn (two turns per block)")
+    t.add_argument("--blocks", type=int_range(1, MAX_BLOCKS), default=d.blocks, help="timed blocks (plus one warm-up block)")
+    t.add_argument("--chunks", type=int_range(1, MAX_CHUNKS), default=d.chunks_per_turn,
+                   help="stream calls per turn (two turns per block)")
     t.add_argument("--steps", type=int, default=d.n_timesteps)
-    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=d.seed)
     t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
     t.add_argument("--out", default=default_out("conditions"))
     t.set_defaults(fn=_cli)
