@@ -46,13 +46,14 @@ from .contract import (
     Clock,
     Declaration,
     Fixed,
+    PRIMING,
     Operator,
     PromptRetained,
     Region,
     admitted_labels,
     derive,
 )
-from .replay import ExactShapeReplay
+from .replay import At, ExactShapeReplay, bind
 from .state import Carry, ShadowAuditor
 
 __all__ = [
@@ -294,9 +295,9 @@ class TeachingRuntime:
                 self.kv.policy = dataclasses.replace(self.policy, layout=layout)
             self.ctx = Carry.for_region(self.decl, CONTEXT, self.device)
         if replay:
-            self.engine = ExactShapeReplay(
-                self._step_in_place, OPERATOR, backend=backend, catalog=admitted_labels(self.decl, OPERATOR),
-                classify=self._classify, owners=lambda: [self.kv.buffer, self.ctx.buffer],
+            self.engine = bind(
+                self.decl, OPERATOR, self._step_in_place, reads={KV: At("kv_view")}, frames=At("x", dim=1),
+                backend=backend, owners=lambda: [self.kv.buffer, self.ctx.buffer],
                 write_through={KV: lambda: self.kv.buffer, CONTEXT: lambda: self.ctx.buffer}, modules=[model])
 
     # -- turns -----------------------------------------------------------------------
@@ -305,7 +306,7 @@ class TeachingRuntime:
         """Turn start: prime the caches from the prompt (eager), in place under the state rule."""
         kv, ctx = self.model.prime(prompt)
         if self.engine is not None:
-            self.engine.record_external("priming")
+            self.engine.record_external(PRIMING)
         if not self.state_rule:
             self.kv_cache, self.ctx_cache = kv, ctx
             return
@@ -319,9 +320,6 @@ class TeachingRuntime:
         self.ctx.reset_in_place(ctx)
 
     # -- one chunk -------------------------------------------------------------------
-    def _classify(self, x, context, kv_view):
-        return (kv_view.shape[CLOCK_DIM], x.shape[1])
-
     def _step_in_place(self, x, context, kv_view):
         """Device work of one chunk on the carries (capturable: no host reads, no allocation of state)."""
         y, q, new, nxt = self.model.project(x, context)

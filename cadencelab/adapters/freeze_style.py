@@ -65,10 +65,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..contract import admitted_labels
 from ..contract.examples import freeze_style_declaration
 from ..contract.policies import Fixed
-from ..replay import ExactShapeReplay
+from ..replay import At, bind
 from ..state import Carry
 
 __all__ = [
@@ -290,9 +289,9 @@ class CarryStream:
             self.carries.append(Carry.allocate(f"conv{i + 1}_context", Fixed(n), (1, conv.in_channels, n), 2, device=dev))
         self.engine = None
         if replay:
-            self.engine = ExactShapeReplay(
-                self._step, OPERATOR, backend=backend, catalog=admitted_labels(self.decl, OPERATOR),
-                classify=self._classify, owners=lambda: [c.buffer for c in self.carries],
+            self.engine = bind(
+                self.decl, OPERATOR, self._step, reads={LEFT_CONTEXT: At("ctx0")}, frames=At("tokens", dim=1),
+                backend=backend, owners=lambda: [c.buffer for c in self.carries],
                 write_through={c.name: (lambda c=c: c.buffer) for c in self.carries}, modules=[model])
         self.reset()
 
@@ -308,10 +307,6 @@ class CarryStream:
             c.commit(c.capacity)
         if self.engine is not None:
             self.engine.record_external("turn reset")
-
-    @staticmethod
-    def _classify(tokens, ctx0, *rest):
-        return (ctx0.shape[2], tokens.shape[1])
 
     def _step(self, tokens, ctx0, *ctxs):
         """Device work of one chunk: decode, write each conv's next left context into its carry."""

@@ -77,10 +77,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..contract import admitted_labels
 from ..contract.declaration import Operator
 from ..contract.examples import moshi_mimi_declaration
-from ..replay import ExactShapeReplay
+from ..replay import At, ExactShapeReplay, bind
 from ..replay.determinism import pin_determinism
 
 __all__ = [
@@ -331,26 +330,27 @@ class MimiStream:
         return pins
 
     def _engine(self, op: str, fn: Callable, backend: str, max_invalidations: int) -> ExactShapeReplay:
-        return ExactShapeReplay(
-            fn, op, backend=backend, catalog=admitted_labels(self.decl, op),
-            classify=self._classifier(op), modules=[self.mimi], max_invalidations=max_invalidations,
-            write_through={r.name: r.get for r in self.refs})
+        return bind(self.decl, op, fn, reads=self._state_reads(op), frames=self._frames(op), backend=backend,
+                    modules=[self.mimi], max_invalidations=max_invalidations,
+                    write_through={r.name: r.get for r in self.refs})
 
-    def _classifier(self, op: str) -> Callable:
-        """Map a call to its catalog label from the live state: the extents the operator reads + frames."""
-        o = self.decl.operator(op)
+    def _state_reads(self, op: str) -> dict:
+        """Where each region ``op`` reads lives: the live streaming-state tensors (not call arguments)."""
         states = self.mimi.get_streaming_state()
         side = "encoder" if op == ENCODE else "decoder"
-        layers = [int(n.rsplit("_", 1)[1]) for n in o.reads if n.startswith(f"{side}_kv_")]
-        kv = [states[f"{side}_transformer.transformer.layers.{i}.self_attn"].kv_cache for i in layers]
-        conv = states["decoder.model.0"] if "conv_left_context" in o.reads else None
+        out = {}
+        for name in self.decl.operator(op).reads:
+            if name == "conv_left_context":
+                out[name] = At(lambda s=states["decoder.model.0"]: s.previous, dim=-1)
+            else:
+                state = states[f"{side}_transformer.transformer.layers.{int(name.rsplit('_', 1)[1])}.self_attn"]
+                out[name] = At(lambda s=state: s.kv_cache.cache)
+        return out
 
-        def classify(x: torch.Tensor) -> tuple:
-            frames = x.shape[-1] // FRAME_SAMPLES if op == ENCODE else x.shape[-1]
-            ext = [c.cache.shape[3] for c in kv] + ([conv.previous.shape[-1]] if conv is not None else [])
-            return tuple(ext) + (frames,)
-
-        return classify
+    @staticmethod
+    def _frames(op: str) -> At:
+        """Where a call's frames are: PCM samples (converted by the declared clock ratio) or code frames."""
+        return At("pcm", dim=-1, clock="samples") if op == ENCODE else At("codes", dim=-1)
 
     # -- device work (what the engines capture) -----------------------------------------
     def _encode(self, pcm: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,9 @@ from .declaration import Admission, Declaration, DeviceConstant, Operator, Regio
 from .derivation import (
     CLASS_BUDGET,
     K_MAX,
+    PRIMING,
+    class_label,
+    class_labels,
     ROW_LIMIT,
     Derivation,
     admitted_labels,

@@ -314,6 +314,10 @@ def operator_tuples(decl: Declaration, operator: str) -> list[tuple]:
     return [tuple(int(cols[n][i]) for n in op.reads) for i in range(len(t))]
 
 
+#: the catalog kind of a cache-free priming call (eager by construction)
+PRIMING = "priming"
+
+
 def catalog(decl: Declaration, operator: str) -> pd.DataFrame:
     """The enumerated signature catalog of ``operator``.
 
@@ -331,7 +335,7 @@ def catalog(decl: Declaration, operator: str) -> pd.DataFrame:
     rows = []
     if counts["priming"]:
         rows.append(
-            dict(kind="priming", f=None, admitted=False, reason="cache-free prompt priming: eager by construction",
+            dict(kind=PRIMING, f=None, admitted=False, reason="cache-free prompt priming: eager by construction",
                  **{f"ext_{n}": None for n in op.reads})
         )
     ok, why = admitted(op.call)
@@ -353,15 +357,34 @@ def catalog(decl: Declaration, operator: str) -> pd.DataFrame:
     return df
 
 
-def admitted_labels(decl: Declaration, operator: str) -> set[tuple]:
-    """Catalog labels (ext_<region>..., f) of the admitted steady and flush classes of ``operator``."""
+def class_label(extents, f: int, batch: int | None = None) -> tuple:
+    """The label of one signature class: the cached extents of the regions read (in ``Operator.reads``
+    order) and the call's frames, led by the batch size for a batched operator. The one place the
+    label format is written: catalogs and classifiers (:func:`cadencelab.replay.bind`) build labels here."""
+    return ((int(batch),) if batch is not None else ()) + tuple(int(e) for e in extents) + (int(f),)
+
+
+def admitted_labels(decl: Declaration, operator: str, batch_sizes=None) -> set[tuple]:
+    """Labels (:func:`class_label`) of the admitted steady and flush classes of ``operator``; with
+    ``batch_sizes``, one label per declared batch size and class."""
     op = decl.operator(operator)
     counts = catalog_counts(decl, operator)
     if math.isfinite(counts["admitted_classes"]):
         _check_rows(decl, op, counts["admitted_classes"], "the admitted labels")
     admitted = _admission(decl, op)
     sizes = [f for f in dict.fromkeys([op.call, *_flush_sizes(op)]) if admitted(f)[0]]
-    return {t + (f,) for t in operator_tuples(decl, operator) for f in sizes}
+    batches = [None] if batch_sizes is None else list(batch_sizes)
+    return {class_label(t, f, b) for t in operator_tuples(decl, operator) for f in sizes for b in batches}
+
+
+def class_labels(decl: Declaration, operator: str, kind: str) -> set[tuple]:
+    """Labels of every enumerated ``kind`` ("steady" or "flush") class of ``operator``, admitted or
+    not: what a traffic may be observed to see."""
+    op = decl.operator(operator)
+    sizes = [op.call] if kind == "steady" else list(_flush_sizes(op)) if kind == "flush" else None
+    if sizes is None:
+        raise ValueError(f"kind must be 'steady' or 'flush', got {kind!r}")
+    return {class_label(t, f) for t in operator_tuples(decl, operator) for f in sizes}
 
 
 def catalogs(decl: Declaration) -> pd.DataFrame:

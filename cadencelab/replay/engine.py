@@ -71,6 +71,19 @@ def shared_pool(device=None):
     return _POOLS[idx]
 
 
+_EAGER = "eager"
+
+
+def eager_label(reason: str) -> tuple:
+    """A class label that keeps the class eager by construction, counted under ``reason``
+    (a cache-free priming call, a call that misses a region it reads)."""
+    return (_EAGER, str(reason))
+
+
+def _eager_reason(label) -> str | None:
+    return label[1] if isinstance(label, tuple) and len(label) == 2 and label[0] == _EAGER else None
+
+
 def replay_disabled() -> bool:
     """``CADENCELAB_NO_REPLAY=1`` turns every engine into plain eager calls (counted as 'disabled')."""
     return os.environ.get("CADENCELAB_NO_REPLAY", "0") not in ("", "0")
@@ -319,8 +332,8 @@ class ExactShapeReplay:
             label = self.classify(*args, **kwargs) if self.classify is not None else describe(key)
             cls = ClassState(key, label)
             self.classes[key] = cls
-            if isinstance(label, tuple) and len(label) == 2 and label[0] == "eager":
-                cls.status, cls.reason = REJECTED, str(label[1])  # eager by construction (e.g. priming)
+            if _eager_reason(label) is not None:
+                cls.status, cls.reason = REJECTED, _eager_reason(label)  # eager by construction (e.g. priming)
             elif self.catalog is not None and label not in self.catalog:
                 cls.status, cls.reason = REJECTED, "outside_catalog"
                 log.info("%s: signature outside the catalog: %s (label %r); nearest captured: %s",

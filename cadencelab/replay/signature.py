@@ -51,8 +51,16 @@ def unflatten(structure, values: list, pos: list | None = None):
     return tuple(seq) if kind == "tuple" else seq
 
 
+def strides(t: torch.Tensor) -> tuple:
+    """``t``'s strides with those of size-1 dims zeroed: a size-1 dim is never stepped along, so its
+    stride reaches no kernel (``x[:, a:a+20]`` of turns of different lengths is one class, not one per
+    turn length). Staged inputs are copied into the class's static buffer by ``copy_``, whatever their
+    strides."""
+    return tuple(0 if n == 1 else st for n, st in zip(t.shape, t.stride()))
+
+
 def tensor_key(t: torch.Tensor) -> tuple:
-    return (tuple(t.shape), tuple(t.stride()), str(t.dtype), str(t.device), t.data_ptr() % ALIGN)
+    return (tuple(t.shape), strides(t), str(t.dtype), str(t.device), t.data_ptr() % ALIGN)
 
 
 def scalar_key(v) -> tuple:
@@ -87,7 +95,7 @@ def signature(args: tuple, kwargs: dict, owners: list) -> tuple[tuple, object, l
             own = owner_of(v, owners)
             aliased.append(own)
             if own is not None:
-                parts.append(("A", own, tuple(v.shape), tuple(v.stride()), str(v.dtype)))
+                parts.append(("A", own, tuple(v.shape), strides(v), str(v.dtype)))
             else:
                 parts.append(("T",) + tensor_key(v))
         else:

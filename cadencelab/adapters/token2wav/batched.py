@@ -82,8 +82,8 @@ import torch
 import torch.nn.functional as F
 
 from ...contract import admitted_labels
-from ...replay import ExactShapeReplay
-from .runtime import _cfg_of, chunk_frames, declaration_for, make_constants_device_resident, VocoderSplit
+from ...replay import At, ExactShapeReplay, bind
+from .runtime import _cfg_of, declaration_for, make_constants_device_resident, VocoderSplit
 from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
 from .vendor import PromptState, Token2wavConfig
 
@@ -95,7 +95,7 @@ DEFAULT_BATCH_SIZES = (1, 2, 4, 8)
 
 def batched_catalog(decl, operator: str, batch_sizes: Sequence[int]) -> set[tuple]:
     """Labels ``(B,) + label`` for every declared batch size and every admitted label of ``operator``."""
-    return {(int(b),) + lab for b in batch_sizes for lab in admitted_labels(decl, operator)}
+    return admitted_labels(decl, operator, batch_sizes)
 
 
 @dataclass
@@ -166,13 +166,16 @@ class BatchedToken2wav:
         self.engines: dict[str, ExactShapeReplay] = {}
         if replay:
             common = dict(backend=backend, owners=lambda: self._ws_list, clone_outputs=True)
-            self.engines["flow_chunk"] = ExactShapeReplay(
-                self._flow_chunk, "batched_flow_chunk", catalog=batched_catalog(self.decl, "flow_chunk", self.batch_sizes),
-                classify=self._classify_flow, modules=[flow], **common)
-            self.engines["vocoder_core"] = ExactShapeReplay(
-                self.vocoder.core, "batched_vocoder_core",
-                catalog=batched_catalog(self.decl, "vocoder_core", self.batch_sizes),
-                classify=self._classify_vocoder, modules=[hift], **common)
+            sizes = dict(batch_sizes=self.batch_sizes, **common)
+            self.engines["flow_chunk"] = bind(
+                self.decl, "flow_chunk", self._flow_chunk, name="batched_flow_chunk", batch=At("token", dim=0),
+                reads={"estimator_att_cache": At("est_att"), "conformer_att_cache": At("conf_att")},
+                frames=At("token", dim=1, clock="tokens", last="last_chunk"), modules=[flow], **sizes)
+            # the stock call carries the cached mel inside ``mel``; its extent follows from the source cache's
+            self.engines["vocoder_core"] = bind(
+                self.decl, "vocoder_core", self.vocoder.core, name="batched_vocoder_core", batch=At("mel", dim=0),
+                reads={"vocoder_source_cache": At("cache_source")},
+                frames=At("mel", dim=2, less="vocoder_mel_cache"), modules=[hift], **sizes)
 
     # -- workspaces (2B CFG rows per batch size) ----------------------------------------------
     def workspace(self, b: int) -> dict:
@@ -292,14 +295,6 @@ class BatchedToken2wav:
         conf_att = self.decl.region("conformer_att_cache").policy.apply(conf_att, 3)
         return feat, dict(conformer_cnn_cache=conf_cnn, conformer_att_cache=conf_att,
                           estimator_cnn_cache=est_cnn, estimator_att_cache=est_att)
-
-    # -- class labels: (B,) + the Token2wav declaration's stock-form labels --------------------
-    def _classify_flow(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, ws):
-        return (token.shape[0], est_att.shape[4], conf_att.shape[3], chunk_frames(token.shape[1], last_chunk))
-
-    def _classify_vocoder(self, mel, cache_source):
-        n = min(MEL_CACHE_LEN, mel.shape[2]) if cache_source.shape[2] else 0
-        return (mel.shape[0], n, cache_source.shape[2], mel.shape[2] - n)
 
     # -- the batched stream --------------------------------------------------------------------------
     @torch.inference_mode()

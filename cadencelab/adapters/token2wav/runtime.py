@@ -37,8 +37,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...contract import admitted_labels, token2wav_declaration
-from ...replay import ExactShapeReplay, GraphSafeISTFT, no_collection
+from ...contract import PRIMING, token2wav_declaration
+from ...replay import At, ExactShapeReplay, GraphSafeISTFT, bind, no_collection
 from ...replay.determinism import pin_determinism
 from ...state import Carry
 from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
@@ -470,22 +470,31 @@ class Token2wavRuntime:
     def _setup_replay(self) -> None:
         d, owners, mods = self.decl, self.owned, [self.flow]
         common = dict(backend=self.backend, owners=owners, write_through=self._write_through())
-        self.engines["vocoder_core"] = ExactShapeReplay(
-            self._vocoder_state if self.spec.state_rule else self.vocoder.whole, "vocoder_core",
-            catalog=admitted_labels(d, "vocoder_core"), classify=self._classify_vocoder, modules=[self.hift],
-            clone_outputs=True, **{**common, "write_through": self._vocoder_write_through()})
+        # where each engine's calls carry the regions they read and their frames; labels come from the seam
+        tokens = At("token", dim=1, clock="tokens", last="last_chunk")
+        if self.spec.state_rule:
+            vocoder = dict(reads={"vocoder_mel_cache": At("mel_cached"), "vocoder_source_cache": At("source_cached")},
+                           frames=At("chunk_mel", dim=2))
+            flow = dict(reads={"estimator_att_cache": At("est_att"), "conformer_att_cache": At("conf_att")})
+        else:  # the stock call carries the cached mel inside ``mel``; its extent follows from the source cache's
+            vocoder = dict(reads={"vocoder_source_cache": At("cache_source")},
+                           frames=At("mel", dim=2, less="vocoder_mel_cache"))
+            flow = dict(reads={r: At("cache", key=r) for r in ("estimator_att_cache", "conformer_att_cache")})
+        self.engines["vocoder_core"] = bind(
+            d, "vocoder_core", self._vocoder_state if self.spec.state_rule else self.vocoder.whole,
+            modules=[self.hift], clone_outputs=True, **vocoder, **{**common, "write_through": self._vocoder_write_through()})
         if self.spec.replay == "chunk":
             fn = self._flow_chunk_state if self.spec.state_rule else self._flow_chunk_stock
-            self.engines["flow_chunk"] = ExactShapeReplay(
-                fn, "flow_chunk", catalog=admitted_labels(d, "flow_chunk"), classify=self._classify_flow,
-                modules=mods, clone_outputs=self.spec.state_rule, **common)
+            self.engines["flow_chunk"] = bind(d, "flow_chunk", fn, frames=tokens, **flow, modules=mods,
+                                              clone_outputs=self.spec.state_rule, **common)
             return
         dec = self.flow.decoder
         dit, enc = dec.estimator, self.flow.encoder
-        step = ExactShapeReplay(dit.forward_chunk, "estimator_step", catalog=admitted_labels(d, "estimator_step"),
-                                classify=self._classify_step, modules=[dit], clone_outputs=False, **common)
-        encoder = ExactShapeReplay(enc.forward_chunk, "flow_encoder", catalog=admitted_labels(d, "flow_encoder"),
-                                   classify=self._classify_encoder, modules=[enc], clone_outputs=False, **common)
+        step = bind(d, "estimator_step", dit.forward_chunk, reads={"estimator_att_cache": At("att_cache", dim=3)},
+                    frames=At("x", dim=2), modules=[dit], clone_outputs=False, **common)
+        encoder = bind(d, "flow_encoder", enc.forward_chunk, reads={"conformer_att_cache": At("att_cache", dim=3)},
+                       frames=At("xs", dim=1, clock="tokens", last="last_chunk"), modules=[enc],
+                       clone_outputs=False, **common)
         dec.estimator = _ReplayedForwardChunk(dit, step)
         self.flow.encoder = _ReplayedForwardChunk(enc, encoder)
         self.engines["flow_encoder"], self.engines["estimator_step"] = encoder, step
@@ -494,36 +503,6 @@ class Token2wavRuntime:
         if not self.spec.state_rule:
             return {}
         return {c.name: (lambda c=c: c.buffer) for c in (self.mel, self.src)}
-
-    # class labels: (extents of the regions read ..., frames of the call); None-cached calls are priming
-    def _classify_flow(self, token, spk, *rest, **kw):
-        if self.spec.state_rule:
-            conf_att, est_att, last = rest[1], rest[3], rest[4]
-            return (est_att.shape[4], conf_att.shape[3], chunk_frames(token.shape[1], last))
-        cache, last = rest[0], rest[1]
-        return (cache["estimator_att_cache"].shape[4], cache["conformer_att_cache"].shape[3],
-                chunk_frames(token.shape[1], last))
-
-    def _classify_step(self, *args, **kw):
-        att = kw.get("att_cache")
-        if att is None:
-            return ("eager", "priming")
-        return (att.shape[3], kw["x"].shape[2])
-
-    def _classify_encoder(self, *args, **kw):
-        xs = kw.get("xs", args[0] if args else None)
-        att = kw.get("att_cache")
-        if att is None:
-            return ("eager", "priming")
-        return (att.shape[3], chunk_frames(xs.shape[1], kw.get("last_chunk", False)))
-
-    def _classify_vocoder(self, *args, **kw):
-        if self.spec.state_rule:
-            chunk_mel, mel_cached, source_cached = args
-            return (mel_cached.shape[2], source_cached.shape[2], chunk_mel.shape[2])
-        mel, cache_source = args
-        n = min(self.mel_cache_len, mel.shape[2]) if cache_source.shape[2] else 0
-        return (n, cache_source.shape[2], mel.shape[2] - n)
 
     # -- controls ---------------------------------------------------------------------
     def _setup_control(self) -> None:
@@ -557,7 +536,7 @@ class Token2wavRuntime:
         self.primings += 1
         for name in ("flow_chunk",):
             if name in self.engines:
-                self.engines[name].record_external("priming")
+                self.engines[name].record_external(PRIMING)
         if self.spec.state_rule:
             self.est.adopt(stream_cache["estimator_att_cache"])
             self.conf_att.reset_in_place(stream_cache["conformer_att_cache"])

@@ -1,0 +1,253 @@
+"""The one seam from a declared operator to an engine.
+
+``bind(decl, operator, fn, reads=..., frames=...)`` returns an :class:`ExactShapeReplay` whose
+admitted catalog *and* classifier both come from the declaration: the catalog is
+:func:`~cadencelab.contract.admitted_labels`, and the classifier builds each call's label with
+:func:`~cadencelab.contract.class_label` from the extents of the regions the operator reads
+(``Operator.reads``, in that order) and the call's frames on the operator's clock. The caller says
+only *where* those numbers live in a call (:class:`At`: an argument by name or position, a key
+inside it, a dim), never what a label looks like, so a classifier cannot disagree with its catalog.
+
+What the declaration supplies beyond positions:
+
+* clock conversion: frames counted on another clock (tokens, samples) are converted with the
+  declared clock ratios;
+* lookahead: a call whose frames dim carries lookahead (``At.last`` names its final-call flag)
+  commits all but the lookahead frames, unless it is the turn's final call, see :func:`lookahead`;
+* cache-free priming: a call that carries no tensor for a region it reads is labelled with the
+  catalog's priming kind (eager by construction) when the declaration has priming for the
+  operator, and is refused otherwise;
+* regions the arguments do not carry (a stock call that passes the cached mel already
+  concatenated with the chunk): their extent is read off the operator's joint trajectory from the
+  regions that are located, when that determines it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..contract import PRIMING, Declaration, admitted_labels, catalog_counts, class_label, operator_tuples
+from ..contract.clocks import per_call, ticks_per
+from ..contract.errors import DeclarationError
+from .engine import ExactShapeReplay, eager_label
+
+__all__ = ["At", "Classifier", "bind", "lookahead"]
+
+
+@dataclass(frozen=True)
+class At:
+    """Where a number lives in a call.
+
+    arg:   the argument: its name, its position, or a callable taking no argument that returns the
+           tensor (state a module keeps outside the call's arguments).
+    dim:   the dim that counts it (negative counts from the end). For a region read the default is
+           the region's clock axis in its declared shape; for frames it must be given.
+    key:   a key inside a dict argument (a stock cache dict).
+    clock: the clock ``dim`` counts when it is not the operator's (frames; e.g. "tokens", "samples").
+    last:  (frames) the dim carries the call's lookahead, and this argument (name or position) is
+           true on the turn's final call, which commits its lookahead frames too. Without it the dim
+           holds committed frames only.
+    less:  (frames) the dim holds this read region's cached extent plus the call's frames.
+    """
+
+    arg: Any
+    dim: int | None = None
+    key: str | None = None
+    clock: str | None = None
+    last: Any = None
+    less: str | None = None
+
+
+def lookahead(decl: Declaration, clock: str) -> int:
+    """Ticks of ``clock`` a call reads beyond what it commits (its lookahead).
+
+    The one place the seam reads lookahead from a declaration: with a ``call_clock`` it is the
+    contract's :func:`~cadencelab.contract.per_call` derivation; a declaration without one gives it
+    the older way, as the ``offset`` of ``clock`` itself.
+    """
+    call_clock = getattr(decl, "call_clock", None)
+    if call_clock is not None:
+        pc = per_call(decl.clock_map, clock, call_clock)
+        return pc.lookahead if pc is not None else 0
+    return decl.clock(clock).offset
+
+
+class _Args:
+    """Finds arguments of ``fn`` by name or position, defaults included."""
+
+    def __init__(self, fn: Callable):
+        self.names: list[str] = []
+        self.defaults: dict[str, Any] = {}
+        self.open = True  # no signature, or **kwargs: any name may arrive
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return
+        self.open = False
+        for p in sig.parameters.values():
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                self.names.append(p.name)
+                if p.default is not p.empty:
+                    self.defaults[p.name] = p.default
+            elif p.kind == p.VAR_KEYWORD:
+                self.open = True
+
+    def check(self, src, where: str) -> None:
+        if isinstance(src, str) and not self.open and src not in self.names:
+            raise ValueError(f"{where}: the callable has no argument {src!r} (its arguments: {self.names})")
+
+    def get(self, src, args: tuple, kwargs: dict):
+        if callable(src) and not isinstance(src, (str, int)):
+            return src()
+        if isinstance(src, int):
+            if src < len(args):
+                return args[src]
+            name = self.names[src] if src < len(self.names) else None
+        else:
+            name = src
+            if name in kwargs:
+                return kwargs[name]
+            pos = self.names.index(name) if name in self.names else None
+            if pos is not None and pos < len(args):
+                return args[pos]
+        if name in kwargs:
+            return kwargs[name]
+        return self.defaults.get(name)
+
+
+class Classifier:
+    """``classifier(*args, **kwargs) -> label`` for one declared operator (see :func:`bind`)."""
+
+    def __init__(self, decl: Declaration, operator: str, fn: Callable, *, reads: Mapping[str, At] | None = None,
+                 frames: At, batch: At | None = None, batch_sizes=None):
+        self.decl, self.op = decl, decl.operator(operator)
+        op = self.op
+        where = f"bind({op.name})"
+        reads = dict(reads or {})
+        for name, at in reads.items():
+            if name not in op.reads:
+                raise DeclarationError(f"{where}.reads.{name}", f"operator '{op.name}' does not read region "
+                                       f"'{name}' (it reads {list(op.reads)})")
+            if not isinstance(at, At):
+                raise TypeError(f"{where}.reads.{name}: expected an At(...), got {type(at).__name__}")
+            if at.clock not in (None, decl.region(name).clock):
+                raise DeclarationError(f"{where}.reads.{name}.clock", "a region's extent counts its own clock "
+                                       f"'{decl.region(name).clock}', got {at.clock!r}")
+        if not isinstance(frames, At) or frames.dim is None:
+            raise TypeError(f"{where}.frames: say where the call's frames live, e.g. At('x', dim=1)")
+        if frames.less is not None and frames.less not in op.reads:
+            raise DeclarationError(f"{where}.frames.less", f"'{frames.less}' is not a region '{op.name}' reads")
+        if (batch is None) != (batch_sizes is None):
+            raise ValueError(f"{where}: a batched operator needs both batch=At(...) and batch_sizes")
+        self.args = _Args(fn)
+        for name, at in list(reads.items()) + [("frames", frames), ("batch", batch)]:
+            if at is not None:
+                self.args.check(at.arg, f"{where}.{name}")
+                if at.last is not None:
+                    self.args.check(at.last, f"{where}.{name}.last")
+        self.reads, self.frames, self.batch = reads, frames, batch
+        self.batch_sizes = None if batch_sizes is None else tuple(int(b) for b in batch_sizes)
+        self.clock = frames.clock or op.clock
+        self._scale = self._clock_scale(where)
+        self.lookahead = lookahead(decl, self.clock)
+        self.priming = bool(catalog_counts(decl, op.name)["priming"])
+        self._infer = self._inference_table(where)
+
+    # -- derived from the declaration -----------------------------------------------------
+    def _clock_scale(self, where: str) -> tuple[int, int]:
+        """(multiply, divide) taking ticks of the frames clock to ticks of the operator's clock."""
+        clocks, c, o = self.decl.clock_map, self.clock, self.op.clock
+        if c not in clocks:
+            raise DeclarationError(f"{where}.frames.clock", f"unknown clock {c!r}")
+        if c == o:
+            return 1, 1
+        try:
+            return 1, ticks_per(clocks, c, o)  # a finer clock: samples per frame
+        except DeclarationError:
+            pass
+        try:
+            return ticks_per(clocks, o, c), 1  # a coarser clock: frames per token
+        except DeclarationError:
+            raise DeclarationError(f"{where}.frames.clock", f"clock '{c}' neither drives nor is driven by the "
+                                   f"operator's clock '{o}'") from None
+
+    def _inference_table(self, where: str) -> dict | None:
+        missing = [n for n in self.op.reads if n not in self.reads]
+        if not missing:
+            return None
+        located = [n for n in self.op.reads if n in self.reads]
+        table: dict = {}
+        for t in operator_tuples(self.decl, self.op.name):
+            ext = dict(zip(self.op.reads, t))
+            k = tuple(int(ext[n]) for n in located)
+            v = tuple(int(ext[n]) for n in missing)
+            if table.setdefault(k, v) != v:
+                raise DeclarationError(f"{where}.reads", f"region(s) {missing} are not located and the extents of "
+                                       f"{located or 'nothing'} do not determine them: locate them with At(...)")
+        return dict(missing=missing, located=located, table=table)
+
+    @property
+    def catalog(self) -> set:
+        return admitted_labels(self.decl, self.op.name, self.batch_sizes)
+
+    # -- per call -------------------------------------------------------------------------
+    def extents(self, args: tuple, kwargs: dict) -> dict[str, int | None]:
+        """The cached extent of every region the operator reads (None: the call carries none)."""
+        out: dict[str, int | None] = {}
+        for name, at in self.reads.items():
+            v = self.args.get(at.arg, args, kwargs)
+            if v is not None and at.key is not None:
+                v = v.get(at.key) if isinstance(v, Mapping) else v[at.key]
+            dim = self.decl.region(name).clock_axis if at.dim is None else at.dim
+            out[name] = None if v is None else int(v.shape[dim])
+        if self._infer is not None and not any(out[n] is None for n in self._infer["located"]):
+            got = self._infer["table"].get(tuple(out[n] for n in self._infer["located"]))
+            for n, e in zip(self._infer["missing"], got or (None,) * len(self._infer["missing"])):
+                out[n] = e
+        return out
+
+    def __call__(self, *args, **kwargs):
+        ext = self.extents(args, kwargs)
+        absent = [n for n in self.reads if ext[n] is None]
+        if absent:
+            return eager_label(PRIMING if self.priming else f"no {absent[0]} in the call")
+        if any(e is None for e in ext.values()):
+            return eager_label("extents outside the declared trajectory")
+        at = self.frames
+        v = self.args.get(at.arg, args, kwargs)
+        n = int(v.shape[at.dim])
+        if at.less is not None:
+            n -= ext[at.less]
+        if at.last is not None and not self.args.get(at.last, args, kwargs):
+            n -= self.lookahead
+        mul, div = self._scale
+        if (n * mul) % div:
+            return eager_label(f"{n} {self.clock} ticks are not whole {self.op.clock} ticks")
+        batch = None
+        if self.batch is not None:
+            b = self.args.get(self.batch.arg, args, kwargs)
+            batch = b.shape[self.batch.dim]
+        return class_label([ext[r] for r in self.op.reads], n * mul // div, batch)
+
+
+def bind(decl: Declaration, operator: str, fn: Callable, *, frames: At, reads: Mapping[str, At] | None = None,
+         batch: At | None = None, batch_sizes=None, name: str | None = None, **engine) -> ExactShapeReplay:
+    """An :class:`ExactShapeReplay` of ``fn`` for the declared ``operator``: catalog and classifier derived.
+
+    reads:  region name -> :class:`At` where that region's cached tensor is in a call (regions the
+            operator reads but the call does not carry are inferred, see the module docstring).
+    frames: :class:`At` where the call's frames are.
+    batch, batch_sizes: for an operator run over a batch of sessions: where the batch size is, and the
+            declared sizes (each admitted label is admitted once per size).
+    engine: passed to :class:`ExactShapeReplay` (backend, owners, write_through, modules, pool,
+            clone_outputs, max_classes, max_invalidations, strict); ``name`` defaults to the operator's.
+    """
+    for k in ("catalog", "classify"):
+        if k in engine:
+            raise TypeError(f"bind derives {k} from the declaration; do not pass {k}=")
+    cls = Classifier(decl, operator, fn, reads=reads, frames=frames, batch=batch, batch_sizes=batch_sizes)
+    eng = ExactShapeReplay(fn, name or operator, catalog=cls.catalog, classify=cls, **engine)
+    eng.operator, eng.classifier = cls.op, cls
+    return eng
