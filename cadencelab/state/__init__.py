@@ -1,7 +1,7 @@
 """The state rule: demand-sized regions, the carry at a stable address, and its audit."""
 
 from .alloc import allocate, allocation_plan
-from .audit import Divergence, ShadowAuditor
+from .audit import DifferentialAuditor, Divergence, ShadowAuditor
 from .carry import Carry, move_frames
 
-__all__ = ["Carry", "move_frames", "ShadowAuditor", "Divergence", "allocate", "allocation_plan"]
+__all__ = ["Carry", "move_frames", "ShadowAuditor", "DifferentialAuditor", "Divergence", "allocate", "allocation_plan"]

@@ -1,6 +1,7 @@
 """The shadow auditor: the stock concatenation beside every retention, compared elementwise.
 
-Two ways to watch a carry:
+Two ways to watch a carry against its declaration (and :class:`DifferentialAuditor`, which
+watches it against the model's own stock step instead):
 
 * ``retain(carry, call)`` -- for an operator that writes its full cache into the carry
   itself (an in-buffer carry): snapshot the attended cache, compute the stock cut
@@ -19,6 +20,7 @@ value checks until eviction first reaches the prompt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 import pandas as pd
 import torch
@@ -32,6 +34,19 @@ class Divergence:
     region: str
     index: tuple
     detail: str
+
+
+def _first_difference(got: torch.Tensor, want: torch.Tensor, dim: int) -> tuple:
+    """The first index at which two caches of different extents differ: inside their common extent
+    along ``dim`` when they differ there, else the first frame one has and the other lacks."""
+    if got.dim() != want.dim() or any(a != b for i, (a, b) in enumerate(zip(got.shape, want.shape)) if i != dim):
+        return ()
+    n = min(got.shape[dim], want.shape[dim])
+    a, b = got.narrow(dim, 0, n), want.narrow(dim, 0, n)
+    diff = (a != b) | (torch.isnan(a) ^ torch.isnan(b))
+    if diff.any():
+        return tuple(int(i) for i in diff.nonzero()[0].tolist())
+    return tuple(n if i == dim else 0 for i in range(got.dim()))
 
 
 def _frames(x: torch.Tensor, dim: int) -> torch.Tensor:
@@ -70,7 +85,7 @@ class ShadowAuditor:
     def _check(self, call: int, region: str, got: torch.Tensor, want: torch.Tensor, dim: int, addr_ok: bool) -> bool:
         self.applications += 1
         if got.shape != want.shape:
-            same, index, detail = False, (), f"extent {tuple(got.shape)} != stock {tuple(want.shape)}"
+            same, index, detail = False, _first_difference(got, want, dim), f"extent {tuple(got.shape)} != stock {tuple(want.shape)}"
         elif self.compare == "elementwise":
             same = torch.equal(got, want)
             index, detail = (), ""
@@ -95,6 +110,10 @@ class ShadowAuditor:
         else:
             self.divergences.append(Divergence(call, region, index, detail))
         return same
+
+    def compare_with(self, carry: Carry, want: torch.Tensor, call: int) -> bool:
+        """Compare the carry's live extent with a reference cache ``want`` (a shadow the caller keeps)."""
+        return self._check(call, carry.name, carry.view(), want, carry.dim, carry.address_ok())
 
     # -- watching an in-buffer carry ----------------------------------------------------
     def retain(self, carry: Carry, call: int) -> bool:
@@ -149,3 +168,41 @@ class ShadowAuditor:
         bad = df[~df["agreed"].astype(bool)].groupby("region")["call"].min()
         out["first_divergent_call"] = [int(bad[r]) if r in bad.index else None for r in out.index]
         return out.reset_index()
+
+
+@dataclass
+class DifferentialAuditor(ShadowAuditor):
+    """The model's own stock step run in shadow; its actual caches compared with the carries.
+
+    :class:`ShadowAuditor` checks a carry against the cut its declaration states, so a declaration
+    that misstates the model (a wrong layout, a forgotten attention sink, a short window) agrees with
+    itself. This auditor checks against the model instead: ``stock(x, caches, *args) -> (out,
+    caches')`` is the model's own streaming step (its own concatenation and cut, plain tensors);
+    after every call it advances its stock caches by one step and compares each carry, elementwise,
+    with the stock cache of the same name, recording the first (call, region, index) that differs.
+    """
+
+    stock: Callable | None = None
+    caches: dict = field(default_factory=dict)
+    outputs: list = field(default_factory=list)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not callable(self.stock):
+            raise ValueError("DifferentialAuditor needs stock=the model's own step (x, caches, ...) -> (out, caches)")
+
+    def start(self, caches: Mapping[str, torch.Tensor]) -> None:
+        """A turn boundary: the stock caches restart from ``caches`` (copied)."""
+        self.caches = {k: v.clone() for k, v in caches.items()}
+
+    @torch.inference_mode()
+    def check(self, call: int, carries: Mapping[str, Carry], x, *args) -> bool:
+        """Run the stock step on ``x`` in shadow, then compare every carry with its stock cache."""
+        out, self.caches = self.stock(x, self.caches, *args)
+        self.outputs.append(out)
+        ok = True
+        for name, carry in carries.items():
+            if name not in self.caches:
+                raise KeyError(f"the stock step returned no cache named '{name}' (it returned {sorted(self.caches)})")
+            ok = self.compare_with(carry, self.caches[name], call) and ok
+        return ok

@@ -160,6 +160,30 @@ class Carry:
             self.buffer.narrow(self.dim, 0, f).copy_(new)
         return length + f
 
+    def write_append_retained(self, new: torch.Tensor, length: int) -> int:
+        """Append ``new`` to the ``length`` cached frames and retain, in place; return the new extent.
+
+        A chronological carry needs room only for what survives (its retained envelope): each run the
+        policy keeps is moved down from the cache or written from ``new``, in increasing order, so no
+        source is overwritten before it is read. A ring writes modulo its capacity (``length`` is then
+        the cursor); a newest-first carry appends (it needs the attended envelope) and retains.
+        """
+        if isinstance(self.policy, Ring):
+            return self.write_appended(new, length)
+        if self.layout != "chronological":
+            return self.move_retained(self.write_appended(new, length))
+        f = new.shape[self.dim]
+        dst = 0
+        for src, n in self.policy.segments(length + f):
+            old = max(0, min(src + n, length) - src)  # frames of this run that come from the cache
+            self._need(dst + n, "retention")
+            if old:
+                move_frames(self.buffer, self.dim, src, dst, old)
+            if n > old:
+                self.buffer.narrow(self.dim, dst + old, n - old).copy_(new.narrow(self.dim, max(src, length) - length, n - old))
+            dst += n
+        return dst
+
     # -- host bookkeeping + eager conveniences ----------------------------------------
     def commit(self, length: int) -> None:
         """Record the live extent on the host (after device work, replayed or eager).

@@ -1,0 +1,107 @@
+"""Two streaming models the package does not ship, written as their authors would (stock code with its
+own caches and its own cut), for the adapter-kit tests. Tiny sizes, CPU.
+
+* :class:`StreamingConformer`: depthwise causal conv (kernel 15: 14 frames of left context), then chunked
+  attention over an attention sink (the turn's first 8 frames) + a sliding window (the newest 48);
+  each call brings 16 committed frames + 4 lookahead frames.
+* :class:`TokenDecoder`: token ids -> samples (4 per token) with one lookahead token per call; a
+  newest-first token history of 12 (attention) and a 3-sample causal output filter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class ConformerSizes:
+    dim: int = 8
+    heads: int = 2
+    kernel: int = 15
+    sink: int = 8
+    window: int = 48
+    chunk: int = 16
+    lookahead: int = 4
+
+
+class StreamingConformer(torch.nn.Module):
+    def __init__(self, sizes: ConformerSizes = ConformerSizes(), seed: int = 0):
+        super().__init__()
+        self.s = s = sizes
+        self.dw = torch.nn.Conv1d(s.dim, s.dim, s.kernel, groups=s.dim)  # no padding: the cache is the left context
+        self.qkv = torch.nn.Linear(s.dim, 3 * s.dim)
+        self.out = torch.nn.Linear(s.dim, s.dim)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.4)
+
+    def chunk(self, x, kv_cache, conv_cache, last=False):
+        """x (1, n, dim) -> output of the committed frames, and the committed frames' new K|V and conv input."""
+        s, n = self.s, x.shape[1]
+        c = n if last else n - s.lookahead
+        h = torch.cat([conv_cache, x.transpose(1, 2)], dim=2)
+        y = self.dw(h).transpose(1, 2)
+        q, k, v = self.qkv(y).chunk(3, dim=-1)
+
+        def heads(t):
+            return t.reshape(n, s.heads, s.dim // s.heads).transpose(0, 1)
+
+        kv_new = torch.stack([heads(k), heads(v)])
+        kv = torch.cat([kv_cache, kv_new], dim=2)  # chunked attention: the cache and the whole chunk
+        w = torch.softmax(heads(q) @ kv[0].transpose(1, 2) / math.sqrt(s.dim // s.heads), dim=-1)
+        a = (w @ kv[1]).transpose(0, 1).reshape(1, n, s.dim)
+        out = (y + self.out(a))[:, :c]
+        return out, kv_new[:, :, :c], x.transpose(1, 2)[:, :, :c]
+
+    def forward_chunk(self, x, kv_cache, conv_cache, last=False):
+        """The stock streaming step: new caches by concatenation and this model's own cut."""
+        s = self.s
+        out, kv_new, conv_new = self.chunk(x, kv_cache, conv_cache, last)
+        kv = torch.cat([kv_cache, kv_new], dim=2)
+        if kv.shape[2] > s.sink + s.window:
+            kv = torch.cat([kv[:, :, :s.sink], kv[:, :, kv.shape[2] - s.window:]], dim=2)
+        conv = torch.cat([conv_cache, conv_new], dim=2)
+        return out, kv, conv[:, :, conv.shape[2] - (s.kernel - 1):]
+
+
+@dataclass(frozen=True)
+class DecoderSizes:
+    vocab: int = 32
+    dim: int = 8
+    history: int = 12
+    tokens: int = 4
+    lookahead: int = 1
+    samples_per_token: int = 4
+    taps: int = 4
+
+
+class TokenDecoder(torch.nn.Module):
+    def __init__(self, sizes: DecoderSizes = DecoderSizes(), seed: int = 1):
+        super().__init__()
+        self.s = s = sizes
+        self.embed = torch.nn.Embedding(s.vocab, s.dim)
+        self.proj = torch.nn.Linear(s.dim, s.samples_per_token)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+            self.register_buffer("taps", torch.randn(s.taps, generator=g))
+
+    def decode(self, tokens, history, tail, last=False, cut=True):
+        """tokens (1, n) -> samples of the committed tokens; history (1, h, dim) newest first, tail (1, taps-1)."""
+        s, n = self.s, tokens.shape[1]
+        c = n if last else n - s.lookahead
+        e = self.embed(tokens)  # (1, n, dim)
+        hist = torch.cat([e[:, :c].flip(1), history], dim=1)  # newest first
+        ctx = torch.softmax(e @ torch.cat([e.flip(1), history], dim=1).transpose(1, 2), dim=-1) @ torch.cat(
+            [e.flip(1), history], dim=1)
+        raw = self.proj(ctx[:, :c]).reshape(1, c * s.samples_per_token)
+        full = torch.cat([tail, raw], dim=1)
+        out = sum(self.taps[j] * full[:, j:j + raw.shape[1]] for j in range(s.taps))
+        if cut:
+            return out, hist[:, :s.history], full[:, full.shape[1] - (s.taps - 1):]
+        return out, hist, full

@@ -1,0 +1,201 @@
+"""The adapter kit: two models the package does not ship, adapted in a few lines each (declaration + step),
+certified against their own stock code; the differential audit catching wrong declarations that the
+declared-cut audit passes. CPU, eager replay backend, tiny sizes."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+from cadencelab.adapters.kit import StreamingRuntime, Traffic, certify, run_stock
+from cadencelab.contract import PromptRetained, SlidingWindow
+from kit_models import ConformerSizes, DecoderSizes, StreamingConformer, TokenDecoder
+
+
+# ---- adapter 1: the streaming Conformer (declaration + step) -------------------------------- adapter begins
+def conformer_declaration(s=ConformerSizes(), kv_policy=None):
+    from cadencelab.contract import Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region
+
+    clocks = (Clock("chunks", "encoder call", rate_hz=6.25),
+              # LOOKAHEAD, declared the current way (Clock.offset); read only by cadencelab.replay.bind.lookahead
+              Clock("frames", "feature frame", parent="chunks", ratio=s.chunk, offset=s.lookahead))
+    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads),
+                policy=kv_policy or PromptRetained(s.sink, s.window), growth=s.chunk, max_call=s.chunk + s.lookahead,
+                lifetime="turn", address_stable=True, device="cpu")
+    conv = Region("conv", clock="frames", shape=(1, s.dim, "frames"), policy=Fixed(s.kernel - 1), lifetime="turn",
+                  address_stable=True, device="cpu")
+    encode = Operator("encode", reads=("kv",), clock="frames", call=s.chunk,
+                      flush=(s.lookahead, s.chunk + s.lookahead, s.lookahead))
+    return Declaration("streaming-conformer", clocks, (kv, conv), (encode,), admission=Admission("frames", s.chunk))
+
+
+def conformer_steps(model):
+    def step(x, caches, last):  # region views -> (output, the frames this call adds)
+        out, kv, conv = model.chunk(x, caches["kv"], caches["conv"], last)
+        return out, {"kv": kv, "conv": conv}
+
+    def stock(x, caches, last):  # the model's own step: its caches after its own cut
+        out, kv, conv = model.forward_chunk(x, caches["kv"], caches["conv"], last)
+        return out, {"kv": kv, "conv": conv}
+
+    return step, stock
+# -------------------------------------------------------------------------------------------- adapter ends
+
+
+# ---- adapter 2: a token-to-samples decoder (two clocks, newest-first history, stock form) --- adapter begins
+def decoder_declaration(s=DecoderSizes()):
+    from cadencelab.contract import Admission, Clock, Declaration, Fixed, Operator, Region, SlidingWindow
+
+    clocks = (Clock("calls", "decoder call", rate_hz=12.5),
+              # LOOKAHEAD, declared the current way (Clock.offset); read only by cadencelab.replay.bind.lookahead
+              Clock("tokens", "token", parent="calls", ratio=s.tokens, offset=s.lookahead),
+              Clock("samples", "sample", parent="tokens", ratio=s.samples_per_token))
+    hist = Region("history", clock="tokens", shape=(1, "tokens", s.dim), policy=SlidingWindow(s.history, "newest_first"),
+                  growth=s.tokens, max_call=s.tokens + s.lookahead, lifetime="turn", device="cpu")
+    tail = Region("tail", clock="samples", shape=(1, "samples"), policy=Fixed(s.taps - 1), lifetime="turn", device="cpu")
+    op = Operator("decode", reads=("history",), clock="tokens", call=s.tokens, flush=(1, s.tokens + s.lookahead, 1))
+    return Declaration("token-decoder", clocks, (hist, tail), (op,), admission=Admission("tokens", s.tokens))
+
+
+def decoder_steps(model):
+    def step(x, caches, last):  # the stock step, uncut: the runtime keeps what the declaration retains
+        out, hist, tail = model.decode(x, caches["history"], caches["tail"], last, cut=False)
+        return out, {"history": hist, "tail": tail}
+
+    def stock(x, caches, last):
+        out, hist, tail = model.decode(x, caches["history"], caches["tail"], last)
+        return out, {"history": hist, "tail": tail}
+
+    return step, stock
+# -------------------------------------------------------------------------------------------- adapter ends
+
+
+def _adapter_lines(begin: str) -> int:
+    src = inspect.getsource(inspect.getmodule(_adapter_lines)).splitlines()
+    i = next(k for k, line in enumerate(src) if begin in line and "adapter begins" in line)
+    j = next(k for k in range(i, len(src)) if "adapter ends" in src[k])
+    return sum(1 for line in src[i + 1:j] if line.strip() and not line.strip().startswith("#"))
+
+
+def conformer_traffic(s=ConformerSizes(), seed=2):
+    g = torch.Generator().manual_seed(seed)
+    call = s.chunk + s.lookahead
+
+    def turn(steady, final):
+        return [torch.randn(1, call, s.dim, generator=g) for _ in range(steady)] + [torch.randn(1, final, s.dim, generator=g)]
+
+    return Traffic([turn(6, 12), turn(5, call), turn(2, s.lookahead)])
+
+
+def decoder_traffic(s=DecoderSizes(), seed=3):
+    g = torch.Generator().manual_seed(seed)
+
+    def turn(steady, final):
+        return [torch.randint(0, s.vocab, (1, n), generator=g) for n in [s.tokens + s.lookahead] * steady + [final]]
+
+    return Traffic([turn(5, 3), turn(4, s.tokens + s.lookahead)])
+
+
+def test_adapters_fit_in_forty_lines():
+    assert _adapter_lines("adapter 1") <= 40
+    assert _adapter_lines("adapter 2") <= 40
+
+
+def test_conformer_is_certified():
+    model = StreamingConformer()
+    step, stock = conformer_steps(model)
+    cert = certify(conformer_declaration(), step, stock, conformer_traffic(), modules=[model], backend="eager")
+    assert cert.ok, cert.table
+    cat = cert.catalog
+    steady = cat[cat["kind"] == "steady"]
+    assert sorted(steady["label"]) == [(0, 16), (16, 16), (32, 16), (48, 16), (56, 16)]  # sink 8 + window 48 = 56
+    assert (steady["observed"] > 0).all() and steady["derived"].all()
+    flush = cat[(cat["kind"] == "flush") & (cat["observed"] > 0)]
+    assert sorted(flush["label"]) == [(32, 4), (56, 12), (56, 20)] and flush["derived"].all()
+    assert not flush.set_index("label").loc[[(56, 20)], "admitted"].any()  # 20 > f_chunk 16: eager by admission
+    reasons = cert.counters.set_index("reason")["count"]
+    assert reasons["replayed"] > 0 and reasons["outside_catalog"] == 1 and reasons["probe"] == 7
+    assert cert.exact["equal"].all() and len(cert.exact) == 16
+    assert (cert.addresses["distinct"] == 1).all()
+    assert set(cert.audit["audit"]) == {"declared", "differential"}
+
+
+def test_decoder_is_certified_across_two_clocks():
+    model = TokenDecoder()
+    step, stock = decoder_steps(model)
+    decl = decoder_declaration()
+    cert = certify(decl, step, stock, decoder_traffic(), form="stock", modules=[model], backend="eager")
+    assert cert.ok, cert.table
+    assert sorted(cert.catalog.loc[cert.catalog["kind"] == "steady", "label"]) == [(0, 4), (4, 4), (8, 4), (12, 4)]
+    rt = cert.runtime
+    assert rt.carries["tail"].length == 3 and rt.carries["history"].length == 12
+
+
+def _first_output_divergence(decl, traffic, model):
+    step, stock = conformer_steps(model)
+    want, _ = run_stock(decl, stock, traffic)
+    rt = StreamingRuntime(decl, step, stock=stock, audit=("declared", "differential"), replay=True, backend="eager",
+                          modules=[model])
+    got = rt.run(traffic)
+    diverged = [i for i, (a, b) in enumerate(zip(want, got.outputs)) if not (a.shape == b.shape and torch.equal(a, b))]
+    return rt, (diverged[0] if diverged else None)
+
+
+@pytest.mark.parametrize("wrong", ["newest_first layout", "forgotten sink", "short window"])
+def test_differential_audit_catches_a_wrong_declaration_before_the_output_diverges(wrong):
+    s, model, traffic = ConformerSizes(), StreamingConformer(), conformer_traffic()
+    policy = {"newest_first layout": PromptRetained(s.sink, s.window, layout="newest_first"),
+              "forgotten sink": SlidingWindow(s.window),
+              "short window": PromptRetained(s.sink, s.window - 8)}[wrong]
+    decl = conformer_declaration(s, kv_policy=policy)
+    rt, diverged = _first_output_divergence(decl, traffic, model)
+    assert rt.declared.ok and rt.declared.agreements == rt.declared.applications == 2 * traffic.calls  # passes
+    first = rt.differential.first_divergence
+    assert first is not None and first.region == "kv" and first.index != ()
+    assert diverged is not None and first.call < diverged  # caught before any output differs
+    want_call = {"newest_first layout": 1, "forgotten sink": 3, "short window": 3}[wrong]
+    assert first.call == want_call
+
+
+def test_differential_audit_agrees_with_the_right_declaration():
+    rt, diverged = _first_output_divergence(conformer_declaration(), conformer_traffic(), StreamingConformer())
+    assert diverged is None and rt.differential.ok and rt.differential.applications == 2 * conformer_traffic().calls
+    summary = rt.differential.summary().set_index("region")
+    assert summary.loc["kv", "first_divergent_call"] is None
+
+
+def test_carries_keep_their_address_across_turns():
+    model = StreamingConformer()
+    step, _ = conformer_steps(model)
+    rt = StreamingRuntime(conformer_declaration(), step, replay=True, backend="eager", modules=[model])
+    ptrs = rt.pointers()
+    run = rt.run(conformer_traffic())
+    assert rt.pointers() == ptrs and run.table["ptr_kv"].nunique() == 1
+    assert run.table["ext_kv"].tolist()[:7] == [16, 32, 48, 56, 56, 56, 56]
+    assert rt.carries["kv"].capacity == 56  # chronological: the retained envelope suffices
+
+
+def test_a_step_that_disagrees_with_the_declaration_fails_loudly():
+    model = StreamingConformer()
+    step, stock = conformer_steps(model)
+    decl = conformer_declaration()
+    ops = (dataclasses.replace(decl.operators[0], call=12),)  # the model commits 16 per call, not 12
+    s = ConformerSizes()
+    clocks = (decl.clocks[0], dataclasses.replace(decl.clocks[1], offset=s.lookahead + 4))
+    bad = dataclasses.replace(decl, clocks=clocks, operators=ops)
+    rt = StreamingRuntime(bad, step, audit="declared", backend="eager")
+    rt.reset()
+    with pytest.raises(ValueError, match="region 'kv'"):
+        rt(torch.randn(1, s.chunk + s.lookahead, s.dim))
+
+
+def test_kit_refuses_what_it_cannot_run():
+    model = StreamingConformer()
+    step, _ = conformer_steps(model)
+    with pytest.raises(ValueError, match="stock="):
+        StreamingRuntime(conformer_declaration(), step, audit="differential")
+    with pytest.raises(ValueError, match="form"):
+        StreamingRuntime(conformer_declaration(), step, form="other")
