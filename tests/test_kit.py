@@ -19,17 +19,15 @@ from kit_models import ConformerSizes, DecoderSizes, StreamingConformer, TokenDe
 def conformer_declaration(s=ConformerSizes(), kv_policy=None):
     from cadencelab.contract import Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region
 
-    clocks = (Clock("chunks", "encoder call", rate_hz=6.25),
-              # LOOKAHEAD, declared the current way (Clock.offset); read only by cadencelab.replay.bind.lookahead
+    clocks = (Clock("chunks", "encoder call", rate_hz=6.25),  # one call: 16 committed + 4 lookahead frames
               Clock("frames", "feature frame", parent="chunks", ratio=s.chunk, offset=s.lookahead))
     kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads),
-                policy=kv_policy or PromptRetained(s.sink, s.window), growth=s.chunk, max_call=s.chunk + s.lookahead,
-                lifetime="turn", address_stable=True, device="cpu")
+                policy=kv_policy or PromptRetained(s.sink, s.window), lifetime="turn", address_stable=True)
     conv = Region("conv", clock="frames", shape=(1, s.dim, "frames"), policy=Fixed(s.kernel - 1), lifetime="turn",
-                  address_stable=True, device="cpu")
-    encode = Operator("encode", reads=("kv",), clock="frames", call=s.chunk,
-                      flush=(s.lookahead, s.chunk + s.lookahead, s.lookahead))
-    return Declaration("streaming-conformer", clocks, (kv, conv), (encode,), admission=Admission("frames", s.chunk))
+                  address_stable=True)
+    encode = Operator("encode", reads=("kv",), clock="frames", flush="lookahead")
+    return Declaration("streaming-conformer", clocks, (kv, conv), (encode,), admission=Admission("frames"),
+                       call_clock="chunks")
 
 
 def conformer_steps(model):
@@ -49,15 +47,14 @@ def conformer_steps(model):
 def decoder_declaration(s=DecoderSizes()):
     from cadencelab.contract import Admission, Clock, Declaration, Fixed, Operator, Region, SlidingWindow
 
-    clocks = (Clock("calls", "decoder call", rate_hz=12.5),
-              # LOOKAHEAD, declared the current way (Clock.offset); read only by cadencelab.replay.bind.lookahead
+    clocks = (Clock("calls", "decoder call", rate_hz=12.5),  # one call: 4 committed + 1 lookahead token
               Clock("tokens", "token", parent="calls", ratio=s.tokens, offset=s.lookahead),
               Clock("samples", "sample", parent="tokens", ratio=s.samples_per_token))
     hist = Region("history", clock="tokens", shape=(1, "tokens", s.dim), policy=SlidingWindow(s.history, "newest_first"),
-                  growth=s.tokens, max_call=s.tokens + s.lookahead, lifetime="turn", device="cpu")
-    tail = Region("tail", clock="samples", shape=(1, "samples"), policy=Fixed(s.taps - 1), lifetime="turn", device="cpu")
-    op = Operator("decode", reads=("history",), clock="tokens", call=s.tokens, flush=(1, s.tokens + s.lookahead, 1))
-    return Declaration("token-decoder", clocks, (hist, tail), (op,), admission=Admission("tokens", s.tokens))
+                  lifetime="turn")
+    tail = Region("tail", clock="samples", shape=(1, "samples"), policy=Fixed(s.taps - 1), lifetime="turn")
+    op = Operator("decode", reads=("history",), clock="tokens", flush="lookahead")
+    return Declaration("token-decoder", clocks, (hist, tail), (op,), admission=Admission("tokens"), call_clock="calls")
 
 
 def decoder_steps(model):
@@ -87,7 +84,7 @@ def conformer_traffic(s=ConformerSizes(), seed=2):
     def turn(steady, final):
         return [torch.randn(1, call, s.dim, generator=g) for _ in range(steady)] + [torch.randn(1, final, s.dim, generator=g)]
 
-    return Traffic([turn(6, 12), turn(5, call), turn(2, s.lookahead)])
+    return Traffic([turn(6, 12), turn(5, call - 1), turn(2, s.lookahead)])  # a final call of 20 would be steady
 
 
 def decoder_traffic(s=DecoderSizes(), seed=3):
@@ -96,7 +93,7 @@ def decoder_traffic(s=DecoderSizes(), seed=3):
     def turn(steady, final):
         return [torch.randint(0, s.vocab, (1, n), generator=g) for n in [s.tokens + s.lookahead] * steady + [final]]
 
-    return Traffic([turn(5, 3), turn(4, s.tokens + s.lookahead)])
+    return Traffic([turn(5, 3), turn(4, s.tokens)])
 
 
 def test_adapters_fit_in_forty_lines():
@@ -114,8 +111,8 @@ def test_conformer_is_certified():
     assert sorted(steady["label"]) == [(0, 16), (16, 16), (32, 16), (48, 16), (56, 16)]  # sink 8 + window 48 = 56
     assert (steady["observed"] > 0).all() and steady["derived"].all()
     flush = cat[(cat["kind"] == "flush") & (cat["observed"] > 0)]
-    assert sorted(flush["label"]) == [(32, 4), (56, 12), (56, 20)] and flush["derived"].all()
-    assert not flush.set_index("label").loc[[(56, 20)], "admitted"].any()  # 20 > f_chunk 16: eager by admission
+    assert sorted(flush["label"]) == [(32, 4), (56, 12), (56, 19)] and flush["derived"].all()
+    assert not flush.set_index("label").loc[[(56, 19)], "admitted"].any()  # 19 > f_chunk 16: eager by admission
     reasons = cert.counters.set_index("reason")["count"]
     assert reasons["replayed"] > 0 and reasons["outside_catalog"] == 1 and reasons["probe"] == 7
     assert cert.exact["equal"].all() and len(cert.exact) == 16
@@ -180,12 +177,9 @@ def test_carries_keep_their_address_across_turns():
 
 def test_a_step_that_disagrees_with_the_declaration_fails_loudly():
     model = StreamingConformer()
-    step, stock = conformer_steps(model)
-    decl = conformer_declaration()
-    ops = (dataclasses.replace(decl.operators[0], call=12),)  # the model commits 16 per call, not 12
+    step, _ = conformer_steps(model)
     s = ConformerSizes()
-    clocks = (decl.clocks[0], dataclasses.replace(decl.clocks[1], offset=s.lookahead + 4))
-    bad = dataclasses.replace(decl, clocks=clocks, operators=ops)
+    bad = conformer_declaration(dataclasses.replace(s, chunk=12, lookahead=8))  # the model commits 16 per call, not 12
     rt = StreamingRuntime(bad, step, audit="declared", backend="eager")
     rt.reset()
     with pytest.raises(ValueError, match="region 'kv'"):
