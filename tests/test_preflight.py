@@ -243,6 +243,7 @@ def test_stock_token2wav_on_cuda():
 @pytest.mark.cuda
 def test_toy_and_mimi_on_cuda():
     toy = Toy().cuda()
+    toy.total = toy.total.cuda()  # a plain attribute: .cuda() moves only parameters and buffers
     rep = preflight(toy, torch.randn(2, 4, device="cuda"), device="cuda")
     lines = _toy_lines()
     for marker, kind in {"const": "host_constant", "input": "host_input", "sync": "host_sync",

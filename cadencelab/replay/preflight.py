@@ -302,7 +302,8 @@ class _Watch:
         elif name == "copy_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
             dst, src = args[0], args[1]
             if self.is_host(src) and not self.is_host(dst):
-                self.h2d(op, src, site)
+                if src.dim() > 0:  # a 0-dim host scalar written into a device tensor is a fill: a kernel argument
+                    self.h2d(op, src, site)
             elif not self.is_host(src) and self.is_host(dst):
                 self.add("device_to_host", op, site)
         elif name in _HOST_READS and ins and not all(self.is_host(t) for t in ins):
