@@ -312,7 +312,7 @@ class _Watch:
             placed = [self.is_host(t) for t in ins]
             if any(placed) and not all(placed):
                 for t, h in zip(ins, placed):
-                    if h:
+                    if h and not (t.dim() == 0 and self.api == "Tensor.__setitem__"):  # x[i] = 0: a literal fill
                         self.h2d(op + " (host operand)", t, site)
         if name in _DATA_DEPENDENT or (name in ("index", "index_put", "index_put_")
                                        and any(t.dtype in (torch.bool, torch.uint8) for t in ins[1:])):
