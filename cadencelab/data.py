@@ -107,7 +107,7 @@ DATASETS = {
                                "python -m cadencelab.bench sessions --device cuda --arms SRb --stagger --workloads "
                                "speak_heavy --sessions 16,32,48 --time-budget 140 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY, ""),
     "mimi": ("h200/moshi_mimi.json",
-             "python -m cadencelab.bench crossarch --device cuda --models mimi --out DIR  (on a CUDA machine, moshi "
+             "python -m cadencelab.bench crossarch --device cuda --out DIR  (on a CUDA machine, moshi "
              "installed), then copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it", ""),
     "freeze": ("h200/freeze_style.json",
                "python -m cadencelab.bench crossarch --device cuda --out DIR" + _ON_CUDA
