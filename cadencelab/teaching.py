@@ -356,22 +356,6 @@ class TeachingRuntime:
     def cache(self) -> torch.Tensor:
         return self.kv.view() if self.state_rule else self.kv_cache
 
-    def _path(self, before: tuple) -> str:
-        if self.engine is None:
-            return "eager"
-        replays, misses = self._counts()
-        if replays > before[0]:
-            return "replay" if self.engine.backend == "cuda" else "replay (eager backend)"
-        diff = misses - before[1]
-        return "eager: " + (", ".join(sorted(diff)) if diff else "?")
-
-    def _counts(self) -> tuple[int, Counter]:
-        c = Counter()
-        for cls in self.engine.classes.values():
-            c.update(cls.misses)
-        c.update(self.engine.unclassed)
-        return sum(cls.replays for cls in self.engine.classes.values()), c
-
     def run(self, stream: TeachingStream, seed: int = 0) -> StreamRun:
         """Every turn of ``stream`` (re-primed at each turn start); seeds the generators first."""
         torch.manual_seed(seed)
@@ -381,14 +365,14 @@ class TeachingRuntime:
         for turn, chunks in enumerate(stream.turns):
             self.set_prompt(stream.prompt)
             for i, x in enumerate(chunks):
-                before = self._counts() if self.engine is not None else None
+                before = self.engine.tally() if self.engine is not None else None
                 out = self.stream(x)
                 outs.append(out.clone())
                 cache = self.cache()
                 rows.append(dict(turn=turn, chunk=i, call=len(rows), f=x.shape[1],
                                  kind="flush" if (i == len(chunks) - 1 and x.shape[1] != self.cfg.f_chunk) else "steady",
                                  extent=cache.shape[CLOCK_DIM], cache_ptr=cache.data_ptr(),
-                                 path=self._path(before) if before is not None else "eager"))
+                                 path=self.engine.path_since(before) if before is not None else "eager"))
         return StreamRun(outs, pd.DataFrame(rows), self)
 
     # -- reports -------------------------------------------------------------------------

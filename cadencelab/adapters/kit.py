@@ -246,31 +246,14 @@ class StreamingRuntime:
         for t, i, x, last in traffic.calls_of():
             if i == 0:
                 self.reset(traffic.prompt(t))
-            before = self._counts()
+            mark = self.engine.tally() if self.engine is not None else None
             out = self(x, last)
             outs.append(out.clone())
-            rows.append(dict(turn=t, call=len(rows), last=last, path=self._path(before),
+            path = self.engine.path_since(mark) if mark is not None else "eager"
+            rows.append(dict(turn=t, call=len(rows), last=last, path=path,
                              **{f"ptr_{n}": c.buffer.data_ptr() for n, c in self.carries.items()},
                              **{f"ext_{n}": c.length for n, c in self.carries.items()}))
         return KitRun(outs, pd.DataFrame(rows))
-
-    def _counts(self) -> tuple:
-        if self.engine is None:
-            return 0, Counter()
-        c = Counter()
-        for cls in self.engine.classes.values():
-            c.update(cls.misses)
-        c.update(self.engine.unclassed)
-        return sum(cls.replays for cls in self.engine.classes.values()), c
-
-    def _path(self, before: tuple) -> str:
-        if self.engine is None:
-            return "eager"
-        replays, misses = self._counts()
-        if replays > before[0]:
-            return "replay" if self.engine.backend == "cuda" else "replay (eager backend)"
-        diff = misses - before[1]
-        return "eager: " + (", ".join(sorted(diff)) if diff else "?")
 
     def pointers(self) -> dict[str, int]:
         return {n: c.buffer.data_ptr() for n, c in self.carries.items()}
@@ -404,10 +387,7 @@ def certify(decl: Declaration, step: Callable, stock: Callable, traffic: Traffic
 
 def _by_reason(engine) -> pd.DataFrame:
     """Calls per outcome: 'replayed' and each eager reason (probe, outside_catalog, priming, ...)."""
-    c = Counter()
-    for cls in engine.classes.values():
-        c["replayed"] += cls.replays
-        c.update(cls.misses)
-    c.update(engine.unclassed)
+    replayed, c = engine.tally()
+    c["replayed"] = replayed
     return pd.DataFrame([dict(engine=engine.name, reason=r, count=n) for r, n in sorted(c.items())],
                         columns=["engine", "reason", "count"])

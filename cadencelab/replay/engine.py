@@ -528,14 +528,27 @@ class ExactShapeReplay:
         df.attrs["reserved_bytes_eq6"] = int(df["staging_bytes"].sum()) + wt
         return df
 
-    def summary(self) -> str:
-        """e.g. 'flow_chunk: 25 of 31 replayed, 6 misses: probe 3, priming 3'."""
-        total = self.calls
-        replayed = sum(c.replays for c in self.classes.values())
+    def tally(self) -> tuple[int, Counter]:
+        """(replays so far, misses so far by reason): mark it before a call, then :meth:`path_since`."""
         reasons = Counter()
         for c in self.classes.values():
             reasons.update(c.misses)
         reasons.update(self.unclassed)
+        return sum(c.replays for c in self.classes.values()), reasons
+
+    def path_since(self, mark: tuple[int, Counter]) -> str:
+        """How the calls since ``mark`` (a :meth:`tally`) ran: "replay" (or "replay (eager backend)"), else
+        "eager: " and the miss reasons counted since."""
+        replays, misses = self.tally()
+        if replays > mark[0]:
+            return "replay" if self.backend == "cuda" else "replay (eager backend)"
+        diff = misses - mark[1]
+        return "eager: " + (", ".join(sorted(diff)) if diff else "?")
+
+    def summary(self) -> str:
+        """e.g. 'flow_chunk: 25 of 31 replayed, 6 misses: probe 3, priming 3'."""
+        total = self.calls
+        replayed, reasons = self.tally()
         miss = sum(reasons.values())
         verb = "replayed" if self.backend == "cuda" else "admitted (eager backend)"
         tail = ", ".join(f"{r} {n}" for r, n in reasons.most_common())
