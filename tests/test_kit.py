@@ -10,7 +10,7 @@ import inspect
 import pytest
 import torch
 
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, certify, run_stock
+from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
 from cadencelab.contract import PromptRetained, SlidingWindow
 from kit_models import ConformerSizes, DecoderSizes, StreamingConformer, TokenDecoder
 
@@ -97,8 +97,34 @@ def decoder_traffic(s=DecoderSizes(), seed=3):
 
 
 def test_adapters_fit_in_forty_lines():
-    assert _adapter_lines("adapter 1") <= 40
-    assert _adapter_lines("adapter 2") <= 40
+    assert adapter_lines(conformer_declaration, conformer_steps) == _adapter_lines("adapter 1") <= 40
+    assert adapter_lines(decoder_declaration, decoder_steps) == _adapter_lines("adapter 2") <= 40
+    with pytest.raises(ValueError, match="no source"):
+        adapter_lines(len)
+
+
+def test_traffic_streams_a_signal_as_a_client_calls():
+    s = ConformerSizes()
+    decl = conformer_declaration(s)
+    call = s.chunk + s.lookahead
+    sig = torch.arange(3 * s.chunk + 7, dtype=torch.float32).reshape(1, -1, 1)  # 55 frames
+    (turn,) = Traffic.stream(decl, [sig], clock="frames").turns
+    assert [t.shape[1] for t in turn] == [call, call, call, 7]  # the rest (7 >= lookahead 4) is the final call
+    assert [int(t[0, 0, 0]) for t in turn] == [0, s.chunk, 2 * s.chunk, 3 * s.chunk]  # each starts at the uncommitted
+    assert torch.equal(torch.cat([t[:, :s.chunk] for t in turn[:-1]] + [turn[-1]], dim=1), sig)  # nothing lost
+    short = Traffic.stream(decl, [sig[:, :call - 1]], clock="frames").turns[0]
+    assert [t.shape[1] for t in short] == [call - 1]  # shorter than a call: one final call
+    with pytest.raises(ValueError, match="turn 0 has 3 'frames' ticks"):
+        Traffic.stream(decl, [sig[:, :3]], clock="frames")
+    with pytest.raises(ValueError, match="not driven"):
+        Traffic.stream(decl, [sig], clock="nope")
+
+
+def test_exact_table_names_the_first_unequal_call():
+    a = [torch.zeros(2), torch.ones(2), torch.ones(3)]
+    t = exact_table(a, [torch.zeros(2), torch.tensor([1.0, 1.5]), torch.ones(2)])
+    assert t["equal"].tolist() == [True, False, False]
+    assert t["max_abs_diff"].tolist()[1:] == [0.5, float("inf")]
 
 
 def test_conformer_is_certified():

@@ -26,6 +26,7 @@ reason and the carries' addresses.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,12 +36,13 @@ import pandas as pd
 import torch
 
 from ..contract import PRIMING, Declaration, class_labels
-from ..contract.clocks import ticks_per
+from ..contract.clocks import per_call, ticks_per
 from ..contract.policies import Fixed, Ring
 from ..replay import At, Classifier, bind
 from ..state import Carry, DifferentialAuditor, ShadowAuditor
 
-__all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "KitRun", "Certification", "run_stock", "certify"]
+__all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "KitRun", "Certification", "run_stock", "certify",
+           "exact_table", "adapter_lines"]
 
 FORMS = ("views", "stock")
 AUDITS = ("declared", "differential")
@@ -60,6 +62,34 @@ class Traffic:
 
     def prompt(self, i: int):
         return None if self.prompts is None else self.prompts[i]
+
+    @classmethod
+    def stream(cls, decl: Declaration, signals: Sequence[torch.Tensor], *, clock: str, dim: int = 1,
+               prompts: list | None = None) -> "Traffic":
+        """Each signal (one turn) cut into the calls a streaming client makes, sizes from the declaration.
+
+        ``clock`` is the clock ``dim`` counts (e.g. "samples"); per call it advances the committed ticks
+        and reads the lookahead ticks beyond them (:func:`~cadencelab.contract.per_call` of ``clock`` on
+        the declaration's ``call_clock``). Steady calls are taken while a whole call's ticks remain; the
+        turn's final call carries the rest, committing its lookahead too.
+        """
+        if getattr(decl, "call_clock", None) is None:
+            raise ValueError(f"Traffic.stream: the {decl.model} declaration names no call_clock")
+        pc = per_call(decl.clock_map, clock, decl.call_clock) if clock in decl.clock_map else None
+        if pc is None:
+            raise ValueError(f"Traffic.stream: clock {clock!r} is not driven by the call clock '{decl.call_clock}'")
+        width = pc.committed + pc.lookahead
+        turns = []
+        for i, sig in enumerate(signals):
+            n = sig.shape[dim]
+            if n < max(pc.lookahead, 1):
+                raise ValueError(f"Traffic.stream: turn {i} has {n} '{clock}' ticks, fewer than one call commits "
+                                 f"on its last call ({max(pc.lookahead, 1)})")
+            starts = list(range(0, n - width + 1, pc.committed))
+            end = starts[-1] + pc.committed if starts else 0
+            calls = [sig.narrow(dim, a, width) for a in starts]
+            turns.append(calls + [sig.narrow(dim, end, n - end)] if end < n else calls)  # no lookahead: none left
+        return cls(turns, prompts)
 
     def calls_of(self):
         """(turn, index in turn, input, last) per call, in order."""
@@ -359,13 +389,7 @@ def certify(decl: Declaration, step: Callable, stock: Callable, traffic: Traffic
                   if first else ""))
     audit = pd.concat(audits, ignore_index=True)
     # exactness
-    ex = []
-    for i, (a, b) in enumerate(zip(want, got.outputs)):
-        same = a.shape == b.shape
-        ex.append(dict(call=i, equal=bool(same and torch.equal(a, b)),
-                       max_abs_diff=(a.double() - b.double()).abs().max().item() if same and a.numel() else
-                       (0.0 if same else math.inf)))
-    exact = pd.DataFrame(ex)
+    exact = exact_table(want, got.outputs)
     clause("bit-exact with the stock step", len(want) == len(got.outputs) and exact["equal"].all(),
            f"{int(exact['equal'].sum())} of {len(exact)} calls torch.equal")
     # addresses
@@ -383,6 +407,30 @@ def certify(decl: Declaration, step: Callable, stock: Callable, traffic: Traffic
     replays = int(counters.loc[counters["reason"] == "replayed", "count"].sum())
     clause("admitted calls replayed", replays > 0, rt.engine.summary())
     return Certification(pd.DataFrame(rows), cat, audit, exact, counters, addresses, rt)
+
+
+def exact_table(want: Sequence[torch.Tensor], got: Sequence[torch.Tensor]) -> pd.DataFrame:
+    """Per call: ``equal`` (same shape and ``torch.equal``) and ``max_abs_diff`` (inf when the shapes differ)."""
+    rows = []
+    for i, (a, b) in enumerate(zip(want, got)):
+        same = a.shape == b.shape
+        rows.append(dict(call=i, equal=bool(same and torch.equal(a, b)),
+                         max_abs_diff=(a.double() - b.double()).abs().max().item() if same and a.numel() else
+                         (0.0 if same else math.inf)))
+    return pd.DataFrame(rows, columns=["call", "equal", "max_abs_diff"])
+
+
+def adapter_lines(*objs) -> int:
+    """Lines of code of the given functions or classes (their source; blank and comment-only lines not
+    counted): the size of an adapter written as a declaration function and a step."""
+    n = 0
+    for obj in objs:
+        try:
+            src = inspect.getsource(obj)
+        except (OSError, TypeError) as e:
+            raise ValueError(f"adapter_lines: no source for {obj!r} ({e})") from None
+        n += sum(1 for line in src.splitlines() if line.strip() and not line.strip().startswith("#"))
+    return n
 
 
 def _by_reason(engine) -> pd.DataFrame:
