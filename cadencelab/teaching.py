@@ -122,7 +122,7 @@ class TeachingConfig:
 
 
 def declaration(cfg: TeachingConfig | None = None) -> Declaration:
-    """The teaching model's native-clock contract (notebook 7 writes this by hand)."""
+    """The teaching model's native-clock contract (notebooks 3 and 4 stream the model under it)."""
     c = cfg or TeachingConfig()
     clocks = (
         Clock("chunks", "stream call", rate_hz=12.5),
