@@ -247,3 +247,14 @@ def test_the_teaching_model_on_the_kit_matches_its_hand_wired_runtime():
     assert all(torch.equal(a, b) for a, b in zip(hand.outputs, cert.runtime.run(traffic).outputs))
     reasons = cert.counters.set_index("reason")["count"]
     assert reasons["priming"] == 2 and reasons["outside_catalog"] == 1  # as the hand-wired runtime counts them
+
+
+@pytest.mark.cuda
+def test_conformer_is_certified_with_cuda_graphs():
+    """The kit's runtime captured for real (notebook 7 takes this path when LIVE)."""
+    model = StreamingConformer().cuda()
+    step, stock = conformer_steps(model)
+    traffic = Traffic([[x.cuda() for x in turn] for turn in conformer_traffic().turns])
+    cert = certify(conformer_declaration(), step, stock, traffic, modules=[model], backend="cuda", device="cuda")
+    assert cert.ok, cert.table
+    assert cert.runtime.engine.backend == "cuda" and int(cert.runtime.engine.counters()["captures"].sum()) > 0
