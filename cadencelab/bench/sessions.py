@@ -131,10 +131,14 @@ def prompt_seed(cfg: SessionsConfig, p: int) -> int:
     return 10_007 * (cfg.seed + 1) + p
 
 
-def session_chunk(cfg: SessionsConfig, i: int, k: int, vocab: int = 6561) -> list[int]:
-    """Tokens of session ``i``'s k-th chunk: 28 (25 new + 3 lookahead), the buffer starting with silence."""
+def session_chunk(cfg: SessionsConfig, i: int, k: int, vocab: int | None = None) -> list[int]:
+    """Tokens of session ``i``'s k-th chunk: a chunk of new tokens plus the lookahead, the buffer starting with silence."""
     from ..adapters.token2wav.stock import SILENCE_TOKEN
 
+    if vocab is None:  # the declared model's speech-token vocabulary
+        from ..adapters.token2wav.vendor import REAL
+
+        vocab = REAL.vocab_size
     need = STRIDE_TOKENS * (k + 1) + LOOKAHEAD
     toks = np.random.default_rng([cfg.seed, 0x5E55, i]).integers(0, vocab, need).tolist()
     buf = [SILENCE_TOKEN] * LOOKAHEAD + toks
