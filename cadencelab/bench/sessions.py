@@ -12,7 +12,7 @@ Protocol
   *when* a session speaks. Each process primes one template session per prompt; the sessions
   of a run start from a copy of their prompt's template (priming is deterministic and draws
   no random numbers, so this equals priming each session).
-* Workloads, at the 1 s cadence (a chunk is 25 new tokens = 1 s of audio, arriving at t = k s):
+* Workloads, at the 1 s cadence (a chunk of new tokens is 1 s of audio, arriving at t = k s):
   ``speak_heavy``: every session emits a chunk every second for ``--speak-seconds``;
   ``mixed``: sessions alternate speaking and listening turns of ``--turn-seconds`` (session i
   speaks at second k when ((k + i) // turn) is even), for ``--mixed-seconds``; half the sessions

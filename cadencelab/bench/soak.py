@@ -4,8 +4,8 @@
 
 Protocol
 
-* The stream is ``--chunks`` calls of 28 tokens (25 new + 3 lookahead; 25 dropped after each
-  call, as the duplex demo does), cut into turns of about ``--turn-every`` calls (a
+* The stream is ``--chunks`` calls of a chunk of new tokens plus the lookahead (Token2wav's
+  clocks; the chunk dropped after each call, as the duplex demo does), cut into turns of about ``--turn-every`` calls (a
   deterministic jitter of ``--jitter`` calls, default a tenth). Every turn primes the flow with
   the prompt (a turn boundary: the state-rule arms reset their carries in place), streams its
   steady chunks and ends with a flush (``last_chunk=True``) of 13 or 27 tokens, alternating:

@@ -5,8 +5,8 @@ Protocol (every arm sees the same seeds, prompt and token streams):
 * the random weights are built once and saved as a checkpoint; each arm runs in its own
   fresh process that loads them (its solver buffers sized for the arm);
 * a block is two turns; each turn primes the flow with the prompt (a turn boundary: the
-  state-rule arms reset into the carry in place), streams ``chunks_per_turn`` chunks of
-  28 tokens (dropping 25 after each, as the duplex demo does) and flushes the remainder
+  state-rule arms reset into the carry in place), streams ``chunks_per_turn`` chunks
+  (a chunk plus its lookahead, dropping the chunk after each, as the duplex demo does) and flushes the remainder
   with ``last_chunk=True``; the device generator is seeded at the block start;
 * block 0 is a warm-up (captures happen there) and is reported but left out of the
   statistics; arms are interleaved block by block, the order rotating each block;

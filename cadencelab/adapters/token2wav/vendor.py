@@ -344,7 +344,7 @@ class Token2wavConfig:
 
     ``input_size`` is the token-embedding width, ``output_size`` the mel channels (80),
     ``spk_embed_dim`` the speaker-embedding width (192), ``vocab_size`` the speech-token
-    vocabulary (6561), ``inference_cfg_rate`` the classifier-free-guidance weight of the solver.
+    vocabulary, ``inference_cfg_rate`` the classifier-free-guidance weight of the solver.
     """
 
     name: str = "real"
