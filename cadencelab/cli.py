@@ -168,8 +168,8 @@ def _stream_plan(n_chunks: int, vocab: int, seed: int, flush_tokens: int = 13) -
 def cmd_profile(args) -> int:
     import torch
 
-    from .adapters.token2wav import REAL, TEACHING, build_token2wav, make_prompt
-    from .adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+    from .adapters.token2wav import REAL, TEACHING
+    from .adapters.token2wav.runtime import build_runtime
     from .profile import export_chrome_trace
     from .profile.capture import profiled
 
@@ -179,9 +179,7 @@ def cmd_profile(args) -> int:
     cfg = TEACHING if args.config == "teaching" else REAL
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
-    flow, hift = build_token2wav(cfg, args.seed, device=device, envelope=runtime_envelope(args.arm, args.steps))
-    rt = Token2wavRuntime(flow, hift, device, args.arm, n_timesteps=args.steps, cfg=cfg, backend="auto")
-    prompt = make_prompt(cfg, args.seed, device)
+    rt, prompt = build_runtime(cfg, args.arm, args.seed, device, n_timesteps=args.steps)
     plan = _stream_plan(args.chunks, cfg.vocab_size, args.seed)
     rt.ranges = True  # flow / vocoder / synthesis sub-ranges inside each chunk
     with profiled(device, window="chunk") as prof:

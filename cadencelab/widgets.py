@@ -626,15 +626,14 @@ def profile_chunk(arm: str = "B0", config: str = "teaching", device: str = "cpu"
     classes (``warm_chunks`` chunks), then profile one more chunk. Returns the Trace."""
     import torch
 
-    from .adapters.token2wav import REAL, TEACHING, build_token2wav, make_prompt
-    from .adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+    from .adapters.token2wav import REAL, TEACHING
+    from .adapters.token2wav.runtime import build_runtime
     from .profile import profile_stream
 
     cfg = TEACHING if config == "teaching" else REAL
     dev = torch.device(device)
-    flow, hift = build_token2wav(cfg, seed, device=dev, envelope=runtime_envelope(arm))
-    rt = Token2wavRuntime(flow, hift, dev, arm, cfg=cfg, backend="auto")
-    rt.set_stream_cache(make_prompt(cfg, seed, dev))
+    rt, prompt = build_runtime(cfg, arm, seed, dev)
+    rt.set_stream_cache(prompt)
     c = rt.clocks
     toks = np.random.default_rng(seed).integers(0, cfg.vocab_size, c.tokens_per_chunk * (warm_chunks + 1)
                                                  + c.lookahead_tokens).tolist()

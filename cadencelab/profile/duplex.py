@@ -364,8 +364,8 @@ class DuplexSecond:
 
     def __init__(self, cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | torch.device = "cpu",
                  seed: int = 0, models: DuplexModels | None = None, backend: str = "auto"):
-        from ..adapters.token2wav import SILENCE_TOKEN, build_token2wav, make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime, declaration_for, runtime_envelope
+        from ..adapters.token2wav import SILENCE_TOKEN
+        from ..adapters.token2wav.runtime import build_runtime, declaration_for
         from ..contract import catalog_width
 
         self.cfg = preset(cfg)
@@ -381,11 +381,8 @@ class DuplexSecond:
             raise ValueError(f"DuplexConfig {self.cfg.name!r}: speech vocab {self.cfg.speech.vocab} must equal the "
                              f"Token2wav vocabulary {t2w.vocab_size}")
         t0 = time.perf_counter()
-        flow, hift = build_token2wav(t2w, seed, device=self.device,
-                                     envelope=runtime_envelope(arm, self.cfg.n_timesteps))
-        self.rt = Token2wavRuntime(flow, hift, self.device, arm, n_timesteps=self.cfg.n_timesteps, cfg=t2w,
-                                   backend=backend)
-        self.prompt = make_prompt(t2w, seed, self.device)
+        self.rt, self.prompt = build_runtime(t2w, arm, seed, self.device, backend=backend,
+                                             n_timesteps=self.cfg.n_timesteps)
         self.token2wav_build_s = time.perf_counter() - t0
         # distinct cache extents of a turn's steady calls: the declared K
         self.turn_classes = int(catalog_width(declaration_for(t2w, self.cfg.n_timesteps),

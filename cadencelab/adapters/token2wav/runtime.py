@@ -46,7 +46,7 @@ from .vendor import PromptState, Token2wavConfig, demand_envelope
 
 __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
            "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "HostStaging", "Token2wavRuntime",
-           "runtime_envelope", "pin_determinism"]
+           "runtime_envelope", "build_runtime", "pin_determinism"]
 
 # ---------------------------------------------------------------------------------------
 # arms
@@ -663,6 +663,19 @@ def runtime_envelope(arm, n_timesteps: int | None = None, clocks: Token2wavClock
     from .vendor import STOCK_ENVELOPE
 
     return STOCK_ENVELOPE
+
+
+def build_runtime(cfg: Token2wavConfig, arm, seed: int, device="cpu", clocks: Token2wavClocks = T2W_CLOCKS,
+                  backend: str = "auto", n_timesteps: int | None = None) -> tuple[Token2wavRuntime, PromptState]:
+    """One arm ready to stream, from ``clocks``: seeded modules at the arm's envelope, the runtime and the
+    seeded prompt of ``clocks.prompt_frames`` frames (``set_stream_cache(prompt)`` starts a turn)."""
+    from .vendor import build_token2wav, make_prompt
+
+    c = clocks.with_(n_steps=n_timesteps)
+    device = torch.device(device)
+    flow, hift = build_token2wav(cfg, seed, device=device, envelope=runtime_envelope(arm, clocks=c))
+    rt = Token2wavRuntime(flow, hift, device, arm, cfg=cfg, backend=backend, clocks=c)
+    return rt, make_prompt(cfg, seed, device, clocks=c)
 
 
 def _cfg_of(flow) -> Token2wavConfig:
