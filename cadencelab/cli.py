@@ -1,6 +1,6 @@
 """``cadencelab``: the command line.
 
-    cadencelab catalog [--model token2wav] [--f-prompt 302 --f-retained 100 --f-chunk 50 --steps 10] [--json FILE]
+    cadencelab catalog [--model token2wav] [--f-prompt P --f-retained R --f-chunk C --steps S] [--json FILE]
         derive regions, catalogs, checks and verdicts from a shipped declaration (no torch work)
     cadencelab bench STUDY ...
         the benchmark studies (same as ``python -m cadencelab.bench``)
@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from . import tour
+from .contract.examples import T2W_CLOCKS
 from .bench.flags import (MAX_PROFILE_CHUNKS, MAX_SEED, FlagError, OneLineParser, check_device, check_out_dir,
                           check_out_file, check_steps, int_range, run_main)
 
@@ -56,10 +57,6 @@ def _declaration(args):
         flags = ", ".join(flag for name, flag in _T2W_FLAGS if name in given)
         print(f"cadencelab catalog: {flags} apply to --model token2wav only", file=sys.stderr)
         return None
-    if "f_chunk" in given:  # a chunk's growth cannot exceed the largest call (a flush with its lookahead)
-        f_call = EXAMPLES["token2wav"]().params["f_call"]
-        if given["f_chunk"] > f_call:
-            raise FlagError("--f-chunk", f"must be <= {f_call} (the frames of the largest call), got {given['f_chunk']}")
     try:
         return EXAMPLES[args.model](**given)
     except DeclarationError as e:  # a combination the declaration refuses: name what was typed
@@ -159,20 +156,20 @@ def cmd_bench(argv: list[str]) -> int:
 
 
 def _stream_plan(n_chunks: int, vocab: int, seed: int, flush_tokens: int = 13) -> list[tuple[list[int], bool]]:
-    """The chunks of one turn: ``n_chunks`` steady calls of 28 tokens (dropping 25 each), then a flush."""
+    """The chunks of one turn: ``n_chunks`` steady calls (a chunk plus its lookahead, dropping the chunk), then a flush."""
     import numpy as np
 
-    from .bench.common import chunk_pieces
+    from .bench.common import chunk_pieces, turn_tokens
 
-    toks = np.random.default_rng([seed, 7]).integers(0, vocab, 25 * n_chunks + flush_tokens - 3).tolist()
+    toks = np.random.default_rng([seed, 7]).integers(0, vocab, turn_tokens(n_chunks, flush_tokens)).tolist()
     return list(chunk_pieces(toks))
 
 
 def cmd_profile(args) -> int:
     import torch
 
-    from .adapters.token2wav import REAL, TEACHING, build_token2wav, make_prompt
-    from .adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+    from .adapters.token2wav import REAL, TEACHING
+    from .adapters.token2wav.runtime import build_runtime
     from .profile import export_chrome_trace
     from .profile.capture import profiled
 
@@ -182,9 +179,7 @@ def cmd_profile(args) -> int:
     cfg = TEACHING if args.config == "teaching" else REAL
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
-    flow, hift = build_token2wav(cfg, args.seed, device=device, envelope=runtime_envelope(args.arm, args.steps))
-    rt = Token2wavRuntime(flow, hift, device, args.arm, n_timesteps=args.steps, cfg=cfg, backend="auto")
-    prompt = make_prompt(cfg, args.seed, device)
+    rt, prompt = build_runtime(cfg, args.arm, args.seed, device, n_timesteps=args.steps)
     plan = _stream_plan(args.chunks, cfg.vocab_size, args.seed)
     rt.ranges = True  # flow / vocoder / synthesis sub-ranges inside each chunk
     with profiled(device, window="chunk") as prof:
@@ -281,10 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("catalog", help="derive regions, catalogs and verdicts from a declaration")
     c.add_argument("--model", choices=sorted(EXAMPLES), default="token2wav")
-    c.add_argument("--f-prompt", dest="f_prompt", type=int_range(0), help="token2wav: prompt frames (302)")
-    c.add_argument("--f-retained", dest="f_retained", type=int_range(1), help="token2wav: retained frames (100)")
-    c.add_argument("--f-chunk", dest="f_chunk", type=int_range(1), help="token2wav: frames per chunk (50)")
-    c.add_argument("--steps", dest="n_steps", type=int_range(1), help="token2wav: solver steps (10)")
+    t2w = T2W_CLOCKS
+    c.add_argument("--f-prompt", dest="f_prompt", type=int_range(0), help=f"token2wav: prompt frames ({t2w.prompt_frames})")
+    c.add_argument("--f-retained", dest="f_retained", type=int_range(1),
+                   help=f"token2wav: retained frames ({t2w.retained_frames})")
+    c.add_argument("--f-chunk", dest="f_chunk", type=int_range(1),
+                   help=f"token2wav: frames per chunk, a whole number of tokens ({t2w.chunk_frames})")
+    c.add_argument("--steps", dest="n_steps", type=int_range(1), help=f"token2wav: solver steps ({t2w.n_steps})")
     c.add_argument("--k-max", type=int_range(1), default=K_MAX, help=f"affordable catalog width (default {K_MAX})")
     c.add_argument("--json", metavar="FILE", help="also write region_table/catalog/checks/verdict as JSON")
     c.set_defaults(fn=cmd_catalog)
@@ -296,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--arm", default="B0", choices=["B0", "S", "R", "Rc", "SR", "SRc"])
     pr.add_argument("--chunks", type=int_range(1, MAX_PROFILE_CHUNKS), default=2, help="steady chunks before the flush")
-    pr.add_argument("--steps", type=int, default=10, help="solver steps")
+    pr.add_argument("--steps", type=int, default=T2W_CLOCKS.n_steps, help="solver steps")
     pr.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
     pr.add_argument("--out", default=os.path.join("out", "profile"))
     pr.set_defaults(fn=cmd_profile)

@@ -25,7 +25,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from . import viz
-from .contract import catalog, region_table, token2wav_declaration, trajectory
+from .contract import T2W_CLOCKS, catalog, region_table, token2wav_declaration, trajectory
 from .viz.options import IDLE_COLORS, TimelineOptions, require_columns
 
 __all__ = [
@@ -130,12 +130,24 @@ def overrun_table(frame: pd.DataFrame, cadence_ms: float = CADENCE_MS) -> pd.Dat
 # =======================================================================================
 
 
-def _t2w_decl(f_retained: int = 100, f_chunk: int = 50, n_steps: int = 10, f_prompt: int = 302):
-    """The Token2wav declaration with a consistent chunk: f_chunk frames = f_chunk / 2 tokens."""
-    if f_chunk % 2:
-        raise ValueError(f"f_chunk must be even (2 frames per token), got {f_chunk}")
-    return token2wav_declaration(f_prompt=f_prompt, f_retained=f_retained, f_chunk=f_chunk, n_steps=n_steps,
-                                 tokens_per_chunk=f_chunk // 2)
+#: the clock sliders' (min, max, step); f_chunk moves a whole token at a time
+SLIDER_RANGES = {"f_retained": (10, 400, 10), "f_chunk": (10, 120, T2W_CLOCKS.frames_per_token), "n_steps": (1, 16, 1)}
+
+
+def _clock_params(f_retained=None, f_chunk=None, n_steps=None) -> dict:
+    """Slider values, the Token2wav clocks' where not given."""
+    c = T2W_CLOCKS
+    return dict(f_retained=c.retained_frames if f_retained is None else f_retained,
+                f_chunk=c.chunk_frames if f_chunk is None else f_chunk,
+                n_steps=c.n_steps if n_steps is None else n_steps)
+
+
+def _t2w_decl(f_retained: int | None = None, f_chunk: int | None = None, n_steps: int | None = None,
+              f_prompt: int | None = None):
+    """The Token2wav declaration at these slider values, derived exactly as ``cadencelab catalog`` derives it
+    (the chunk's tokens follow from f_chunk; a value not given is the clocks')."""
+    given = dict(f_prompt=f_prompt, f_retained=f_retained, f_chunk=f_chunk, n_steps=n_steps)
+    return token2wav_declaration(**{k: v for k, v in given.items() if v is not None})
 
 
 def derive_clock_table(decl) -> pd.DataFrame:
@@ -174,10 +186,10 @@ class ClockSliders:
     estimator cache) and ``summary``, and re-renders the rho figure.
     """
 
-    def __init__(self, f_retained: int = 100, f_chunk: int = 50, n_steps: int = 10, f_prompt: int = 302,
-                 build: bool = True):
-        self.f_prompt = f_prompt
-        self.params = dict(f_retained=f_retained, f_chunk=f_chunk, n_steps=n_steps)
+    def __init__(self, f_retained: int | None = None, f_chunk: int | None = None, n_steps: int | None = None,
+                 f_prompt: int | None = None, build: bool = True):
+        self.f_prompt = T2W_CLOCKS.prompt_frames if f_prompt is None else f_prompt
+        self.params = _clock_params(f_retained, f_chunk, n_steps)
         self.decl = None
         self.table = self.extents = None
         self.summary = ""
@@ -224,11 +236,8 @@ class ClockSliders:
         w = _widgets()
         p = self.params
         style = dict(continuous_update=True, style={"description_width": "initial"})  # re-derive while dragging
-        self.sliders = {
-            "f_retained": w.IntSlider(value=p["f_retained"], min=10, max=400, step=10, description="f_retained", **style),
-            "f_chunk": w.IntSlider(value=p["f_chunk"], min=10, max=120, step=2, description="f_chunk", **style),
-            "n_steps": w.IntSlider(value=p["n_steps"], min=1, max=16, step=1, description="n_steps", **style),
-        }
+        self.sliders = {name: w.IntSlider(value=p[name], min=lo, max=hi, step=step, description=name, **style)
+                        for name, (lo, hi, step) in SLIDER_RANGES.items()}
         self.text = w.HTML()
         self.tab = w.HTML()
         self.out = w.Output()
@@ -252,7 +261,7 @@ class ClockSliders:
         display(self.widget if self.widget is not None else self.table)
 
 
-def clock_sliders(f_retained: int = 100, f_chunk: int = 50, n_steps: int = 10) -> ClockSliders:
+def clock_sliders(f_retained: int | None = None, f_chunk: int | None = None, n_steps: int | None = None) -> ClockSliders:
     """Sliders for f_retained, f_chunk, n_steps that re-derive extents, rho_r and K_r instantly."""
     return ClockSliders(f_retained, f_chunk, n_steps)
 
@@ -617,17 +626,18 @@ def profile_chunk(arm: str = "B0", config: str = "teaching", device: str = "cpu"
     classes (``warm_chunks`` chunks), then profile one more chunk. Returns the Trace."""
     import torch
 
-    from .adapters.token2wav import REAL, TEACHING, build_token2wav, make_prompt
-    from .adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+    from .adapters.token2wav import REAL, TEACHING
+    from .adapters.token2wav.runtime import build_runtime
     from .profile import profile_stream
 
     cfg = TEACHING if config == "teaching" else REAL
     dev = torch.device(device)
-    flow, hift = build_token2wav(cfg, seed, device=dev, envelope=runtime_envelope(arm))
-    rt = Token2wavRuntime(flow, hift, dev, arm, cfg=cfg, backend="auto")
-    rt.set_stream_cache(make_prompt(cfg, seed, dev))
-    toks = np.random.default_rng(seed).integers(0, cfg.vocab_size, 25 * (warm_chunks + 1) + 3).tolist()
-    pieces = [toks[25 * i: 25 * i + 28] for i in range(warm_chunks + 1)]
+    rt, prompt = build_runtime(cfg, arm, seed, dev)
+    rt.set_stream_cache(prompt)
+    c = rt.clocks
+    toks = np.random.default_rng(seed).integers(0, cfg.vocab_size, c.tokens_per_chunk * (warm_chunks + 1)
+                                                 + c.lookahead_tokens).tolist()
+    pieces = [toks[c.tokens_per_chunk * i: c.tokens_per_chunk * i + c.call_tokens] for i in range(warm_chunks + 1)]
     for p in pieces[:-1]:
         rt.stream(p)
     if dev.type == "cuda":

@@ -72,7 +72,7 @@ CASES = [
     (["profile", "--out", "/etc/passwd"], ["--out", "/etc/passwd"], 2),
     (["profile", "--arm", "XYZ"], ["--arm", "'XYZ'"], 2),
     (["catalog", "--f-chunk", "0"], ["--f-chunk", "got 0"], 2),
-    (["catalog", "--f-chunk", "60"], ["--f-chunk", "56", "got 60"], 2),
+    (["catalog", "--f-chunk", "41"], ["--f-chunk 41", "whole number of tokens"], 2),
     (["catalog", "--f-prompt", "-1"], ["--f-prompt", "got -1"], 2),
     (["catalog", "--f-retained", "0"], ["--f-retained", "got 0"], 2),
     (["catalog", "--steps", "0"], ["--steps", "got 0"], 2),
@@ -160,11 +160,11 @@ def test_subprocess_unknown_arm_exits_before_work():
 
 
 def test_traceback_only_with_debug():
-    quiet = _cli_subprocess("catalog", "--f-chunk", "60")
+    quiet = _cli_subprocess("catalog", "--f-chunk", "41")
     assert quiet.returncode == 2 and "Traceback" not in quiet.stderr
-    loud = _cli_subprocess("catalog", "--f-chunk", "60", "--debug")
+    loud = _cli_subprocess("catalog", "--f-chunk", "41", "--debug")
     assert loud.returncode != 0 and "Traceback" in loud.stderr and "FlagError" in loud.stderr
-    env = _cli_subprocess("catalog", "--f-chunk", "60", env_extra={"CADENCELAB_DEBUG": "1"})
+    env = _cli_subprocess("catalog", "--f-chunk", "41", env_extra={"CADENCELAB_DEBUG": "1"})
     assert env.returncode != 0 and "Traceback" in env.stderr
 
 

@@ -164,7 +164,7 @@ def test_clock_sliders_rederive():
     assert s.extents == [302, 342, 382, 402]
     s.update(f_chunk=50, n_steps=4)
     assert s.table.set_index("region").loc["solver_workspace", "demand_shape"][0] == 4
-    with pytest.raises(ValueError, match="even"):
+    with pytest.raises(ValueError, match="whole number of tokens"):
         s.update(f_chunk=41)
     with pytest.raises(TypeError, match="unknown"):
         s.update(f_prompt=10)

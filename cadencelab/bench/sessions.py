@@ -12,7 +12,7 @@ Protocol
   *when* a session speaks. Each process primes one template session per prompt; the sessions
   of a run start from a copy of their prompt's template (priming is deterministic and draws
   no random numbers, so this equals priming each session).
-* Workloads, at the 1 s cadence (a chunk is 25 new tokens = 1 s of audio, arriving at t = k s):
+* Workloads, at the 1 s cadence (a chunk of new tokens is 1 s of audio, arriving at t = k s):
   ``speak_heavy``: every session emits a chunk every second for ``--speak-seconds``;
   ``mixed``: sessions alternate speaking and listening turns of ``--turn-seconds`` (session i
   speaks at second k when ((k + i) // turn) is even), for ``--mixed-seconds``; half the sessions
@@ -131,10 +131,14 @@ def prompt_seed(cfg: SessionsConfig, p: int) -> int:
     return 10_007 * (cfg.seed + 1) + p
 
 
-def session_chunk(cfg: SessionsConfig, i: int, k: int, vocab: int = 6561) -> list[int]:
-    """Tokens of session ``i``'s k-th chunk: 28 (25 new + 3 lookahead), the buffer starting with silence."""
+def session_chunk(cfg: SessionsConfig, i: int, k: int, vocab: int | None = None) -> list[int]:
+    """Tokens of session ``i``'s k-th chunk: a chunk of new tokens plus the lookahead, the buffer starting with silence."""
     from ..adapters.token2wav.stock import SILENCE_TOKEN
 
+    if vocab is None:  # the declared model's speech-token vocabulary
+        from ..adapters.token2wav.vendor import REAL
+
+        vocab = REAL.vocab_size
     need = STRIDE_TOKENS * (k + 1) + LOOKAHEAD
     toks = np.random.default_rng([cfg.seed, 0x5E55, i]).integers(0, vocab, need).tolist()
     buf = [SILENCE_TOKEN] * LOOKAHEAD + toks

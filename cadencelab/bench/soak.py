@@ -4,8 +4,8 @@
 
 Protocol
 
-* The stream is ``--chunks`` calls of 28 tokens (25 new + 3 lookahead; 25 dropped after each
-  call, as the duplex demo does), cut into turns of about ``--turn-every`` calls (a
+* The stream is ``--chunks`` calls of a chunk of new tokens plus the lookahead (Token2wav's
+  clocks; the chunk dropped after each call, as the duplex demo does), cut into turns of about ``--turn-every`` calls (a
   deterministic jitter of ``--jitter`` calls, default a tenth). Every turn primes the flow with
   the prompt (a turn boundary: the state-rule arms reset their carries in place), streams its
   steady chunks and ends with a flush (``last_chunk=True``) of 13 or 27 tokens, alternating:
@@ -58,8 +58,8 @@ import numpy as np
 import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT
-from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, chunk_pieces,
-                     default_out, set_up_device, write_json)
+from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, chunk_pieces,
+                     default_out, set_up_device, turn_tokens, write_json)
 from .flags import MAX_CHUNKS, MAX_SEED, int_range, positive_float
 from .token2wav import provenance
 
@@ -117,13 +117,17 @@ def turn_seed(cfg: SoakConfig, turn: int) -> int:
     return 1_000_003 * (cfg.seed + 1) + 7919 * turn + 17
 
 
-def plan_turns(cfg: SoakConfig, vocab: int = 6561) -> list[Turn]:
+def plan_turns(cfg: SoakConfig, vocab: int | None = None) -> list[Turn]:
     """The stream's turns: lengths about ``turn_every`` (deterministic jitter), tokens per turn.
 
-    A turn of n calls holds n - 1 steady chunks of 28 tokens and a final flush of
-    ``flush_tokens[turn % 2]`` tokens; its generated tokens number 25 (n - 1) + flush - 3 (the
-    buffer starts with three silence tokens of lookahead).
+    A turn of n calls holds n - 1 steady calls (a chunk plus its lookahead) and a final flush of
+    ``flush_tokens[turn % 2]`` tokens; its generated tokens number ``turn_tokens(n - 1, flush)``
+    (the buffer starts with the lookahead's silence tokens).
     """
+    if vocab is None:  # the declared model's speech-token vocabulary
+        from ..adapters.token2wav.vendor import REAL
+
+        vocab = REAL.vocab_size
     if cfg.chunks < 1 or cfg.turn_every < 1:
         raise ValueError("chunks and turn_every must be positive")
     for r in cfg.flush_tokens:
@@ -141,7 +145,7 @@ def plan_turns(cfg: SoakConfig, vocab: int = 6561) -> list[Turn]:
             n = left
         t = len(turns)
         r = cfg.flush_tokens[t % len(cfg.flush_tokens)]
-        toks = np.random.default_rng([cfg.seed, 1 + t]).integers(0, vocab, STRIDE_TOKENS * (n - 1) + r - LOOKAHEAD)
+        toks = np.random.default_rng([cfg.seed, 1 + t]).integers(0, vocab, turn_tokens(n - 1, r))
         turns.append(Turn(t, start, n, r, turn_seed(cfg, t), toks.tolist()))
         start += n
     return turns

@@ -5,8 +5,8 @@ Protocol (every arm sees the same seeds, prompt and token streams):
 * the random weights are built once and saved as a checkpoint; each arm runs in its own
   fresh process that loads them (its solver buffers sized for the arm);
 * a block is two turns; each turn primes the flow with the prompt (a turn boundary: the
-  state-rule arms reset into the carry in place), streams ``chunks_per_turn`` chunks of
-  28 tokens (dropping 25 after each, as the duplex demo does) and flushes the remainder
+  state-rule arms reset into the carry in place), streams ``chunks_per_turn`` chunks
+  (a chunk plus its lookahead, dropping the chunk after each, as the duplex demo does) and flushes the remainder
   with ``last_chunk=True``; the device generator is seeded at the block start;
 * block 0 is a warm-up (captures happen there) and is reported but left out of the
   statistics; arms are interleaved block by block, the order rotating each block;
@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT, REFERENCE, apply_condition, split_arm
 from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, default_out, run_provenance, serve,
-                     set_up_device, write_json)
+                     set_up_device, turn_tokens, write_json)
 from .flags import MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, failed_line, int_range, positive_float
 
 # ---------------------------------------------------------------------------------------
@@ -69,16 +69,20 @@ class StudyConfig:
         return len(self.flush_tokens)
 
 
-def token_streams(cfg: StudyConfig, block: int, vocab: int = 6561, profiled: bool = False) -> list[list[int]]:
+def token_streams(cfg: StudyConfig, block: int, vocab: int | None = None, profiled: bool = False) -> list[list[int]]:
     """The generated speech tokens of each turn of ``block`` (same for every arm).
 
     The profiled block is one turn of ``profile_chunks`` chunks and a flush (a short trace).
     """
+    if vocab is None:  # the declared model's speech-token vocabulary
+        from ..adapters.token2wav.vendor import REAL
+
+        vocab = REAL.vocab_size
     rng = np.random.default_rng([cfg.seed, block])
     plan = [(cfg.profile_chunks, cfg.flush_tokens[0])] if profiled else [(cfg.chunks_per_turn, r) for r in cfg.flush_tokens]
     out = []
     for chunks, r in plan:
-        n = 25 * chunks + (r - 3)  # leaves r tokens (3 lookahead + r - 3) for the flush
+        n = turn_tokens(chunks, r)  # leaves r tokens (the lookahead + r - lookahead) for the flush
         out.append(rng.integers(0, vocab, n).tolist())
     return out
 

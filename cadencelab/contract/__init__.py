@@ -33,6 +33,8 @@ from .derivation import (
 from .errors import DeclarationError, DerivationLimitError
 from .examples import (
     EXAMPLES,
+    T2W_CLOCKS,
+    Token2wavClocks,
     backbone_declaration,
     freeze_style_declaration,
     moshi_mimi_declaration,

@@ -1,7 +1,7 @@
 """Native clocks: counters whose rates are fixed by configuration.
 
 A clock either is a root (its rate is given in Hz of audio or per call) or is driven by a
-parent clock: ``frames`` advance ``ratio`` per ``tokens`` tick, a ``chunk`` is 25 tokens
+parent clock: ``frames`` advance ``ratio`` per ``tokens`` tick, a ``chunk`` is ``ratio`` tokens
 plus ``offset`` lookahead tokens, and so on.
 
 Lookahead: when a declaration names its call clock (one tick = one call), a call
@@ -27,7 +27,7 @@ class Clock:
     parent:  the clock that drives this one, or None for a root clock.
     ratio:   ticks of this clock per tick of ``parent`` (positive integer).
     offset:  extra ticks added per parent tick that do not advance the stream
-             (e.g. 3 lookahead tokens carried with every 25-token chunk).
+             (e.g. the lookahead tokens carried with every Token2wav chunk).
     rate_hz: ticks per second of audio for root clocks, when meaningful.
     fixed:   False declares a traffic-dependent rate, which fails property C1.
     """

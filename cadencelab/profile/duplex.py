@@ -8,11 +8,11 @@ and profiled together:
                     (``input_tokens`` ids), then greedy decoding of ``text_tokens`` text/control
                     tokens with a KV cache that persists across the seconds of a session;
     speech_decoder  a decoder-only speech-token model conditioned on the backbone's hidden
-                    states (through a linear bridge): greedy decoding of ``speech_tokens`` = 25
-                    tokens, the 25 Hz speech-token clock (its cache restarts every second);
+                    states (through a linear bridge): greedy decoding of ``speech_tokens`` (one
+                    Token2wav chunk) tokens, the speech-token clock (its cache restarts every second);
     synthesis       the streaming Token2wav (flow + HiFT vocoder) through
                     :class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime`, one chunk
-                    of 25 + 3 lookahead tokens = 50 mel frames = 1.0 s of audio, under an arm
+                    (its tokens plus the lookahead, Token2wav's clocks) = 1.0 s of audio, under an arm
                     ("B0" stock, "SRc" both rules, ...). Its sub-stages ``flow`` and ``vocoder``
                     are the runtime's own ranges and are timed too (parent ``synthesis``).
 
@@ -21,7 +21,7 @@ weights drawn from a declared :class:`DuplexConfig`; nothing is downloaded. Thei
 declared stand-ins (see :data:`H200` and :data:`TINY`), not a released checkpoint: the point is the
 orchestration of a second (how many forwards, of which shapes, in which order), which the
 declaration fixes, not the tokens they produce. Decoding is greedy (argmax) and never leaves the
-device until the 25 speech tokens are handed to the synthesis stage.
+device until the chunk's speech tokens are handed to the synthesis stage.
 
 Every stage runs inside ``torch.profiler.record_function(<stage>)`` (the whole second inside
 ``"duplex_second"``) and is timed with CUDA events on a GPU (device timeline, so host-side launch
@@ -48,6 +48,8 @@ from typing import Iterator
 import pandas as pd
 import torch
 
+from ..adapters.token2wav.vendor import REAL as _T2W_REAL
+from ..contract import T2W_CLOCKS
 from .capture import Profile, profiled
 from .export import export_chrome_trace
 from .metrics import windows
@@ -59,11 +61,12 @@ __all__ = [
     "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS",
 ]
 
+_T2W_VOCAB = _T2W_REAL.vocab_size  # the speech decoder emits Token2wav's tokens
 STAGES = ("backbone", "speech_decoder", "synthesis")
 SUBSTAGES = ("flow", "vocoder")  # the Token2wav runtime's own ranges inside "synthesis"
 SECOND_RANGE = "duplex_second"
 STAGE_COLUMNS = ["stage", "start_ms", "dur_ms", "source", "arm", "second", "parent", "device", "preset"]
-CHUNK_TOKENS = 25  # Token2wav: 25 tokens (+ 3 lookahead) per call = 50 mel frames = 1.0 s
+CHUNK_TOKENS = T2W_CLOCKS.tokens_per_chunk  # Token2wav: one chunk (+ its lookahead) per call = 1.0 s of audio
 
 
 # ---------------------------------------------------------------------------------------
@@ -114,8 +117,8 @@ class DuplexConfig:
     input_tokens:      backbone prefill per second (the second's input, as ids: a stand-in for the
                        audio encoder's output).
     text_tokens:       text/control tokens the backbone decodes per second.
-    speech_tokens:     speech tokens per second; fixed at 25 (the 25 Hz speech-token clock: one
-                       Token2wav chunk of 25 tokens + 3 lookahead = 50 mel frames = 1.0 s).
+    speech_tokens:     speech tokens per second; fixed at one Token2wav chunk (``T2W_CLOCKS``: the chunk's
+                       tokens plus the lookahead = 1.0 s of audio).
     token2wav:         "real" (the released Token2wav sizes) or "teaching" (small, fast on a CPU).
     n_timesteps:       flow solver steps (10, as the HF-style MiniCPM-o model).
     dtype:             the AR stages' dtype; Token2wav stays float32 (stock).
@@ -129,9 +132,9 @@ class DuplexConfig:
     input_tokens: int = 25
     text_tokens: int = 10
     speech_tokens: int = CHUNK_TOKENS
-    lookahead: int = 3
+    lookahead: int = T2W_CLOCKS.lookahead_tokens
     token2wav: str = "real"
-    n_timesteps: int = 10
+    n_timesteps: int = T2W_CLOCKS.n_steps
     dtype: str = "bfloat16"
     backbone_context: int = 4096
     note: str = ""
@@ -139,7 +142,7 @@ class DuplexConfig:
     def __post_init__(self):
         if self.speech_tokens != CHUNK_TOKENS:
             raise ValueError(f"DuplexConfig: speech_tokens must be {CHUNK_TOKENS} (one Token2wav chunk: "
-                             f"{CHUNK_TOKENS} tokens + {self.lookahead} lookahead = 50 mel frames = 1.0 s), "
+                             f"{CHUNK_TOKENS} tokens + {self.lookahead} lookahead = {T2W_CLOCKS.call_frames} mel frames), "
                              f"got {self.speech_tokens}")
         if self.token2wav not in ("real", "teaching"):
             raise ValueError(f"DuplexConfig: token2wav must be 'real' or 'teaching', got {self.token2wav!r}")
@@ -178,8 +181,8 @@ H200 = DuplexConfig(
     # 16.4 GB in bfloat16. All 36 layers are built (random init runs on the GPU in seconds).
     backbone=DecoderShape(hidden=4096, layers=36, heads=32, kv_heads=8, intermediate=12288, vocab=151_936),
     # A ChatTTS-sized speech-token decoder (hidden 768, 20 layers, 12 heads, FFN 3072) over the
-    # Token2wav vocabulary (6561): an assumption, the paper does not give this stage's shape.
-    speech=DecoderShape(hidden=768, layers=20, heads=12, kv_heads=12, intermediate=3072, vocab=6561),
+    # Token2wav vocabulary: an assumption, the paper does not give this stage's shape.
+    speech=DecoderShape(hidden=768, layers=20, heads=12, kv_heads=12, intermediate=3072, vocab=_T2W_VOCAB),
     token2wav="real",
     dtype="bfloat16",
     note="declared stand-ins with random weights; backbone 36 layers (full depth), bf16; Token2wav REAL fp32",
@@ -188,7 +191,7 @@ H200 = DuplexConfig(
 TINY = DuplexConfig(
     name="tiny",
     backbone=DecoderShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=1024, max_positions=4096),
-    speech=DecoderShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=6561, max_positions=4096),
+    speech=DecoderShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=_T2W_VOCAB, max_positions=4096),
     token2wav="teaching",
     dtype="float32",
     note="CPU teaching size: same clocks and call pattern as h200, tiny shapes",
@@ -361,8 +364,8 @@ class DuplexSecond:
 
     def __init__(self, cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | torch.device = "cpu",
                  seed: int = 0, models: DuplexModels | None = None, backend: str = "auto"):
-        from ..adapters.token2wav import SILENCE_TOKEN, build_token2wav, make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime, declaration_for, runtime_envelope
+        from ..adapters.token2wav import SILENCE_TOKEN
+        from ..adapters.token2wav.runtime import build_runtime, declaration_for
         from ..contract import catalog_width
 
         self.cfg = preset(cfg)
@@ -378,13 +381,10 @@ class DuplexSecond:
             raise ValueError(f"DuplexConfig {self.cfg.name!r}: speech vocab {self.cfg.speech.vocab} must equal the "
                              f"Token2wav vocabulary {t2w.vocab_size}")
         t0 = time.perf_counter()
-        flow, hift = build_token2wav(t2w, seed, device=self.device,
-                                     envelope=runtime_envelope(arm, self.cfg.n_timesteps))
-        self.rt = Token2wavRuntime(flow, hift, self.device, arm, n_timesteps=self.cfg.n_timesteps, cfg=t2w,
-                                   backend=backend)
-        self.prompt = make_prompt(t2w, seed, self.device)
+        self.rt, self.prompt = build_runtime(t2w, arm, seed, self.device, backend=backend,
+                                             n_timesteps=self.cfg.n_timesteps)
         self.token2wav_build_s = time.perf_counter() - t0
-        # distinct cache extents of a turn's steady calls (302, 352, then 402 frames at REAL): the declared K
+        # distinct cache extents of a turn's steady calls: the declared K
         self.turn_classes = int(catalog_width(declaration_for(t2w, self.cfg.n_timesteps),
                                               "estimator_att_cache")["K"])
         self.silence = SILENCE_TOKEN
@@ -461,7 +461,7 @@ class DuplexSecond:
 
     @torch.inference_mode()
     def _speech_decoder(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Condition on the bridged hidden states, decode 25 speech tokens greedily: (1, 25)."""
+        """Condition on the bridged hidden states, decode ``speech_tokens`` speech tokens greedily: (1, speech_tokens)."""
         m, n = self.models.speech, self.cfg.speech_tokens
         cache = self._new_cache()
         cond = self.models.bridge(hidden.to(self.cfg.torch_dtype))  # (1, N, Hs)
@@ -473,7 +473,7 @@ class DuplexSecond:
         return torch.cat(tokens, 1)
 
     def _synthesise(self, clock: _StageClock | None) -> bytes:
-        """One Token2wav chunk from the speech buffer (25 + 3 lookahead tokens; then drop 25)."""
+        """One Token2wav chunk from the speech buffer (the chunk plus its lookahead; then drop the chunk)."""
         piece = self.buffer[: CHUNK_TOKENS + self.cfg.lookahead]
         events = None
         if clock is not None:
@@ -530,7 +530,7 @@ class DuplexSecond:
         """Warm-up seconds, then ``catalog_passes`` turns of synthesis-only chunks, then a new turn.
 
         A turn's Token2wav calls go through ``turn_classes`` distinct cache extents (the declared
-        K: 302, 352, then 402 frames for the rest of the turn at REAL sizes). Replay arms probe and capture a class at its
+        K: the prompt, then one more chunk each, up to prompt + retained frames for the rest of the turn). Replay arms probe and capture a class at its
         first occurrence, and a graph's first replay is slower than later ones: the first pass
         captures, the second replays each class once, so neither lands in a timed second.
         Returns the warm-up seconds' rows (``warmup`` True).

@@ -84,7 +84,8 @@ import torch.nn.functional as F
 from ...contract import admitted_labels
 from ...replay import At, ExactShapeReplay, bind
 from .runtime import _cfg_of, declaration_for, make_constants_device_resident, VocoderSplit
-from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
+from ...contract import T2W_CLOCKS, Token2wavClocks
+from .stock import crossfade
 from .vendor import PromptState, Token2wavConfig
 
 __all__ = ["DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
@@ -142,24 +143,25 @@ class BatchedToken2wav:
     max_frames: frames of attention history the workspaces hold (prompt + retained + call).
     """
 
-    def __init__(self, flow, hift, device, *, replay: bool = False, backend: str = "auto", n_timesteps: int = 10,
-                 cfg: Token2wavConfig | None = None, prompt_frames: int = 302, retained: int = 100,
-                 call_frames: int = 56, batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES):
+    def __init__(self, flow, hift, device, *, replay: bool = False, backend: str = "auto", n_timesteps: int | None = None,
+                 cfg: Token2wavConfig | None = None, prompt_frames: int | None = None, retained: int | None = None,
+                 batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, clocks: Token2wavClocks = T2W_CLOCKS):
         self.flow, self.hift = flow, hift
         self.device = torch.device(device)
-        self.n_timesteps = n_timesteps
-        self.prompt_frames, self.retained = prompt_frames, retained
-        self.max_frames = prompt_frames + retained + call_frames
+        self.clocks = c = clocks.with_(n_steps=n_timesteps, prompt_frames=prompt_frames, retained_frames=retained)
+        self.n_timesteps = c.n_steps
+        self.prompt_frames, self.retained = c.prompt_frames, c.retained_frames
+        self.max_frames = c.demand_frames
         self.batch_sizes = tuple(sorted({int(b) for b in batch_sizes}))
         self.replay = replay
-        self.decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames, retained)
+        self.decl = declaration_for(cfg or _cfg_of(flow), clocks=c)
         make_constants_device_resident(flow, hift, self.device)  # as the replay arms (bit-identical constants)
         self.vocoder = VocoderSplit(hift)  # the vendor HiFT, batch-safe, split at its iSTFT as in the runtime
         from einops import pack, repeat  # the vendor DiT's own helpers (a vendor dependency)
 
         self._pack, self._repeat = pack, repeat
-        self.speech_window = torch.from_numpy(np.hamming(2 * MEL_CACHE_LEN * SAMPLES_PER_FRAME)).to(self.device)
-        self.source_cache_len = MEL_CACHE_LEN * SAMPLES_PER_FRAME
+        self.source_cache_len = c.source_cache_samples
+        self.speech_window = torch.from_numpy(np.hamming(2 * self.source_cache_len)).to(self.device)
         self._ws: dict[int, dict] = {}
         self._ws_list: list[torch.Tensor] = []  # append-only: owner indices stay stable
         self.calls = Counter()  # (path, batch size) -> batched calls
@@ -207,7 +209,8 @@ class BatchedToken2wav:
         if prompt.n_frames != self.prompt_frames:
             raise ValueError(f"prompt has {prompt.n_frames} frames, declared f_prompt={self.prompt_frames}")
         tokens, _, spk, mels, _ = prompt.as_tuple()
-        pad = torch.ones(1, 3, device=tokens.device, dtype=tokens.dtype) * SILENCE_TOKEN
+        c = self.clocks
+        pad = torch.ones(1, c.lookahead_tokens, device=tokens.device, dtype=tokens.dtype) * c.silence_token
         cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), mels, spk, n_timesteps=self.n_timesteps)
         bins = mels.shape[2]
         n = self.n_timesteps  # the stock envelope has more solver slots than steps; only the first n are read
@@ -278,7 +281,7 @@ class BatchedToken2wav:
         return x, ws["dec_cnn"], ws["dec_att"][:, :, :, :, :x.shape[2] + last_att_len, :]
 
     def _flow_chunk(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, ws):
-        """``inference_chunk`` for B stacked sessions, then the stock cut (prompt + last 100 frames)."""
+        """``inference_chunk`` for B stacked sessions, then the stock cut (prompt + the last retained frames)."""
         flow = self.flow
         with self._autocast():
             spk = F.normalize(spk, dim=1)
@@ -337,7 +340,7 @@ class BatchedToken2wav:
         first = cached.shape[-1] == 0
         if not first:
             speech = crossfade(speech, cached, self.speech_window)
-        new_mel = mel[..., -MEL_CACHE_LEN:]
+        new_mel = mel[..., -self.clocks.mel_cache_frames:]
         new_src = source[:, :, -self.source_cache_len:]
         new_spc = speech[:, -self.source_cache_len:]
         if not last_chunk:

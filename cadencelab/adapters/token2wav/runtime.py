@@ -37,16 +37,16 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...contract import PRIMING, token2wav_declaration
+from ...contract import PRIMING, T2W_CLOCKS, Token2wavClocks, token2wav_declaration
 from ...replay import At, ExactShapeReplay, GraphSafeISTFT, bind, no_collection
 from ...replay.determinism import pin_determinism
 from ...state import Carry
-from .stock import MEL_CACHE_LEN, SAMPLES_PER_FRAME, SILENCE_TOKEN, crossfade
+from .stock import crossfade
 from .vendor import PromptState, Token2wavConfig, demand_envelope
 
 __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
            "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "HostStaging", "Token2wavRuntime",
-           "runtime_envelope", "pin_determinism"]
+           "runtime_envelope", "build_runtime", "pin_determinism"]
 
 # ---------------------------------------------------------------------------------------
 # arms
@@ -84,19 +84,21 @@ FACTORIAL = ("B0", "S", "R", "Rc", "SR", "SRc")
 CONTROLS = ("B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
 
 
-def declaration_for(cfg: Token2wavConfig, n_timesteps: int = 10, prompt_frames: int = 302, retained: int = 100):
-    """The Token2wav declaration at ``cfg``'s sizes."""
+def declaration_for(cfg: Token2wavConfig, n_timesteps: int | None = None, prompt_frames: int | None = None,
+                    retained: int | None = None, clocks: Token2wavClocks = T2W_CLOCKS):
+    """The Token2wav declaration of ``clocks`` at ``cfg``'s sizes (a clock argument given replaces that field)."""
     enc, dit = cfg.encoder, cfg.estimator
     return token2wav_declaration(
-        f_prompt=prompt_frames, f_retained=retained, n_steps=n_timesteps, depth=dit.depth, heads=dit.num_heads,
+        clocks=clocks.with_(n_steps=n_timesteps, prompt_frames=prompt_frames, retained_frames=retained),
+        depth=dit.depth, heads=dit.num_heads,
         head_dim=dit.head_dim, hidden=dit.hidden_size, enc_layers=enc.num_blocks + enc.num_up_blocks,
         enc_heads=enc.attention_heads, enc_head_dim=enc.output_size // enc.attention_heads, enc_hidden=enc.output_size,
     )
 
 
-def chunk_frames(n_tokens: int, last_chunk: bool, lookahead: int = 3, frames_per_token: int = 2) -> int:
+def chunk_frames(n_tokens: int, last_chunk: bool, clocks: Token2wavClocks = T2W_CLOCKS) -> int:
     """Mel frames a stream call yields: the encoder strips the lookahead unless it is the last chunk."""
-    return frames_per_token * (n_tokens if last_chunk else n_tokens - lookahead)
+    return clocks.frames_of(n_tokens, last_chunk)
 
 
 # ---------------------------------------------------------------------------------------
@@ -333,17 +335,18 @@ class Token2wavRuntime:
     float32 waveform; ``engines`` the replay engines.
     """
 
-    def __init__(self, flow, hift, device, arm="B0", n_timesteps: int = 10, cfg: Token2wavConfig | None = None,
-                 backend: str = "auto", prompt_frames: int = 302):
+    def __init__(self, flow, hift, device, arm="B0", n_timesteps: int | None = None, cfg: Token2wavConfig | None = None,
+                 backend: str = "auto", prompt_frames: int | None = None, clocks: Token2wavClocks = T2W_CLOCKS):
         self.spec = ARMS[arm] if isinstance(arm, str) else arm
         self.device = torch.device(device)
         self.flow, self.hift = flow, hift
-        self.n_timesteps = n_timesteps
-        self.prompt_frames = prompt_frames
+        self.clocks = clocks.with_(n_steps=n_timesteps, prompt_frames=prompt_frames)
+        self.n_timesteps = self.clocks.n_steps
+        self.prompt_frames = self.clocks.prompt_frames
         self.cfg = cfg
         self.backend = backend
-        self.mel_cache_len = MEL_CACHE_LEN
-        self.source_cache_len = MEL_CACHE_LEN * SAMPLES_PER_FRAME
+        self.mel_cache_len = self.clocks.mel_cache_frames
+        self.source_cache_len = self.clocks.source_cache_samples
         self.speech_window = torch.from_numpy(np.hamming(2 * self.source_cache_len)).to(self.device)
         self.engines: dict[str, ExactShapeReplay] = {}
         self.constants: list[str] = []
@@ -356,7 +359,9 @@ class Token2wavRuntime:
         self.vocoder: VocoderSplit | None = None
         self.ranges = False
         self.decl = None
-        decl = declaration_for(cfg or _cfg_of(flow), n_timesteps, prompt_frames)
+        decl = declaration_for(cfg or _cfg_of(flow), clocks=self.clocks)
+        # the stock cut, through each attention cache's declared retention policy
+        self.stock_cut = {name: decl.region(name).policy for name in ("estimator_att_cache", "conformer_att_cache")}
         if self.spec.state_rule or self.spec.replay:
             self.decl = decl
         q = decl.params
@@ -445,13 +450,9 @@ class Token2wavRuntime:
         with self._autocast():
             chunk_mel, new = self.flow.inference_chunk(token=token, spk=spk, cache=cache, last_chunk=last_chunk,
                                                        n_timesteps=n_timesteps)
-        p = self.prompt_frames
-        if new["estimator_att_cache"].shape[4] > p + 100:
-            new["estimator_att_cache"] = torch.cat(
-                [new["estimator_att_cache"][:, :, :, :, :p], new["estimator_att_cache"][:, :, :, :, -100:]], dim=4)
-        if new["conformer_att_cache"].shape[3] > p + 100:
-            new["conformer_att_cache"] = torch.cat(
-                [new["conformer_att_cache"][:, :, :, :p, :], new["conformer_att_cache"][:, :, :, -100:, :]], dim=3)
+        cut = self.stock_cut
+        new["estimator_att_cache"] = cut["estimator_att_cache"].apply(new["estimator_att_cache"], dim=4)
+        new["conformer_att_cache"] = cut["conformer_att_cache"].apply(new["conformer_att_cache"], dim=3)
         return chunk_mel, new
 
     def _flow_chunk_state(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, n_timesteps):
@@ -530,7 +531,7 @@ class Token2wavRuntime:
                              f"f_prompt={self.prompt_frames}")
         self.cache = prompt.as_tuple()
         tokens, _, spk_emb, prompt_mels, _ = self.cache
-        pad = torch.ones(1, 3, device=tokens.device, dtype=tokens.dtype) * SILENCE_TOKEN
+        pad = torch.ones(1, self.clocks.lookahead_tokens, device=tokens.device, dtype=tokens.dtype) * self.clocks.silence_token
         stream_cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), prompt_mels, spk_emb,
                                              n_timesteps=self.n_timesteps)
         self.primings += 1
@@ -614,7 +615,7 @@ class Token2wavRuntime:
         return speech, first
 
     def _synthesise_state(self, token, last_chunk):
-        f = chunk_frames(token.shape[1], last_chunk)
+        f = self.clocks.frames_of(token.shape[1], last_chunk)
         le, lc = self.est.length, self.conf_att.length
         flow = self.engines.get("flow_chunk", self._flow_chunk_state)
         with self._range("flow"):
@@ -631,7 +632,7 @@ class Token2wavRuntime:
             else:
                 magnitude, phase = self._vocoder_core_state(chunk_mel, self.mel.view(), self.src.view())
             self.mel.commit(self.mel.policy.extent_after(nm + f))
-            self.src.commit(self.src.policy.extent_after((nm + f) * SAMPLES_PER_FRAME))
+            self.src.commit(self.src.policy.extent_after((nm + f) * self.clocks.samples_per_frame))
             if not self.spec.replay:
                 speech = self.vocoder.tail(magnitude, phase)
         first = self.spc.length == 0
@@ -652,14 +653,29 @@ class Token2wavRuntime:
         return {k: e.summary() for k, e in self.engines.items()}
 
 
-def runtime_envelope(arm, n_timesteps: int = 10, prompt_frames: int = 302, retained: int = 100, call_frames: int = 56):
-    """Solver-buffer envelope an arm is built with: demand-sized under the state rule, stock otherwise."""
+def runtime_envelope(arm, n_timesteps: int | None = None, clocks: Token2wavClocks = T2W_CLOCKS):
+    """Solver-buffer envelope an arm is built with: demand-sized under the state rule (``clocks``'
+    steps x prompt + retained + one call), stock otherwise."""
     spec = ARMS[arm] if isinstance(arm, str) else arm
     if spec.state_rule:
-        return demand_envelope(n_timesteps, prompt_frames + retained + call_frames)
+        c = clocks.with_(n_steps=n_timesteps)
+        return demand_envelope(c.n_steps, c.demand_frames)
     from .vendor import STOCK_ENVELOPE
 
     return STOCK_ENVELOPE
+
+
+def build_runtime(cfg: Token2wavConfig, arm, seed: int, device="cpu", clocks: Token2wavClocks = T2W_CLOCKS,
+                  backend: str = "auto", n_timesteps: int | None = None) -> tuple[Token2wavRuntime, PromptState]:
+    """One arm ready to stream, from ``clocks``: seeded modules at the arm's envelope, the runtime and the
+    seeded prompt of ``clocks.prompt_frames`` frames (``set_stream_cache(prompt)`` starts a turn)."""
+    from .vendor import build_token2wav, make_prompt
+
+    c = clocks.with_(n_steps=n_timesteps)
+    device = torch.device(device)
+    flow, hift = build_token2wav(cfg, seed, device=device, envelope=runtime_envelope(arm, clocks=c))
+    rt = Token2wavRuntime(flow, hift, device, arm, cfg=cfg, backend=backend, clocks=c)
+    return rt, make_prompt(cfg, seed, device, clocks=c)
 
 
 def _cfg_of(flow) -> Token2wavConfig:

@@ -8,15 +8,15 @@ coming from the audio front end, and nothing is printed.
 
 Stock behaviour kept on purpose (the reference semantics, quirks included):
 
-- priming appends three silence tokens (id 4218) to the prompt tokens as lookahead;
+- priming appends the lookahead's worth of silence tokens to the prompt tokens;
 - after every chunk the estimator cache (dim 4, newest first) and the conformer cache (dim 3,
-  chronological) are cut with ``torch.cat`` to ``P + 100`` frames once longer than that
-  (P = prompt mel frames): ``cat([c[..., :P], c[..., -100:]])``;
+  chronological) are cut with ``torch.cat`` to ``P + R`` frames once longer than that
+  (P = prompt mel frames, R = the clocks' retained frames): ``cat([c[..., :P], c[..., -R:]])``;
 - the returned estimator caches alias the solver's preallocated buffers and are overwritten
   in place by the next call;
-- the vocoder keeps 8 mel frames, 3840 source samples and 3840 speech samples between chunks,
-  cross-fades with a float64 Hamming window, left-pads the first chunk with 3840 zeros and
-  holds back the last 3840 samples of every non-final chunk;
+- the vocoder keeps the clocks' mel overlap (and as many frames' worth of source and speech
+  samples) between chunks, cross-fades with a float64 Hamming window, left-pads the first chunk
+  with that many zeros and holds back as many samples of every non-final chunk;
 - HiFT draws from the default generator of its device on every call, so PCM is reproducible
   only under the same generator state (seed before each ``stream``).
 """
@@ -30,18 +30,25 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ...contract.examples import T2W_CLOCKS
 from .vendor import PromptState, load_vendor_token2wav_module
 
 __all__ = ["SILENCE_TOKEN", "StockToken2wav", "crossfade", "vendor_token2wav"]
 
-SILENCE_TOKEN = 4218
-"""Speech-token id of silence; three of them are the priming lookahead."""
+SILENCE_TOKEN = T2W_CLOCKS.silence_token
+"""Speech-token id of silence; a lookahead's worth of them primes a turn."""
 
-MEL_CACHE_LEN = 8
-"""Mel frames the vocoder carries into the next chunk (160 ms)."""
+MEL_CACHE_LEN = T2W_CLOCKS.mel_cache_frames
+"""Mel frames the vocoder carries into the next chunk."""
 
-SAMPLES_PER_FRAME = 480
+SAMPLES_PER_FRAME = T2W_CLOCKS.samples_per_frame
 """24 kHz samples per 50 Hz mel frame."""
+
+LOOKAHEAD = T2W_CLOCKS.lookahead_tokens
+"""Speech tokens of lookahead a call carries (silence at priming)."""
+
+RETAINED_FRAMES = T2W_CLOCKS.retained_frames
+"""Frames of history the stock cut keeps after the prompt."""
 
 
 def crossfade(fade_in: torch.Tensor, fade_out: torch.Tensor, window: torch.Tensor) -> torch.Tensor:
@@ -121,7 +128,7 @@ class StockToken2wav:
         prompt_speech_tokens, prompt_speech_tokens_lens, spk_emb, prompt_mels, prompt_mels_lens = self.cache
 
         right_pad_speech_tokens = (
-            torch.ones(1, 3, device=prompt_speech_tokens.device, dtype=prompt_speech_tokens.dtype) * SILENCE_TOKEN
+            torch.ones(1, LOOKAHEAD, device=prompt_speech_tokens.device, dtype=prompt_speech_tokens.dtype) * SILENCE_TOKEN
         )
         stream_cache = self.flow.setup_cache(
             torch.cat([prompt_speech_tokens, right_pad_speech_tokens], dim=1),
@@ -146,7 +153,7 @@ class StockToken2wav:
     ) -> bytes | np.ndarray:
         """Synthesise one chunk of speech tokens.
 
-        ``tokens``: the chunk (28 = 25 + 3 lookahead in the demo; any length when
+        ``tokens``: the chunk (committed tokens + lookahead in the demo; any length when
         ``last_chunk``). Returns int16 little-endian PCM bytes at 24 kHz, or with
         ``return_waveform`` the float32 waveform as a (1, samples) numpy array (not clipped).
         ``prompt`` is only used when no prompt has been set yet (the vendor's lazy
@@ -176,20 +183,20 @@ class StockToken2wav:
                 last_chunk=last_chunk,
                 n_timesteps=self.n_timesteps,
             )
-        prompt_frames = prompt_mels.shape[1]
-        if self.stream_cache["estimator_att_cache"].shape[4] > (prompt_frames + 100):
+        prompt_frames, kept = prompt_mels.shape[1], RETAINED_FRAMES
+        if self.stream_cache["estimator_att_cache"].shape[4] > (prompt_frames + kept):
             self.stream_cache["estimator_att_cache"] = torch.cat(
                 [
                     self.stream_cache["estimator_att_cache"][:, :, :, :, :prompt_frames],
-                    self.stream_cache["estimator_att_cache"][:, :, :, :, -100:],
+                    self.stream_cache["estimator_att_cache"][:, :, :, :, -kept:],
                 ],
                 dim=4,
             )
-        if self.stream_cache["conformer_att_cache"].shape[3] > (prompt_frames + 100):
+        if self.stream_cache["conformer_att_cache"].shape[3] > (prompt_frames + kept):
             self.stream_cache["conformer_att_cache"] = torch.cat(
                 [
                     self.stream_cache["conformer_att_cache"][:, :, :, :prompt_frames, :],
-                    self.stream_cache["conformer_att_cache"][:, :, :, -100:, :],
+                    self.stream_cache["conformer_att_cache"][:, :, :, -kept:, :],
                 ],
                 dim=3,
             )

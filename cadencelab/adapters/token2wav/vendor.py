@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 import torch
 
+from ...contract.examples import T2W_CLOCKS, Token2wavClocks
 from . import checkpoint_checks as checks
 
 __all__ = [
@@ -343,7 +344,7 @@ class Token2wavConfig:
 
     ``input_size`` is the token-embedding width, ``output_size`` the mel channels (80),
     ``spk_embed_dim`` the speaker-embedding width (192), ``vocab_size`` the speech-token
-    vocabulary (6561), ``inference_cfg_rate`` the classifier-free-guidance weight of the solver.
+    vocabulary, ``inference_cfg_rate`` the classifier-free-guidance weight of the solver.
     """
 
     name: str = "real"
@@ -439,14 +440,18 @@ def stock_envelope(cfg: Token2wavConfig | None = None) -> CacheEnvelope:
     return STOCK_ENVELOPE
 
 
-def demand_frames(prompt_frames: int = 302, retained_frames: int = 100, call_frames: int = 56) -> int:
+def demand_frames(prompt_frames: int | None = None, retained_frames: int | None = None,
+                  call_frames: int | None = None, clocks: Token2wavClocks = T2W_CLOCKS) -> int:
     """Largest attended extent (frames) under the stock cut: prompt + retained + one call.
 
     The stock loop cuts the estimator cache back to ``prompt_frames + retained_frames`` once it
-    grows past that; a call then adds at most ``call_frames`` (28 tokens = 56 frames when the
-    final chunk is flushed with its lookahead). Defaults give 458.
+    grows past that; a call then adds at most ``call_frames`` (a chunk plus its lookahead, when
+    the final chunk is flushed). Arguments not given come from ``clocks``.
     """
-    return prompt_frames + retained_frames + call_frames
+    c = clocks
+    return ((c.prompt_frames if prompt_frames is None else prompt_frames)
+            + (c.retained_frames if retained_frames is None else retained_frames)
+            + (c.call_frames if call_frames is None else call_frames))
 
 
 def demand_envelope(n_steps: int, max_frames: int) -> CacheEnvelope:
@@ -939,7 +944,7 @@ class PromptState:
 
     @property
     def n_frames(self) -> int:
-        """Prompt mel frames P (the stock cut keeps P + 100 frames of estimator cache)."""
+        """Prompt mel frames P (the stock cut keeps P + the retained frames of estimator cache)."""
         return int(self.prompt_mels.shape[1])
 
     def as_tuple(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -957,13 +962,16 @@ class PromptState:
 
 
 def make_prompt(
-    cfg: Token2wavConfig, seed: int, device: str | torch.device = "cpu", n_tokens: int = 151
+    cfg: Token2wavConfig, seed: int, device: str | torch.device = "cpu", n_tokens: int | None = None,
+    clocks: Token2wavClocks = T2W_CLOCKS,
 ) -> PromptState:
     """A synthetic prompt, deterministic in ``seed`` and identical on every device.
 
-    Tokens are uniform in [0, vocab_size), mels and speaker embedding standard normal. The
-    default 151 tokens give 302 mel frames, the 6.016 s reference voice of the stock demo.
+    Tokens are uniform in [0, vocab_size), mels and speaker embedding standard normal. By
+    default ``n_tokens`` gives the clocks' prompt frames (the reference voice of the stock demo).
     """
+    if n_tokens is None:
+        n_tokens = clocks.prompt_frames // cfg.up_rate
     _require(n_tokens >= 1, f"make_prompt: n_tokens must be >= 1, got {n_tokens}")
     gen = torch.Generator(device="cpu").manual_seed(_subseed(seed, "prompt"))
     frames = n_tokens * cfg.up_rate
