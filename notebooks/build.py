@@ -208,8 +208,9 @@ NB2 = [
     params(),
     code("""
     from cadencelab import viz, widgets
-    from cadencelab.contract import (Admission, Clock, Declaration, Operator, PromptRetained, Region, backbone_declaration,
-                                     catalog_width, clocks_table, derive, region_table, token2wav_declaration, trajectory)
+    from cadencelab.contract import (T2W_CLOCKS, Admission, Clock, Declaration, Operator, PromptRetained, Region,
+                                     backbone_declaration, catalog_width, clocks_table, derive, region_table,
+                                     token2wav_declaration, trajectory)
     """),
     md("""
     ## 1. Clocks
@@ -313,9 +314,9 @@ NB2 = [
     code("""
     sliders.update(f_retained=150)
     print(sliders.summary)
-    sliders.update(f_retained=100, f_chunk=40)
+    sliders.update(f_retained=T2W_CLOCKS.retained_frames, f_chunk=40)
     print(sliders.summary)
-    sliders.update(f_chunk=50)
+    sliders.update(f_chunk=T2W_CLOCKS.chunk_frames)  # back to the shipped clocks
     """),
     md(CHECK_MD),
     code("""
