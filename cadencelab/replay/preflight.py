@@ -262,7 +262,10 @@ class _Watch:
         self.flagged = True
 
     def h2d(self, op: str, src: torch.Tensor, site: Site) -> None:
-        self.add("host_to_device", op, site, self.built(src), _digest(src))
+        # a Python scalar assigned into a device tensor (x[:, 0] = 0) becomes a kernel argument: a hazard
+        # only when its value changes between calls (the graph would keep the first)
+        kind = "host_scalar" if src.dim() == 0 and self.api == "Tensor.__setitem__" else "host_to_device"
+        self.add(kind, op, site, self.built(src), _digest(src))
 
     # -- one dispatched op -------------------------------------------------------------------
     def on_op(self, func, args, kwargs, out) -> None:
@@ -302,8 +305,7 @@ class _Watch:
         elif name == "copy_" and len(args) > 1 and isinstance(args[1], torch.Tensor):
             dst, src = args[0], args[1]
             if self.is_host(src) and not self.is_host(dst):
-                if src.dim() > 0:  # a 0-dim host scalar written into a device tensor is a fill: a kernel argument
-                    self.h2d(op, src, site)
+                self.h2d(op, src, site)
             elif not self.is_host(src) and self.is_host(dst):
                 self.add("device_to_host", op, site)
         elif name in _HOST_READS and ins and not all(self.is_host(t) for t in ins):
@@ -312,7 +314,7 @@ class _Watch:
             placed = [self.is_host(t) for t in ins]
             if any(placed) and not all(placed):
                 for t, h in zip(ins, placed):
-                    if h and not (t.dim() == 0 and self.api == "Tensor.__setitem__"):  # x[i] = 0: a literal fill
+                    if h:
                         self.h2d(op + " (host operand)", t, site)
         if name in _DATA_DEPENDENT or (name in ("index", "index_put", "index_put_")
                                        and any(t.dtype in (torch.bool, torch.uint8) for t in ins[1:])):
@@ -566,10 +568,14 @@ def _rows(events: list[Event], calls: int) -> list[dict]:
             paths = list(dict.fromkeys(e.op for e in evs))
             op = ", ".join(paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
             detail = "; ".join(e.detail for e in evs[:3]) + (" ..." if len(evs) > 3 else "")
-        if kind in ("host_to_device", "host_sync"):
+        if kind in ("host_to_device", "host_scalar", "host_sync"):
             per_call = [tuple(e.value for e in evs if e.call == c) for c in range(calls)]
             same = all(p == per_call[0] for p in per_call)
-            if kind == "host_to_device":
+            if kind == "host_scalar":
+                if same:
+                    continue  # the same literal every call: a kernel argument the graph may keep
+                kind, detail = "host_input", "a Python scalar assigned into a device tensor changes between calls"
+            elif kind == "host_to_device":
                 kind = "host_constant" if same else "host_input"
                 detail = detail or ("same bytes every call" if same else "bytes change between calls")
             else:
