@@ -553,12 +553,14 @@ def _check_args(args) -> tuple | None:
         return None
     arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
     for a in arms:
-        base, _, cond = a.partition("@")
+        base = a.partition("@")[0]
         if base not in ARMS:
             raise FlagError("--arms", f"unknown {base[:40]!r} (choose from {', '.join(ARMS)}, each optionally "
                                       f"@CONDITION)")
-        if "@" in a and cond not in CONDITIONS:
-            raise FlagError("--arms", f"unknown condition {cond[:40]!r} in {a[:60]!r} (choose from {', '.join(CONDITIONS)})")
+        try:
+            split_arm(a)
+        except ValueError as e:
+            raise FlagError("--arms", f"{a[:60]!r}: {e}") from None
     dup = sorted({a for a in arms if arms.count(a) > 1})
     if dup:
         raise FlagError("--arms", f"{', '.join(dup)} given twice")
