@@ -134,6 +134,7 @@ def test_batched_cuda_graphs_equal_batched_eager(B, prompts):
 
 
 def test_split_and_batches_follow_the_declared_sizes():
+    from cadencelab.bench import session_serving as serving
     from cadencelab.bench import sessions as study
     from cadencelab.bench.sessions_batched import batches, by_chunk, split
 
@@ -145,7 +146,7 @@ def test_split_and_batches_follow_the_declared_sizes():
                                batch_sizes=(1, 2, 4))
     plan = batches(cfg, "mixed", 6, by_chunk)
     served = [m for _, b in plan for m in b]
-    assert sorted(served) == sorted((i, k) for _, i, k in study.schedule(cfg, "mixed", 6))  # every chunk once
+    assert sorted(served) == sorted((i, k) for _, i, k in serving.schedule(cfg, "mixed", 6))  # every chunk once
     assert all(len({k for _, k in b}) == 1 for _, b in plan)  # one shape class (chunk position) per batch
     assert all(len(b) in cfg.batch_sizes for _, b in plan)
     with pytest.raises(ValueError, match="batch_sizes"):

@@ -11,6 +11,7 @@ import torch
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 from cadencelab.adapters.token2wav.sessions import SessionManager, declared_state_bytes
+from cadencelab.bench import session_serving as serving
 from cadencelab.bench import sessions as study
 
 SEEDS = (11, 12, 13)
@@ -141,15 +142,15 @@ def test_stock_swap_copies_what_the_runtime_reuses(prompts):
 
 def test_schedule_and_workloads():
     cfg = study.SessionsConfig(device="cpu", config="teaching", mixed_seconds=4, speak_seconds=3)
-    heavy = study.schedule(cfg, "speak_heavy", 4)
+    heavy = serving.schedule(cfg, "speak_heavy", 4)
     assert len(heavy) == 12 and heavy[:4] == [(0, 0, 0), (0, 1, 0), (0, 2, 0), (0, 3, 0)]
-    mixed = study.schedule(cfg, "mixed", 8)
+    mixed = serving.schedule(cfg, "mixed", 8)
     per_second = [sum(1 for t, _, _ in mixed if t == s) for s in range(4)]
     assert per_second == [4, 4, 4, 4]  # half the sessions speak in any second
-    assert study.chunks_needed([dict(session=i, chunk=k) for _, i, k in mixed]) == {i: 2 for i in range(8)}
+    assert serving.chunks_needed([dict(session=i, chunk=k) for _, i, k in mixed]) == {i: 2 for i in range(8)}
     # a session's k-th chunk is the same whatever the workload or N
-    assert study.session_chunk(cfg, 3, 1) == study.session_chunk(cfg, 3, 1)
-    assert study.session_chunk(cfg, 3, 1)[:3] != [4218] * 3 and study.session_chunk(cfg, 3, 0)[:3] == [4218] * 3
+    assert serving.session_chunk(cfg, 3, 1) == serving.session_chunk(cfg, 3, 1)
+    assert serving.session_chunk(cfg, 3, 1)[:3] != [4218] * 3 and serving.session_chunk(cfg, 3, 0)[:3] == [4218] * 3
     with pytest.raises(ValueError, match="workloads"):
         study.SessionsConfig(workloads=("bursty",))
 
@@ -169,7 +170,7 @@ class _FakeServer:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (fake)")
         svc = self.slow_service if self.slow_at is not None and n >= self.slow_at else self.service
         rows, clock = [], 0.0
-        for t, i, k in study.schedule(self.cfg, workload, n):
+        for t, i, k in serving.schedule(self.cfg, workload, n):
             clock = max(clock, t) + svc
             rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=float(t),
                              start_s=clock - svc, completion_s=clock, latency_ms=(clock - t) * 1e3,
@@ -178,7 +179,7 @@ class _FakeServer:
                     state_bytes_per_session=100, captures=3, invalidations=0)
 
     def estimate_s(self, workload, n):
-        return self.chunk_s * len(study.schedule(self.cfg, workload, n))
+        return self.chunk_s * len(serving.schedule(self.cfg, workload, n))
 
     def recover(self):
         self.recovered += 1

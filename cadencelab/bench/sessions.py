@@ -53,8 +53,6 @@ per chunk); per-arm rows are streamed to ``runs_<arm>.jsonl`` as they are produc
 from __future__ import annotations
 
 import dataclasses
-import gc
-import hashlib
 import json
 import sys
 import time
@@ -66,13 +64,16 @@ import numpy as np
 import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT
-from .common import (CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, ArmProcess, built_checkpoint, default_out,
-                     json_default, set_up_device, write_json)
+from .common import (ArmProcess, built_checkpoint, default_out,
+                     json_default, write_json)
 from .flags import MAX_CHUNKS, MAX_SEED, failed_line, int_range, positive_float
+from .session_serving import (WORKLOADS, ArmServer, chunks_needed, guarded_run, holds_cadence, horizon, worst_p95)
 from .token2wav import provenance
 
-SAMPLE_RATE = 24_000
-WORKLOADS = ("mixed", "speak_heavy")
+
+
+SERVED_ARMS = ("SRb", "SRl")
+"""Arms served by their own servers: SRb (experimental batched replay), SRl (lanes)."""
 
 
 @dataclass
@@ -94,6 +95,7 @@ class SessionsConfig:
     processes: bool = True  # one spawned process per arm; False runs inline (CPU smoke, tests)
     time_budget_s: float = 225.0
     batch_sizes: tuple = (1, 2, 4, 8)  # SRb: declared session counts of a batched call
+    lanes: int = 8  # SRl: graph sets replaying concurrently, one CUDA stream each
     stagger: bool = False  # spread arrivals over each second: session i of N at t + i / N (else all at t)
     out: str = "out/sessions"
 
@@ -101,8 +103,10 @@ class SessionsConfig:
         from ..adapters.token2wav.runtime import ARMS
 
         for a in self.arms:
-            if a not in ARMS and a != "SRb":
-                raise ValueError(f"SessionsConfig.arms: unknown arm {a!r} (choose from {sorted(ARMS) + ['SRb']})")
+            if a not in ARMS and a not in SERVED_ARMS:
+                raise ValueError(f"SessionsConfig.arms: unknown arm {a!r} (choose from {sorted(ARMS) + list(SERVED_ARMS)})")
+        if self.lanes < 1:
+            raise ValueError(f"SessionsConfig.lanes must be >= 1, got {self.lanes}")
         self.batch_sizes = tuple(sorted(set(int(b) for b in self.batch_sizes)))
         if "SRb" in self.arms and (not self.batch_sizes or self.batch_sizes[0] != 1):
             raise ValueError(f"SessionsConfig.batch_sizes must be positive and include 1, got {self.batch_sizes}")
@@ -116,262 +120,6 @@ class SessionsConfig:
         if self.prompts < 1:
             raise ValueError(f"SessionsConfig.prompts must be >= 1, got {self.prompts}")
         self.sessions = tuple(sorted(set(int(n) for n in self.sessions)))
-
-
-# ---------------------------------------------------------------------------------------
-# sessions and workloads (pure, the same in every process)
-# ---------------------------------------------------------------------------------------
-
-
-def session_seed(cfg: SessionsConfig, i: int) -> int:
-    return 1_000_003 * (cfg.seed + 1) + 7919 * i + 29
-
-
-def prompt_seed(cfg: SessionsConfig, p: int) -> int:
-    return 10_007 * (cfg.seed + 1) + p
-
-
-def session_chunk(cfg: SessionsConfig, i: int, k: int, vocab: int | None = None) -> list[int]:
-    """Tokens of session ``i``'s k-th chunk: a chunk of new tokens plus the lookahead, the buffer starting with silence."""
-    from ..adapters.token2wav.stock import SILENCE_TOKEN
-
-    if vocab is None:  # the declared model's speech-token vocabulary
-        from ..adapters.token2wav.vendor import REAL
-
-        vocab = REAL.vocab_size
-    need = STRIDE_TOKENS * (k + 1) + LOOKAHEAD
-    toks = np.random.default_rng([cfg.seed, 0x5E55, i]).integers(0, vocab, need).tolist()
-    buf = [SILENCE_TOKEN] * LOOKAHEAD + toks
-    return buf[STRIDE_TOKENS * k: STRIDE_TOKENS * k + CALL_TOKENS]
-
-
-def speaks(workload: str, i: int, second: int, turn: int) -> bool:
-    if workload == "speak_heavy":
-        return True
-    if workload == "mixed":
-        return ((second + i) // turn) % 2 == 0
-    raise ValueError(f"workload: unknown {workload!r} (choose from {WORKLOADS})")
-
-
-def horizon(cfg: SessionsConfig, workload: str) -> int:
-    return cfg.speak_seconds if workload == "speak_heavy" else cfg.mixed_seconds
-
-
-def schedule(cfg: SessionsConfig, workload: str, n: int) -> list[tuple[int, int, int]]:
-    """(arrival second, session, chunk index) in service order: FIFO by arrival, sessions in turn."""
-    out, count = [], [0] * n
-    for t in range(horizon(cfg, workload)):
-        for i in range(n):
-            if speaks(workload, i, t, cfg.turn_seconds):
-                out.append((t, i, count[i]))
-                count[i] += 1
-    return out
-
-
-def arrival(cfg: SessionsConfig, t: int, i: int, n: int) -> float:
-    """When session ``i``'s chunk of second ``t`` arrives: at ``t``, or with ``cfg.stagger`` at
-    ``t + i / n`` (the N sessions' chunks spread evenly over the second)."""
-    return t + i / n if cfg.stagger else float(t)
-
-
-def max_chunks(cfg: SessionsConfig) -> int:
-    """The most chunks any session streams in one run (over the configured workloads)."""
-    rows = [dict(session=i, chunk=k) for w in cfg.workloads for _, i, k in schedule(cfg, w, 2 * cfg.turn_seconds)]
-    return max(chunks_needed(rows).values(), default=1)
-
-
-def chunks_needed(rows) -> dict[int, int]:
-    """Per session, the chunks any recorded run streamed (what its solo reference must cover)."""
-    need: dict[int, int] = {}
-    for r in rows:
-        need[int(r["session"])] = max(need.get(int(r["session"]), 0), int(r["chunk"]) + 1)
-    return need
-
-
-# ---------------------------------------------------------------------------------------
-# one arm (in its own process)
-# ---------------------------------------------------------------------------------------
-
-
-def _digest(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
-
-
-class DeviceServer:
-    """What every arm server shares: its device and kernel pinning, synchronisation, a fresh peak
-    before each run, and recovery after an out-of-memory. Subclasses drop their run sessions in
-    :meth:`_drop_sessions`."""
-
-    def _set_up_device(self, arm: str, cfg: SessionsConfig) -> None:
-        import torch
-
-        self.torch, self.arm, self.cfg = torch, arm, cfg
-        self.device, self.determinism = set_up_device(cfg.device, cfg.condition)
-        self.cuda = self.device.type == "cuda"
-
-    def _sync(self):
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-
-    def _drop_sessions(self) -> None:
-        pass
-
-    def _fresh(self):
-        self._drop_sessions()
-        gc.collect()
-        if self.cuda:
-            self.torch.cuda.synchronize(self.device)
-            self.torch.cuda.reset_peak_memory_stats(self.device)
-
-    def recover(self) -> None:
-        """After an out-of-memory: drop every run session and return cached blocks."""
-        self._fresh()
-        if self.cuda:
-            self.torch.cuda.empty_cache()
-
-
-class ArmServer(DeviceServer):
-    """One arm's runtime and session manager, its prompt templates, and the runs."""
-
-    def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
-        from ..adapters.token2wav import load_checkpoint, make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
-        from ..adapters.token2wav.sessions import SessionManager
-
-        self._set_up_device(arm, cfg)
-        dev = self.device
-        t0 = time.perf_counter()
-        flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
-                                           envelope=runtime_envelope(arm, cfg.n_timesteps))
-        self.vocab = mcfg.vocab_size
-        rt = Token2wavRuntime(flow, hift, dev, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg,
-                              backend="cuda" if self.cuda else "eager")
-        self.manager = SessionManager(rt)
-        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), dev) for p in range(cfg.prompts)]
-        self.templates = [self.manager.open(-1 - p, pr, 0) for p, pr in enumerate(self.prompts)]
-        self.setup_s = time.perf_counter() - t0
-        self.chunk_s = self._warm_up()
-        self.captures_after_warmup = self.manager.captures()
-        self.template_bytes = sum(t.state_bytes() for t in self.templates)
-
-    def _warm_up(self) -> float:
-        """Two sessions interleaved over every chunk position a run reaches, twice: the first pass
-        captures, swaps and selects kernels; the second times a warm chunk (the budget's estimate)."""
-        m, cfg = self.manager, self.cfg
-        k_max = max_chunks(cfg)
-        times = []
-        for rep in range(2):
-            ss = [m.fork(self.templates[i % len(self.templates)], -100 - 2 * rep - i, 7 + i) for i in range(2)]
-            times = []
-            for k in range(k_max):
-                for i, s in enumerate(ss):
-                    toks = session_chunk(cfg, 10_000 + i, k, self.vocab)
-                    self._sync()
-                    t0 = time.perf_counter()
-                    m.stream(s, toks)
-                    self._sync()
-                    times.append(time.perf_counter() - t0)
-            for s in ss:
-                m.close(s)
-        return float(np.median(times))
-
-    def estimate_s(self, workload: str, n: int) -> float:
-        """Seconds a run will take: the warm-up's chunk time for every chunk of the schedule."""
-        return self.chunk_s * len(schedule(self.cfg, workload, n))
-
-    def _drop_sessions(self) -> None:
-        m = self.manager
-        for s in [s for s in m.sessions.values() if s.sid >= 0]:
-            m.close(s)
-        m.park()
-
-    def run(self, workload: str, n: int) -> dict:
-        """Serve ``n`` sessions under ``workload``; per-chunk rows on the virtual clock."""
-        torch, m, cfg = self.torch, self.manager, self.cfg
-        self._fresh()
-        sessions = [m.fork(self.templates[i % len(self.templates)], i, session_seed(cfg, i)) for i in range(n)]
-        clock, rows = 0.0, []
-        for t, i, k in schedule(cfg, workload, n):  # (t, i) order is arrival order, staggered or not
-            s, toks = sessions[i], session_chunk(cfg, i, k, self.vocab)
-            self._sync()
-            w0 = time.perf_counter()
-            pcm = m.stream(s, toks)
-            self._sync()
-            service = time.perf_counter() - w0
-            at = arrival(cfg, t, i, n)
-            start = max(clock, at)
-            clock = start + service
-            swap = m.last_swap
-            mel = s.last_mel.detach().float().cpu().numpy().tobytes()
-            rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=at,
-                             start_s=start, completion_s=clock, latency_ms=(clock - at) * 1e3,
-                             service_ms=service * 1e3, audio_s=len(pcm) / 2 / SAMPLE_RATE,
-                             swap_bytes=(swap.bytes_out + swap.bytes_in) if swap else 0,
-                             swap_ms=m.swap_ms() if swap else 0.0,
-                             sha_i16=_digest(pcm), sha_mel=_digest(mel)))
-        peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
-        state = m.state_bytes()
-        out = dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
-                   state_bytes_per_session=max((state[i] for i in range(n)), default=0),
-                   captures=m.captures(), invalidations=m.invalidations())
-        for s in sessions:
-            m.close(s)
-        return out
-
-    def reference(self, i: int, chunks: int) -> list[dict]:
-        """Session ``i`` alone through this arm (B0: the solo reference), ``chunks`` chunks."""
-        m, cfg = self.manager, self.cfg
-        self._fresh()
-        s = m.fork(self.templates[i % len(self.templates)], i, session_seed(cfg, i))
-        rows = []
-        for k in range(chunks):
-            pcm = m.stream(s, session_chunk(cfg, i, k, self.vocab))
-            mel = s.last_mel.detach().float().cpu().numpy().tobytes()
-            rows.append(dict(session=i, chunk=k, ref_sha_i16=_digest(pcm), ref_sha_mel=_digest(mel)))
-        m.close(s)
-        return rows
-
-    def info(self) -> dict:
-        m = self.manager
-        return dict(arm=self.arm, setup_s=self.setup_s, chunk_s_warmup=self.chunk_s,
-                    template_bytes=self.template_bytes, declared_state_bytes=m.declared_state_bytes(),
-                    captures_after_warmup=self.captures_after_warmup, captures_end=m.captures(),
-                    invalidations_end=m.invalidations(), determinism=self.determinism,
-                    summaries=m.rt.summaries(), device=str(self.device))
-
-
-def guarded_run(server, workload: str, n: int) -> dict:
-    """``server.run`` with an out-of-memory turned into a result row (and the server recovered)."""
-    import torch
-
-    try:
-        return server.run(workload, n)
-    except torch.OutOfMemoryError as e:
-        msg = str(e).splitlines()[0][:200] if str(e) else "out of memory"
-    # recovered past the except clause: by then the traceback, which holds the run's frames, is gone
-    try:
-        server.recover()
-    except Exception:  # noqa: BLE001 - recovery is best effort; the row says what happened
-        pass
-    return dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=True, error=msg)
-
-
-def session_p95s(rows: list[dict]) -> dict[int, float]:
-    """p95 chunk latency (ms) of every session with a chunk in ``rows``."""
-    by: dict[int, list[float]] = {}
-    for r in rows:
-        by.setdefault(r["session"], []).append(r["latency_ms"])
-    return {i: float(np.percentile(v, 95)) for i, v in by.items()}
-
-
-def worst_p95(rows: list[dict]) -> float:
-    """The largest session p95 chunk latency (ms) in ``rows`` (NaN without rows)."""
-    return max(session_p95s(rows).values(), default=float("nan"))
-
-
-def holds_cadence(rows: list[dict], n: int, cadence_s: float) -> bool:
-    """Every one of the ``n`` sessions has p95 chunk latency <= the cadence (sessions with no chunk hold)."""
-    return all(v <= cadence_s * 1e3 for v in session_p95s(rows).values())
 
 
 def run_grid(server, cfg: SessionsConfig, workload: str, deadline: float, emit, progress=print) -> None:
@@ -410,6 +158,10 @@ def serve_arm(arm: str, ckpt: str, cfg: SessionsConfig, deadline: float, rows_pa
         from .sessions_batched import BatchedArmServer
 
         server = BatchedArmServer(arm, ckpt, cfg)
+    elif arm == "SRl":
+        from .sessions_lanes import LaneArmServer
+
+        server = LaneArmServer(arm, ckpt, cfg)
     else:
         server = ArmServer(arm, ckpt, cfg)
     progress(f"{arm}: ready in {server.setup_s:.1f} s, warm-up chunk {server.chunk_s * 1e3:.0f} ms")
@@ -547,8 +299,8 @@ def chunk_frame(entries: dict) -> pd.DataFrame:
     """
     rows = [r for es in entries.values() for e in es if e.get("kind") == "run" for r in e["rows"]]
     cols = ["arm", "workload", "sessions", "session", "chunk", "arrival_s", "start_s", "completion_s", "latency_ms",
-            "service_ms", "audio_s", "swap_bytes", "swap_ms", "batch", "batch_size", "sha_i16", "sha_mel",
-            "gate_sha_i16", "gate_sha_mel"]
+            "service_ms", "queue_ms", "host_ms", "lane", "audio_s", "swap_bytes", "swap_ms", "batch", "batch_size",
+            "sha_i16", "sha_mel", "gate_sha_i16", "gate_sha_mel"]
     df = pd.DataFrame(rows, columns=cols)
     refs = pd.DataFrame([e for es in entries.values() for e in es if e.get("kind") == "reference"],
                         columns=["kind", "session", "chunk", "ref_sha_i16", "ref_sha_mel"]).drop(columns="kind")
@@ -602,6 +354,8 @@ def capacity_frame(cfg: SessionsConfig, entries: dict, sessions: pd.DataFrame, c
             ran = bool(len(c)) and not e.get("oom") and not e.get("skipped")
             span = max(float(c["completion_s"].max()), float(horizon(cfg, w))) if len(c) else float("nan")
             swaps = c[c["swap_bytes"] > 0]
+            late = int((c["latency_ms"] > cfg.cadence_s * 1e3).sum()) if ran else 0
+            session_min = n * horizon(cfg, w) / 60.0
             rows.append(dict(
                 arm=arm, workload=w, sessions=n, oom=bool(e.get("oom")), skipped=e.get("skipped") or "",
                 error=e.get("error", ""), chunks=int(len(c)),
@@ -620,6 +374,11 @@ def capacity_frame(cfg: SessionsConfig, entries: dict, sessions: pd.DataFrame, c
                 checked_chunks=int(c["checked"].sum()), exact_chunks=int(c["exact"].fillna(False).sum()),
                 captures=e.get("captures"), invalidations=e.get("invalidations"), wall_s=e.get("wall_s"),
                 batches=e.get("batches"),
+                on_time_share=float(1 - late / len(c)) if ran else float("nan"),
+                underruns_per_session_min=float(late / session_min) if ran else float("nan"),
+                lanes_used=e.get("lanes_used"),
+                host_share=(float(c["host_ms"].sum() / (span * 1e3)) if ran and c["host_ms"].notna().any() else None),
+                exclusive_sections=e.get("exclusive_sections"),
                 mean_batch_size=float(c["batch_size"].mean()) if ran and c["batch_size"].notna().any() else None,
             ))
     return pd.DataFrame(rows)
@@ -700,6 +459,19 @@ def summarise(cfg: SessionsConfig, cap: pd.DataFrame, chunks: pd.DataFrame, info
         if "SRc" in max_at:
             s["sessions_ratio_SRb_over_SRc"] = {w: (max_at["SRb"][w] / max_at["SRc"][w] if max_at["SRc"].get(w)
                                                     else None) for w in cfg.workloads}
+    if "SRl" in max_at:
+        for other in ("SRc", "SRb"):
+            if other in max_at:
+                s[f"sessions_ratio_SRl_over_{other}"] = {w: (max_at["SRl"][w] / max_at[other][w]
+                                                             if max_at[other].get(w) else None) for w in cfg.workloads}
+        r = s.get("sessions_ratio_SRl_over_SRc")
+        if r is not None:
+            vals = [v for v in r.values() if v is not None]
+            s["target_lanes_2_5x_met"] = bool(vals and len(vals) == len(r) and min(vals) >= 2.5)
+        info = infos.get("SRl", {})
+        s["lanes"] = info.get("lanes")
+        s["lane_bytes"] = info.get("lane_bytes")
+        s["exclusive_sections_after_warmup_SRl"] = info.get("exclusive_sections_after_warmup")
     s["recaptures_after_warmup"] = {a: (i["captures_end"] - i["captures_after_warmup"]) for a, i in infos.items()}
     s["invalidations"] = {a: i["invalidations_end"] for a, i in infos.items()}
     return s
@@ -763,7 +535,7 @@ def _cli(args) -> int:
     from ..adapters.token2wav.runtime import ARMS
     from .flags import check_device, check_names, check_out_dir, check_steps
 
-    arms = check_names("--arms", args.arms, [*ARMS, "SRb"])
+    arms = check_names("--arms", args.arms, [*ARMS, *SERVED_ARMS])
     workloads = check_names("--workloads", args.workloads, WORKLOADS)
     check_device("--device", args.device)
     check_steps("--steps", args.steps)
@@ -774,7 +546,8 @@ def _cli(args) -> int:
                          turn_seconds=args.turn_seconds, prompts=args.prompts, cadence_s=args.cadence,
                          n_timesteps=args.steps, seed=args.seed, condition=args.condition,
                          processes=not args.inline and args.device != "cpu", time_budget_s=args.time_budget,
-                         batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), stagger=args.stagger, out=args.out)
+                         batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), lanes=args.lanes, stagger=args.stagger,
+                         out=args.out)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     non_exact = [a for a, n in res.get("summary", {}).get("non_exact_by_arm", {}).items() if n]
@@ -790,8 +563,11 @@ def add_parser(sub) -> None:
     t.add_argument("--config", choices=["real", "teaching"], default="real")
     t.add_argument("--device", default="cuda")
     t.add_argument("--arms", default="SRc,B0",
-                   help="comma-separated arms (B0 also streams the solo references; SRb: experimental batched replay)")
+                   help="comma-separated arms (B0 also streams the solo references; SRb: experimental batched replay; "
+                        "SRl: lanes, concurrent replay on CUDA streams)")
     t.add_argument("--batch-sizes", default="1,2,4,8", help="SRb: declared session counts of a batched call")
+    t.add_argument("--lanes", type=int_range(1, 64), default=SessionsConfig.lanes,
+                   help="SRl: graph sets replaying concurrently, one CUDA stream each")
     t.add_argument("--stagger", action="store_true",
                    help="spread each second's arrivals evenly over the second (default: all at the whole second)")
     t.add_argument("--workloads", default="mixed,speak_heavy")

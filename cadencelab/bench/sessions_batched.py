@@ -30,13 +30,13 @@ import time
 
 import numpy as np
 
-from .sessions import (SAMPLE_RATE, DeviceServer, SessionsConfig, _digest, arrival, max_chunks, prompt_seed,
-                       schedule, session_chunk)
+from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, max_chunks, prompt_seed, schedule,
+                              session_chunk)
 
 ARM = "SRb"
 
 
-def batch_seed(cfg: SessionsConfig, workload: str, n: int, j: int) -> int:
+def batch_seed(cfg, workload: str, n: int, j: int) -> int:
     """Seed of the default generators before batch ``j`` of the run (workload, n)."""
     return (cfg.seed + 1) * 1_000_033 + {"mixed": 1, "speak_heavy": 2}.get(workload, 0) * 100_003 + 1009 * n + j
 
@@ -83,7 +83,7 @@ def next_batch(pending: list[tuple[float, int, int]], clock: float, sizes, shape
     return members[:largest(sizes, len(members))]
 
 
-def simulate(cfg: SessionsConfig, workload: str, n: int, shape_class,
+def simulate(cfg, workload: str, n: int, shape_class,
              service=lambda batch: 0.0) -> list[tuple[float, list[tuple[float, int, int]]]]:
     """(start, batch) in service order, on a virtual clock where serving ``batch`` (its
     (arrival, session, chunk) members) takes ``service(batch)`` seconds. A run passes a service
@@ -101,7 +101,7 @@ def simulate(cfg: SessionsConfig, workload: str, n: int, shape_class,
     return out
 
 
-def batches(cfg: SessionsConfig, workload: str, n: int, shape_class) -> list[tuple[float, list[tuple[int, int]]]]:
+def batches(cfg, workload: str, n: int, shape_class) -> list[tuple[float, list[tuple[int, int]]]]:
     """(start, [(session, chunk), ...]) per batch when every batch is served at once (no backlog;
     with aligned arrivals, the order a run serves in)."""
     return [(start, [(i, k) for _, i, k in b]) for start, b in simulate(cfg, workload, n, shape_class)]
@@ -120,7 +120,7 @@ class BatchedArmServer(DeviceServer):
     ``recover``, ``info``, ``chunk_s``, ``estimate_s``).
     """
 
-    def __init__(self, arm: str, ckpt: str, cfg: SessionsConfig):
+    def __init__(self, arm: str, ckpt: str, cfg):
         from ..adapters.token2wav import load_checkpoint, make_prompt
         from ..adapters.token2wav.batched import BatchedToken2wav
         from ..adapters.token2wav.runtime import runtime_envelope
@@ -208,7 +208,7 @@ class BatchedArmServer(DeviceServer):
             pcm, service = self._call([ss[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
                                                                      for i, k in members],
                                       batch_seed(cfg, workload, n, len(served)), eager=False)
-            served.append((service, [(_digest(b), _digest(ss[i].last_mel.detach().float().cpu().numpy().tobytes()),
+            served.append((service, [(digest(b), digest(ss[i].last_mel.detach().float().cpu().numpy().tobytes()),
                                       len(b) / 2 / SAMPLE_RATE) for (i, _), b in zip(members, pcm)]))
             return service
 
@@ -238,8 +238,8 @@ class BatchedArmServer(DeviceServer):
                 if (row["session"], row["chunk"]) != (i, k):  # the reference replays the same plan, in order
                     raise RuntimeError(f"exactness reference out of step: row {r} is session {row['session']} "
                                        f"chunk {row['chunk']}, the plan says session {i} chunk {k}")
-                row["gate_sha_i16"] = _digest(b)
-                row["gate_sha_mel"] = _digest(ref[i].last_mel.detach().float().cpu().numpy().tobytes())
+                row["gate_sha_i16"] = digest(b)
+                row["gate_sha_mel"] = digest(ref[i].last_mel.detach().float().cpu().numpy().tobytes())
                 r += 1
         ref.clear()
         return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,

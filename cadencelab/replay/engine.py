@@ -196,6 +196,10 @@ class ExactShapeReplay:
     max_classes:   cap on captured classes (the affordability budget; default the contract's
                    ``CLASS_BUDGET``, which the declaration's verdict counts admitted classes against).
     max_invalidations: after this many pointer drifts a class stays eager.
+    eager_guard:   optional zero-argument callable returning a context manager entered around every
+                   call that executes ``fn`` eagerly (probe, capture, fallback, the eager backend's
+                   admitted calls); a pure replay does not enter it. Lanes use it to run eager work
+                   exclusively and with their own generator state (:mod:`cadencelab.adapters.token2wav.lanes`).
     """
 
     def __init__(
@@ -214,6 +218,7 @@ class ExactShapeReplay:
         max_classes: int = CLASS_BUDGET,
         max_invalidations: int = 3,
         strict: bool = False,
+        eager_guard: Callable[[], Any] | None = None,
     ):
         self._auto = backend == "auto"
         if backend == "auto":
@@ -237,6 +242,7 @@ class ExactShapeReplay:
         self.max_classes = max_classes
         self.max_invalidations = max_invalidations
         self.strict = strict
+        self.eager_guard = eager_guard
         self.classes: dict[tuple, ClassState] = {}
         self.unclassed = Counter()
         self.events: list[dict] = []
@@ -302,7 +308,11 @@ class ExactShapeReplay:
         else:
             cls.eager += 1
             cls.misses[reason] += 1
-        return self.fn(*args, **kwargs)
+        with self._guarded():
+            return self.fn(*args, **kwargs)
+
+    def _guarded(self):
+        return self.eager_guard() if self.eager_guard is not None else contextlib.nullcontext()
 
     def _nearest(self, key: tuple) -> str:
         best, score = None, -1
@@ -358,7 +368,8 @@ class ExactShapeReplay:
             return self._replay(cls, leaves)
         if cls.status in (REJECTED, FAILED):
             return self._eager(cls, cls.reason, args, kwargs)
-        return self._probe_and_capture(cls, args, kwargs, structure, leaves, aliased)
+        with self._guarded():
+            return self._probe_and_capture(cls, args, kwargs, structure, leaves, aliased)
 
     def _check_devices(self, cls: ClassState, leaves) -> None:
         """A CUDA graph replays device work only: host tensors among the arguments or regions would be
@@ -395,7 +406,8 @@ class ExactShapeReplay:
         if self.backend == "eager":
             cls.replays += 1
             args, kwargs = unflatten(cls.key[0], leaves)
-            return self.fn(*args, **kwargs)
+            with self._guarded():
+                return self.fn(*args, **kwargs)
         for st, v in zip(cls.statics, leaves):
             if st is not None:
                 st.copy_(v)

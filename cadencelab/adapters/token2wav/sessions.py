@@ -168,8 +168,12 @@ class _CarrySwap:
     def __init__(self, rt):
         self.rt = rt
         dec = rt.flow.decoder
-        self.carries = {c.name: c for c in rt.carries()}
         self.fixed = {"estimator_cnn_cache": lambda: dec.cnn_cache_buffer, "spk": lambda: rt.spk}
+
+    @property
+    def carries(self) -> dict:
+        """The runtime's carries now (a carry replaced after construction is the one swapped)."""
+        return {c.name: c for c in self.rt.carries()}
 
     def allocate(self) -> dict:
         out = {}
@@ -278,6 +282,10 @@ class SessionManager:
     runtime: a :class:`~.runtime.Token2wavRuntime` of any arm; the manager owns it from now on
         (stream through the manager only).
     time_swaps: record each swap's duration (CUDA events, read after the chunk; host wall on CPU).
+    generator: a CUDA generator whose state object the runtime's graphs registered at capture (a
+        lane's, :mod:`.lanes`): a session's device state is loaded into it before its chunk and read
+        back after, instead of into the device's default generator (the host generator is not
+        touched: the lane's eager guard serves host draws).
 
     ``open(sid, prompt, seed)`` primes a new session (as a solo run does after
     ``torch.manual_seed(seed)``); ``fork(template, sid, seed)`` starts a session from a primed
@@ -285,8 +293,11 @@ class SessionManager:
     priming again); ``stream(session, tokens, last_chunk)`` synthesises one chunk of that session.
     """
 
-    def __init__(self, runtime, time_swaps: bool = True):
+    def __init__(self, runtime, time_swaps: bool = True, generator: torch.Generator | None = None):
+        if generator is not None and runtime.device.type != "cuda":
+            raise ValueError("SessionManager: a lane generator is a CUDA generator; on a CPU the default generators serve")
         self.rt = runtime
+        self.generator = generator
         self.device = runtime.device
         self.swap = _CarrySwap(runtime) if runtime.spec.state_rule else _StockSwap(runtime)
         self.time_swaps = time_swaps
@@ -326,6 +337,12 @@ class SessionManager:
         self.sessions[sid] = s
         return s
 
+    def detach(self, session: Session) -> None:
+        """Park ``session`` if it holds the bindings and forget it (a lane pool keeps its sessions itself)."""
+        if self.resident is session:
+            self.park()
+        self.sessions.pop(session.sid, None)
+
     def close(self, session: Session) -> None:
         """Drop a session's snapshot (its memory returns to the allocator)."""
         if self.resident is session:
@@ -351,9 +368,14 @@ class SessionManager:
         if session.closed:
             raise ValueError(f"session {session.sid} is closed")
         self._activate(session)
-        session.rng.restore()
-        out = self.rt.stream(tokens, last_chunk=last_chunk, return_waveform=return_waveform, events=events)
-        session.rng = RngState.take(self.device)
+        if self.generator is None:
+            session.rng.restore()
+            out = self.rt.stream(tokens, last_chunk=last_chunk, return_waveform=return_waveform, events=events)
+            session.rng = RngState.take(self.device)
+        else:  # a lane: the session's device draws go through the lane's own generator
+            self.generator.set_state(session.rng.device)
+            out = self.rt.stream(tokens, last_chunk=last_chunk, return_waveform=return_waveform, events=events)
+            session.rng.device = self.generator.get_state()
         session.chunks += 1
         session.last_mel, session.last_speech = self.rt.last_mel, self.rt.last_speech
         return out

@@ -1,0 +1,149 @@
+"""Arm ``SRl`` of the ``sessions`` study: sessions served by a :class:`~cadencelab.adapters.token2wav.lanes.LanePool`.
+
+``cfg.lanes`` SRc graph sets over one set of weights, each on its own CUDA stream, fed by one
+thread per lane (:class:`~cadencelab.adapters.token2wav.lanes.LaneExecutor`). Why threads: a
+lane's chunk is a few replayed graphs with eager glue between them and ends by waiting for its
+waveform on the host; one thread per lane lets a lane wait while the others launch (graph
+launches release the interpreter lock), with no launcher loop to write.
+
+Unlike the one-at-a-time arms, whose per-chunk service times are laid on a virtual clock, lanes
+overlap on the device, so a run is served in **real time**: the dispatcher submits each chunk at
+its arrival (``t0 + arrival``), lanes serve their queues, and a chunk's latency is its wall-clock
+completion minus its arrival. Each row also records the lane, the time the chunk waited in the
+lane's queue (``queue_ms``), its service time and the lane thread's CPU time (``host_ms``: the
+host's share of the second).
+
+Warm-up: every lane streams two interleaved sessions over every chunk position a run reaches,
+one lane at a time (each lane captures its own graphs, registering its own generator), then all
+lanes stream together once; that concurrent pass's wall time per chunk is the budget's estimate.
+Exactness: every chunk is compared with the session run alone through B0 (the B0 process's solo
+references), the same gate as SRc.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, horizon, max_chunks, prompt_seed, schedule,
+                              session_chunk, session_seed)
+
+ARM = "SRl"
+
+
+class LaneArmServer(DeviceServer):
+    """The lane pool, its prompt templates and the real-time runs."""
+
+    def __init__(self, arm: str, ckpt: str, cfg):
+        from ..adapters.token2wav import load_checkpoint, make_prompt
+        from ..adapters.token2wav.lanes import LanePool
+        from ..adapters.token2wav.runtime import runtime_envelope
+        from ..adapters.token2wav.sessions import declared_state_bytes
+
+        self._set_up_device(arm, cfg)
+        dev = self.device
+        t0 = time.perf_counter()
+        flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
+                                           envelope=runtime_envelope("SRc", cfg.n_timesteps))
+        self.vocab = mcfg.vocab_size
+        self.pool = LanePool(flow, hift, dev, cfg.lanes, "SRc", n_timesteps=cfg.n_timesteps, cfg=mcfg,
+                             backend="cuda" if self.cuda else "eager")
+        self.declared = declared_state_bytes(self.pool.lanes[0].runtime.decl)
+        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), dev) for p in range(cfg.prompts)]
+        self.templates = [self.pool.open(-1 - p, pr, 0) for p, pr in enumerate(self.prompts)]
+        self.setup_s = time.perf_counter() - t0
+        self.chunk_s = self._warm_up()
+        self.captures_after_warmup = self.pool.captures()
+        self.exclusive_after_warmup = self.pool.lock.exclusive_entries
+        self.template_bytes = sum(t.state_bytes() for t in self.templates)
+
+    def _template(self, i: int):
+        return self.templates[i % len(self.templates)]
+
+    def _warm_up(self) -> float:
+        from ..adapters.token2wav.lanes import LaneExecutor
+
+        pool, cfg = self.pool, self.cfg
+        k_max = max_chunks(cfg)
+        for ln in pool.lanes:  # one lane at a time: its captures
+            ss = [pool.fork(self._template(i), -100 - 2 * ln.index - i, 7 + i) for i in range(2)]
+            for k in range(k_max):
+                for i, s in enumerate(ss):
+                    pool.stream(s, session_chunk(cfg, 10_000 + i, k, self.vocab), lane=ln.index)
+            for s in ss:
+                pool.close(s)
+        n = len(pool.lanes)  # every lane at once: the steady time per chunk
+        ss = [pool.fork(self._template(i), -1000 - i, 7 + i) for i in range(n)]
+        per_chunk = []
+        with LaneExecutor(pool) as ex:
+            for k in range(k_max):
+                t0 = time.perf_counter()
+                futs = [ex.submit(s, session_chunk(cfg, 10_000 + i, k, self.vocab)) for i, s in enumerate(ss)]
+                for f in futs:
+                    f.result()
+                per_chunk.append((time.perf_counter() - t0) / n)
+        for s in ss:
+            pool.close(s)
+        return float(np.median(per_chunk))
+
+    def estimate_s(self, workload: str, n: int) -> float:
+        """Seconds a run takes: the schedule's horizon plus the chunks at the concurrent warm-up rate."""
+        return horizon(self.cfg, workload) + self.chunk_s * len(schedule(self.cfg, workload, n))
+
+    def _drop_sessions(self) -> None:
+        pool = self.pool
+        for s in [s for s in pool.sessions.values() if s.sid >= 0]:
+            pool.close(s)
+
+    def run(self, workload: str, n: int) -> dict:
+        """Serve ``n`` sessions in real time: each chunk submitted at its arrival, lanes serving at once."""
+        from ..adapters.token2wav.lanes import LaneExecutor
+
+        torch, pool, cfg = self.torch, self.pool, self.cfg
+        self._fresh()
+        sessions = [pool.fork(self._template(i), i, session_seed(cfg, i)) for i in range(n)]
+        items = sorted(schedule(cfg, workload, n), key=lambda x: (arrival(cfg, x[0], x[1], n), x[1]))
+        tokens = {(i, k): session_chunk(cfg, i, k, self.vocab) for _, i, k in items}
+        submitted = []
+        self._sync()
+        with LaneExecutor(pool) as ex:
+            t0 = time.perf_counter()
+            for t, i, k in items:
+                at = arrival(cfg, t, i, n)
+                wait = t0 + at - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                submitted.append((at, i, k, ex.submit(sessions[i], tokens[i, k])))
+            results = [(at, i, k, f.result()) for at, i, k, f in submitted]
+        rows = []
+        for at, i, k, r in results:
+            done = r.finished - t0
+            rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=at,
+                             start_s=r.started - t0, completion_s=done, latency_ms=(done - at) * 1e3,
+                             service_ms=(r.finished - r.started) * 1e3, queue_ms=(r.started - r.queued) * 1e3,
+                             host_ms=r.host_s * 1e3, lane=r.lane, audio_s=len(r.output) / 2 / SAMPLE_RATE,
+                             swap_bytes=r.swap_bytes, swap_ms=0.0,
+                             sha_i16=digest(r.output), sha_mel=digest(r.mel)))
+        peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
+        state = pool.state_bytes()
+        out = dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
+                   state_bytes_per_session=max((state[i] for i in range(n)), default=0),
+                   captures=pool.captures(), invalidations=pool.invalidations(),
+                   lanes_used=len({r["lane"] for r in rows}),
+                   exclusive_sections=pool.lock.exclusive_entries - self.exclusive_after_warmup)
+        for s in sessions:
+            pool.close(s)
+        return out
+
+    def info(self) -> dict:
+        pool = self.pool
+        return dict(arm=self.arm, setup_s=self.setup_s, chunk_s_warmup=self.chunk_s, lanes=len(pool.lanes),
+                    lane_bytes=[ln.state_bytes for ln in pool.lanes], weight_bytes=pool.weight_bytes,
+                    template_bytes=self.template_bytes, declared_state_bytes=self.declared,
+                    captures_after_warmup=self.captures_after_warmup, captures_end=pool.captures(),
+                    invalidations_end=pool.invalidations(),
+                    exclusive_sections_after_warmup=pool.lock.exclusive_entries - self.exclusive_after_warmup,
+                    determinism=self.determinism, summaries={f"lane{ln.index}": ln.runtime.summaries()
+                                                             for ln in pool.lanes},
+                    device=str(self.device))
