@@ -51,7 +51,7 @@ def _pool(cfg, lanes: int) -> LanePool:
 
 
 def _sessions(pool, prompts):
-    templates = [pool.open(-1 - p, pr, 0) for p, pr in enumerate(prompts)]
+    templates = [pool.sessions.get(-1 - p) or pool.open(-1 - p, pr, 0) for p, pr in enumerate(prompts)]
     return [pool.fork(templates[i % len(prompts)], i, seed) for i, seed in enumerate(SEEDS)]
 
 
@@ -73,7 +73,7 @@ def test_lanes_exact_beside_different_neighbours(cfg):
     ref = _solo_b0(cfg, prompts)
     pool = _pool(cfg, 2)
     _warm(pool, prompts)
-    captures, exclusive = pool.captures(), pool.lock.exclusive_entries
+    captures, eager = pool.captures(), pool.eager_sections
     default_state = torch.cuda.get_rng_state()
     got_a, got_b = {}, {}
     for pairs, got in (((0, 1), got_a), ((0, 2), got_b)):  # session 0 beside session 1, then beside session 2
@@ -91,7 +91,7 @@ def test_lanes_exact_beside_different_neighbours(cfg):
         assert got == {key: ref[key] for key in got}
     assert got_a[0, CHUNKS - 1] == got_b[0, CHUNKS - 1]
     assert pool.captures() == captures, "serving re-captured a graph"
-    assert pool.lock.exclusive_entries == exclusive, "steady serving ran eager work"
+    assert pool.eager_sections == eager, "steady serving ran eager work"
     assert pool.invalidations() == 0
     c = pool.counters()
     voc = c[c["engine"] == "vocoder_core"]

@@ -165,6 +165,10 @@ def serve_arm(arm: str, ckpt: str, cfg: SessionsConfig, deadline: float, rows_pa
     else:
         server = ArmServer(arm, ckpt, cfg)
     progress(f"{arm}: ready in {server.setup_s:.1f} s, warm-up chunk {server.chunk_s * 1e3:.0f} ms")
+    if hasattr(server, "record_trace"):
+        written = server.record_trace(Path(rows_path).parent / f"trace_{arm}_lanes.json")
+        if written:
+            progress(f"{arm}: trace of one concurrent round in {written}")
     fh = open(rows_path, "a")
 
     def emit(obj):
@@ -378,7 +382,7 @@ def capacity_frame(cfg: SessionsConfig, entries: dict, sessions: pd.DataFrame, c
                 underruns_per_session_min=float(late / session_min) if ran else float("nan"),
                 lanes_used=e.get("lanes_used"),
                 host_share=(float(c["host_ms"].sum() / (span * 1e3)) if ran and c["host_ms"].notna().any() else None),
-                exclusive_sections=e.get("exclusive_sections"),
+                eager_sections=e.get("eager_sections"),
                 mean_batch_size=float(c["batch_size"].mean()) if ran and c["batch_size"].notna().any() else None,
             ))
     return pd.DataFrame(rows)
@@ -471,7 +475,7 @@ def summarise(cfg: SessionsConfig, cap: pd.DataFrame, chunks: pd.DataFrame, info
         info = infos.get("SRl", {})
         s["lanes"] = info.get("lanes")
         s["lane_bytes"] = info.get("lane_bytes")
-        s["exclusive_sections_after_warmup_SRl"] = info.get("exclusive_sections_after_warmup")
+        s["eager_sections_after_warmup_SRl"] = info.get("eager_sections_after_warmup")
     s["recaptures_after_warmup"] = {a: (i["captures_end"] - i["captures_after_warmup"]) for a, i in infos.items()}
     s["invalidations"] = {a: i["invalidations_end"] for a, i in infos.items()}
     return s

@@ -55,7 +55,7 @@ class LaneArmServer(DeviceServer):
         self.setup_s = time.perf_counter() - t0
         self.chunk_s = self._warm_up()
         self.captures_after_warmup = self.pool.captures()
-        self.exclusive_after_warmup = self.pool.lock.exclusive_entries
+        self.eager_after_warmup = self.pool.eager_sections
         self.template_bytes = sum(t.state_bytes() for t in self.templates)
 
     def _template(self, i: int):
@@ -86,6 +86,40 @@ class LaneArmServer(DeviceServer):
         for s in ss:
             pool.close(s)
         return float(np.median(per_chunk))
+
+    def record_trace(self, path, lanes: int = 2) -> str | None:
+        """A Chrome trace (gzipped) of one steady round of ``lanes`` sessions on ``lanes`` lanes at once:
+        the lanes' kernels overlapping on their streams. CUDA only; returns the file written."""
+        import gzip
+        import os
+        import shutil
+
+        from ..adapters.token2wav.lanes import LaneExecutor
+        from ..profile.capture import profiled
+
+        if not self.cuda:
+            return None
+        pool, cfg = self.pool, self.cfg
+        lanes = min(lanes, len(pool.lanes))
+        ss = [pool.fork(self._template(i), -2000 - i, 11 + i) for i in range(lanes)]
+        k_max = max_chunks(cfg)
+        with LaneExecutor(pool) as ex:
+            for k in range(k_max + 1):
+                toks = [session_chunk(cfg, 20_000 + i, k, self.vocab) for i in range(lanes)]
+                if k < k_max:
+                    for f in [ex.submit(s, t) for s, t in zip(ss, toks)]:
+                        f.result()
+                    continue
+                with profiled(self.device, trace_path=str(path), window="lanes_round"):
+                    with self.torch.profiler.record_function("lanes_round"):
+                        for f in [ex.submit(s, t) for s, t in zip(ss, toks)]:
+                            f.result()
+        for s in ss:
+            pool.close(s)
+        with open(path, "rb") as src, gzip.open(f"{path}.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.remove(path)
+        return f"{path}.gz"
 
     def estimate_s(self, workload: str, n: int) -> float:
         """Seconds a run takes: the schedule's horizon plus the chunks at the concurrent warm-up rate."""
@@ -131,7 +165,7 @@ class LaneArmServer(DeviceServer):
                    state_bytes_per_session=max((state[i] for i in range(n)), default=0),
                    captures=pool.captures(), invalidations=pool.invalidations(),
                    lanes_used=len({r["lane"] for r in rows}),
-                   exclusive_sections=pool.lock.exclusive_entries - self.exclusive_after_warmup)
+                   eager_sections=pool.eager_sections - self.eager_after_warmup)
         for s in sessions:
             pool.close(s)
         return out
@@ -143,7 +177,7 @@ class LaneArmServer(DeviceServer):
                     template_bytes=self.template_bytes, declared_state_bytes=self.declared,
                     captures_after_warmup=self.captures_after_warmup, captures_end=pool.captures(),
                     invalidations_end=pool.invalidations(),
-                    exclusive_sections_after_warmup=pool.lock.exclusive_entries - self.exclusive_after_warmup,
+                    eager_sections_after_warmup=pool.eager_sections - self.eager_after_warmup,
                     determinism=self.determinism, summaries={f"lane{ln.index}": ln.runtime.summaries()
                                                              for ln in pool.lanes},
                     device=str(self.device))

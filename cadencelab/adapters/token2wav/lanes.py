@@ -184,6 +184,7 @@ class LanePool:
         self._loads = [0] * lanes
         self._parked: dict[int, object] = {}  # sid -> CUDA event recorded after its snapshot was written
         self._tls = threading.local()
+        self.eager_sections = 0  # exclusive sections entered by the engines' eager work while lanes served
         self.weight_bytes = sum(p.numel() * p.element_size() for m in (flow, hift) for p in m.parameters())
         self.lanes: list[Lane] = []
         for i in range(lanes):
@@ -229,6 +230,7 @@ class LanePool:
             yield  # already exclusive (warm-up, priming, a CPU pool), or called outside a lane
             return
         with self.lock.exclusive(held_shared=True), self._defaults(lane, lane.current):
+            self.eager_sections += 1
             self._tls.exclusive = True
             try:
                 yield
