@@ -95,7 +95,8 @@ class SessionsConfig:
     processes: bool = True  # one spawned process per arm; False runs inline (CPU smoke, tests)
     time_budget_s: float = 225.0
     batch_sizes: tuple = (1, 2, 4, 8)  # SRb: declared session counts of a batched call
-    lanes: int = 8  # SRl: graph sets replaying concurrently, one CUDA stream each
+    lanes: int = 16  # SRl: graph sets replaying concurrently, one CUDA stream each (16 held 28 speak_heavy
+    # sessions on the H200 where 8 held 24, 2026-12-01)
     stagger: bool = False  # spread arrivals over each second: session i of N at t + i / N (else all at t)
     out: str = "out/sessions"
 
@@ -303,7 +304,7 @@ def chunk_frame(entries: dict) -> pd.DataFrame:
     """
     rows = [r for es in entries.values() for e in es if e.get("kind") == "run" for r in e["rows"]]
     cols = ["arm", "workload", "sessions", "session", "chunk", "arrival_s", "start_s", "completion_s", "latency_ms",
-            "service_ms", "queue_ms", "host_ms", "lane", "audio_s", "swap_bytes", "swap_ms", "batch", "batch_size",
+            "service_ms", "queue_ms", "launch_ms", "host_ms", "lane", "audio_s", "swap_bytes", "swap_ms", "batch", "batch_size",
             "sha_i16", "sha_mel", "gate_sha_i16", "gate_sha_mel"]
     df = pd.DataFrame(rows, columns=cols)
     refs = pd.DataFrame([e for es in entries.values() for e in es if e.get("kind") == "reference"],
@@ -382,6 +383,9 @@ def capacity_frame(cfg: SessionsConfig, entries: dict, sessions: pd.DataFrame, c
                 underruns_per_session_min=float(late / session_min) if ran else float("nan"),
                 lanes_used=e.get("lanes_used"),
                 host_share=(float(c["host_ms"].sum() / (span * 1e3)) if ran and c["host_ms"].notna().any() else None),
+                launch_share=(float(c["launch_ms"].sum() / (span * 1e3)) if ran and c["launch_ms"].notna().any()
+                              else None),
+                launch_ms_median=(float(c["launch_ms"].median()) if ran and c["launch_ms"].notna().any() else None),
                 eager_sections=e.get("eager_sections"),
                 mean_batch_size=float(c["batch_size"].mean()) if ran and c["batch_size"].notna().any() else None,
             ))

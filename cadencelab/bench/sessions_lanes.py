@@ -10,8 +10,10 @@ Unlike the one-at-a-time arms, whose per-chunk service times are laid on a virtu
 overlap on the device, so a run is served in **real time**: the dispatcher submits each chunk at
 its arrival (``t0 + arrival``), lanes serve their queues, and a chunk's latency is its wall-clock
 completion minus its arrival. Each row also records the lane, the time the chunk waited in the
-lane's queue (``queue_ms``), its service time and the lane thread's CPU time (``host_ms``: the
-host's share of the second).
+lane's queue (``queue_ms``), its service time, the time the lane thread took to enqueue all of the
+chunk's device work (``launch_ms``, CUDA: from the chunk's start to the moment it waits for its
+waveform; interpreter-lock waits included) and the thread's CPU time (``host_ms``, which includes
+spinning while it waits for the device).
 
 Warm-up: every lane streams two interleaved sessions over every chunk position a run reaches,
 one lane at a time (each lane captures its own graphs, registering its own generator), then all
@@ -156,7 +158,8 @@ class LaneArmServer(DeviceServer):
             rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=at,
                              start_s=r.started - t0, completion_s=done, latency_ms=(done - at) * 1e3,
                              service_ms=(r.finished - r.started) * 1e3, queue_ms=(r.started - r.queued) * 1e3,
-                             host_ms=r.host_s * 1e3, lane=r.lane, audio_s=len(r.output) / 2 / SAMPLE_RATE,
+                             host_ms=r.host_s * 1e3, lane=r.lane,
+                             launch_ms=(r.launched - r.started) * 1e3 if r.launched is not None else None, audio_s=len(r.output) / 2 / SAMPLE_RATE,
                              swap_bytes=r.swap_bytes, swap_ms=0.0,
                              sha_i16=digest(r.output), sha_mel=digest(r.mel)))
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None

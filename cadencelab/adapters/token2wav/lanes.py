@@ -154,6 +154,7 @@ class ChunkResult:
     finished: float
     host_s: float  # the lane thread's CPU time for the chunk
     swap_bytes: int = 0  # state copied out of and into the lane's bindings for this chunk
+    launched: float | None = None  # when the chunk's device work was all enqueued (then the thread waits; CUDA)
 
 
 class LanePool:
@@ -384,6 +385,7 @@ class LanePool:
                 if ev is not None:
                     torch.cuda.current_stream().wait_event(ev)
                 lane.current = s
+                lane.runtime.staging.waited_from = None
                 try:
                     out = lane.manager.stream(s, tokens, last_chunk=last_chunk, return_waveform=return_waveform)
                 finally:
@@ -393,7 +395,7 @@ class LanePool:
                 mel = s.last_mel.detach().float().cpu().numpy().tobytes()
                 lane.chunks += 1
                 return ChunkResult(lane.index, s.sid, out, mel, queued, started, time.perf_counter(),
-                                   time.thread_time() - cpu0, moved)
+                                   time.thread_time() - cpu0, moved, lane.runtime.staging.waited_from)
         finally:
             self._done(s, lane.index)
 

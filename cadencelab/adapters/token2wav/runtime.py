@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import types
 from dataclasses import dataclass
 from typing import Sequence
@@ -295,6 +296,7 @@ class HostStaging:
     def __init__(self, device: torch.device, max_tokens: int, max_samples: int):
         self.device = device
         self.cuda = device.type == "cuda"
+        self.waited_from: float | None = None
         if self.cuda:
             self.tokens_host = torch.empty(1, max_tokens, dtype=torch.int32, pin_memory=True)
             self.tokens_dev = torch.empty(1, max_tokens, dtype=torch.int32, device=device)
@@ -318,6 +320,7 @@ class HostStaging:
         host = self.pcm_host[: speech.numel()]
         host.copy_(speech.reshape(-1), non_blocking=True)
         self.done.record()
+        self.waited_from = time.perf_counter()  # the call's work is enqueued: from here the host waits
         self.done.synchronize()
         return host.numpy().reshape(speech.shape).copy()
 
