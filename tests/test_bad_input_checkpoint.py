@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from cadencelab.adapters.token2wav.vendor import TEACHING, CheckpointError, _yaml_dump, load_checkpoint
+from cadencelab.adapters.token2wav.checkpoint import CheckpointError, _yaml_dump, load_checkpoint
+from cadencelab.adapters.token2wav.configs import TEACHING
 
 BASE = _yaml_dump(TEACHING)
 

@@ -11,7 +11,8 @@ import torch
 
 from cadencelab import cli, widgets
 from cadencelab.adapters.token2wav.runtime import ARMS, chunk_frames, declaration_for, runtime_envelope
-from cadencelab.adapters.token2wav.vendor import TEACHING, demand_frames
+from cadencelab.adapters.token2wav.configs import TEACHING
+from cadencelab.adapters.token2wav.envelopes import demand_frames
 from cadencelab.bench.common import CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, chunk_pieces, turn_tokens
 from cadencelab.contract import T2W_CLOCKS, DeclarationError, PromptRetained, derive, token2wav_declaration
 

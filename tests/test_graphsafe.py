@@ -8,7 +8,9 @@ import zlib
 import pytest
 import torch
 
-from cadencelab.adapters.token2wav.vendor import TEACHING, CacheEnvelope, build_token2wav
+from cadencelab.adapters.token2wav.build import build_token2wav
+from cadencelab.adapters.token2wav.configs import TEACHING
+from cadencelab.adapters.token2wav.envelopes import CacheEnvelope
 from cadencelab.replay.graphsafe import GraphSafeISTFT
 
 SEED = 7

@@ -36,7 +36,7 @@ from cadencelab.adapters.token2wav import (
     size_cache_buffers,
     vendor_token2wav,
 )
-from cadencelab.adapters.token2wav import vendor as vendor_mod
+from cadencelab.adapters.token2wav import vendor_import as vendor_mod
 
 SEED = 7
 PROMPT_SEED = 11

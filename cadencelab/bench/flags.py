@@ -81,7 +81,7 @@ positive_float.__name__ = "float"
 
 def check_steps(flag: str, steps: int) -> int:
     """Solver steps the vendor solver can hold: 1 .. its fixed cache slots (the stock envelope)."""
-    from ..adapters.token2wav.vendor import STOCK_ENVELOPE
+    from ..adapters.token2wav.envelopes import STOCK_ENVELOPE
 
     if not 1 <= steps <= STOCK_ENVELOPE.n_slots:
         raise FlagError(flag, f"must be in 1..{STOCK_ENVELOPE.n_slots} (the solver's cache slots), got {steps}")

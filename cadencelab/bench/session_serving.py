@@ -37,7 +37,7 @@ def session_chunk(cfg, i: int, k: int, vocab: int | None = None) -> list[int]:
     from ..adapters.token2wav.stock import SILENCE_TOKEN
 
     if vocab is None:  # the declared model's speech-token vocabulary
-        from ..adapters.token2wav.vendor import REAL
+        from ..adapters.token2wav.configs import REAL
 
         vocab = REAL.vocab_size
     need = STRIDE_TOKENS * (k + 1) + LOOKAHEAD

@@ -125,7 +125,7 @@ def plan_turns(cfg: SoakConfig, vocab: int | None = None) -> list[Turn]:
     (the buffer starts with the lookahead's silence tokens).
     """
     if vocab is None:  # the declared model's speech-token vocabulary
-        from ..adapters.token2wav.vendor import REAL
+        from ..adapters.token2wav.configs import REAL
 
         vocab = REAL.vocab_size
     if cfg.chunks < 1 or cfg.turn_every < 1:

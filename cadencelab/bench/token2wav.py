@@ -75,7 +75,7 @@ def token_streams(cfg: StudyConfig, block: int, vocab: int | None = None, profil
     The profiled block is one turn of ``profile_chunks`` chunks and a flush (a short trace).
     """
     if vocab is None:  # the declared model's speech-token vocabulary
-        from ..adapters.token2wav.vendor import REAL
+        from ..adapters.token2wav.configs import REAL
 
         vocab = REAL.vocab_size
     rng = np.random.default_rng([cfg.seed, block])

@@ -48,7 +48,7 @@ from typing import Iterator
 import pandas as pd
 import torch
 
-from ..adapters.token2wav.vendor import REAL as _T2W_REAL
+from ..adapters.token2wav.configs import REAL as _T2W_REAL
 from ..contract import T2W_CLOCKS
 from .capture import Profile, profiled
 from .export import export_chrome_trace

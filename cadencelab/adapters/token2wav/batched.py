@@ -86,7 +86,8 @@ from ...replay import At, ExactShapeReplay, bind
 from .runtime import _cfg_of, declaration_for, make_constants_device_resident, VocoderSplit
 from ...contract import T2W_CLOCKS, Token2wavClocks
 from .stock import crossfade
-from .vendor import PromptState, Token2wavConfig
+from .configs import Token2wavConfig
+from .prompts import PromptState
 
 __all__ = ["DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
            "compare_to_solo"]

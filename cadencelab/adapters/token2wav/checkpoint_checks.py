@@ -47,7 +47,7 @@ _FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {  # (low, high, low is ex
 
 
 def _error(path: Path, what: str) -> Exception:
-    from .vendor import CheckpointError
+    from .checkpoint import CheckpointError
 
     return CheckpointError(f"{path}: {what}")
 

@@ -43,7 +43,9 @@ from ...replay import At, ExactShapeReplay, GraphSafeISTFT, bind, no_collection
 from ...replay.determinism import pin_determinism
 from ...state import Carry
 from .stock import crossfade
-from .vendor import PromptState, Token2wavConfig, demand_envelope
+from .configs import Token2wavConfig
+from .envelopes import demand_envelope
+from .prompts import PromptState
 
 __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
            "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "HostStaging", "Token2wavRuntime",
@@ -663,7 +665,7 @@ def runtime_envelope(arm, n_timesteps: int | None = None, clocks: Token2wavClock
     if spec.state_rule:
         c = clocks.with_(n_steps=n_timesteps)
         return demand_envelope(c.n_steps, c.demand_frames)
-    from .vendor import STOCK_ENVELOPE
+    from .envelopes import STOCK_ENVELOPE
 
     return STOCK_ENVELOPE
 
@@ -672,7 +674,8 @@ def build_runtime(cfg: Token2wavConfig, arm, seed: int, device="cpu", clocks: To
                   backend: str = "auto", n_timesteps: int | None = None) -> tuple[Token2wavRuntime, PromptState]:
     """One arm ready to stream, from ``clocks``: seeded modules at the arm's envelope, the runtime and the
     seeded prompt of ``clocks.prompt_frames`` frames (``set_stream_cache(prompt)`` starts a turn)."""
-    from .vendor import build_token2wav, make_prompt
+    from .build import build_token2wav
+    from .prompts import make_prompt
 
     c = clocks.with_(n_steps=n_timesteps)
     device = torch.device(device)
@@ -683,7 +686,7 @@ def build_runtime(cfg: Token2wavConfig, arm, seed: int, device="cpu", clocks: To
 
 def _cfg_of(flow) -> Token2wavConfig:
     """Recover a config's clock-relevant sizes from built modules (for declarations)."""
-    from .vendor import DiTConfig, EncoderConfig
+    from .configs import DiTConfig, EncoderConfig
 
     dit, enc = flow.decoder.estimator, flow.encoder
     if isinstance(dit, _ReplayedForwardChunk):

@@ -61,7 +61,7 @@ from typing import Sequence
 
 import torch
 
-from .vendor import PromptState
+from .prompts import PromptState
 
 __all__ = ["RngState", "Session", "SessionManager", "declared_state_bytes", "STATE_REGIONS"]
 

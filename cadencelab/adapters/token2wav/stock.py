@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from ...contract.examples import T2W_CLOCKS
-from .vendor import PromptState, load_vendor_token2wav_module
+from .prompts import PromptState
+from .vendor_import import load_vendor_token2wav_module
 
 __all__ = ["SILENCE_TOKEN", "StockToken2wav", "crossfade", "vendor_token2wav"]
 
