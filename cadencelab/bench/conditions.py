@@ -25,24 +25,30 @@ from pathlib import Path
 import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT, split_arm
-from .common import default_out, write_json
-from .flags import MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, int_range
+from . import options
+from .common import write_json
+from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, check_names, config_from_args, failed_line,
+                    int_range, opt, positive_float)
 from .token2wav import StudyConfig, run_study
 
 
 @dataclass
 class ConditionsConfig:
-    config: str = "real"
-    device: str = "cuda"
-    conditions: tuple = tuple(CONDITIONS)
-    arms: tuple = ("B0", "B0_repeat", "SRc", "vendor_graph_50")
-    blocks: int = 2  # timed blocks (plus one warm-up block)
-    chunks_per_turn: int = 3
-    n_timesteps: int = 10
-    seed: int = 0
-    processes: bool = True
-    block_timeout_s: float = 240.0
-    out: str = "out/conditions"
+    config: str = options.model_config()
+    device: str = options.device()
+    conditions: tuple = opt(tuple(CONDITIONS), parse=lambda flag, text: parse_conditions(flag, text),
+                            help=f"comma-separated device conditions (must include the exact one, {EXACT})")
+    arms: tuple = opt(("B0", "B0_repeat", "SRc", "vendor_graph_50"), parse=lambda flag, text: parse_arms(flag, text),
+                      help="comma-separated arms run under every condition (must include B0)")
+    blocks: int = opt(2, help="timed blocks (plus one warm-up block)", type=int_range(1, MAX_BLOCKS))
+    chunks_per_turn: int = opt(3, flag="--chunks", help="stream calls per turn (two turns per block)",
+                               type=int_range(1, MAX_CHUNKS))
+    n_timesteps: int = options.steps()
+    seed: int = options.seed()
+    processes: bool = options.processes("a fresh process per arm (off: the arms run in this process, a CPU smoke)")
+    block_timeout_s: float = opt(240.0, flag="--block-timeout", type=positive_float,
+                                 help="seconds an arm may take for one block")
+    out: str = options.out("conditions")
 
     def arm_names(self) -> tuple:
         """Every (arm, condition) pair as a factorial arm: the exact condition's arms keep their plain
@@ -131,25 +137,26 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _cli(args) -> int:
-    from ..adapters.token2wav.runtime import ARMS
-    from .flags import FlagError, check_device, check_names, check_out_dir, check_steps, failed_line
+def parse_conditions(flag: str, text: str) -> tuple:
+    """``--conditions``: names of ``CONDITIONS``, none twice, the exact one among them."""
+    conditions = check_names(flag, text, CONDITIONS)
+    if EXACT not in conditions:
+        raise FlagError(flag, f"must include the exact condition {EXACT}: ratios are paired with its B0")
+    return conditions
 
-    check_device("--device", args.device)
-    check_steps("--steps", args.steps)
-    check_out_dir("--out", args.out)
-    conditions = check_names("--conditions", args.conditions, CONDITIONS) if args.conditions else None
-    arms = check_names("--arms", args.arms, ARMS) if args.arms else None
-    if conditions and EXACT not in conditions:
-        raise FlagError("--conditions", f"must include the exact condition {EXACT}: ratios are paired with its B0")
-    if arms and "B0" not in arms:
-        raise FlagError("--arms", "must include B0: each condition's arms are gated on its B0")
-    cfg = ConditionsConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
-                           n_timesteps=args.steps, seed=args.seed, processes=not args.inline, out=args.out)
-    if conditions:
-        cfg.conditions = conditions
-    if arms:
-        cfg.arms = arms
+
+def parse_arms(flag: str, text: str) -> tuple:
+    """``--arms``: names of ``ARMS``, none twice, B0 among them."""
+    from ..adapters.token2wav.runtime import ARMS
+
+    arms = check_names(flag, text, ARMS)
+    if "B0" not in arms:
+        raise FlagError(flag, "must include B0: each condition's arms are gated on its B0")
+    return arms
+
+
+def _cli(args) -> int:
+    cfg = config_from_args(ConditionsConfig, args)
     res = run_conditions(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     failed = sorted(a for a, r in res["arms"].items() if "failed" in r)
@@ -161,17 +168,5 @@ def _cli(args) -> int:
 
 
 def add_parser(sub) -> None:
-    d = ConditionsConfig()
-    t = sub.add_parser("conditions", help="device conditions: what each kernel-selection pin costs B0 and buys in exactness")
-    t.add_argument("--config", choices=["real", "teaching"], default=d.config)
-    t.add_argument("--device", default=d.device)
-    t.add_argument("--conditions", default="", help=f"comma-separated (default: all: {','.join(CONDITIONS)})")
-    t.add_argument("--arms", default="", help=f"comma-separated (default: {','.join(d.arms)})")
-    t.add_argument("--blocks", type=int_range(1, MAX_BLOCKS), default=d.blocks, help="timed blocks (plus one warm-up block)")
-    t.add_argument("--chunks", type=int_range(1, MAX_CHUNKS), default=d.chunks_per_turn,
-                   help="stream calls per turn (two turns per block)")
-    t.add_argument("--steps", type=int, default=d.n_timesteps)
-    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=d.seed)
-    t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
-    t.add_argument("--out", default=default_out("conditions"))
-    t.set_defaults(fn=_cli)
+    add_study_parser(sub, "conditions", ConditionsConfig,
+                     "device conditions: what each kernel-selection pin costs B0 and buys in exactness", _cli)

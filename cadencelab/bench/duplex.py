@@ -33,9 +33,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..replay.determinism import CONDITIONS, EXACT
-from .common import default_out, run_provenance, write_json
-from .flags import MAX_CHUNKS, MAX_SEED, failed_line, int_range
+from ..profile.duplex import PRESETS
+from ..replay.determinism import CONDITIONS
+from . import options
+from .common import run_provenance, write_json
+from .flags import MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, names_in, opt
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -44,19 +46,29 @@ from .flags import MAX_CHUNKS, MAX_SEED, failed_line, int_range
 
 @dataclass
 class DuplexStudyConfig:
-    preset: str = "h200"  # "h200" or "tiny"
-    device: str = "cuda"
-    arms: tuple = ("B0", "SRc")
-    seconds: int = 3  # per arm, the first one a warm-up
-    seed: int = 0
-    profile: bool = True  # one profiled second per arm, its trimmed trace kept
-    condition: str = EXACT  # device condition (cadencelab.replay.determinism), as every study
-    backend: str = "auto"
-    input_tokens: int | None = None  # override the preset's per-second clocks
-    text_tokens: int | None = None
-    threads: int | None = None  # torch intra-op threads (None: torch's default)
-    trace_cpu_depth: int | None = None  # keep host ops up to this nesting depth in the kept traces (None: all)
-    out: str = "out/duplex"
+    preset: str = opt("h200", choices=tuple(PRESETS), help="duplex model sizes (cadencelab.profile.duplex.PRESETS)")
+    device: str = options.device()
+    arms: tuple = opt(("B0", "SRc"), parse=names_in(lambda: _arms()), help="comma-separated Token2wav arms")
+    seconds: int = opt(3, type=int_range(2, MAX_CHUNKS), help="duplex seconds per arm, the first a warm-up (>= 2)")
+    seed: int = options.seed()
+    profile: bool = opt(True, help="one profiled second per arm, its trimmed trace kept")
+    condition: str = options.condition()
+    backend: str = opt("auto", choices=("auto", "cuda", "eager"), help="replay backend of the Token2wav runtime")
+    input_tokens: int | None = opt(None, type=int_range(1),
+                                   help="backbone prefill tokens per second (default: the preset's)")
+    text_tokens: int | None = opt(None, type=int_range(1),
+                                  help="backbone decoded tokens per second (default: the preset's)")
+    threads: int | None = opt(None, type=int_range(1),
+                              help="torch intra-op threads (default: torch's; 1 for --device cpu --preset tiny)")
+    trace_cpu_depth: int | None = opt(None, type=int_range(0), help="keep host ops only up to this nesting depth in "
+                                      "the kept traces (smaller files; default: all)")
+    out: str = options.out("duplex")
+
+
+def _arms() -> tuple:
+    from ..adapters.token2wav.runtime import ARMS
+
+    return tuple(ARMS)
 
 
 def study_preset(cfg: DuplexStudyConfig):
@@ -258,26 +270,10 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _check_args(args) -> tuple:
-    """The flags no run can take, refused before anything is built; the arms asked for."""
-    from ..adapters.token2wav.runtime import ARMS
-    from .flags import check_device, check_names, check_out_dir
-
-    check_device("--device", args.device)
-    check_out_dir("--out", args.out)
-    return check_names("--arms", args.arms, ARMS)
-
-
 def _cli(args) -> int:
-    arms = _check_args(args)
-    threads = args.threads
-    if threads is None and args.device == "cpu" and args.preset == "tiny":
-        threads = 1  # tiny shapes gain nothing from intra-op threads and suffer when cores are shared
-    cfg = DuplexStudyConfig(preset=args.preset, device=args.device, arms=arms,
-                            seconds=args.seconds, seed=args.seed, profile=not args.no_profile,
-                            condition=args.condition, backend=args.backend, input_tokens=args.input_tokens,
-                            text_tokens=args.text_tokens, threads=threads, trace_cpu_depth=args.trace_cpu_depth,
-                            out=args.out)
+    cfg = config_from_args(DuplexStudyConfig, args)
+    if cfg.threads is None and cfg.device == "cpu" and cfg.preset == "tiny":
+        cfg.threads = 1  # tiny shapes gain nothing from intra-op threads and suffer when cores are shared
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     line = failed_line("bench duplex", res["failures"])
@@ -288,21 +284,5 @@ def _cli(args) -> int:
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("duplex", help="one full-duplex second (backbone, speech decoder, Token2wav) per arm")
-    t.add_argument("--preset", choices=["h200", "tiny"], default="h200")
-    t.add_argument("--device", default="cuda")
-    t.add_argument("--arms", default="B0,SRc", help="comma-separated Token2wav arms (default B0,SRc)")
-    t.add_argument("--seconds", type=int_range(2, MAX_CHUNKS), default=3, help="duplex seconds per arm, the first a warm-up (>= 2)")
-    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
-    t.add_argument("--input-tokens", type=int_range(1), default=None, help="backbone prefill tokens per second (preset: 25)")
-    t.add_argument("--text-tokens", type=int_range(1), default=None, help="backbone decoded tokens per second (preset: 10)")
-    t.add_argument("--backend", choices=["auto", "cuda", "eager"], default="auto", help="replay backend of the Token2wav runtime (auto, cuda, eager)")
-    t.add_argument("--threads", type=int_range(1), default=None,
-                   help="torch intra-op threads (default: torch's; 1 for --device cpu --preset tiny)")
-    t.add_argument("--no-profile", action="store_true", help="skip the profiled second and its trace")
-    t.add_argument("--trace-cpu-depth", type=int_range(0), default=None,
-                   help="keep host ops only up to this nesting depth in the kept traces (smaller files; default: all)")
-    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
-                   help=f"device condition (default: the exact condition, {EXACT})")
-    t.add_argument("--out", default=default_out("duplex"))
-    t.set_defaults(fn=_cli)
+    add_study_parser(sub, "duplex", DuplexStudyConfig,
+                     "one full-duplex second (backbone, speech decoder, Token2wav) per arm", _cli)

@@ -10,12 +10,13 @@ named once here and used by the CLI and every study.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 #: environment variable that turns the one-line error back into a traceback
 DEBUG_ENV = "CADENCELAB_DEBUG"
@@ -30,7 +31,8 @@ MAX_BLOCKS = 10_000
 
 __all__ = ["DEBUG_ENV", "MAX_SEED", "MAX_CHUNKS", "MAX_PROFILE_CHUNKS", "MAX_BLOCKS", "FlagError", "OneLineParser",
            "int_range", "positive_float", "check_device", "check_out_dir", "check_out_file", "check_names",
-           "check_steps", "failed_line", "run_main", "debug_requested"]
+           "check_steps", "failed_line", "run_main", "debug_requested", "Option", "opt", "names_in", "ints_in",
+           "check_devices", "option_flag", "add_study_parser", "config_from_args", "given"]
 
 
 class FlagError(ValueError):
@@ -209,3 +211,172 @@ def run_main(prog: str, fn: Callable[[list[str]], int], argv: list[str]) -> int:
         print(f"{prog}: error: {type(e).__name__}: {text}{at} (--debug or {DEBUG_ENV}=1 for the traceback)",
               file=sys.stderr)
         return 1
+
+
+# ---------------------------------------------------------------------------------------
+# study options: a config dataclass is the one place a study's defaults live
+# ---------------------------------------------------------------------------------------
+
+#: ``Option.on_cpu`` when a field keeps its default on every device
+NOT_SET = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """How one field of a study's config dataclass appears on the command line.
+
+    ``flag``: the flag (default ``--`` + the field name with dashes); ``type``: the argparse
+    ``type`` of a scalar (``int_range(...)``, ``positive_float``); ``choices``: the accepted words;
+    ``parse``: ``(flag, text) -> tuple`` for a tuple field given as a comma list (default: the
+    names, stripped); ``check``: ``(flag, value)``, raising :class:`FlagError`, run on the final value, given or
+    default, before anything is built; ``off``: a second switch that turns a bool field off
+    (``--inline`` for ``processes``); ``on_cpu``: the value a field takes when ``--device`` is a
+    CPU and the flag is not given.
+    """
+
+    help: str
+    flag: str | None = None
+    type: Callable[[str], Any] | None = None
+    choices: tuple | None = None
+    parse: Callable[[str, str], tuple] | None = None
+    check: Callable[[str, Any], Any] | None = None
+    off: str | None = None
+    on_cpu: Any = NOT_SET
+
+
+def opt(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, help: str,
+        **option: Any) -> Any:
+    """A config field that is also a command-line option: ``blocks: int = opt(8, help=..., type=...)``."""
+    if "choices" in option:
+        option["choices"] = tuple(option["choices"])
+    return dataclasses.field(default=default, default_factory=default_factory,
+                             metadata={"cli": Option(help=help, **option)})
+
+
+def names_in(known: Iterable[str] | Callable[[], Iterable[str]], allow_empty: bool = False):
+    """An ``Option.parse`` for comma-separated names, each one of ``known`` (a callable is asked
+    when a value is parsed, so a heavy import waits until the flag is used)."""
+
+    def parse(flag: str, text: str) -> tuple[str, ...]:
+        return check_names(flag, text, known() if callable(known) else known, allow_empty)
+
+    return parse
+
+
+def ints_in(lo: int, hi: int) -> Callable[[str, str], tuple[int, ...]]:
+    """An ``Option.parse`` for comma-separated integers, each in ``[lo, hi]``."""
+
+    def parse(flag: str, text: str) -> tuple[int, ...]:
+        try:
+            vals = tuple(int(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise FlagError(flag, f"expected comma-separated integers, got {text[:60]!r}") from None
+        if not vals or not all(lo <= v <= hi for v in vals):
+            raise FlagError(flag, f"expected integers in {lo}..{hi}, got {text[:60]!r}")
+        return vals
+
+    return parse
+
+
+def check_devices(flag: str, devices: Iterable[str]) -> None:
+    """An ``Option.check`` for a tuple of devices, each checked by :func:`check_device`."""
+    for d in devices:
+        check_device(flag, d)
+
+
+def _option(f: dataclasses.Field) -> Option | None:
+    return f.metadata.get("cli")
+
+
+def option_flag(f: dataclasses.Field) -> str:
+    """The flag of config field ``f``."""
+    o = _option(f)
+    return (o.flag if o and o.flag else None) or "--" + f.name.replace("_", "-")
+
+
+def _kind(f: dataclasses.Field) -> str:
+    """``bool``, ``tuple`` or ``scalar``, from the field's annotation (a string under postponed annotations)."""
+    name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    return "bool" if name == "bool" else "tuple" if name.startswith("tuple") else "scalar"
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or "none"
+    return str(value)
+
+
+def _help(f: dataclasses.Field) -> str:
+    o, d = _option(f), _default(f)
+    note = [] if d is None else [f"default: {_shown(d)}"]
+    if o.on_cpu is not NOT_SET:
+        note.append(f"on a CPU: {_shown(o.on_cpu)}")
+    return f"{o.help} ({'; '.join(note)})" if note else o.help
+
+
+def add_study_parser(sub, name: str, config: type, help: str, fn: Callable) -> argparse.ArgumentParser:
+    """The subparser of study ``name``, generated from its config dataclass: one option per field
+    made with :func:`opt` (bool fields become ``--x`` / ``--no-x``; tuple fields take comma lists;
+    the help shows the dataclass default). Options left out keep the default: every flag's value
+    is None in the namespace unless given (see :func:`config_from_args`)."""
+    t = sub.add_parser(name, help=help, description=help)
+    for f in dataclasses.fields(config):
+        o = _option(f)
+        if o is None:
+            continue
+        flag, kind = option_flag(f), _kind(f)
+        if kind == "bool":
+            t.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=_help(f))
+            if o.off:
+                t.add_argument(o.off, dest=f.name, action="store_false", default=None,
+                               help=f"the same as --no-{flag.removeprefix('--')}")
+        elif kind == "tuple":
+            t.add_argument(flag, dest=f.name, default=None, metavar="A,B,...", help=_help(f))
+        else:
+            t.add_argument(flag, dest=f.name, default=None, type=o.type, choices=o.choices, help=_help(f),
+                           metavar=None if o.choices else flag.removeprefix("--").replace("-", "_").upper())
+    t.set_defaults(fn=fn, study_config=config)
+    return t
+
+
+def given(args: argparse.Namespace, name: str) -> bool:
+    """Whether the option of config field ``name`` was typed on the command line."""
+    return getattr(args, name, None) is not None
+
+
+def config_from_args(config: type, args: argparse.Namespace, checks: bool = True, **fixed: Any):
+    """The study config the command line asks for: the dataclass defaults, the ``on_cpu`` values
+    on a CPU, the options given (tuple fields parsed from their comma lists) and ``fixed``; every
+    ``check`` then runs on its field's final value (``checks=False``: none, e.g. to read a command
+    meant for another machine). A bad value raises :class:`FlagError` naming the flag, before
+    anything is built."""
+    fields = [f for f in dataclasses.fields(config) if _option(f) is not None]
+    values: dict[str, Any] = {}
+    for f in fields:
+        v = getattr(args, f.name, None)
+        if v is None:
+            continue
+        o = _option(f)
+        if _kind(f) == "tuple" and isinstance(v, str):
+            v = o.parse(option_flag(f), v) if o.parse else tuple(n.strip() for n in v.split(",") if n.strip())
+        values[f.name] = v
+    values.update(fixed)
+    device = values.get("device", next((_default(f) for f in fields if f.name == "device"), ""))
+    if str(device).startswith("cpu"):
+        for f in fields:
+            if f.name not in values and _option(f).on_cpu is not NOT_SET:
+                values[f.name] = _option(f).on_cpu
+    for f in fields if checks else ():
+        if _option(f).check is not None:
+            _option(f).check(option_flag(f), values.get(f.name, _default(f)))
+    return config(**values)

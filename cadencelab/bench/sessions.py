@@ -63,10 +63,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..replay.determinism import CONDITIONS, EXACT
-from .common import (ArmProcess, built_checkpoint, default_out,
-                     json_default, write_json)
-from .flags import MAX_CHUNKS, MAX_SEED, failed_line, int_range, positive_float
+from . import options
+from .common import ArmProcess, built_checkpoint, json_default, write_json
+from .flags import (MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, ints_in, names_in, opt,
+                    positive_float)
 from .session_serving import (WORKLOADS, ArmServer, chunks_needed, guarded_run, holds_cadence, horizon, worst_p95)
 from .token2wav import provenance
 
@@ -78,27 +78,34 @@ SERVED_ARMS = ("SRb", "SRl")
 
 @dataclass
 class SessionsConfig:
-    config: str = "real"  # "real" or "teaching"
-    device: str = "cuda"
-    arms: tuple = ("SRc", "B0")  # B0 runs last: it also streams the solo references; "SRb": experimental batched
-    workloads: tuple = WORKLOADS
-    sessions: tuple = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-    speak_seconds: int = 3  # speak_heavy: chunks per session
-    mixed_seconds: int = 4
-    turn_seconds: int = 2  # mixed: length of a speaking / listening turn
-    prompts: int = 4  # distinct prompts, taken in turn by the sessions
-    cadence_s: float = 1.0
+    config: str = options.model_config()
+    device: str = options.device()
+    arms: tuple = opt(("SRc", "B0"), parse=names_in(lambda: [*_arms(), *SERVED_ARMS]),
+                      help="comma-separated arms (B0 runs last: it also streams the solo references; SRb: "
+                           "experimental batched replay; SRl: lanes, concurrent replay on CUDA streams)")
+    workloads: tuple = opt(WORKLOADS, parse=names_in(WORKLOADS), help="comma-separated workloads")
+    sessions: tuple = opt((1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64), parse=ints_in(1, MAX_CHUNKS),
+                          help="session counts N, ascending")
+    speak_seconds: int = opt(3, type=int_range(1, MAX_CHUNKS), help="speak_heavy: seconds (chunks per session)")
+    mixed_seconds: int = opt(4, type=int_range(1, MAX_CHUNKS), help="mixed: seconds simulated")
+    turn_seconds: int = opt(2, type=int_range(1, MAX_CHUNKS), help="mixed: length of a speaking / listening turn")
+    prompts: int = opt(4, type=int_range(1, MAX_CHUNKS), help="distinct prompts, taken in turn by the sessions")
+    cadence_s: float = opt(1.0, flag="--cadence", type=positive_float,
+                           help="seconds: the p95 chunk latency a session must hold")
     extra_points: int = 1  # points run after the first N that breaks the cadence
-    n_timesteps: int = 10
-    seed: int = 0
-    condition: str = EXACT  # device condition (cadencelab.replay.determinism)
-    processes: bool = True  # one spawned process per arm; False runs inline (CPU smoke, tests)
-    time_budget_s: float = 225.0
-    batch_sizes: tuple = (1, 2, 4, 8)  # SRb: declared session counts of a batched call
-    lanes: int = 16  # SRl: graph sets replaying concurrently, one CUDA stream each (16 held 28 speak_heavy
-    # sessions on the H200 where 8 held 24, 2026-12-01)
-    stagger: bool = False  # spread arrivals over each second: session i of N at t + i / N (else all at t)
-    out: str = "out/sessions"
+    n_timesteps: int = options.steps()
+    seed: int = options.seed()
+    condition: str = options.condition()
+    processes: bool = options.processes("one spawned process per arm (off: the arms run in this process)", on_cpu=False)
+    time_budget_s: float = opt(225.0, flag="--time-budget", type=positive_float,
+                               help="seconds for the whole study (stops gracefully)")
+    batch_sizes: tuple = opt((1, 2, 4, 8), parse=ints_in(1, MAX_CHUNKS),
+                             help="SRb: declared session counts of a batched call")
+    # SRl: 16 lanes held 28 speak_heavy sessions on the H200 where 8 held 24 (2026-12-01)
+    lanes: int = opt(16, type=int_range(1, 64), help="SRl: graph sets replaying concurrently, one CUDA stream each")
+    stagger: bool = opt(False, help="spread each second's arrivals evenly over the second: session i of N at "
+                                    "t + i / N (off: all at the whole second)")
+    out: str = options.out("sessions")
 
     def __post_init__(self):
         from ..adapters.token2wav.runtime import ARMS
@@ -526,36 +533,14 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _ints(text: str, flag: str = "--sessions") -> tuple:
-    """Comma-separated integers, each in 1..MAX_CHUNKS."""
-    from .flags import MAX_CHUNKS, FlagError
+def _arms() -> tuple:
+    from ..adapters.token2wav.runtime import ARMS
 
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise FlagError(flag, f"expected comma-separated integers, got {text[:60]!r}") from None
-    if not vals or not all(1 <= v <= MAX_CHUNKS for v in vals):
-        raise FlagError(flag, f"expected integers in 1..{MAX_CHUNKS}, got {text[:60]!r}")
-    return vals
+    return tuple(ARMS)
 
 
 def _cli(args) -> int:
-    from ..adapters.token2wav.runtime import ARMS
-    from .flags import check_device, check_names, check_out_dir, check_steps
-
-    arms = check_names("--arms", args.arms, [*ARMS, *SERVED_ARMS])
-    workloads = check_names("--workloads", args.workloads, WORKLOADS)
-    check_device("--device", args.device)
-    check_steps("--steps", args.steps)
-    check_out_dir("--out", args.out)
-    cfg = SessionsConfig(config=args.config, device=args.device, arms=arms,
-                         workloads=workloads, sessions=_ints(args.sessions),
-                         speak_seconds=args.speak_seconds, mixed_seconds=args.mixed_seconds,
-                         turn_seconds=args.turn_seconds, prompts=args.prompts, cadence_s=args.cadence,
-                         n_timesteps=args.steps, seed=args.seed, condition=args.condition,
-                         processes=not args.inline and args.device != "cpu", time_budget_s=args.time_budget,
-                         batch_sizes=_ints(args.batch_sizes, "--batch-sizes"), lanes=args.lanes, stagger=args.stagger,
-                         out=args.out)
+    cfg = config_from_args(SessionsConfig, args)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     non_exact = [a for a, n in res.get("summary", {}).get("non_exact_by_arm", {}).items() if n]
@@ -567,29 +552,5 @@ def _cli(args) -> int:
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("sessions", help="multi-session capacity: N sessions on one device, B0 vs SRc")
-    t.add_argument("--config", choices=["real", "teaching"], default="real")
-    t.add_argument("--device", default="cuda")
-    t.add_argument("--arms", default="SRc,B0",
-                   help="comma-separated arms (B0 also streams the solo references; SRb: experimental batched replay; "
-                        "SRl: lanes, concurrent replay on CUDA streams)")
-    t.add_argument("--batch-sizes", default="1,2,4,8", help="SRb: declared session counts of a batched call")
-    t.add_argument("--lanes", type=int_range(1, 64), default=SessionsConfig.lanes,
-                   help="SRl: graph sets replaying concurrently, one CUDA stream each")
-    t.add_argument("--stagger", action="store_true",
-                   help="spread each second's arrivals evenly over the second (default: all at the whole second)")
-    t.add_argument("--workloads", default="mixed,speak_heavy")
-    t.add_argument("--sessions", default="1,2,3,4,6,8,12,16,24,32,48,64", help="session counts N, ascending")
-    t.add_argument("--speak-seconds", type=int_range(1, MAX_CHUNKS), default=3, help="speak_heavy: seconds (chunks per session)")
-    t.add_argument("--mixed-seconds", type=int_range(1, MAX_CHUNKS), default=4, help="mixed: seconds simulated")
-    t.add_argument("--turn-seconds", type=int_range(1, MAX_CHUNKS), default=2, help="mixed: length of a speaking / listening turn")
-    t.add_argument("--prompts", type=int_range(1, MAX_CHUNKS), default=4, help="distinct prompts, taken in turn by the sessions")
-    t.add_argument("--cadence", type=positive_float, default=1.0, help="seconds: p95 chunk latency a session must hold")
-    t.add_argument("--steps", type=int, default=10, help="solver steps")
-    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
-    t.add_argument("--time-budget", type=positive_float, default=225.0, help="seconds for the whole study (stops gracefully)")
-    t.add_argument("--inline", action="store_true", help="run the arms in this process (default on a CPU)")
-    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
-                   help=f"device condition (default: the exact condition, {EXACT})")
-    t.add_argument("--out", default=default_out("sessions"))
-    t.set_defaults(fn=_cli)
+    add_study_parser(sub, "sessions", SessionsConfig, "multi-session capacity: N sessions on one device, B0 vs SRc",
+                     _cli)

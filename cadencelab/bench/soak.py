@@ -47,7 +47,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import sys
 import time
 import traceback
 from collections import Counter
@@ -57,10 +56,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..replay.determinism import CONDITIONS, EXACT
-from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, chunk_pieces,
-                     default_out, set_up_device, turn_tokens, write_json)
-from .flags import MAX_CHUNKS, MAX_SEED, int_range, positive_float
+from . import options
+from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, chunk_pieces, set_up_device, turn_tokens,
+                     write_json)
+from .flags import (MAX_CHUNKS, add_study_parser, check_names, check_devices, config_from_args, given, int_range, opt,
+                    positive_float)
 from .token2wav import provenance
 
 GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
@@ -68,27 +68,35 @@ GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
 
 @dataclass
 class SoakConfig:
-    config: str = "real"  # "real" or "teaching"
-    device: str = "cuda"
-    arm: str = "SRc"  # the arm under soak
+    config: str = options.model_config()
+    device: str = options.device()
+    arm: str = opt("SRc", help="the arm under soak", check=lambda flag, v: _check_arm(flag, v))
     reference_arm: str = "B0"
-    arms: tuple = ("SRc", "B0")  # which of (arm, reference_arm) run now; () only re-analyses recorded rows
-    chunks: int = 1800
-    turn_every: int = 30
-    jitter: int = -1  # calls of deterministic jitter on each turn's length; -1: turn_every // 10
+    arms: tuple = opt(("SRc", "B0"), help="which of the arm and B0 run now (default: both, or the arm alone with "
+                      "--reference; B0 alone records the reference rows; the arm alone compares with B0 rows already "
+                      "under --out or --reference; none: only re-analyse the recorded rows)")
+    chunks: int = opt(1800, type=int_range(1, MAX_CHUNKS), help="stream calls in all (a second of audio each)")
+    turn_every: int = opt(30, type=int_range(1, MAX_CHUNKS), help="calls per turn, about (each turn ends with a flush)")
+    jitter: int = opt(-1, type=int_range(-1, MAX_CHUNKS),
+                      help="deterministic jitter of turn lengths in calls (-1: turn-every // 10)")
     flush_tokens: tuple = (13, 27)  # tokens of each turn's final flush, alternating (f = 2 x tokens frames)
-    warmup_turns: int = 2
-    n_timesteps: int = 10
-    seed: int = 0
-    condition: str = EXACT  # device condition (cadencelab.replay.determinism)
-    processes: bool = True  # a fresh process per arm / shard; False runs everything inline (CPU)
-    concurrent: bool = False  # overlap the arm with the reference shards
-    b0_workers: int = 1
-    b0_devices: tuple = ()  # devices of the reference shards (default: --device)
-    reference: str = ""  # a previous soak folder (or rows_*.jsonl file) holding the reference arm's rows
+    warmup_turns: int = opt(2, type=int_range(0, MAX_CHUNKS), help="turns of warm-up before the gates apply")
+    n_timesteps: int = options.steps()
+    seed: int = options.seed()
+    condition: str = options.condition()
+    processes: bool = options.processes("a fresh process per arm and reference shard (off: everything in this "
+                                        "process, sequentially)", on_cpu=False)
+    concurrent: bool = opt(False, help="run the arm and the B0 processes at the same time (faster; the arm's "
+                                       "latencies then share the device)")
+    b0_workers: int = opt(4, on_cpu=1, type=int_range(1, MAX_CHUNKS),
+                          help="processes the B0 reference is split into at turn boundaries (1: one unbroken stream)")
+    b0_devices: tuple = opt((), check=check_devices, help="comma-separated devices of the B0 processes (default: --device)")
+    reference: str = opt("", help="folder (or rows file) of an earlier run whose rows_B0_*.jsonl are the reference; "
+                                  "B0 then does not run")
     granule_bytes: int = GRANULE
-    timeout_s: float = 3600.0
-    out: str = "out/soak"
+    timeout_s: float = opt(3600.0, flag="--timeout", type=positive_float,
+                           help="seconds before unfinished processes are killed")
+    out: str = options.out("soak")
 
     def jitter_calls(self) -> int:
         return self.turn_every // 10 if self.jitter < 0 else self.jitter
@@ -579,37 +587,20 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _check_args(args) -> None:
-    """The flags no run can take, refused before anything is built."""
+def _check_arm(flag: str, arm: str) -> None:
     from ..adapters.token2wav.runtime import ARMS
-    from .flags import check_device, check_names, check_out_dir, check_steps
 
-    check_device("--device", args.device)
-    check_steps("--steps", args.steps)
-    check_out_dir("--out", args.out)
-    check_names("--arm", args.arm, ARMS)
-    check_names("--arms", args.arms, (args.arm, "B0"), allow_empty=True)
-    for d in (d for d in args.b0_devices.split(",") if d.strip()):
-        check_device("--b0-devices", d.strip())
+    check_names(flag, arm, ARMS)
 
 
 def _cli(args) -> int:
-    _check_args(args)
-    cpu = not args.device.startswith("cuda")
-    cfg = SoakConfig(
-        config=args.config, device=args.device, arm=args.arm, chunks=args.chunks, turn_every=args.turn_every,
-        jitter=args.jitter, warmup_turns=args.warmup_turns, n_timesteps=args.steps, seed=args.seed,
-        condition=args.condition, processes=(args.processes or not cpu) and not args.inline,
-        concurrent=args.concurrent, b0_workers=args.b0_workers if args.b0_workers > 0 else (1 if cpu else 4),
-        b0_devices=tuple(d for d in args.b0_devices.split(",") if d), reference=args.reference,
-        timeout_s=args.timeout, out=args.out,
-    )
+    cfg = config_from_args(SoakConfig, args)
     if args.analyse_only:
         cfg.arms = ()
-    elif args.arms:
-        cfg.arms = tuple(a for a in args.arms.split(",") if a)
+    elif given(args, "arms"):
+        check_names("--arms", ",".join(cfg.arms), (cfg.arm, cfg.reference_arm), allow_empty=True)
     else:
-        cfg.arms = (cfg.arm,) if args.reference else (cfg.arm, cfg.reference_arm)
+        cfg.arms = (cfg.arm,) if cfg.reference else (cfg.arm, cfg.reference_arm)
     try:
         res = run_soak(cfg, progress=lambda m: print(m, flush=True))
     except (ValueError, FileNotFoundError) as e:
@@ -626,29 +617,6 @@ def _cli(args) -> int:
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("soak", help="a long stream through SRc, every chunk checked against B0 (allocator, fallbacks)")
-    t.add_argument("--config", choices=["real", "teaching"], default="real")
-    t.add_argument("--device", default="cuda")
-    t.add_argument("--arm", default="SRc", help="the arm under soak (default SRc)")
-    t.add_argument("--arms", default="", help="which of the arm and B0 run now (default both; B0 alone records the "
-                   "reference rows; the arm alone compares with B0 rows already under --out or --reference)")
-    t.add_argument("--chunks", type=int_range(1, MAX_CHUNKS), default=1800, help="stream calls in all (1800 = 30 min of audio)")
-    t.add_argument("--turn-every", type=int_range(1, MAX_CHUNKS), default=30, help="calls per turn, about (each turn ends with a flush)")
-    t.add_argument("--jitter", type=int_range(-1, MAX_CHUNKS), default=-1, help="jitter of turn lengths in calls (default turn-every // 10)")
-    t.add_argument("--warmup-turns", type=int_range(0, MAX_CHUNKS), default=2)
-    t.add_argument("--steps", type=int, default=10, help="solver steps")
-    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
-    t.add_argument("--b0-workers", type=int_range(0, MAX_CHUNKS), default=0,
-                   help="processes the B0 reference is split into at turn boundaries (default 4 on CUDA, 1 on CPU)")
-    t.add_argument("--b0-devices", default="", help="comma-separated devices of the B0 processes (default --device)")
-    t.add_argument("--concurrent", action="store_true", help="run the arm and the B0 processes at the same time")
-    t.add_argument("--inline", action="store_true", help="everything in this process, sequentially (CPU default)")
-    t.add_argument("--processes", action="store_true", help="fresh processes even on a CPU")
-    t.add_argument("--reference", default="", help="folder (or rows file) of an earlier run whose rows_B0_*.jsonl are "
-                   "the reference; B0 then does not run")
+    t = add_study_parser(sub, "soak", SoakConfig,
+                         "a long stream through SRc, every chunk checked against B0 (allocator, fallbacks)", _cli)
     t.add_argument("--analyse-only", action="store_true", help="run nothing: summarise the rows already under --out")
-    t.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds before unfinished processes are killed")
-    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
-                   help=f"device condition (default: the exact condition, {EXACT})")
-    t.add_argument("--out", default=default_out("soak"))
-    t.set_defaults(fn=_cli)

@@ -33,10 +33,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..replay.determinism import CONDITIONS, EXACT, REFERENCE, apply_condition, split_arm
-from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, default_out, run_provenance, serve,
-                     set_up_device, turn_tokens, write_json)
-from .flags import MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, failed_line, int_range, positive_float
+from ..adapters.token2wav.runtime import FACTORIAL
+from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_arm
+from . import options
+from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, run_provenance, serve, set_up_device,
+                     turn_tokens, write_json)
+from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
+                    opt, positive_float)
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -45,25 +48,29 @@ from .flags import MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, failed_line, int_range, pos
 
 @dataclass
 class StudyConfig:
-    config: str = "real"  # "real" or "teaching"
-    device: str = "cuda"
+    config: str = options.model_config()
+    device: str = options.device()
     # an arm ``NAME@CONDITION`` runs under that device condition instead of ``condition``; ``B0@defaults``
     # is the fairness gate's reference (the stock runtime with nothing pinned, in the same run)
-    arms: tuple = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50", "compile",
-                   f"B0@{REFERENCE}")
-    condition: str = EXACT  # the device condition of every arm (cadencelab.replay.determinism.CONDITIONS)
-    blocks: int = 8  # timed blocks (plus one warm-up block)
-    chunks_per_turn: int = 4
+    arms: tuple = opt(("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50", "compile",
+                       f"B0@{REFERENCE}"), on_cpu=FACTORIAL, parse=lambda flag, text: parse_arms(flag, text),
+                      help="comma-separated arms, each optionally NAME@CONDITION (must include B0)")
+    condition: str = options.condition("every arm (an arm NAME@CONDITION runs under its own)")
+    blocks: int = opt(8, help="timed blocks (plus one warm-up block)", type=int_range(1, MAX_BLOCKS))
+    chunks_per_turn: int = opt(4, flag="--chunks", type=int_range(2, MAX_CHUNKS),
+                               help="chunks per turn, the first and the steady ones (two turns per block; >= 2)")
     flush_tokens: tuple = (13, 27)  # tokens left for each turn's final flush (f = 2 x tokens)
-    n_timesteps: int = 10
-    seed: int = 0
-    profile: bool = True
-    processes: bool = True  # a fresh process per arm; False runs arms in this process (CPU smoke)
+    n_timesteps: int = options.steps()
+    seed: int = options.seed()
+    profile: bool = opt(True, help="one profiled block per arm after the timed ones (device-busy time, launches)")
+    processes: bool = options.processes("a fresh process per arm (off: the arms run in this process, a CPU smoke)")
     profile_chunks: int = 3  # the profiled block: one turn of this many chunks + a flush
     keep_traces: tuple = ("B0", "SRc")  # Chrome traces kept in the output folder
-    block_timeout_s: float = 240.0
-    compile_timeout_s: float = 420.0
-    out: str = "out/token2wav"
+    block_timeout_s: float = opt(240.0, flag="--block-timeout", type=positive_float,
+                                 help="seconds an arm may take for one block")
+    compile_timeout_s: float = opt(420.0, flag="--compile-timeout", type=positive_float,
+                                   help="seconds the torch.compile control may take to set up")
+    out: str = options.out("token2wav")
 
     def turns(self) -> int:
         return len(self.flush_tokens)
@@ -540,45 +547,31 @@ def table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def _check_args(args) -> tuple | None:
-    """The flags no model can take, refused before anything is built; the arms asked for (None: default).
-    An arm is a name of ``ARMS``, optionally ``NAME@CONDITION`` (a device condition)."""
+def parse_arms(flag: str, text: str) -> tuple:
+    """``--arms``: names of ``ARMS``, each optionally ``NAME@CONDITION`` (a device condition), none
+    twice, B0 among them."""
     from ..adapters.token2wav.runtime import ARMS
-    from .flags import FlagError, check_device, check_out_dir, check_steps
 
-    check_device("--device", args.device)
-    check_steps("--steps", args.steps)
-    check_out_dir("--out", args.out)
-    if not args.arms:
-        return None
-    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
+    arms = tuple(a.strip() for a in text.split(",") if a.strip())
     for a in arms:
         base = a.partition("@")[0]
         if base not in ARMS:
-            raise FlagError("--arms", f"unknown {base[:40]!r} (choose from {', '.join(ARMS)}, each optionally "
-                                      f"@CONDITION)")
+            raise FlagError(flag, f"unknown {base[:40]!r} (choose from {', '.join(ARMS)}, each optionally "
+                                  f"@CONDITION)")
         try:
             split_arm(a)
         except ValueError as e:
-            raise FlagError("--arms", f"{a[:60]!r}: {e}") from None
+            raise FlagError(flag, f"{a[:60]!r}: {e}") from None
     dup = sorted({a for a in arms if arms.count(a) > 1})
     if dup:
-        raise FlagError("--arms", f"{', '.join(dup)} given twice")
+        raise FlagError(flag, f"{', '.join(dup)} given twice")
     if "B0" not in arms:
-        raise FlagError("--arms", "must include B0: every exactness gate and ratio is against it")
+        raise FlagError(flag, "must include B0: every exactness gate and ratio is against it")
     return arms
 
 
 def _cli(args) -> int:
-    arms = _check_args(args)
-    cfg = StudyConfig(config=args.config, device=args.device, blocks=args.blocks, chunks_per_turn=args.chunks,
-                      n_timesteps=args.steps, seed=args.seed, profile=not args.no_profile,
-                      processes=not args.inline, out=args.out, compile_timeout_s=args.compile_timeout,
-                      condition=args.condition, block_timeout_s=args.block_timeout)
-    if arms:
-        cfg.arms = arms
-    elif args.device == "cpu":
-        cfg.arms = ("B0", "S", "R", "Rc", "SR", "SRc")
+    cfg = config_from_args(StudyConfig, args)
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     s = res["summary"]
@@ -590,21 +583,4 @@ def _cli(args) -> int:
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("token2wav", help="the Token2wav factorial (B0, S, R, Rc, SR, SRc + controls)")
-    t.add_argument("--config", choices=["real", "teaching"], default="real")
-    t.add_argument("--device", default="cuda")
-    t.add_argument("--arms", default="", help="comma-separated arms (default: all; CPU: the six factorial arms)")
-    t.add_argument("--blocks", type=int_range(1, MAX_BLOCKS), default=8, help="timed blocks (plus one warm-up block)")
-    t.add_argument("--chunks", type=int_range(2, MAX_CHUNKS), default=4,
-                   help="chunks per turn, the first and the steady ones (two turns per block; >= 2)")
-    t.add_argument("--steps", type=int, default=10, help="solver steps (10 or 5)")
-    t.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
-    t.add_argument("--no-profile", action="store_true")
-    t.add_argument("--inline", action="store_true", help="run arms in this process (CPU smoke)")
-    t.add_argument("--compile-timeout", type=positive_float, default=420.0)
-    t.add_argument("--block-timeout", type=positive_float, default=240.0)
-    t.add_argument("--condition", choices=list(CONDITIONS), default=EXACT,
-                   help=f"device condition of every arm (default: the exact condition, {EXACT}); an arm "
-                        "NAME@CONDITION runs under its own")
-    t.add_argument("--out", default=default_out("token2wav"))
-    t.set_defaults(fn=_cli)
+    add_study_parser(sub, "token2wav", StudyConfig, "the Token2wav factorial (B0, S, R, Rc, SR, SRc + controls)", _cli)
