@@ -108,6 +108,17 @@ def run_provenance(device: str | None = None, packages: tuple = ()) -> dict:
                 host=platform.node(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
+def study_provenance(cfg, packages: tuple = (), extra: dict | None = None) -> dict:
+    """:func:`run_provenance` on ``cfg.device`` with the versions of ``packages``, the study's
+    config (``config``), its device condition (``determinism``) and ``extra`` on top."""
+    import dataclasses
+
+    out = dict(**run_provenance(cfg.device, packages=packages), config=dataclasses.asdict(cfg),
+               determinism=dict(condition=cfg.condition))
+    out.update(extra or {})
+    return out
+
+
 @contextmanager
 def built_checkpoint(config, seed: int, progress: Callable[[str], None] | None = None,
                      prefix: str = "cadencelab-weights-"):
