@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from .replay.determinism import EXACT
+from .studies import RECORDINGS
 
 __all__ = [
     "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "recorded_condition", "data_dir", "data_path", "load_json",
@@ -62,57 +63,10 @@ CONDITIONS = ("exact", "pinned", "unpinned")
 #: the device condition (cadencelab.replay.determinism.CONDITIONS) of each recorded set-up
 DEVICE_CONDITIONS = {"exact": EXACT, "pinned": "no_tf32_cudnn_det_ws", "unpinned": "no_tf32"}
 
-#: recorded files by dataset name -> (path under data/, how to record it, flag). The commands are the
-#: ones the recorded files were made with (their provenance's study config; docs/device.md).
-_ON_CUDA = "  (on a CUDA machine), then "
-_FACTORIAL_CMD = ("python -m cadencelab.bench token2wav --device cuda --out DIR{flag}" + _ON_CUDA
-                  + "copy DIR/token2wav_factorial.json to {path}")
-_DUPLEX_CMD = ("python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --seconds 8 "
-               "--trace-cpu-depth 3 --out DIR{flag}" + _ON_CUDA + "copy DIR/duplex_second.json to {path}")
-_SESSIONS_COPY = (_ON_CUDA + "copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv "
-                  "beside it")
-DATASETS = {
-    "factorial": ("h200/token2wav_factorial.json", _FACTORIAL_CMD,
-                  " --arms B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50,B0@defaults,B0@no_tf32"),
-    # older recordings (earlier commits, named in their provenance), kept because the course compares them
-    "factorial_pinned": ("h200/token2wav_factorial_pinned_ws.json", _FACTORIAL_CMD,
-                         " --arms B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50"
-                         " --condition no_tf32_cudnn_det_ws"),
-    "factorial_unpinned": ("h200/token2wav_factorial_unpinned.json", _FACTORIAL_CMD,
-                           " --arms B0,S,R,Rc,SR,SRc,vendor_graph,vendor_graph_50 --condition no_tf32"),
-    "device_conditions": ("h200/device_conditions.json",
-                          "python -m cadencelab.bench conditions --device cuda --out DIR" + _ON_CUDA
-                          + "copy DIR/device_conditions.json to {path} and gzip DIR/device_conditions_chunks.csv "
-                          "beside it", ""),
-    "duplex_second": ("h200/duplex_second.json", _DUPLEX_CMD, ""),
-    "duplex_second_pinned": ("h200/duplex_second_pinned_ws.json", _DUPLEX_CMD, " --condition no_tf32_cudnn_det_ws"),
-    "duplex_second_unpinned": ("h200/duplex_second_unpinned.json", _DUPLEX_CMD, " --condition no_tf32"),
-    "paper_duplex_second": ("paper/duplex_second.csv", None, ""),
-    # not yet re-recorded under the exact condition: the older set-up (cuBLAS workspace pin) reproduces them
-    "soak": ("h200/soak.json",
-             "python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda:0 --b0-devices cuda:1 "
-             "--b0-workers 4 --concurrent --timeout 330 --condition no_tf32_cudnn_det_ws --out DIR  (on a machine with two CUDA devices), then copy "
-             "DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it", ""),
-    "sessions": ("h200/sessions.json",
-                 "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 "
-                 "--sessions 1,2,3,4,6,8,12,16,24,32,48,64,96,128 --time-budget 490 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY, ""),
-    "sessions_srb_mixed": ("h200/sessions_srb_mixed.json",
-                           "python -m cadencelab.bench sessions --device cuda --arms SRb --workloads mixed "
-                           "--sessions 64,96,112,128 --time-budget 420 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY, ""),
-    "sessions_staggered": ("h200/sessions_staggered.json",
-                           "python -m cadencelab.bench sessions --device cuda --arms SRc,SRb,B0 --stagger "
-                           "--sessions 1,2,4,8,12,16,24,32,48,64,96 --time-budget 420 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY,
-                           ""),
-    "sessions_srb_staggered": ("h200/sessions_srb_staggered.json",
-                               "python -m cadencelab.bench sessions --device cuda --arms SRb --stagger --workloads "
-                               "speak_heavy --sessions 16,32,48 --time-budget 140 --condition no_tf32_cudnn_det_ws --out DIR" + _SESSIONS_COPY, ""),
-    "mimi": ("h200/moshi_mimi.json",
-             "python -m cadencelab.bench crossarch --device cuda --out DIR  (on a CUDA machine, moshi "
-             "installed), then copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it", ""),
-    "freeze": ("h200/freeze_style.json",
-               "python -m cadencelab.bench crossarch --device cuda --out DIR" + _ON_CUDA
-               + "copy DIR/freeze_style.json to {path} and gzip its chunks CSV beside it", ""),
-}
+#: recorded files by dataset name -> (path under data/, how to record it, flag), from the studies table
+#: (cadencelab.studies.RECORDINGS: the commands the recorded files were made with), and the paper's figures
+DATASETS = {r.dataset: (r.path, r.how(), "") for r in RECORDINGS}
+DATASETS["paper_duplex_second"] = ("paper/duplex_second.csv", None, "")
 _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2.1 and §4.3, figures as published; "
                  "see data/paper/README.md")
 

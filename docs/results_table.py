@@ -2,12 +2,14 @@
 
     python docs/results_table.py [FILE.json ...]      print the tables (default: the exact-condition factorial,
                                                       then the older pinned and unpinned recordings)
-    python docs/results_table.py --write-readme       rewrite README.md between the results markers
+    python docs/results_table.py --write-readme       rewrite README.md between the results and the studies markers
+    python docs/results_table.py --write-device-doc   rewrite docs/device.md's commands table between its markers
 
 One Markdown table per file (arm, steady-chunk latency median, peak allocator MiB median, bit-exact
 timed blocks against B0, and which of mel / int16 PCM / float32 PCM matched B0 in every timed block),
 then the SRc-vs-B0 summary line. Numbers come from the JSON as written by
-``python -m cadencelab.bench token2wav``; nothing is typed by hand.
+``python -m cadencelab.bench token2wav``; nothing is typed by hand. The files, and the commands tables
+of the README and of docs/device.md, come from the studies table (``cadencelab.studies``).
 """
 
 from __future__ import annotations
@@ -17,22 +19,31 @@ import sys
 from pathlib import Path
 
 from cadencelab.data import recorded_condition
+from cadencelab.studies import DEVICE_TASKS, RECORDINGS, recording
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
-FACTORIAL = ROOT / "data/h200/token2wav_factorial.json"
-OLDER = [ROOT / "data/h200/token2wav_factorial_pinned_ws.json", ROOT / "data/h200/token2wav_factorial_unpinned.json"]
+
+
+def recorded(dataset: str) -> Path:
+    """The file of a recorded dataset (``cadencelab.studies.RECORDINGS``) in the repository."""
+    return ROOT / "data" / recording(dataset).path
+
+
+FACTORIAL = recorded("factorial")
+OLDER = [recorded("factorial_pinned"), recorded("factorial_unpinned")]
 DEFAULT = [FACTORIAL, *OLDER]
-CONDITIONS_FILE = ROOT / "data/h200/device_conditions.json"
-COMPILE = ROOT / "data/h200/token2wav_compile_control.json"
-SOAK = ROOT / "data/h200/soak.json"
-DUPLEX = ROOT / "data/h200/duplex_second.json"
-SESSIONS = ROOT / "data/h200/sessions.json"
-SESSIONS_SRB = ROOT / "data/h200/sessions_srb_mixed.json"
-SESSIONS_STAGGERED = ROOT / "data/h200/sessions_staggered.json"
-SESSIONS_SRB_STAGGERED = ROOT / "data/h200/sessions_srb_staggered.json"
-MIMI = ROOT / "data/h200/moshi_mimi.json"
-FREEZE = ROOT / "data/h200/freeze_style.json"
+CONDITIONS_FILE = recorded("device_conditions")
+COMPILE = ROOT / "data/h200/token2wav_compile_control.json"  # a one-off control, recorded by hand
+SOAK = recorded("soak")
+DUPLEX = recorded("duplex_second")
+SESSIONS = recorded("sessions")
+SESSIONS_SRB = recorded("sessions_srb_mixed")
+SESSIONS_STAGGERED = recorded("sessions_staggered")
+SESSIONS_SRB_STAGGERED = recorded("sessions_srb_staggered")
+MIMI = recorded("mimi")
+FREEZE = recorded("freeze")
+DEVICE_DOC = ROOT / "docs" / "device.md"
 
 
 def _read(path) -> dict:
@@ -399,26 +410,96 @@ def render(paths=None) -> str:
     return "\n\n".join(parts)
 
 
-def readme_block(readme: str) -> str:
-    """The text between the results markers of ``readme`` (stripped)."""
-    head, sep, rest = readme.partition(BEGIN)
-    body, sep2, _ = rest.partition(END)
+STUDIES_BEGIN = "<!-- studies:begin (python docs/results_table.py --write-readme) -->"
+STUDIES_END = "<!-- studies:end -->"
+DEVICE_BEGIN = "<!-- commands:begin (python docs/results_table.py --write-device-doc) -->"
+DEVICE_END = "<!-- commands:end -->"
+
+
+def _minutes(m: float) -> str:
+    return f"{m:g} min"
+
+
+def _runs() -> list[tuple]:
+    """The recordings that are re-run on the device, one per command: (recording, every file it records)."""
+    runs: dict[str, list] = {}
+    for r in RECORDINGS:
+        if r.minutes is not None:
+            runs[r.command()] = [r]
+    for r in RECORDINGS:
+        if r.minutes is None and r.command() in runs:
+            runs[r.command()].append(r)
+    return [(rs[0], [Path(x.path).name for x in rs]) for rs in runs.values()]
+
+
+def device_commands() -> str:
+    """docs/device.md's table: every device command (the CUDA tests, each study run that recorded a file
+    under ``data/h200/``, the live course) with the minutes it took."""
+    lines = ["| what | command | about |", "|---|---|---|"]
+    tasks = [t for t in DEVICE_TASKS if not t.last], [t for t in DEVICE_TASKS if t.last]
+
+    def task(t) -> str:
+        return f"| {t.label} | `{t.command}` | {_minutes(t.minutes)}{f' ({t.note})' if t.note else ''} |"
+
+    lines += [task(t) for t in tasks[0]]
+    lines += [f"| {r.label} | `{r.command(f'$OUT/{r.out}')}` | {_minutes(r.minutes)} |" for r, _ in _runs()]
+    lines += [task(t) for t in tasks[1]]
+    return "\n".join(lines)
+
+
+def readme_commands() -> str:
+    """The README's table: each study run that recorded a file, its command and the files it recorded."""
+    lines = ["| study | command (on the H200) | recorded in `data/h200/` |", "|---|---|---|"]
+    lines += [f"| {r.label} | `{r.command()}` | {', '.join(f'`{n}`' for n in names)} |" for r, names in _runs()]
+    return "\n".join(lines)
+
+
+def _block(text: str, begin: str, end: str, what: str) -> str:
+    """The text between ``begin`` and ``end`` in ``text`` (stripped)."""
+    head, sep, rest = text.partition(begin)
+    body, sep2, _ = rest.partition(end)
     if not (sep and sep2):
-        raise ValueError("README.md has no results markers")
+        raise ValueError(f"{what} has no {begin.split()[1]} markers")
     return body.strip()
 
 
+def _replace(text: str, begin: str, end: str, body: str, what: str) -> str:
+    _block(text, begin, end, what)  # both markers present
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
+def readme_block(readme: str) -> str:
+    """The text between the results markers of ``readme`` (stripped)."""
+    return _block(readme, BEGIN, END, "README.md")
+
+
+def readme_studies_block(readme: str) -> str:
+    """The text between the studies markers of ``readme`` (stripped)."""
+    return _block(readme, STUDIES_BEGIN, STUDIES_END, "README.md")
+
+
+def device_doc_block(doc: str) -> str:
+    """The text between the commands markers of docs/device.md (stripped)."""
+    return _block(doc, DEVICE_BEGIN, DEVICE_END, "docs/device.md")
+
+
 def write_readme(path: Path = ROOT / "README.md") -> None:
-    text = path.read_text()
-    readme_block(text)  # both markers present
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    path.write_text(f"{head}{BEGIN}\n{render()}\n{END}{tail}")
+    text = _replace(path.read_text(), BEGIN, END, render(), "README.md")
+    path.write_text(_replace(text, STUDIES_BEGIN, STUDIES_END, readme_commands(), "README.md"))
+
+
+def write_device_doc(path: Path = DEVICE_DOC) -> None:
+    path.write_text(_replace(path.read_text(), DEVICE_BEGIN, DEVICE_END, device_commands(), "docs/device.md"))
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--write-readme"]:
         write_readme()
+        return 0
+    if argv == ["--write-device-doc"]:
+        write_device_doc()
         return 0
     print(render([Path(p).resolve() for p in argv] or None))
     return 0

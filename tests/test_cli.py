@@ -191,3 +191,18 @@ def test_readme_results_match_the_recorded_data():
     readme = (rt.ROOT / "README.md").read_text()
     assert rt.readme_block(readme) == rt.render().strip(), (
         "README.md's results block is out of date: run `python docs/results_table.py --write-readme`")
+
+
+def test_commands_tables_match_the_studies_table():
+    """README's and docs/device.md's commands tables are generated from cadencelab.studies."""
+    rt = _results_table_module()
+    readme = (rt.ROOT / "README.md").read_text()
+    assert rt.readme_studies_block(readme) == rt.readme_commands().strip(), (
+        "README.md's studies block is out of date: run `python docs/results_table.py --write-readme`")
+    assert rt.device_doc_block(rt.DEVICE_DOC.read_text()) == rt.device_commands().strip(), (
+        "docs/device.md's commands table is out of date: run `python docs/results_table.py --write-device-doc`")
+    from cadencelab import studies
+
+    for r in studies.RECORDINGS:
+        if r.minutes is not None:
+            assert r.command(f"$OUT/{r.out}") in rt.device_commands() and r.command() in rt.readme_commands()

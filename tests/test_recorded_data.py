@@ -82,37 +82,39 @@ def test_provenance():
     assert "arXiv:2609.35115v1" in paper["source"]
 
 
-#: command-line flag -> the study config key it sets (and how the recorded value is written)
-_FLAGS = {"--device": "device", "--preset": "preset", "--arms": "arms", "--seconds": "seconds",
-          "--trace-cpu-depth": "trace_cpu_depth", "--chunks": "chunks", "--turn-every": "turn_every",
-          "--b0-devices": "b0_devices", "--b0-workers": "b0_workers", "--timeout": "timeout_s",
-          "--sessions": "sessions", "--workloads": "workloads", "--time-budget": "time_budget_s", "--models": "models"}
-_SWITCHES = {"--concurrent": "concurrent", "--stagger": "stagger"}
-
-
-def _as_recorded(value: str, recorded):
-    if isinstance(recorded, list):
-        return [type(recorded[0])(v) for v in value.split(",")]
-    return type(recorded)(value)
+def _as_recorded(value, recorded):
+    return list(value) if isinstance(value, tuple) else value
 
 
 @pytest.mark.parametrize("name", [n for n, (rel, cmd, _) in data.DATASETS.items()
                                   if cmd and data.data_dir().joinpath(rel).exists()])
 def test_how_to_record_matches_what_was_recorded(name):
-    """The command each dataset names is the one its file was recorded with (its provenance's config)."""
+    """The command each dataset names is the one its file was recorded with (its provenance's config):
+    parsed by the study's own command line, every field it sets has the recorded value, and every
+    switch it leaves out has its default."""
+    import dataclasses
+    import shlex
+
+    from cadencelab.bench.__main__ import build_parser
+    from cadencelab.bench.flags import config_from_args, given
+
     rel = data.DATASETS[name][0]
     obj = data.load_json(rel)
     prov = obj.get("provenance", {})
     cfg = prov.get("study") or obj.get("config") or prov.get("config")
     assert cfg, f"{rel}: no recorded study config"
-    words = data._how(name).split("  (")[0].split()
+    words = shlex.split(data._how(name).split("  (")[0])
     assert words[:3] == ["python", "-m", "cadencelab.bench"]
-    for i, w in enumerate(words):
-        if w in _FLAGS:
-            assert _as_recorded(words[i + 1], cfg[_FLAGS[w]]) == cfg[_FLAGS[w]], (name, w)
-        elif w in _SWITCHES:
-            assert cfg[_SWITCHES[w]] is True, (name, w)
-    assert all(cfg.get(k) is not True for w, k in _SWITCHES.items() if w not in words), name
+    args = build_parser().parse_args(words[3:])
+    cls = args.study_config
+    parsed = config_from_args(cls, args, checks=False)
+    for f in dataclasses.fields(cls):
+        if f.name in ("out",) or "cli" not in f.metadata or f.name not in cfg:
+            continue
+        if given(args, f.name):
+            assert _as_recorded(getattr(parsed, f.name), cfg[f.name]) == cfg[f.name], (name, f.name)
+        elif f.type == "bool":
+            assert cfg[f.name] == getattr(cls(), f.name), (name, f.name)
     from cadencelab.replay.determinism import EXACT
 
     if "conditions" in cfg:  # the conditions study runs every condition; it has no one condition

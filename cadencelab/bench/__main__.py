@@ -2,7 +2,7 @@
 
 Each study prints progress, writes full results under ``--out`` (default ``$OUT/<study>``
 or ``out/<study>``) and prints a short table last. Studies live in sibling modules that
-define ``add_parser(subparsers)``; :data:`STUDIES` lists them.
+define ``add_parser(subparsers)``; :data:`cadencelab.studies.STUDIES` lists them.
 
 Flags are checked before any model is built; a bad value, a failed arm or a failed exactness
 gate exits non-zero with one line on stderr (``--debug`` or ``CADENCELAB_DEBUG=1``: the traceback).
@@ -14,17 +14,18 @@ import argparse
 import importlib
 import sys
 
+from .. import studies
 from .flags import OneLineParser, run_main
 
-#: study modules (``cadencelab.bench.<name>``), each with ``add_parser(subparsers)``
-STUDIES = ["token2wav", "conditions", "duplex", "soak", "crossarch", "sessions"]
+#: the study names (``python -m cadencelab.bench NAME``), from the studies table
+STUDIES = [s.name for s in studies.STUDIES]
 
 
 def build_parser(prog: str = "python -m cadencelab.bench") -> argparse.ArgumentParser:
     p = OneLineParser(prog=prog, description=__doc__)
     sub = p.add_subparsers(dest="study", required=True)
-    for name in STUDIES:
-        importlib.import_module(f"cadencelab.bench.{name}").add_parser(sub)
+    for s in studies.STUDIES:
+        importlib.import_module(f"cadencelab.bench.{s.module}").add_parser(sub)
     return p
 
 
