@@ -2,25 +2,10 @@
 
 ``python -m cadencelab.bench crossarch --device cuda --out DIR [--models mimi,freeze] [--frames 100 --blocks 3]``
 
-(a) **Mimi** (:mod:`cadencelab.bench.moshi_mimi`) (``moshi==0.2.13``, seeded random weights; see :mod:`cadencelab.adapters.mimi`). Arms
-``eager`` (moshi's CUDA graphs off), ``vendor_graph`` (moshi's ``CUDAGraphed`` as shipped) and
-``replay`` (cadencelab's generic ``ExactShapeReplay`` over the per-frame encode and decode, driven by
-the declaration; vendor graphs off). On a GPU each arm runs in its own fresh process (spawned; the
-graph switches are set before moshi is imported), arms interleaved block by block. A block is one
-stream (moshi's in-place ``reset_streaming`` at its start) of ``frames`` 80 ms frames of a seeded
-signal, identical in every arm; block 0 is a warm-up (captures happen there), reported but left out
-of the statistics. Per frame: encode + decode latency (CUDA events, the device synchronised after
-every frame), SHA-256 of codes and PCM; per block: the allocator peak (reset at the block start)
-and whole-block hashes. A block is exact when its codes and PCM hashes equal the eager arm's.
-torch.compile is off in every arm; every arm runs under the exact device condition
-(:data:`cadencelab.replay.determinism.EXACT`).
-
-(b) **Freeze-Omni-style decoder** (:mod:`cadencelab.bench.freeze_style`) (:mod:`cadencelab.adapters.freeze_style`: a model the project wrote
-from published facts, *not* Freeze-Omni). Paths per block (one turn of seeded tokens, 20-token
-chunks): ``overlap_recompute`` (first 20 tokens, then 40-token windows recomputing 10 tokens each
-side: the non-exact control, reported with max|Δ|), ``carry`` (new tokens only, left context from
-the carries), ``carry_replay`` (the carry step under ``ExactShapeReplay``), and the eager
-``full_history`` reference that the carry paths must equal bit for bit.
+One module per model: :mod:`cadencelab.bench.moshi_mimi` (arms ``eager``, ``vendor_graph`` and
+``replay``, gated on bitwise equality with ``eager``) and :mod:`cadencelab.bench.freeze_style` (paths
+``overlap_recompute``, ``carry``, ``carry_replay`` and the eager ``full_history`` reference). This
+module holds their shared config, runs the models asked for and is the command line.
 
 Writes ``moshi_mimi.json`` and ``freeze_style.json`` (summary, per-arm/path statistics, blocks,
 provenance) and per-frame / per-chunk CSVs under ``--out``; prints a short table last.

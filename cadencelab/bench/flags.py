@@ -31,8 +31,8 @@ MAX_BLOCKS = 10_000
 
 __all__ = ["DEBUG_ENV", "MAX_SEED", "MAX_CHUNKS", "MAX_PROFILE_CHUNKS", "MAX_BLOCKS", "FlagError", "OneLineParser",
            "int_range", "positive_float", "check_device", "check_out_dir", "check_out_file", "check_names",
-           "check_steps", "failed_line", "run_main", "debug_requested", "Option", "opt", "names_in", "ints_in",
-           "check_devices", "option_flag", "add_study_parser", "config_from_args", "given"]
+           "check_steps", "failed_line", "run_main", "debug_requested", "NOT_SET", "Option", "opt", "names_in",
+           "ints_in", "check_devices", "option_flag", "add_study_parser", "config_from_args", "given"]
 
 
 class FlagError(ValueError):
@@ -228,10 +228,10 @@ class Option:
     ``flag``: the flag (default ``--`` + the field name with dashes); ``type``: the argparse
     ``type`` of a scalar (``int_range(...)``, ``positive_float``); ``choices``: the accepted words;
     ``parse``: ``(flag, text) -> tuple`` for a tuple field given as a comma list (default: the
-    names, stripped); ``check``: ``(flag, value)``, raising :class:`FlagError`, run on the final value, given or
-    default, before anything is built; ``off``: a second switch that turns a bool field off
-    (``--inline`` for ``processes``); ``on_cpu``: the value a field takes when ``--device`` is a
-    CPU and the flag is not given.
+    names, stripped); ``check``: ``(flag, value)``, raising :class:`FlagError`, run on the final
+    value, given or default, before anything is built; ``off``: a second switch that turns a bool
+    field off (``--inline`` for ``processes``); ``on_cpu``: the value a field takes when
+    ``--device`` is a CPU and the flag is not given.
     """
 
     help: str

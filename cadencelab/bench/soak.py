@@ -18,8 +18,8 @@ Protocol
   replay engine's miss counters, replays and events.
 * B0 streams the same turns with the same seeds. Every turn is self-contained (seeded at its
   start, primed from the prompt), so the B0 reference may be split at turn boundaries across
-  ``--b0-workers`` processes to fit the device's time limit; ``--b0-workers 1`` runs it as one
-  unbroken stream. Each arm runs in its own fresh process (``spawn``), so the arm's allocator
+  ``--b0-workers`` processes (4 by default; 1 on a CPU, both declared on ``SoakConfig.b0_workers``)
+  to fit the device's time limit; ``--b0-workers 1`` runs it as one unbroken stream. Each arm runs in its own fresh process (``spawn``), so the arm's allocator
   statistics see nothing of B0; by default the arm runs alone first and the B0 shards after it
   (``--concurrent`` overlaps them: faster, but the arm's latencies then share the device). On a
   CPU everything runs sequentially in this process (``--inline`` forces that elsewhere).
@@ -59,8 +59,8 @@ import pandas as pd
 from . import options
 from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, chunk_pieces, set_up_device, turn_tokens,
                      write_json)
-from .flags import (MAX_CHUNKS, add_study_parser, check_names, check_devices, config_from_args, given, int_range, opt,
-                    positive_float)
+from .flags import (MAX_CHUNKS, add_study_parser, check_devices, check_names, config_from_args, given, int_range,
+                    opt, positive_float)
 from .token2wav import provenance
 
 GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
