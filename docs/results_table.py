@@ -12,32 +12,32 @@ then the SRc-vs-B0 summary line. Numbers come from the JSON as written by
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from cadencelab.data import recorded_condition
+from cadencelab.course import data
+from cadencelab.course.data import recorded_condition
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
-FACTORIAL = ROOT / "data/h200/token2wav_factorial.json"
-OLDER = [ROOT / "data/h200/token2wav_factorial_pinned_ws.json", ROOT / "data/h200/token2wav_factorial_unpinned.json"]
+FACTORIAL = data.dataset_path("factorial")
+OLDER = [data.dataset_path("factorial_pinned"), data.dataset_path("factorial_unpinned")]
 DEFAULT = [FACTORIAL, *OLDER]
-CONDITIONS_FILE = ROOT / "data/h200/device_conditions.json"
-COMPILE = ROOT / "data/h200/token2wav_compile_control.json"
-SOAK = ROOT / "data/h200/soak.json"
-DUPLEX = ROOT / "data/h200/duplex_second.json"
-SESSIONS = ROOT / "data/h200/sessions.json"
-SESSIONS_SRB = ROOT / "data/h200/sessions_srb_mixed.json"
-SESSIONS_STAGGERED = ROOT / "data/h200/sessions_staggered.json"
-SESSIONS_SRB_STAGGERED = ROOT / "data/h200/sessions_srb_staggered.json"
-MIMI = ROOT / "data/h200/moshi_mimi.json"
-FREEZE = ROOT / "data/h200/freeze_style.json"
+CONDITIONS_FILE = data.dataset_path("device_conditions")
+COMPILE = data.dataset_path("compile_control")
+SOAK = data.dataset_path("soak")
+DUPLEX = data.dataset_path("duplex_second")
+SESSIONS = data.dataset_path("sessions")
+SESSIONS_SRB = data.dataset_path("sessions_srb_mixed")
+SESSIONS_STAGGERED = data.dataset_path("sessions_staggered")
+SESSIONS_SRB_STAGGERED = data.dataset_path("sessions_srb_staggered")
+MIMI = data.dataset_path("mimi")
+FREEZE = data.dataset_path("freeze")
 
 
 def _read(path) -> dict:
-    """A recorded JSON file."""
-    return json.loads(Path(path).read_text())
+    """A recorded JSON file, through the course's loader (parsed once per file version; not mutated here)."""
+    return data.load_json(Path(path))
 
 
 def _cap(summary: dict, arm: str, workload: str) -> str:

@@ -106,7 +106,7 @@ def test_top_level_help_lists_subcommands(capsys):
 
 
 class _FakeTour:
-    """Stands in for cadencelab.tour: records calls, can fail like the real one."""
+    """Stands in for cadencelab.course.tour: records calls, can fail like the real one."""
 
     class TourFailed(RuntimeError):
         def __init__(self, message, report):

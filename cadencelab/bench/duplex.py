@@ -4,7 +4,7 @@
 
 Protocol (every arm sees the same models, inputs and seeds):
 
-* the two language models (:mod:`cadencelab.profile.duplex`, random weights from the declared
+* the two language models (:mod:`cadencelab.adapters.duplex`, random weights from the declared
   preset) are built once and shared; each arm builds its own Token2wav (REAL for ``h200``,
   TEACHING for ``tiny``) with its solver envelope, in this process, one arm after the other;
 * per arm, ``--seconds`` duplex seconds of one session; the first is a warm-up: after it the
@@ -60,7 +60,7 @@ class DuplexStudyConfig:
 
 
 def study_preset(cfg: DuplexStudyConfig):
-    from ..profile.duplex import preset
+    from ..adapters.duplex import preset
 
     p = preset(cfg.preset)
     changes = {k: v for k, v in (("input_tokens", cfg.input_tokens), ("text_tokens", cfg.text_tokens)) if v is not None}
@@ -98,7 +98,8 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
     import torch
 
     from ..replay.determinism import apply_condition
-    from ..profile.duplex import DuplexSecond, build_models
+    from ..adapters.duplex import SECOND_RANGE, DuplexSecond, build_models
+    from ..profile.trim import profile_window
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -131,7 +132,9 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
             info = dict(token2wav_build_s=h.token2wav_build_s, substages_timed=h.substages_timed)
             if cfg.profile:  # after the timed seconds: the profiler's overhead stays out of them
                 path = out / f"trace_duplex_{arm}.json.gz"
-                pdf, prof = h.profile_second(trace_path=str(path), max_cpu_depth=cfg.trace_cpu_depth)
+                prof = profile_window(h.run_second, device, SECOND_RANGE, trace_path=str(path),
+                                      max_cpu_depth=cfg.trace_cpu_depth, open_range=False)
+                pdf = prof.result
                 profiles[arm] = _profile_rows(prof, arm, path)
                 profiles[arm]["rows"] = pdf.to_dict("records")
             info["peak_MiB"] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
@@ -159,7 +162,7 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
 
 def _profile_rows(prof, arm: str, path: Path) -> dict:
     """Per-stage device attribution of the profiled second (busy, slack, launches), and its trace file."""
-    from ..profile.duplex import STAGES, SUBSTAGES
+    from ..adapters.duplex import STAGES, SUBSTAGES
 
     names = [n for n in (*STAGES, *SUBSTAGES) if n in set(prof.ranges["name"])]
     st = prof.stages(names, by_name=True)

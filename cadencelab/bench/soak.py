@@ -58,8 +58,8 @@ import numpy as np
 import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT
-from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, chunk_pieces,
-                     default_out, set_up_device, turn_tokens, write_json)
+from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
+from .common import CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, default_out, set_up_device, write_json
 from .flags import MAX_CHUNKS, MAX_SEED, int_range, positive_float
 from .token2wav import provenance
 

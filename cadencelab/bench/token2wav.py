@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT, REFERENCE, apply_condition, split_arm
-from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, default_out, run_provenance, serve,
-                     set_up_device, turn_tokens, write_json)
+from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
+from .common import (ArmProcess, InlineArm, built_checkpoint, default_out, run_provenance, serve, set_up_device,
+                     write_json)
 from .flags import MAX_BLOCKS, MAX_CHUNKS, MAX_SEED, failed_line, int_range, positive_float
 
 # ---------------------------------------------------------------------------------------

@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .replay.determinism import EXACT
+from ..replay.determinism import EXACT
 
 __all__ = [
-    "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "recorded_condition", "data_dir", "data_path", "load_json",
+    "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "check_condition", "recorded_condition", "data_dir", "dataset_path", "data_path", "load_json",
     "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
     "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "duplex_summary",
     "recorded_trace",
@@ -88,6 +88,9 @@ DATASETS = {
     "duplex_second_pinned": ("h200/duplex_second_pinned_ws.json", _DUPLEX_CMD, " --condition no_tf32_cudnn_det_ws"),
     "duplex_second_unpinned": ("h200/duplex_second_unpinned.json", _DUPLEX_CMD, " --condition no_tf32"),
     "paper_duplex_second": ("paper/duplex_second.csv", None, ""),
+    "compile_control": ("h200/token2wav_compile_control.json", _FACTORIAL_CMD,
+                        " --arms B0,compile --blocks 2 --chunks 2 --no-profile --compile-timeout 150 --block-timeout 60"
+                        " --condition no_tf32_cudnn_det_ws"),
     # not yet re-recorded under the exact condition: the older set-up (cuBLAS workspace pin) reproduces them
     "soak": ("h200/soak.json",
              "python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda:0 --b0-devices cuda:1 "
@@ -123,8 +126,8 @@ _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2
 
 
 def _candidates() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    return [here.parent / "data", here / "data"]
+    package = Path(__file__).resolve().parents[1]  # cadencelab/
+    return [package.parent / "data", package / "data"]
 
 
 def data_dir() -> Path:
@@ -146,6 +149,13 @@ def data_dir() -> Path:
                             + f"; set ${DATA_ENV} to the folder that holds h200/ and paper/")
 
 
+def dataset_path(name: str) -> Path:
+    """Where dataset ``name`` (a key of :data:`DATASETS`) lives under the data folder; it need not exist."""
+    if name not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
+    return data_dir() / DATASETS[name][0]
+
+
 def data_path(relative: str | os.PathLike, how: str | None = None) -> Path:
     """``data_dir() / relative``, which must exist (the error names the path and how to make it)."""
     p = data_dir() / relative
@@ -157,7 +167,8 @@ def data_path(relative: str | os.PathLike, how: str | None = None) -> Path:
     return p
 
 
-def _condition(condition: str) -> str:
+def check_condition(condition: str) -> str:
+    """``condition`` when it is one of :data:`CONDITIONS`; ValueError naming what was given otherwise."""
     if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
     return condition
@@ -170,7 +181,7 @@ def _how(name: str) -> str | None:
 
 
 def _dataset(kind: str, condition: str = "exact") -> tuple[str, str | None]:
-    name = kind if _condition(condition) == "exact" else f"{kind}_{condition}"
+    name = kind if check_condition(condition) == "exact" else f"{kind}_{condition}"
     return DATASETS[name][0], _how(name)
 
 
@@ -396,7 +407,7 @@ _TRACE_FILES = {
     "chunk": ("h200/trace_{arm}_chunk.json.gz",
               "python -m cadencelab.bench token2wav --device cuda --arms B0,SRc --out DIR (it keeps "
               "DIR/trace_<arm>.json.gz); trim it to one steady chunk "
-              "(cadencelab.profile.duplex.write_trimmed_trace(load_trace(...), PATH, window='chunk', occurrence=1)) "
+              "(cadencelab.profile.trim.write_trimmed_trace(load_trace(...), PATH, window='chunk', occurrence=1)) "
               "and save it as {path}"),
     "duplex": ("h200/trace_duplex_{arm}.json.gz",
                "python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --out DIR "
@@ -410,7 +421,7 @@ def recorded_trace(arm: str = "B0", kind: str = "chunk"):
     kind "chunk": one steady Token2wav chunk (``data/h200/trace_<arm>_chunk.json.gz``);
     kind "duplex": one duplex second (``data/h200/trace_duplex_<arm>.json.gz``).
     """
-    from .profile.trace import load_trace
+    from ..profile.trace import load_trace
 
     if kind not in _TRACE_FILES:
         raise ValueError(f"recorded_trace: kind must be one of {sorted(_TRACE_FILES)}, got {kind!r}")
