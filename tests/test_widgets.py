@@ -333,6 +333,31 @@ def test_live_cpu_fallback_walks_host_ops():
         live.chunk_timelines("somewhere")
 
 
+def test_live_factorial_on_the_cpu_gates_on_b0():
+    """The live factorial builds each arm through build_runtime; SRc's PCM equals B0's, turn by turn."""
+    df = live.live_factorial(config="teaching", arms=("B0", "SRc"), blocks=1, chunks_per_turn=2, device="cpu",
+                             condition="exact")
+    t = df.set_index("arm")
+    assert list(t.index) == ["B0", "SRc"] and t["exact"].all() and (t["exact_blocks"] == 1).all()
+    assert (t["lat_ms"] > 0).all() and t.loc["B0", "latency_delta"] == 0.0
+    assert df.attrs["failed"] == {} and "teaching config" in df.attrs["source"]
+    from cadencelab.contract import T2W_CLOCKS
+
+    assert df.attrs["n_steps"] == T2W_CLOCKS.n_steps
+
+
+def test_factorial_frame_marks_a_turn_that_differs_from_b0():
+    turn = lambda sha, ms: dict(rows=[dict(kind="first", latency_ms=9.0), dict(kind="steady", latency_ms=ms),
+                                      dict(kind="flush", latency_ms=1.0)], sha256=sha, peak_MiB=100.0)
+    df = live.factorial_frame({"B0": [turn("a", 4.0), turn("b", 6.0)], "SRc": [turn("a", 1.0), turn("x", 1.0)]})
+    t = df.set_index("arm")
+    assert t.loc["B0", "lat_ms"] == 5.0 and t.loc["SRc", "lat_ms"] == 1.0  # medians of the steady calls only
+    assert bool(t.loc["B0", "exact"]) and not bool(t.loc["SRc", "exact"]) and t.loc["SRc", "exact_blocks"] == 1
+    assert t.loc["SRc", "latency_delta"] == pytest.approx(1.0 / 5.0 - 1.0) and t.loc["SRc", "peak_delta"] == 0.0
+    with pytest.raises(ValueError, match="must include B0"):
+        live.live_factorial(arms=("SRc",), device="cpu")
+
+
 # ---------------------------------------------------------------------------------------
 # carry and replay figures
 # ---------------------------------------------------------------------------------------

@@ -48,17 +48,20 @@ def token2wav_config(name: str):
 # ---------------------------------------------------------------------------------------
 
 
-def _stream_turns(rt, prompt, pieces, turns: int, device) -> list[dict]:
+def _stream_turns(rt, prompt, pieces, turns: int, device, seed: int) -> list[dict]:
     """Stream ``turns`` turns of ``pieces``: per turn the chunk rows (kind, latency_ms), the int16 PCM
-    SHA-256 and the allocator peak in MiB (CUDA; NaN on a CPU)."""
+    SHA-256 and the allocator peak in MiB (CUDA; NaN on a CPU). Turn ``i`` starts from the generators
+    seeded with ``seed + i`` (the vocoder draws noise), the same for every arm."""
     import torch
 
     cuda = device.type == "cuda"
     out = []
-    for _ in range(turns):
+    for turn in range(turns):
         if cuda:
             torch.cuda.synchronize(device)
             torch.cuda.reset_peak_memory_stats(device)
+            torch.cuda.manual_seed(seed + turn)
+        torch.manual_seed(seed + turn)
         rt.set_stream_cache(prompt)
         h = hashlib.sha256()
         rows = []
@@ -118,7 +121,7 @@ def live_factorial(n_steps: int | None = None, config: str = "real", arms=FACTOR
             c = rt.clocks
             toks = np.random.default_rng([seed, 7]).integers(0, cfg.vocab_size, c.tokens_per_chunk * chunks_per_turn)
             pieces = list(chunk_pieces(toks.tolist(), c))
-            runs[arm] = _stream_turns(rt, prompt, pieces, 1 + blocks, dev)[1:]  # the first turn warms up
+            runs[arm] = _stream_turns(rt, prompt, pieces, 1 + blocks, dev, seed)[1:]  # the first turn warms up
             say(f"live {arm}: {blocks} block(s) done")
         except Exception as e:  # one arm failing keeps the others
             failed[arm] = f"{type(e).__name__}: {e}"[:300]
