@@ -22,16 +22,12 @@ CORE = ("contract", "state", "replay", "profile", "viz")
 #: module cycles inside one layer, each with the reason it is still there; an entry that no longer
 #: holds fails the test, so the list only shrinks
 KNOWN_CYCLES = {
-    frozenset({"cadencelab.bench.sessions", "cadencelab.bench.sessions_batched"}):
-        "the batched server reuses the sessions study's pieces; the lead splits them with the lanes arm",
     frozenset({"cadencelab.adapters.token2wav.vendor", "cadencelab.adapters.token2wav.checkpoint_checks"}):
         "CheckpointError lives in vendor.py; the vendor split (issue 17, second part) puts it beside the checks",
 }
 
 #: private names still imported across modules, with the reason; an entry that no longer holds fails
-KNOWN_PRIVATE = {
-    "cadencelab/bench/sessions_batched.py:_digest": "part of the sessions <-> sessions_batched cycle the lead splits",
-}
+KNOWN_PRIVATE: dict[str, str] = {}
 
 LINE_LIMIT = 500
 #: modules allowed past LINE_LIMIT, each with the reason; an entry under the limit fails the test
