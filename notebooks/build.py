@@ -927,7 +927,8 @@ NB7 = [
     from dataclasses import dataclass
 
     from cadencelab import viz
-    from cadencelab.course import data, frames
+    from cadencelab.course import data
+    from cadencelab.course.frames import catalog_grid_frame
     from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
     from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,
                                      SlidingWindow, catalog)
@@ -1052,7 +1053,7 @@ NB7 = [
     catalog(decl, "encode")[["class_id", "kind", "ext_kv", "f", "admitted", "reason"]]
     """),
     code("""
-    viz.catalog_grid(frames.catalog_grid_frame(decl, "encode"))
+    viz.catalog_grid(catalog_grid_frame(decl, "encode"))
     """),
     md("""
     ## The traffic
