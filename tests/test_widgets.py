@@ -375,3 +375,13 @@ def test_course_figures():
     c = pd.DataFrame(dict(label=[(12, 4), None], replays=[3, 0], miss_reasons=[{"probe": 1}, {"priming": 2}]))
     fig = viz.misses_figure(c)
     assert [t.name for t in fig.data] == ["replayed", "eager: priming", "eager: probe"]
+
+
+@pytest.mark.cuda
+def test_live_factorial_on_cuda_measures_peak_and_gates_on_b0():
+    """On a GPU the live factorial times steady chunks with CUDA events and reads the allocator peak."""
+    df = live.live_factorial(config="teaching", arms=("B0", "S", "SRc"), blocks=2, chunks_per_turn=3, device="cuda")
+    t = df.set_index("arm")
+    assert df.attrs["failed"] == {} and t["exact"].all() and (t["exact_blocks"] == 2).all()
+    assert (t["peak_MiB"] > 0).all() and (t["lat_ms"] > 0).all()
+    assert t.loc["S", "peak_MiB"] < t.loc["B0", "peak_MiB"]  # the state rule sizes the workspaces to demand
