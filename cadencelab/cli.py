@@ -25,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import tour
+from .course import tour
 from .contract.examples import T2W_CLOCKS
 from .bench.flags import (MAX_PROFILE_CHUNKS, MAX_SEED, FlagError, OneLineParser, check_device, check_out_dir,
                           check_out_file, check_steps, int_range, run_main)
@@ -159,7 +159,7 @@ def _stream_plan(n_chunks: int, vocab: int, seed: int, flush_tokens: int = 13) -
     """The chunks of one turn: ``n_chunks`` steady calls (a chunk plus its lookahead, dropping the chunk), then a flush."""
     import numpy as np
 
-    from .bench.common import chunk_pieces, turn_tokens
+    from .adapters.token2wav.turns import chunk_pieces, turn_tokens
 
     toks = np.random.default_rng([seed, 7]).integers(0, vocab, turn_tokens(n_chunks, flush_tokens)).tolist()
     return list(chunk_pieces(toks))

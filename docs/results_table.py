@@ -9,24 +9,23 @@ One Markdown table per file (arm, steady-chunk latency median, peak allocator Mi
 timed blocks against B0, and which of mel / int16 PCM / float32 PCM matched B0 in every timed block),
 then the SRc-vs-B0 summary line. Numbers come from the JSON as written by
 ``python -m cadencelab.bench token2wav``; nothing is typed by hand. The files, and the commands tables
-of the README and of docs/device.md, come from the studies table (``cadencelab.studies``).
+of the README and of docs/device.md, come from the studies table (``cadencelab.course.studies``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from cadencelab.data import recorded_condition
-from cadencelab.studies import DEVICE_TASKS, RECORDINGS, recording
+from cadencelab.course.data import recorded_condition
+from cadencelab.course.studies import DEVICE_TASKS, RECORDINGS, recording
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def recorded(dataset: str) -> Path:
-    """The file of a recorded dataset (``cadencelab.studies.RECORDINGS``) in the repository."""
+    """The file of a recorded dataset (``cadencelab.course.studies.RECORDINGS``) in the repository."""
     return ROOT / "data" / recording(dataset).path
 
 
@@ -47,8 +46,8 @@ DEVICE_DOC = ROOT / "docs" / "device.md"
 
 
 def _read(path) -> dict:
-    """A recorded JSON file."""
-    return json.loads(Path(path).read_text())
+    """A recorded JSON file, through the course's loader (parsed once per file version; not mutated here)."""
+    return data.load_json(Path(path))
 
 
 def _cap(summary: dict, arm: str, workload: str) -> str:

@@ -69,7 +69,8 @@ NB1 = [
     code("""
     import pandas as pd
 
-    from cadencelab import data, viz, widgets
+    from cadencelab import viz
+    from cadencelab.course import data, frames
     """),
     md("""
     ## The paper's second
@@ -88,14 +89,14 @@ NB1 = [
     md("""
     ## A duplex second measured on an H200
 
-    `widgets.anatomy_frame` puts recorded H200 numbers into the same picture. The recorded second
+    `frames.anatomy_frame` puts recorded H200 numbers into the same picture. The recorded second
     (`python -m cadencelab.bench duplex`) runs stand-in language models with random weights at the declared
     sizes (a backbone and a speech-token decoder in bfloat16, Hugging Face eager decoding; the next cell
     prints their sizes from the recording's provenance) and then the real-size Token2wav under B0 or SRc.
     The `source` column says where each row comes from.
     """),
     code("""
-    second = widgets.anatomy_frame(CONDITION)
+    second = frames.anatomy_frame(CONDITION)
     cfg = data.provenance("duplex_second")["config"]
     print(f"stand-ins: backbone {cfg['backbone']['parameters'] / 1e9:.1f} B, speech-token decoder "
           f"{cfg['speech']['parameters'] / 1e6:.0f} M parameters, {cfg['dtype']}")
@@ -123,20 +124,20 @@ NB1 = [
     the factorial study.
     """),
     code("""
-    composed = widgets.anatomy_frame(CONDITION, compose=True)
+    composed = frames.anatomy_frame(CONDITION, compose=True)
     viz.waterfall(composed, options=viz.WaterfallOptions(layout="facets", title="Paper's earlier stages + H200 synthesis"))
     """),
     md("""
     ## Where the tail overruns
 
-    `widgets.overrun_table` says where each second ends, by how much it misses the cadence (negative:
+    `frames.overrun_table` says where each second ends, by how much it misses the cadence (negative:
     headroom) and which stage crosses the line. In the paper's second and in the composed ones the crossing
     stage is synthesis: everything before it is sequential, so its whole duration lands on the deadline. In
     the recorded H200 second the slow stand-in language models already cross it: the lesson of notebook 2
     applies, their catalogs are outside the lossless scope.
     """),
     code("""
-    pd.concat([widgets.overrun_table(second), widgets.overrun_table(composed[composed["origin"] == "composed"])])
+    pd.concat([frames.overrun_table(second), frames.overrun_table(composed[composed["origin"] == "composed"])])
     """),
     md("""
     The synthesis numbers come from the factorial study (notebook 5): B0 is the stock runtime, SRc applies
@@ -157,30 +158,30 @@ NB1 = [
     md("""
     ## Live (GPU only)
 
-    With CUDA, `cadencelab.profile.duplex.run_second` times one second of stand-in models at H200 sizes
+    With CUDA, `cadencelab.adapters.duplex.run_second` times one second of stand-in models at H200 sizes
     (random weights, declared shapes) under B0 and SRc.
     """),
     code("""
     if LIVE:
-        from cadencelab.profile.duplex import build_models, run_second
+        from cadencelab.adapters.duplex import build_models, run_second
 
         models = build_models("h200", "cuda")
         live = pd.concat([run_second("h200", arm=a, device="cuda", models=models).assign(source=f"live {a}")
                           for a in ("B0", "SRc")])
         top = live[live["parent"].fillna("") == ""]
         display(viz.waterfall(top, options=viz.WaterfallOptions(layout="facets", title="A live duplex second")))
-        display(widgets.overrun_table(top))
+        display(frames.overrun_table(top))
     else:
         print("No CUDA device: the recorded H200 numbers above stand in for a live second.")
     """),
     md(CHECK_MD),
     code("""
-    over = widgets.overrun_table(second).set_index("source")
+    over = frames.overrun_table(second).set_index("source")
     stock = over.loc["paper (stock)"]
     assert stock["crossing_stage"] == "synthesis" and round(stock["over_pct"], 1) == 16.9
     b0, both = (over[over.index.str.contains(f"H200 {arm} ")].iloc[0] for arm in ("B0", "SRc"))
     assert both["end_ms"] < b0["end_ms"], "the two rules should shorten the second"
-    comp = widgets.overrun_table(composed).set_index("source")
+    comp = frames.overrun_table(composed).set_index("source")
     assert comp.loc["H200 SRc (composed)", "over_ms"] < 0 < comp.loc["H200 B0 (composed)", "over_ms"]
     print(f"CHECK OK: notebook 1: stock second ends at {stock['end_ms']:.0f} ms (synthesis crosses the cadence); "
           f"with H200 synthesis B0 ends at {b0['end_ms']:.0f} ms, SRc at {both['end_ms']:.0f} ms")
@@ -207,7 +208,8 @@ NB2 = [
     """),
     params(),
     code("""
-    from cadencelab import viz, widgets
+    from cadencelab import viz
+    from cadencelab.course import frames, panels
     from cadencelab.contract import (T2W_CLOCKS, Admission, Clock, Declaration, Operator, PromptRetained, Region,
                                      backbone_declaration, catalog_width, clocks_table, derive, region_table,
                                      token2wav_declaration, trajectory)
@@ -284,10 +286,10 @@ NB2 = [
     """),
     code("""
     shipped = token2wav_declaration()
-    widgets.derive_clock_table(shipped)
+    frames.derive_clock_table(shipped)
     """),
     code("""
-    viz.catalog_grid(widgets.catalog_grid_frame(shipped, "flow_chunk"))
+    viz.catalog_grid(frames.catalog_grid_frame(shipped, "flow_chunk"))
     """),
     md("""
     Not every stage qualifies. The same arithmetic on a language backbone decoding one token per call over
@@ -305,7 +307,7 @@ NB2 = [
     adds a class (302, 342, 382, 402). n_steps scales the per-step regions.
     """),
     code("""
-    sliders = widgets.clock_sliders()
+    sliders = panels.clock_sliders()
     sliders
     """),
     code("""
@@ -349,7 +351,7 @@ NB3 = [
     - to read a shadow audit (applications, agreements, first divergent call);
     - how a carry with the wrong layout is caught at the chunk where it diverges, before any output is wrong.
 
-    The lesson runs on the teaching model shipped in `cadencelab.teaching` (same cache structure as
+    The lesson runs on the teaching model shipped in `cadencelab.adapters.teaching` (same cache structure as
     Token2wav at toy sizes: prompt 12 + retained 8 frames, newest first, 4 frames per chunk), then on
     Token2wav itself.
     """),
@@ -357,7 +359,8 @@ NB3 = [
     code("""
     import pandas as pd
 
-    from cadencelab import teaching, widgets
+    from cadencelab import viz
+    from cadencelab.adapters import teaching
     from cadencelab.state import ShadowAuditor
 
     cfg = teaching.TeachingConfig()
@@ -378,7 +381,7 @@ NB3 = [
     carry.table
     """),
     code("""
-    widgets.pointer_figure({"stock torch.cat": stock.table, "carry": carry.table})
+    viz.pointer_figure({"stock torch.cat": stock.table, "carry": carry.table})
     """),
     md("""
     Same outputs, bit for bit (`torch.equal`, not a tolerance), under two allocation disciplines:
@@ -414,7 +417,7 @@ NB3 = [
     print("frame-set audit,   first divergence:", lenient.first_divergence)
     """),
     code("""
-    widgets.audit_figure({"elementwise": pd.DataFrame(strict.records),
+    viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
                           "frame sets (order-insensitive)": pd.DataFrame(lenient.records)},
                          teaching.bit_exact(stock, wrong))
     """),
@@ -489,7 +492,9 @@ NB4 = [
     code("""
     import pandas as pd
 
-    from cadencelab import data, teaching, viz, widgets
+    from cadencelab import viz
+    from cadencelab.adapters import teaching
+    from cadencelab.course import data, frames
     from cadencelab.contract import admitted_labels, catalog, token2wav_declaration
     """),
     md("""
@@ -500,7 +505,7 @@ NB4 = [
     """),
     code("""
     t2w = token2wav_declaration()
-    viz.catalog_grid(widgets.catalog_grid_frame(t2w, "flow_chunk"))
+    viz.catalog_grid(frames.catalog_grid_frame(t2w, "flow_chunk"))
     """),
     code("""
     catalog(t2w, "flow_chunk").groupby(["kind", "admitted"]).size()
@@ -532,7 +537,7 @@ NB4 = [
     rt.counters()[["label", "status", "reason", "rng", "hits", "replays", "eager", "miss_reasons"]]
     """),
     code("""
-    widgets.misses_figure(rt.counters())
+    viz.misses_figure(rt.counters())
     """),
     md("""
     Every call, replayed or not, is bit-identical to the stock loop:
@@ -635,7 +640,8 @@ NB5 = [
     code("""
     import pandas as pd
 
-    from cadencelab import data, viz, widgets
+    from cadencelab import viz
+    from cadencelab.course import data, panels
     """),
     md("""
     ## The recorded factorial
@@ -654,7 +660,7 @@ NB5 = [
     bindings replay captures and how large a solver workspace the state rule allocates.
     """),
     code("""
-    panel = widgets.rules_panel(condition=CONDITION, live=LIVE)
+    panel = panels.rules_panel(condition=CONDITION, live=LIVE)
     panel
     """),
     md("""
@@ -824,10 +830,11 @@ NB6 = [
     """),
     params(),
     code("""
-    from cadencelab import widgets
+    from cadencelab.course.live import chunk_timelines
+    from cadencelab.course.player import timeline_player
     """),
     code("""
-    tl = widgets.chunk_timelines("auto")
+    tl = chunk_timelines("auto")
     print(tl.source)
     print("events:", tl.what, f"({len(tl.eager)} eager, {len(tl.replay)} replayed)")
     """),
@@ -843,7 +850,7 @@ NB6 = [
     the whole chunk's accumulation with the cursor.
     """),
     code("""
-    player = widgets.timeline_player(tl.eager, tl.replay)
+    player = timeline_player(tl.eager, tl.replay)
     player
     """),
     md("""
@@ -866,9 +873,9 @@ NB6 = [
     """),
     code("""
     if LIVE:
-        live = widgets.chunk_timelines("live", config="real", device="cuda")
+        live = chunk_timelines("live", config="real", device="cuda")
         display(live.summary[["variant", "wall_us", "busy_us", "slack_frac", "host_wait_us", "graph_launches"]])
-        display(widgets.timeline_player(live.eager, live.replay))
+        display(timeline_player(live.eager, live.replay))
     else:
         print("No CUDA device: the recorded H200 chunk above stands in for a live profile.")
     """),
@@ -919,7 +926,9 @@ NB7 = [
     import math
     from dataclasses import dataclass
 
-    from cadencelab import data, viz, widgets
+    from cadencelab import viz
+    from cadencelab.course import data
+    from cadencelab.course.frames import catalog_grid_frame
     from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
     from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,
                                      SlidingWindow, catalog)
@@ -1044,7 +1053,7 @@ NB7 = [
     catalog(decl, "encode")[["class_id", "kind", "ext_kv", "f", "admitted", "reason"]]
     """),
     code("""
-    viz.catalog_grid(widgets.catalog_grid_frame(decl, "encode"))
+    viz.catalog_grid(catalog_grid_frame(decl, "encode"))
     """),
     md("""
     ## The traffic
@@ -1105,7 +1114,7 @@ NB7 = [
     cert.catalog[(cert.catalog["observed"] > 0) | (cert.catalog["kind"] == "steady")]
     """),
     code("""
-    widgets.misses_figure(cert.runtime.engine.counters())
+    viz.misses_figure(cert.runtime.engine.counters())
     """),
     md("""
     ## A wrong declaration: the forgotten attention sink

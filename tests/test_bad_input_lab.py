@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cadencelab import cli, tour
+from cadencelab import cli
+from cadencelab.course import tour
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +55,7 @@ def test_launch_lab_refuses_bad_ports(port):
 
 _LAUNCHER = """
 import sys
-from cadencelab import tour
+from cadencelab.course import tour
 child = [sys.executable, "-c", "import os, time; print('child', os.getpid(), flush=True); time.sleep(120)"]
 tour.lab_command = lambda *a, **k: child
 print("rc", tour.launch_lab(), flush=True)

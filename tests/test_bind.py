@@ -9,7 +9,7 @@ import torch
 from cadencelab.contract import (DeclarationError, admitted_labels, class_label, freeze_style_declaration,
                                  token2wav_declaration)
 from cadencelab.replay import At, ExactShapeReplay, bind, eager_label, lookahead
-from cadencelab.teaching import TeachingConfig, declaration as teaching_declaration
+from cadencelab.adapters.teaching import TeachingConfig, declaration as teaching_declaration
 
 T2W = token2wav_declaration()
 

@@ -61,7 +61,7 @@ def _free_port() -> int:
 @pytest.fixture
 def lab(tmp_path):
     """JupyterLab serving a copy of notebook 5 (autosave must not touch the committed file)."""
-    from cadencelab.tour import kernel_env
+    from cadencelab.course.tour import kernel_env
 
     root = tmp_path / "course"
     root.mkdir()

@@ -106,7 +106,7 @@ def test_top_level_help_lists_subcommands(capsys):
 
 
 class _FakeTour:
-    """Stands in for cadencelab.tour: records calls, can fail like the real one."""
+    """Stands in for cadencelab.course.tour: records calls, can fail like the real one."""
 
     class TourFailed(RuntimeError):
         def __init__(self, message, report):
@@ -194,14 +194,14 @@ def test_readme_results_match_the_recorded_data():
 
 
 def test_commands_tables_match_the_studies_table():
-    """README's and docs/device.md's commands tables are generated from cadencelab.studies."""
+    """README's and docs/device.md's commands tables are generated from cadencelab.course.studies."""
     rt = _results_table_module()
     readme = (rt.ROOT / "README.md").read_text()
     assert rt.readme_studies_block(readme) == rt.readme_commands().strip(), (
         "README.md's studies block is out of date: run `python docs/results_table.py --write-readme`")
     assert rt.device_doc_block(rt.DEVICE_DOC.read_text()) == rt.device_commands().strip(), (
         "docs/device.md's commands table is out of date: run `python docs/results_table.py --write-device-doc`")
-    from cadencelab import studies
+    from cadencelab.course import studies
 
     for r in studies.RECORDINGS:
         if r.minutes is not None:

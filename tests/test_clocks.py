@@ -9,11 +9,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from cadencelab import cli, widgets
+from cadencelab import cli
+from cadencelab.course import frames, panels
 from cadencelab.adapters.token2wav.runtime import ARMS, chunk_frames, declaration_for, runtime_envelope
 from cadencelab.adapters.token2wav.configs import TEACHING
 from cadencelab.adapters.token2wav.envelopes import demand_frames
-from cadencelab.bench.common import CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, chunk_pieces, turn_tokens
+from cadencelab.adapters.token2wav.turns import chunk_pieces, turn_tokens
+from cadencelab.bench.common import CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS
 from cadencelab.contract import T2W_CLOCKS, DeclarationError, PromptRetained, derive, token2wav_declaration
 
 C = T2W_CLOCKS
@@ -66,8 +68,8 @@ def test_stock_cut_through_the_declared_policy_matches_the_stock_cat():
 
 def _slider_grid():
     """Every f_chunk slider value; f_retained and n_steps at their ends and a few inside."""
-    (r0, r1, rs), (c0, c1, cs), (s0, s1, _) = (widgets.SLIDER_RANGES[k] for k in ("f_retained", "f_chunk", "n_steps"))
-    d = widgets._clock_params()
+    (r0, r1, rs), (c0, c1, cs), (s0, s1, _) = (frames.SLIDER_RANGES[k] for k in ("f_retained", "f_chunk", "n_steps"))
+    d = frames.clock_params()
     grid = [(d["f_retained"], c, d["n_steps"]) for c in range(c0, c1 + 1, cs)]
     grid += [(r, d["f_chunk"], d["n_steps"]) for r in sorted({r0, r0 + rs, 150, r1 - rs, r1})]
     grid += [(d["f_retained"], 40, s) for s in sorted({s0, 4, s1})]
@@ -76,7 +78,7 @@ def _slider_grid():
 
 
 def test_cli_and_notebook_sliders_derive_the_same_catalog(tmp_path, capsys):
-    sliders = widgets.ClockSliders(build=False)
+    sliders = panels.ClockSliders(build=False)
     for i, (r, c, s) in enumerate(_slider_grid()):
         path = tmp_path / f"{i}.json"
         rc = cli.main(["catalog", "--model", "token2wav", "--f-retained", str(r), "--f-chunk", str(c),

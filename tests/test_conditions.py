@@ -119,7 +119,7 @@ def test_study_arms_keep_the_plain_names_for_the_exact_condition():
 
 def test_the_recorded_study_chose_the_library_exact_condition():
     """data/h200/device_conditions.json (the H200 run) names EXACT; every arm there was exact in it."""
-    from cadencelab import data
+    from cadencelab.course import data
 
     d = data.load_json("h200/device_conditions.json")
     assert d["summary"]["chosen"] == EXACT

@@ -12,9 +12,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from cadencelab import data, viz  # noqa: E402
-from cadencelab.profile import load_trace  # noqa: E402
-from cadencelab.profile.duplex import (  # noqa: E402
+from cadencelab import viz  # noqa: E402
+from cadencelab.adapters.duplex import (  # noqa: E402
     H200,
     SECOND_RANGE,
     STAGES,
@@ -25,8 +24,10 @@ from cadencelab.profile.duplex import (  # noqa: E402
     build_models,
     preset,
     second_totals,
-    trim_trace,
 )
+from cadencelab.course import data  # noqa: E402
+from cadencelab.profile import load_trace  # noqa: E402
+from cadencelab.profile.trim import profile_window, trim_trace  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +124,10 @@ def test_second_totals(harness):
     assert tot["second_ms"].iloc[0] == pytest.approx((last["start_ms"] + last["dur_ms"]).max())
 
 
-def test_profile_second_gives_cpu_ops_and_a_trimmed_trace(harness, tmp_path):
+def test_profile_window_gives_cpu_ops_and_a_trimmed_trace(harness, tmp_path):
     path = tmp_path / "trace_duplex_B0.json.gz"
-    df, p = harness.profile_second(trace_path=str(path))
+    p = profile_window(harness.run_second, harness.device, SECOND_RANGE, trace_path=str(path), open_range=False)
+    df = p.result
     assert set(STAGES) <= set(df["stage"])
     assert len(p.cpu_ops) > 0 and p.window == SECOND_RANGE
     st = p.stages(list(STAGES) + list(SUBSTAGES))
@@ -142,6 +144,13 @@ def test_profile_second_gives_cpu_ops_and_a_trimmed_trace(harness, tmp_path):
         trim_trace(t, SECOND_RANGE, occurrence=1)
     thin = trim_trace(t, SECOND_RANGE, max_cpu_depth=0)
     assert 0 < len(thin.cpu_ops) < len(t.cpu_ops) and (thin.cpu_ops["depth"] == 0).all()
+
+
+def test_trim_trace_needs_the_window_named():
+    import inspect
+
+    for fn in (trim_trace, profile_window):
+        assert inspect.signature(fn).parameters["window"].default is inspect.Parameter.empty
 
 
 def test_waterfall_paper_beside_measured(harness):

@@ -222,7 +222,7 @@ def test_kit_refuses_what_it_cannot_run():
 
 
 def test_the_teaching_model_on_the_kit_matches_its_hand_wired_runtime():
-    from cadencelab import teaching
+    from cadencelab.adapters import teaching
 
     cfg = teaching.TeachingConfig()
     model, decl, stream = teaching.TinyStreamer(cfg), teaching.declaration(cfg), teaching.make_stream(cfg)

@@ -17,7 +17,7 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-from cadencelab import tour  # noqa: E402
+from cadencelab.course import tour  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -71,7 +71,7 @@ def test_notebook_executes(name, tmp_path):
 
 def test_mutual_enabling_follows_its_condition():
     """Notebook 5 with CONDITION="unpinned": the rules panel reads the unpinned factorial too."""
-    from cadencelab import data
+    from cadencelab.course import data
 
     run = tour.execute_notebook(NOTEBOOKS / "05_mutual_enabling.ipynb", timeout=300,
                                 parameters={"CONDITION": "unpinned"})

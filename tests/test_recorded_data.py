@@ -1,4 +1,4 @@
-"""cadencelab.data: the recorded H200 studies and the paper's published figures load as frames."""
+"""cadencelab.course.data: the recorded H200 studies and the paper's published figures load as frames."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from cadencelab import data, viz
+from cadencelab import viz
+from cadencelab.course import data
 from cadencelab.profile import Trace
 
 PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]

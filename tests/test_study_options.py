@@ -1,4 +1,4 @@
-"""Study options generated from the config dataclasses, and the studies table (cadencelab.studies)."""
+"""Study options generated from the config dataclasses, and the studies table (cadencelab.course.studies)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from cadencelab import studies
+from cadencelab.course import studies
 from cadencelab.bench.__main__ import STUDIES, build_parser
 from cadencelab.bench.flags import NOT_SET, FlagError, config_from_args, option_flag
 

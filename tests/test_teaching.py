@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from cadencelab import teaching
+from cadencelab.adapters import teaching
 from cadencelab.contract import PromptRetained, admitted_labels, catalog, derive, trajectory
 from cadencelab.state import ShadowAuditor
 

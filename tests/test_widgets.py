@@ -12,7 +12,9 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from cadencelab import data, viz, widgets  # noqa: E402
+from cadencelab import viz  # noqa: E402
+from cadencelab.course import data, frames, live, panels, player  # noqa: E402
+from cadencelab.profile import events  # noqa: E402
 from cadencelab.contract import token2wav_declaration  # noqa: E402
 
 
@@ -28,12 +30,12 @@ def _selected(fig: go.Figure) -> tuple[float, float]:
 
 
 def test_arm_for_names_every_cell():
-    assert widgets.arm_for(False, False, "step") == widgets.arm_for(False, False, "chunk") == "B0"
-    assert widgets.arm_for(True, False) == "S"
-    assert widgets.arm_for(False, True, "step") == "R" and widgets.arm_for(False, True, "chunk") == "Rc"
-    assert widgets.arm_for(True, True, "step") == "SR" and widgets.arm_for(True, True, "chunk") == "SRc"
+    assert frames.arm_for(False, False, "step") == frames.arm_for(False, False, "chunk") == "B0"
+    assert frames.arm_for(True, False) == "S"
+    assert frames.arm_for(False, True, "step") == "R" and frames.arm_for(False, True, "chunk") == "Rc"
+    assert frames.arm_for(True, True, "step") == "SR" and frames.arm_for(True, True, "chunk") == "SRc"
     with pytest.raises(ValueError, match="granularity"):
-        widgets.arm_for(True, True, "token")
+        frames.arm_for(True, True, "token")
 
 
 def _toy_frame():
@@ -44,7 +46,7 @@ def _toy_frame():
 
 
 def test_rules_panel_callbacks_move_the_point_without_widgets():
-    p = widgets.RulesPanel(_toy_frame(), build=False)
+    p = panels.RulesPanel(_toy_frame(), build=False)
     assert p.arm == "SRc" and p.point()["lat_ms"] == 70.0 and not p.point()["exact"]
     assert _selected(p.figure()) == (70.0, 1400.0)
     q = p.set(state_rule=False)  # replay without the state rule, chunk granularity
@@ -57,7 +59,7 @@ def test_rules_panel_callbacks_move_the_point_without_widgets():
 
 
 def test_rules_panel_declared_bindings_and_steps():
-    p = widgets.RulesPanel(_toy_frame(), build=False)
+    p = panels.RulesPanel(_toy_frame(), build=False)
     # chunk granularity: flow_chunk K=3 + vocoder_core K=2; step: encoder 3 + estimator 3 x steps + vocoder 2
     assert p.point()["steady_bindings"] == 5
     assert p.set(granularity="step")["steady_bindings"] == 3 + 3 * 10 + 2
@@ -78,7 +80,7 @@ def test_rules_panel_uses_a_live_measurement_for_other_steps():
         f["lat_ms"] = f["lat_ms"] * steps / 10
         return f
 
-    p = widgets.RulesPanel(_toy_frame(), measure=measure, build=False)
+    p = panels.RulesPanel(_toy_frame(), measure=measure, build=False)
     q = p.set(steps=5)
     assert calls == [5] and q["lat_ms"] == 35.0 and q["note"] == "" and q["measured_at_steps"] == 5
     p.set(steps=10)
@@ -93,19 +95,19 @@ def test_rules_panel_shows_the_recorded_value_when_a_live_arm_failed():
     live.attrs.update(n_steps=10, failed={"R": "block timeout"}, source="live")
     recorded = _toy_frame()
     recorded.attrs.update(n_steps=10, source="recorded on an H200")
-    p = widgets.RulesPanel(live, measure=lambda steps: live, build=False, fallback=recorded)
+    p = panels.RulesPanel(live, measure=lambda steps: live, build=False, fallback=recorded)
     q = p.set(state_rule=False, replay=True, granularity="step")
     assert q["arm"] == "R" and q["source"] == "recorded on an H200"
     assert "live run of R failed (block timeout)" in q["note"]
     assert p.set(state_rule=True, replay=True, granularity="chunk")["source"] == "live"
     with pytest.raises(KeyError, match="block timeout"):
-        widgets.RulesPanel(live, measure=lambda steps: live, build=False).set(
+        panels.RulesPanel(live, measure=lambda steps: live, build=False).set(
             state_rule=False, replay=True, granularity="step")
 
 
 def test_rules_panel_reads_the_factorial_of_its_condition():
     for condition in data.CONDITIONS:
-        p = widgets.rules_panel(condition=condition)
+        p = panels.rules_panel(condition=condition)
         rec = data.pareto_frame(condition).set_index("arm")
         assert condition in p.source
         for arm in ("B0", "S", "SRc"):
@@ -122,15 +124,15 @@ def test_rules_panel_live_measures_under_its_condition(monkeypatch):
         calls.append((n_steps, condition))
         return _toy_frame()
 
-    monkeypatch.setattr(widgets, "live_factorial", fake)
-    p = widgets.rules_panel(condition="unpinned", live=True)
+    monkeypatch.setattr(live, "live_factorial", fake)
+    p = panels.rules_panel(condition="unpinned", live=True)
     p.set(steps=6)
     assert calls == [(10, "unpinned"), (6, "unpinned")]
     assert "unpinned" in p.fallback.attrs["source"]
 
 
 def test_rules_panel_widgets_drive_the_callbacks():
-    p = widgets.rules_panel()  # the recorded H200 factorial
+    p = panels.rules_panel()  # the recorded H200 factorial
     rec = data.pareto_frame("exact").set_index("arm")
     assert "arm SRc" in p.readout.value and "8/8 blocks" in p.readout.value
     before = _selected(p.figure())
@@ -154,7 +156,7 @@ def test_rules_panel_widgets_drive_the_callbacks():
 
 
 def test_clock_sliders_rederive():
-    s = widgets.ClockSliders(build=False)
+    s = panels.ClockSliders(build=False)
     t = s.table.set_index("region")
     assert s.extents == [302, 352, 402] and t.loc["estimator_att_cache", "K"] == 3
     assert t.loc["solver_workspace", "rho"] == pytest.approx((16 * 1000) / (10 * 458))
@@ -171,7 +173,7 @@ def test_clock_sliders_rederive():
 
 
 def test_clock_slider_widgets_call_update():
-    s = widgets.clock_sliders()
+    s = panels.clock_sliders()
     s.sliders["f_retained"].value = 150
     assert s.params["f_retained"] == 150 and "K = 4" in s.text.value and "452" in s.text.value
     assert "estimator_att_cache" in s.tab.value
@@ -179,7 +181,7 @@ def test_clock_slider_widgets_call_update():
 
 
 def test_catalog_grid_frame_marks_inadmissible_calls():
-    f = widgets.catalog_grid_frame(token2wav_declaration(), "flow_chunk")
+    f = frames.catalog_grid_frame(token2wav_declaration(), "flow_chunk")
     ext = f[f["clock"].str.startswith("cached extent")]
     assert ext["value"].tolist() == [302, 352, 402] and ext["class_id"].tolist() == [0, 1, 2]
     calls = f[f["clock"] == "call frames f"].set_index("value")["admitted"]
@@ -195,15 +197,15 @@ def test_catalog_grid_frame_marks_inadmissible_calls():
 def test_overrun_table_by_hand():
     df = pd.DataFrame(dict(stage=["a", "b", "a", "b"], start_ms=[0, 700, 0, 600], dur_ms=[700, 450, 600, 300],
                            source=["x", "x", "y", "y"]))
-    t = widgets.overrun_table(df).set_index("source")
+    t = frames.overrun_table(df).set_index("source")
     assert t.loc["x", "end_ms"] == 1150 and t.loc["x", "over_ms"] == 150 and t.loc["x", "over_pct"] == pytest.approx(15)
     assert t.loc["x", "crossing_stage"] == "b" and t.loc["x", "tail_ms"] == 150
     assert t.loc["y", "over_ms"] == -100 and t.loc["y", "crossing_stage"] == "" and t.loc["y", "tail_ms"] == 0
 
 
 def test_anatomy_frame_paper_and_h200():
-    f = widgets.anatomy_frame()
-    t = widgets.overrun_table(f).set_index("source")
+    f = frames.anatomy_frame()
+    t = frames.overrun_table(f).set_index("source")
     assert t.loc["paper (stock)", "end_ms"] == 1169 and round(t.loc["paper (stock)", "over_pct"], 1) == 16.9
     fac = data.factorial().set_index("arm")
     b0 = t[t.index.str.contains("H200 B0 ")].iloc[0]
@@ -213,7 +215,7 @@ def test_anatomy_frame_paper_and_h200():
         assert srcs["end_ms"] == pytest.approx(842 + fac.loc["SRc", "steady_latency_ms_median"])
     assert srcs["end_ms"] < b0["end_ms"]
     assert isinstance(viz.waterfall(f), go.Figure)
-    c = widgets.overrun_table(widgets.anatomy_frame(compose=True)).set_index("source")
+    c = frames.overrun_table(frames.anatomy_frame(compose=True)).set_index("source")
     assert c.loc["H200 B0 (composed)", "end_ms"] == pytest.approx(842 + fac.loc["B0", "steady_latency_ms_median"])
     assert c.loc["H200 SRc (composed)", "end_ms"] == pytest.approx(842 + fac.loc["SRc", "steady_latency_ms_median"])
 
@@ -230,9 +232,9 @@ def test_anatomy_frame_prefers_a_recorded_second(tmp_path, monkeypatch):
                                ("synthesis", 800.0, syn, ""), ("flow", 800.0, syn - 20, "synthesis"))]
     (tmp_path / "h200" / "duplex_second.json").write_text(json.dumps(dict(medians=rows, rows=rows)))
     monkeypatch.setenv(data.DATA_ENV, str(tmp_path))
-    f = widgets.anatomy_frame()
+    f = frames.anatomy_frame()
     assert set(f["origin"]) == {"paper", "recorded"} and "flow" not in set(f["stage"])  # top-level stages only
-    t = widgets.overrun_table(f).set_index("source")
+    t = frames.overrun_table(f).set_index("source")
     assert t.loc["H200 B0 (recorded)", "end_ms"] == 1130 and t.loc["H200 B0 (recorded)", "crossing_stage"] == "synthesis"
     assert t.loc["H200 SRc (recorded)", "over_ms"] == -120
 
@@ -256,7 +258,7 @@ def _kernels():
 
 def test_timeline_player_accumulates_idle_by_hand():
     eager, replay = _kernels()
-    p = widgets.TimelinePlayer(eager, replay, window=2, build=False)
+    p = player.TimelinePlayer(eager, replay, window=2, build=False)
     s = p.state(2).set_index("variant")
     assert s.loc["eager", "elapsed_us"] * 1e3 == 30 and s.loc["eager", "busy_us"] * 1e3 == 23
     assert s.loc["eager", "host_wait_us"] * 1e3 == 5 and s.loc["eager", "kernel_wait_us"] * 1e3 == 2
@@ -278,7 +280,7 @@ def test_timeline_player_accumulates_idle_by_hand():
 
 def test_timeline_player_widgets_drive_show():
     eager, replay = _kernels()
-    p = widgets.timeline_player(eager, replay)
+    p = player.timeline_player(eager, replay)
     p.slider.value = 2
     assert p.k == 2 and "host_wait_us" in p.readout.value
     p.fwd.click()
@@ -289,10 +291,10 @@ def test_timeline_player_widgets_drive_show():
 
 
 def test_short_kernel_names():
-    assert widgets.short_kernel_name("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >(x)") == \
+    assert events.short_kernel_name("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >(x)") == \
         "native::reduce_kernel"
-    assert widgets.short_kernel_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD"
-    assert widgets.short_kernel_name("sgemm_largek_lds64") == "sgemm_largek_lds64"
+    assert events.short_kernel_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD"
+    assert events.short_kernel_name("sgemm_largek_lds64") == "sgemm_largek_lds64"
 
 
 def _have_traces() -> bool:
@@ -306,12 +308,12 @@ def _have_traces() -> bool:
 
 @pytest.mark.skipif(not _have_traces(), reason="recorded chunk traces not in data/h200")
 def test_recorded_chunk_timelines_and_player_agree_with_the_summary():
-    tl = widgets.chunk_timelines("recorded")
+    tl = live.chunk_timelines("recorded")
     assert "kernels" in tl.what and len(tl.eager) > 1000 and len(tl.replay) > 1000
     s = tl.summary.set_index("variant")
     assert s.loc["eager", "slack_frac"] > 0.5 > s.loc["replay", "slack_frac"]
     assert s.loc["replay", "graph_launches"] >= 1 and s.loc["eager", "graph_launches"] == 0
-    p = widgets.TimelinePlayer(tl.eager, tl.replay, build=False)
+    p = player.TimelinePlayer(tl.eager, tl.replay, build=False)
     end = p.state(p.n).set_index("variant")
     for v in ("eager", "replay"):  # idle between the first and last kernel = wall - busy - the window's edges
         assert end.loc[v, "idle_us"] == pytest.approx(s.loc[v, "wall_us"] - s.loc[v, "busy_us"] - s.loc[v, "other_idle_us"],
@@ -321,14 +323,39 @@ def test_recorded_chunk_timelines_and_player_agree_with_the_summary():
 
 def test_live_cpu_fallback_walks_host_ops():
     """Without recorded traces the player profiles the teaching config on the CPU: host ops, no kernels."""
-    tl = widgets.chunk_timelines("live", config="teaching", device="cpu", warm_chunks=1)
+    tl = live.chunk_timelines("live", config="teaching", device="cpu", warm_chunks=1)
     assert "host ops" in tl.what and len(tl.eager) > 10 and len(tl.replay) > 10
     assert math.isnan(tl.summary["busy_us"].iloc[0])  # CPU-only trace: busy/slack do not apply
-    p = widgets.TimelinePlayer(tl.eager, tl.replay, build=False)
+    p = player.TimelinePlayer(tl.eager, tl.replay, build=False)
     st = p.state(p.n).set_index("variant")
     assert (st["elapsed_us"] > 0).all() and np.isfinite(st["idle_us"]).all()
     with pytest.raises(ValueError, match="source"):
-        widgets.chunk_timelines("somewhere")
+        live.chunk_timelines("somewhere")
+
+
+def test_live_factorial_on_the_cpu_gates_on_b0():
+    """The live factorial builds each arm through build_runtime; SRc's PCM equals B0's, turn by turn."""
+    df = live.live_factorial(config="teaching", arms=("B0", "SRc"), blocks=1, chunks_per_turn=2, device="cpu",
+                             condition="exact")
+    t = df.set_index("arm")
+    assert list(t.index) == ["B0", "SRc"] and t["exact"].all() and (t["exact_blocks"] == 1).all()
+    assert (t["lat_ms"] > 0).all() and t.loc["B0", "latency_delta"] == 0.0
+    assert df.attrs["failed"] == {} and "teaching config" in df.attrs["source"]
+    from cadencelab.contract import T2W_CLOCKS
+
+    assert df.attrs["n_steps"] == T2W_CLOCKS.n_steps
+
+
+def test_factorial_frame_marks_a_turn_that_differs_from_b0():
+    turn = lambda sha, ms: dict(rows=[dict(kind="first", latency_ms=9.0), dict(kind="steady", latency_ms=ms),
+                                      dict(kind="flush", latency_ms=1.0)], sha256=sha, peak_MiB=100.0)
+    df = live.factorial_frame({"B0": [turn("a", 4.0), turn("b", 6.0)], "SRc": [turn("a", 1.0), turn("x", 1.0)]})
+    t = df.set_index("arm")
+    assert t.loc["B0", "lat_ms"] == 5.0 and t.loc["SRc", "lat_ms"] == 1.0  # medians of the steady calls only
+    assert bool(t.loc["B0", "exact"]) and not bool(t.loc["SRc", "exact"]) and t.loc["SRc", "exact_blocks"] == 1
+    assert t.loc["SRc", "latency_delta"] == pytest.approx(1.0 / 5.0 - 1.0) and t.loc["SRc", "peak_delta"] == 0.0
+    with pytest.raises(ValueError, match="must include B0"):
+        live.live_factorial(arms=("SRc",), device="cpu")
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,12 +366,22 @@ def test_live_cpu_fallback_walks_host_ops():
 def test_course_figures():
     t = pd.DataFrame(dict(call=[0, 1, 2], cache_ptr=[4096, 4096, 4096], extent=[16, 20, 20]))
     u = t.assign(cache_ptr=[4096, 8192, 4096 + 2048])
-    fig = widgets.pointer_figure({"carry": t, "stock": u})
+    fig = viz.pointer_figure({"carry": t, "stock": u})
     assert list(fig.data[0].y) == [0, 0, 0] and list(fig.data[1].y) == [0, 4, 2]
     rec = pd.DataFrame(dict(call=[0, 1, 2], agreed=[True, True, False]))
     ex = pd.DataFrame(dict(call=[0, 1, 2], equal=[True, True, False], max_abs_diff=[0.0, 0.0, 3.0]))
-    fig = widgets.audit_figure({"frames": rec}, ex)
+    fig = viz.audit_figure({"frames": rec}, ex)
     assert list(fig.data[0].y) == [1, 1, 0] and fig.data[1].y[2] == 3.0 and fig.data[1].y[0] == 1e-12
     c = pd.DataFrame(dict(label=[(12, 4), None], replays=[3, 0], miss_reasons=[{"probe": 1}, {"priming": 2}]))
-    fig = widgets.misses_figure(c)
+    fig = viz.misses_figure(c)
     assert [t.name for t in fig.data] == ["replayed", "eager: priming", "eager: probe"]
+
+
+@pytest.mark.cuda
+def test_live_factorial_on_cuda_measures_peak_and_gates_on_b0():
+    """On a GPU the live factorial times steady chunks with CUDA events and reads the allocator peak."""
+    df = live.live_factorial(config="teaching", arms=("B0", "S", "SRc"), blocks=2, chunks_per_turn=3, device="cuda")
+    t = df.set_index("arm")
+    assert df.attrs["failed"] == {} and t["exact"].all() and (t["exact_blocks"] == 2).all()
+    assert (t["peak_MiB"] > 0).all() and (t["lat_ms"] > 0).all()
+    assert t.loc["S", "peak_MiB"] <= t.loc["B0", "peak_MiB"]  # the state rule sizes workspaces to demand (teaching: not measured yet)

@@ -2,7 +2,7 @@
 
 Each study prints progress, writes full results under ``--out`` (default ``$OUT/<study>``
 or ``out/<study>``) and prints a short table last. Studies live in sibling modules that
-define ``add_parser(subparsers)``; :data:`cadencelab.studies.STUDIES` lists them.
+define ``add_parser(subparsers)``; :data:`cadencelab.course.studies.STUDIES` lists them.
 
 Flags are checked before any model is built; a bad value, a failed arm or a failed exactness
 gate exits non-zero with one line on stderr (``--debug`` or ``CADENCELAB_DEBUG=1``: the traceback).
@@ -14,7 +14,7 @@ import argparse
 import importlib
 import sys
 
-from .. import studies
+from ..course import studies
 from .flags import OneLineParser, run_main
 
 #: the study names (``python -m cadencelab.bench NAME``), from the studies table

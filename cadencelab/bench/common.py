@@ -26,23 +26,6 @@ _ROOT = Path(__file__).resolve().parents[2]
 CALL_TOKENS, STRIDE_TOKENS, LOOKAHEAD = T2W_CLOCKS.call_tokens, T2W_CLOCKS.tokens_per_chunk, T2W_CLOCKS.lookahead_tokens
 
 
-def chunk_pieces(tokens, clocks=T2W_CLOCKS):
-    """A turn's stream calls behind a lookahead of silence tokens: ``(piece, last_chunk)``,
-    steady calls of a chunk plus its lookahead (the chunk dropped after each) while that many
-    tokens are left, then the flush (``last_chunk=True``) of the rest."""
-    buf = [clocks.silence_token] * clocks.lookahead_tokens + list(tokens)
-    while len(buf) >= clocks.call_tokens:
-        yield buf[:clocks.call_tokens], False
-        buf = buf[clocks.tokens_per_chunk:]
-    yield buf, True
-
-
-def turn_tokens(n_chunks: int, flush_tokens: int, clocks=T2W_CLOCKS) -> int:
-    """Generated tokens of a turn that ``chunk_pieces`` streams as ``n_chunks`` steady calls and a flush of
-    ``flush_tokens`` (the flush includes the lookahead the priming silence started)."""
-    return clocks.tokens_per_chunk * n_chunks + flush_tokens - clocks.lookahead_tokens
-
-
 def default_out(study: str) -> str:
     """Where a study writes by default: ``$OUT/<study>``, or ``out/<study>`` without ``OUT``."""
     return os.path.join(os.environ.get("OUT", "out"), study)

@@ -4,7 +4,7 @@
 
 Protocol (every arm sees the same models, inputs and seeds):
 
-* the two language models (:mod:`cadencelab.profile.duplex`, random weights from the declared
+* the two language models (:mod:`cadencelab.adapters.duplex`, random weights from the declared
   preset) are built once and shared; each arm builds its own Token2wav (REAL for ``h200``,
   TEACHING for ``tiny``) with its solver envelope, in this process, one arm after the other;
 * per arm, ``--seconds`` duplex seconds of one session; the first is a warm-up: after it the
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..profile.duplex import PRESETS
+from ..adapters.duplex.models import PRESETS
 from ..replay.determinism import CONDITIONS
 from . import options
 from .common import run_provenance, write_json
@@ -46,7 +46,7 @@ from .flags import MAX_CHUNKS, add_study_parser, config_from_args, failed_line, 
 
 @dataclass
 class DuplexStudyConfig:
-    preset: str = opt("h200", choices=tuple(PRESETS), help="duplex model sizes (cadencelab.profile.duplex.PRESETS)")
+    preset: str = opt("h200", choices=tuple(PRESETS), help="duplex model sizes (cadencelab.adapters.duplex.models.PRESETS)")
     device: str = options.device()
     arms: tuple = opt(("B0", "SRc"), parse=names_in(lambda: _arms()), help="comma-separated Token2wav arms")
     seconds: int = opt(3, type=int_range(2, MAX_CHUNKS), help="duplex seconds per arm, the first a warm-up (>= 2)")
@@ -72,7 +72,7 @@ def _arms() -> tuple:
 
 
 def study_preset(cfg: DuplexStudyConfig):
-    from ..profile.duplex import preset
+    from ..adapters.duplex import preset
 
     p = preset(cfg.preset)
     changes = {k: v for k, v in (("input_tokens", cfg.input_tokens), ("text_tokens", cfg.text_tokens)) if v is not None}
@@ -110,7 +110,8 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
     import torch
 
     from ..replay.determinism import apply_condition
-    from ..profile.duplex import DuplexSecond, build_models
+    from ..adapters.duplex import SECOND_RANGE, DuplexSecond, build_models
+    from ..profile.trim import profile_window
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -143,7 +144,9 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
             info = dict(token2wav_build_s=h.token2wav_build_s, substages_timed=h.substages_timed)
             if cfg.profile:  # after the timed seconds: the profiler's overhead stays out of them
                 path = out / f"trace_duplex_{arm}.json.gz"
-                pdf, prof = h.profile_second(trace_path=str(path), max_cpu_depth=cfg.trace_cpu_depth)
+                prof = profile_window(h.run_second, device, SECOND_RANGE, trace_path=str(path),
+                                      max_cpu_depth=cfg.trace_cpu_depth, open_range=False)
+                pdf = prof.result
                 profiles[arm] = _profile_rows(prof, arm, path)
                 profiles[arm]["rows"] = pdf.to_dict("records")
             info["peak_MiB"] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
@@ -171,7 +174,7 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
 
 def _profile_rows(prof, arm: str, path: Path) -> dict:
     """Per-stage device attribution of the profiled second (busy, slack, launches), and its trace file."""
-    from ..profile.duplex import STAGES, SUBSTAGES
+    from ..adapters.duplex import STAGES, SUBSTAGES
 
     names = [n for n in (*STAGES, *SUBSTAGES) if n in set(prof.ranges["name"])]
     st = prof.stages(names, by_name=True)

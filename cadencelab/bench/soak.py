@@ -56,9 +56,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from . import options
-from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, chunk_pieces, set_up_device, turn_tokens,
-                     write_json)
+from .common import CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, set_up_device, write_json
 from .flags import (MAX_CHUNKS, add_study_parser, check_devices, check_names, config_from_args, given, int_range,
                     opt, positive_float)
 from .token2wav import provenance

@@ -34,10 +34,10 @@ import numpy as np
 import pandas as pd
 
 from ..adapters.token2wav.runtime import FACTORIAL
+from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_arm
 from . import options
-from .common import (ArmProcess, InlineArm, built_checkpoint, chunk_pieces, run_provenance, serve, set_up_device,
-                     turn_tokens, write_json)
+from .common import ArmProcess, InlineArm, built_checkpoint, run_provenance, serve, set_up_device, write_json
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
                     opt, positive_float)
 

@@ -18,7 +18,7 @@ def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) ->
     int16 PCM differs from the reference is marked with a red x on both panels.
 
     Columns: chunk, warmup, exact_i16, peak_bytes, allocated_bytes, latency_ms; optional
-    latency_ms_ref. (``cadencelab.data.soak_chunks()`` has them.) Traces: 3-5.
+    latency_ms_ref. (``cadencelab.course.data.soak_chunks()`` has them.) Traces: 3-5.
     """
     opts = options or FigureOptions()
     require_columns(chunks_df, ["chunk", "warmup", "exact_i16", "peak_bytes", "allocated_bytes", "latency_ms"],

@@ -83,7 +83,7 @@ import torch.nn.functional as F
 
 from ...contract import admitted_labels
 from ...replay import At, ExactShapeReplay, bind
-from .runtime import _cfg_of, declaration_for, make_constants_device_resident, VocoderSplit
+from .runtime import VocoderSplit, config_of, declaration_for, make_constants_device_resident
 from ...contract import T2W_CLOCKS, Token2wavClocks
 from .stock import crossfade
 from .configs import Token2wavConfig
@@ -155,7 +155,7 @@ class BatchedToken2wav:
         self.max_frames = c.demand_frames
         self.batch_sizes = tuple(sorted({int(b) for b in batch_sizes}))
         self.replay = replay
-        self.decl = declaration_for(cfg or _cfg_of(flow), clocks=c)
+        self.decl = declaration_for(cfg or config_of(flow), clocks=c)
         make_constants_device_resident(flow, hift, self.device)  # as the replay arms (bit-identical constants)
         self.vocoder = VocoderSplit(hift)  # the vendor HiFT, batch-safe, split at its iSTFT as in the runtime
         from einops import pack, repeat  # the vendor DiT's own helpers (a vendor dependency)

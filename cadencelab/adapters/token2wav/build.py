@@ -16,7 +16,7 @@ from .vendor_import import load_vendor
 __all__ = ["build_token2wav", "parameter_counts", "reinit_parameters"]
 
 
-def _subseed(seed: int, label: str) -> int:
+def subseed(seed: int, label: str) -> int:
     """A stable 63-bit seed for one purpose (``label``) derived from a user ``seed``."""
     digest = hashlib.sha256(f"cadencelab.token2wav:{int(seed)}:{label}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
@@ -31,7 +31,7 @@ _DECODER_BUFFERS = {
 }
 
 
-def _construct(
+def construct_modules(
     cfg: Token2wavConfig, *, meta: bool, envelope: CacheEnvelope = STOCK_ENVELOPE
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
     """Vendor ``(flow, hift)`` for ``cfg``.
@@ -40,7 +40,7 @@ def _construct(
     ``envelope`` there, and only then given (uninitialised) CPU storage: the vendor's
     hard-coded 16 x 1000 buffers are never allocated for a config that does not ask for them.
     With ``meta=True`` nothing gets storage (for counting). The caller must overwrite every
-    parameter and buffer of the decoder (see :func:`_materialise_decoder`). The vendor
+    parameter and buffer of the decoder (see :func:`materialise_decoder`). The vendor
     ``__init__`` draws from the global CPU RNG; it is forked, so the caller's RNG is untouched.
     """
     v = load_vendor()
@@ -76,7 +76,7 @@ def _size_decoder_buffers(decoder: torch.nn.Module, env: CacheEnvelope) -> None:
     size_cache_buffers(types.SimpleNamespace(decoder=decoder), env.n_slots, env.max_frames)  # type: ignore[arg-type]
 
 
-def _materialise_decoder(flow: torch.nn.Module, noise_seed: int) -> None:
+def materialise_decoder(flow: torch.nn.Module, noise_seed: int) -> None:
     """Zero the solver caches at their current shapes and draw ``rand_noise`` (1, 80, 30000)
     from ``noise_seed`` on CPU (the vendor draws it from the global RNG in ``__init__``)."""
     decoder = flow.decoder
@@ -87,7 +87,7 @@ def _materialise_decoder(flow: torch.nn.Module, noise_seed: int) -> None:
     decoder.rand_noise = noise.to(device=decoder.rand_noise.device, dtype=decoder.rand_noise.dtype)
 
 
-def _assert_materialised(module: torch.nn.Module, label: str) -> None:
+def assert_materialised(module: torch.nn.Module, label: str) -> None:
     for name, t in [*module.named_parameters(), *module.named_buffers()]:
         if t.is_meta:
             raise RuntimeError(f"{label}.{name} was left on the meta device")
@@ -98,7 +98,7 @@ def parameter_counts(cfg: Token2wavConfig) -> dict[str, int]:
 
     Keys: ``flow``, ``estimator`` (DiT), ``encoder``, ``hift``.
     """
-    flow, hift = _construct(cfg, meta=True)
+    flow, hift = construct_modules(cfg, meta=True)
 
     def count(m: torch.nn.Module) -> int:
         return sum(p.numel() for p in m.parameters())
@@ -141,11 +141,11 @@ def build_token2wav(
     the vendor's own shapes), which is what the B0 arm runs with. ``dtype`` applies to the flow
     only (the vendor never casts HiFT). The caller's global RNG is not consumed.
     """
-    flow, hift = _construct(cfg, meta=False, envelope=envelope)
-    _materialise_decoder(flow, _subseed(seed, "rand_noise"))
-    reinit_parameters(flow, _subseed(seed, "flow"))
-    reinit_parameters(hift, _subseed(seed, "hift"))
-    _assert_materialised(flow, "flow")
-    _assert_materialised(hift, "hift")
+    flow, hift = construct_modules(cfg, meta=False, envelope=envelope)
+    materialise_decoder(flow, subseed(seed, "rand_noise"))
+    reinit_parameters(flow, subseed(seed, "flow"))
+    reinit_parameters(hift, subseed(seed, "hift"))
+    assert_materialised(flow, "flow")
+    assert_materialised(hift, "hift")
     flow = flow.to(dtype=dtype)
     return flow.eval().to(device), hift.eval().to(device)

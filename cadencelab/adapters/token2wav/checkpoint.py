@@ -11,16 +11,13 @@ from typing import Any, Mapping
 import torch
 
 from . import checkpoint_checks as checks
-from .build import _assert_materialised, _construct, _materialise_decoder, _subseed
+from .checkpoint_checks import CheckpointError
+from .build import assert_materialised, construct_modules, materialise_decoder, subseed
 from .configs import DiTConfig, EncoderConfig, HiFTConfig, Token2wavConfig
 from .envelopes import STOCK_ENVELOPE, CacheEnvelope
 from .vendor_import import load_vendor
 
 __all__ = ["CheckpointError", "config_from_flow_yaml", "load_checkpoint", "save_checkpoint"]
-
-
-class CheckpointError(ValueError):
-    """A checkpoint folder cannot be loaded; the message names the offending file."""
 
 
 # Accepted `!new:` classes (also with a `stepaudio2.` prefix) -> the part of the config they fill.
@@ -262,17 +259,17 @@ def load_checkpoint(
                               f"up to {checks.MAX_WIDTH} expected)")
     cfg = config_from_flow_yaml(yaml_path, hift=HiFTConfig(base))
     try:
-        need = checks.estimate_bytes(lambda: _construct(cfg, meta=True, envelope=envelope),
+        need = checks.estimate_bytes(lambda: construct_modules(cfg, meta=True, envelope=envelope),
                                      torch.empty((), dtype=dtype).element_size())
     except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError) as exc:
         raise CheckpointError(f"{yaml_path}: the vendor modules cannot be built from these values "
                               f"({type(exc).__name__}: {str(exc)[:200]})") from None
     checks.check_bytes(yaml_path, need, max_bytes)
     flow_state = _torch_load(flow_path)
-    flow, hift = _construct(cfg, meta=False, envelope=envelope)
-    _materialise_decoder(flow, _subseed(seed_for_noise, "rand_noise"))
+    flow, hift = construct_modules(cfg, meta=False, envelope=envelope)
+    materialise_decoder(flow, subseed(seed_for_noise, "rand_noise"))
     flow = flow.to(dtype=dtype)
     _load_strict(flow, flow_state, flow_path)
     _load_strict(hift, hift_state, hift_path)
-    _assert_materialised(flow, "flow")
+    assert_materialised(flow, "flow")
     return flow.eval().to(device), hift.eval().to(device), cfg

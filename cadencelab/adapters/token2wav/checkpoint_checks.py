@@ -46,9 +46,11 @@ _FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {  # (low, high, low is ex
 }
 
 
-def _error(path: Path, what: str) -> Exception:
-    from .checkpoint import CheckpointError
+class CheckpointError(ValueError):
+    """A checkpoint folder cannot be loaded; the message names the offending file."""
 
+
+def _error(path: Path, what: str) -> Exception:
     return CheckpointError(f"{path}: {what}")
 
 

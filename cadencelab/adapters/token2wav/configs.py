@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["DiTConfig", "EncoderConfig", "HiFTConfig", "REAL", "TEACHING", "Token2wavConfig"]
 
 
-def _require(cond: bool, what: str) -> None:
+def require(cond: bool, what: str) -> None:
     if not cond:
         raise ValueError(what)
 
@@ -89,31 +89,31 @@ class Token2wavConfig:
 
     def __post_init__(self) -> None:
         enc, dit = self.encoder, self.estimator
-        _require(
+        require(
             enc.input_size == self.input_size,
             f"Token2wavConfig.encoder.input_size ({enc.input_size}) must equal input_size ({self.input_size})",
         )
-        _require(
+        require(
             enc.output_size == enc.input_size,
             f"Token2wavConfig.encoder.output_size ({enc.output_size}) must equal encoder.input_size "
             f"({enc.input_size}): the encoder re-embeds its upsampled output with an input_size-wide layer",
         )
-        _require(
+        require(
             enc.output_size % enc.attention_heads == 0,
             f"Token2wavConfig.encoder.output_size ({enc.output_size}) must be divisible by attention_heads "
             f"({enc.attention_heads})",
         )
-        _require(
+        require(
             dit.in_channels == 4 * self.output_size,
             f"Token2wavConfig.estimator.in_channels ({dit.in_channels}) must be 4 * output_size "
             f"({4 * self.output_size}): noise, encoder_proj output, speaker and condition are stacked",
         )
-        _require(
+        require(
             dit.out_channels == self.output_size,
             f"Token2wavConfig.estimator.out_channels ({dit.out_channels}) must equal output_size ({self.output_size})",
         )
-        _require(self.output_size == 80, f"Token2wavConfig.output_size ({self.output_size}) must be 80: HiFT reads 80 mel channels")
-        _require(
+        require(self.output_size == 80, f"Token2wavConfig.output_size ({self.output_size}) must be 80: HiFT reads 80 mel channels")
+        require(
             self.hift.base_channels % 8 == 0 and self.hift.base_channels >= 8,
             f"Token2wavConfig.hift.base_channels ({self.hift.base_channels}) must be a positive multiple of 8",
         )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ...contract.examples import T2W_CLOCKS, Token2wavClocks
-from .configs import Token2wavConfig, _require
+from .configs import Token2wavConfig, require
 
 __all__ = ["CacheEnvelope", "STOCK_ENVELOPE", "cache_buffer_shapes", "demand_envelope", "demand_frames",
            "size_cache_buffers", "stock_envelope"]
@@ -25,8 +25,8 @@ class CacheEnvelope:
     max_frames: int
 
     def __post_init__(self) -> None:
-        _require(self.n_slots >= 1, f"CacheEnvelope.n_slots must be >= 1, got {self.n_slots}")
-        _require(self.max_frames >= 1, f"CacheEnvelope.max_frames must be >= 1, got {self.max_frames}")
+        require(self.n_slots >= 1, f"CacheEnvelope.n_slots must be >= 1, got {self.n_slots}")
+        require(self.max_frames >= 1, f"CacheEnvelope.max_frames must be >= 1, got {self.max_frames}")
 
 
 STOCK_ENVELOPE = CacheEnvelope(n_slots=16, max_frames=1000)

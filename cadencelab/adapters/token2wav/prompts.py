@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from ...contract.examples import T2W_CLOCKS, Token2wavClocks
-from .build import _subseed
-from .configs import Token2wavConfig, _require
+from .build import subseed
+from .configs import Token2wavConfig, require
 
 __all__ = ["PromptState", "make_prompt"]
 
@@ -32,10 +32,10 @@ class PromptState:
 
     def __post_init__(self) -> None:
         tok, mel, spk = self.prompt_speech_tokens, self.prompt_mels, self.spk_emb
-        _require(tok.dim() == 2 and tok.shape[0] == 1, f"PromptState.prompt_speech_tokens must be (1, T), got {tuple(tok.shape)}")
-        _require(not tok.is_floating_point(), f"PromptState.prompt_speech_tokens must be integer, got {tok.dtype}")
-        _require(spk.dim() == 2 and spk.shape[0] == 1, f"PromptState.spk_emb must be (1, D), got {tuple(spk.shape)}")
-        _require(mel.dim() == 3 and mel.shape[0] == 1, f"PromptState.prompt_mels must be (1, frames, 80), got {tuple(mel.shape)}")
+        require(tok.dim() == 2 and tok.shape[0] == 1, f"PromptState.prompt_speech_tokens must be (1, T), got {tuple(tok.shape)}")
+        require(not tok.is_floating_point(), f"PromptState.prompt_speech_tokens must be integer, got {tok.dtype}")
+        require(spk.dim() == 2 and spk.shape[0] == 1, f"PromptState.spk_emb must be (1, D), got {tuple(spk.shape)}")
+        require(mel.dim() == 3 and mel.shape[0] == 1, f"PromptState.prompt_mels must be (1, frames, 80), got {tuple(mel.shape)}")
 
     @property
     def n_tokens(self) -> int:
@@ -71,8 +71,8 @@ def make_prompt(
     """
     if n_tokens is None:
         n_tokens = clocks.prompt_frames // cfg.up_rate
-    _require(n_tokens >= 1, f"make_prompt: n_tokens must be >= 1, got {n_tokens}")
-    gen = torch.Generator(device="cpu").manual_seed(_subseed(seed, "prompt"))
+    require(n_tokens >= 1, f"make_prompt: n_tokens must be >= 1, got {n_tokens}")
+    gen = torch.Generator(device="cpu").manual_seed(subseed(seed, "prompt"))
     frames = n_tokens * cfg.up_rate
     tokens = torch.randint(0, cfg.vocab_size, (1, n_tokens), generator=gen, dtype=torch.int64).to(torch.int32)
     mels = torch.randn((1, frames, cfg.output_size), generator=gen, dtype=torch.float32)

@@ -49,7 +49,7 @@ from .prompts import PromptState
 
 __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
            "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "HostStaging", "Token2wavRuntime",
-           "runtime_envelope", "build_runtime", "pin_determinism"]
+           "runtime_envelope", "build_runtime", "config_of", "pin_determinism"]
 
 # ---------------------------------------------------------------------------------------
 # arms
@@ -364,7 +364,7 @@ class Token2wavRuntime:
         self.vocoder: VocoderSplit | None = None
         self.ranges = False
         self.decl = None
-        decl = declaration_for(cfg or _cfg_of(flow), clocks=self.clocks)
+        decl = declaration_for(cfg or config_of(flow), clocks=self.clocks)
         # the stock cut, through each attention cache's declared retention policy
         self.stock_cut = {name: decl.region(name).policy for name in ("estimator_att_cache", "conformer_att_cache")}
         if self.spec.state_rule or self.spec.replay:
@@ -684,7 +684,7 @@ def build_runtime(cfg: Token2wavConfig, arm, seed: int, device="cpu", clocks: To
     return rt, make_prompt(cfg, seed, device, clocks=c)
 
 
-def _cfg_of(flow) -> Token2wavConfig:
+def config_of(flow) -> Token2wavConfig:
     """Recover a config's clock-relevant sizes from built modules (for declarations)."""
     from .configs import DiTConfig, EncoderConfig
 

@@ -43,11 +43,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .replay.determinism import EXACT
+from ..replay.determinism import EXACT
 from .studies import RECORDINGS
 
 __all__ = [
-    "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "recorded_condition", "data_dir", "data_path", "load_json",
+    "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "check_condition", "recorded_condition", "data_dir", "dataset_path", "data_path", "load_json",
     "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
     "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "duplex_summary",
     "recorded_trace",
@@ -64,7 +64,7 @@ CONDITIONS = ("exact", "pinned", "unpinned")
 DEVICE_CONDITIONS = {"exact": EXACT, "pinned": "no_tf32_cudnn_det_ws", "unpinned": "no_tf32"}
 
 #: recorded files by dataset name -> (path under data/, how to record it, flag), from the studies table
-#: (cadencelab.studies.RECORDINGS: the commands the recorded files were made with), and the paper's figures
+#: (cadencelab.course.studies.RECORDINGS: the commands the recorded files were made with), and the paper's figures
 DATASETS = {r.dataset: (r.path, r.how(), "") for r in RECORDINGS}
 DATASETS["paper_duplex_second"] = ("paper/duplex_second.csv", None, "")
 _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2.1 and §4.3, figures as published; "
@@ -77,8 +77,8 @@ _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2
 
 
 def _candidates() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    return [here.parent / "data", here / "data"]
+    package = Path(__file__).resolve().parents[1]  # cadencelab/
+    return [package.parent / "data", package / "data"]
 
 
 def data_dir() -> Path:
@@ -100,6 +100,13 @@ def data_dir() -> Path:
                             + f"; set ${DATA_ENV} to the folder that holds h200/ and paper/")
 
 
+def dataset_path(name: str) -> Path:
+    """Where dataset ``name`` (a key of :data:`DATASETS`) lives under the data folder; it need not exist."""
+    if name not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
+    return data_dir() / DATASETS[name][0]
+
+
 def data_path(relative: str | os.PathLike, how: str | None = None) -> Path:
     """``data_dir() / relative``, which must exist (the error names the path and how to make it)."""
     p = data_dir() / relative
@@ -111,7 +118,8 @@ def data_path(relative: str | os.PathLike, how: str | None = None) -> Path:
     return p
 
 
-def _condition(condition: str) -> str:
+def check_condition(condition: str) -> str:
+    """``condition`` when it is one of :data:`CONDITIONS`; ValueError naming what was given otherwise."""
     if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
     return condition
@@ -124,7 +132,7 @@ def _how(name: str) -> str | None:
 
 
 def _dataset(kind: str, condition: str = "exact") -> tuple[str, str | None]:
-    name = kind if _condition(condition) == "exact" else f"{kind}_{condition}"
+    name = kind if check_condition(condition) == "exact" else f"{kind}_{condition}"
     return DATASETS[name][0], _how(name)
 
 
@@ -350,7 +358,7 @@ _TRACE_FILES = {
     "chunk": ("h200/trace_{arm}_chunk.json.gz",
               "python -m cadencelab.bench token2wav --device cuda --arms B0,SRc --out DIR (it keeps "
               "DIR/trace_<arm>.json.gz); trim it to one steady chunk "
-              "(cadencelab.profile.duplex.write_trimmed_trace(load_trace(...), PATH, window='chunk', occurrence=1)) "
+              "(cadencelab.profile.trim.write_trimmed_trace(load_trace(...), PATH, window='chunk', occurrence=1)) "
               "and save it as {path}"),
     "duplex": ("h200/trace_duplex_{arm}.json.gz",
                "python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --out DIR "
@@ -364,7 +372,7 @@ def recorded_trace(arm: str = "B0", kind: str = "chunk"):
     kind "chunk": one steady Token2wav chunk (``data/h200/trace_<arm>_chunk.json.gz``);
     kind "duplex": one duplex second (``data/h200/trace_duplex_<arm>.json.gz``).
     """
-    from .profile.trace import load_trace
+    from ..profile.trace import load_trace
 
     if kind not in _TRACE_FILES:
         raise ValueError(f"recorded_trace: kind must be one of {sorted(_TRACE_FILES)}, got {kind!r}")

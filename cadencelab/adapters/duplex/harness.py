@@ -30,250 +30,33 @@ gaps count) or ``time.perf_counter`` on a CPU.
     >>> h = DuplexSecond("tiny", arm="B0", device="cpu")
     >>> h.warmup()
     >>> df = h.run_second()                     # stage, start_ms, dur_ms, source, arm, ...
-    >>> df, prof = h.profile_second()           # + a cadencelab.profile.capture.Profile
-    >>> prof.stages(["backbone", "speech_decoder", "synthesis"])
+
+To profile a second, run it under :func:`cadencelab.profile.trim.profile_window` (its range is
+:data:`SECOND_RANGE`, which ``run_second`` opens itself):
+
+    >>> p = profile_window(h.run_second, h.device, SECOND_RANGE, open_range=False)
+    >>> p.stages(["backbone", "speech_decoder", "synthesis"])
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import hashlib
-import inspect
 import time
-from dataclasses import dataclass
 from typing import Iterator
 
 import pandas as pd
 import torch
 
-from ..adapters.token2wav.configs import REAL as _T2W_REAL
-from ..contract import T2W_CLOCKS
-from .capture import Profile, profiled
-from .export import export_chrome_trace
-from .metrics import windows
-from .trace import Trace
+from .models import CHUNK_TOKENS, DuplexConfig, DuplexModels, build_models, preset, transformers_module
 
-__all__ = [
-    "DecoderShape", "DuplexConfig", "H200", "TINY", "PRESETS", "preset", "DuplexModels", "build_models",
-    "DuplexSecond", "run_second", "profile_second", "trim_trace", "write_trimmed_trace", "second_totals",
-    "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS",
-]
+__all__ = ["DuplexSecond", "run_second", "second_totals", "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS"]
 
-_T2W_VOCAB = _T2W_REAL.vocab_size  # the speech decoder emits Token2wav's tokens
 STAGES = ("backbone", "speech_decoder", "synthesis")
 SUBSTAGES = ("flow", "vocoder")  # the Token2wav runtime's own ranges inside "synthesis"
 SECOND_RANGE = "duplex_second"
 STAGE_COLUMNS = ["stage", "start_ms", "dur_ms", "source", "arm", "second", "parent", "device", "preset"]
-CHUNK_TOKENS = T2W_CLOCKS.tokens_per_chunk  # Token2wav: one chunk (+ its lookahead) per call = 1.0 s of audio
-
-
-# ---------------------------------------------------------------------------------------
-# declared configuration
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DecoderShape:
-    """A decoder-only transformer (Qwen2 architecture) by its declared sizes."""
-
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    vocab: int
-    max_positions: int = 32768
-    rope_theta: float = 1_000_000.0
-
-    def __post_init__(self):
-        if self.hidden % self.heads or self.heads % self.kv_heads:
-            raise ValueError(f"DecoderShape: hidden {self.hidden} must divide into heads {self.heads}, "
-                             f"and heads into kv_heads {self.kv_heads}")
-
-    def parameters(self) -> int:
-        """Parameter count of the Qwen2 model this shape builds (untied embeddings, no biases but q/k/v)."""
-        h, hd = self.hidden, self.hidden // self.heads
-        kv = self.kv_heads * hd
-        attn = h * h + 2 * h * kv + h * h + (h + 2 * kv)  # q, k, v, o (+ q/k/v biases)
-        mlp = 3 * h * self.intermediate
-        return 2 * self.vocab * h + self.layers * (attn + mlp + 2 * h) + h
-
-    def hf_config(self):
-        """The ``transformers.Qwen2Config`` (same keyword names in transformers 4.5x and 5.x)."""
-        Qwen2Config = _transformers().Qwen2Config
-        return Qwen2Config(vocab_size=self.vocab, hidden_size=self.hidden, intermediate_size=self.intermediate,
-                           num_hidden_layers=self.layers, num_attention_heads=self.heads,
-                           num_key_value_heads=self.kv_heads, max_position_embeddings=self.max_positions,
-                           rope_theta=self.rope_theta, tie_word_embeddings=False, use_sliding_window=False)
-
-
-@dataclass(frozen=True)
-class DuplexConfig:
-    """The declared duplex second: stage shapes and per-second token clocks.
-
-    backbone, speech:  the two decoder-only models.
-    input_tokens:      backbone prefill per second (the second's input, as ids: a stand-in for the
-                       audio encoder's output).
-    text_tokens:       text/control tokens the backbone decodes per second.
-    speech_tokens:     speech tokens per second; fixed at one Token2wav chunk (``T2W_CLOCKS``: the chunk's
-                       tokens plus the lookahead = 1.0 s of audio).
-    token2wav:         "real" (the released Token2wav sizes) or "teaching" (small, fast on a CPU).
-    n_timesteps:       flow solver steps (10, as the HF-style MiniCPM-o model).
-    dtype:             the AR stages' dtype; Token2wav stays float32 (stock).
-    backbone_context:  the backbone cache is cleared (a new session context) when the next second
-                       would take it past this many positions.
-    """
-
-    name: str
-    backbone: DecoderShape
-    speech: DecoderShape
-    input_tokens: int = 25
-    text_tokens: int = 10
-    speech_tokens: int = CHUNK_TOKENS
-    lookahead: int = T2W_CLOCKS.lookahead_tokens
-    token2wav: str = "real"
-    n_timesteps: int = T2W_CLOCKS.n_steps
-    dtype: str = "bfloat16"
-    backbone_context: int = 4096
-    note: str = ""
-
-    def __post_init__(self):
-        if self.speech_tokens != CHUNK_TOKENS:
-            raise ValueError(f"DuplexConfig: speech_tokens must be {CHUNK_TOKENS} (one Token2wav chunk: "
-                             f"{CHUNK_TOKENS} tokens + {self.lookahead} lookahead = {T2W_CLOCKS.call_frames} mel frames), "
-                             f"got {self.speech_tokens}")
-        if self.token2wav not in ("real", "teaching"):
-            raise ValueError(f"DuplexConfig: token2wav must be 'real' or 'teaching', got {self.token2wav!r}")
-        if self.input_tokens < 1 or self.text_tokens < 1:
-            raise ValueError("DuplexConfig: input_tokens and text_tokens must be >= 1")
-        if self.input_tokens + self.text_tokens > self.backbone_context:
-            raise ValueError("DuplexConfig: one second does not fit in backbone_context")
-        _ = self.torch_dtype
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        dt = getattr(torch, self.dtype, None)
-        if not isinstance(dt, torch.dtype):
-            raise ValueError(f"DuplexConfig: unknown dtype {self.dtype!r}")
-        return dt
-
-    def token2wav_config(self):
-        from ..adapters.token2wav import REAL, TEACHING
-
-        return {"real": REAL, "teaching": TEACHING}[self.token2wav]
-
-    def replace(self, **changes) -> "DuplexConfig":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["backbone"]["parameters"] = self.backbone.parameters()
-        d["speech"]["parameters"] = self.speech.parameters()
-        return d
-
-
-H200 = DuplexConfig(
-    name="h200",
-    # An 8B-class backbone at full depth: the Qwen3-8B-like shape (hidden 4096, 36 layers, 32 query /
-    # 8 key-value heads, FFN 12288, vocab 151,936) built as Qwen2 (no q/k norm): 8.2 B parameters,
-    # 16.4 GB in bfloat16. All 36 layers are built (random init runs on the GPU in seconds).
-    backbone=DecoderShape(hidden=4096, layers=36, heads=32, kv_heads=8, intermediate=12288, vocab=151_936),
-    # A ChatTTS-sized speech-token decoder (hidden 768, 20 layers, 12 heads, FFN 3072) over the
-    # Token2wav vocabulary: an assumption, the paper does not give this stage's shape.
-    speech=DecoderShape(hidden=768, layers=20, heads=12, kv_heads=12, intermediate=3072, vocab=_T2W_VOCAB),
-    token2wav="real",
-    dtype="bfloat16",
-    note="declared stand-ins with random weights; backbone 36 layers (full depth), bf16; Token2wav REAL fp32",
-)
-
-TINY = DuplexConfig(
-    name="tiny",
-    backbone=DecoderShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=1024, max_positions=4096),
-    speech=DecoderShape(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=_T2W_VOCAB, max_positions=4096),
-    token2wav="teaching",
-    dtype="float32",
-    note="CPU teaching size: same clocks and call pattern as h200, tiny shapes",
-)
-
-PRESETS = {"h200": H200, "tiny": TINY}
-
-
-def preset(name: str | DuplexConfig) -> DuplexConfig:
-    """A preset by name ("h200", "tiny"), or the config itself."""
-    if isinstance(name, DuplexConfig):
-        return name
-    if name not in PRESETS:
-        raise ValueError(f"unknown duplex preset {name!r}; presets: {sorted(PRESETS)}")
-    return PRESETS[name]
-
-
-# ---------------------------------------------------------------------------------------
-# the two language models (random weights from the declaration)
-# ---------------------------------------------------------------------------------------
-
-
-def _transformers():
-    try:
-        import transformers
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("cadencelab.profile.duplex builds its language models with HF transformers: "
-                          "`pip install transformers` (4.5x or 5.x)") from e
-    return transformers
-
-
-@contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(old)
-
-
-@dataclass
-class DuplexModels:
-    """The backbone, the speech-token decoder and the bridge between them (shareable across arms)."""
-
-    cfg: DuplexConfig
-    backbone: torch.nn.Module
-    speech: torch.nn.Module
-    bridge: torch.nn.Linear
-    device: torch.device
-    build_s: float = 0.0
-    cache_kw: str = "past_key_values"  # "cache" in transformers >= 5.x, "past_key_values" before
-
-    def describe(self) -> dict:
-        tf = _transformers()
-        return dict(transformers=tf.__version__, cache_kw=self.cache_kw, build_s=round(self.build_s, 3),
-                    attn_implementation=getattr(self.backbone.config, "_attn_implementation", None),
-                    backbone_parameters=sum(p.numel() for p in self.backbone.parameters()),
-                    speech_parameters=sum(p.numel() for p in self.speech.parameters()))
-
-
-def build_models(cfg: str | DuplexConfig = "tiny", device: str | torch.device = "cpu", seed: int = 0) -> DuplexModels:
-    """Build the declared models with seeded random weights directly on ``device`` in ``cfg.dtype``."""
-    cfg = preset(cfg)
-    tf = _transformers()
-    device = torch.device(device)
-    t0 = time.perf_counter()
-    with torch.no_grad(), _default_dtype(cfg.torch_dtype), device:
-        torch.manual_seed(seed)
-        backbone = tf.Qwen2ForCausalLM(cfg.backbone.hf_config()).eval()
-        torch.manual_seed(seed + 1)
-        speech = tf.Qwen2ForCausalLM(cfg.speech.hf_config()).eval()
-        torch.manual_seed(seed + 2)
-        bridge = torch.nn.Linear(cfg.backbone.hidden, cfg.speech.hidden, bias=False).eval()
-        torch.nn.init.normal_(bridge.weight, std=cfg.backbone.hidden ** -0.5)
-    for m in (backbone, speech, bridge):
-        m.requires_grad_(False)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    params = inspect.signature(type(backbone.model).forward).parameters
-    cache_kw = "cache" if "cache" in params else "past_key_values"
-    return DuplexModels(cfg, backbone, speech, bridge, device, time.perf_counter() - t0, cache_kw)
 
 
 # ---------------------------------------------------------------------------------------
@@ -364,9 +147,9 @@ class DuplexSecond:
 
     def __init__(self, cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | torch.device = "cpu",
                  seed: int = 0, models: DuplexModels | None = None, backend: str = "auto"):
-        from ..adapters.token2wav import SILENCE_TOKEN
-        from ..adapters.token2wav.runtime import build_runtime, declaration_for
-        from ..contract import catalog_width
+        from ...contract import catalog_width
+        from ..token2wav import SILENCE_TOKEN
+        from ..token2wav.runtime import build_runtime, declaration_for
 
         self.cfg = preset(cfg)
         self.arm = arm
@@ -430,7 +213,7 @@ class DuplexSecond:
         self.chunks_in_turn = 0
 
     def _new_cache(self):
-        return _transformers().DynamicCache()
+        return transformers_module().DynamicCache()
 
     def _second_input(self, second: int) -> torch.Tensor:
         """The second's input ids (1, input_tokens), from a generator seeded by (seed, second)."""
@@ -559,28 +342,6 @@ class DuplexSecond:
             frames.append(self.run_second().assign(warmup=False))
         return pd.concat(frames, ignore_index=True)
 
-    def profile_second(self, trace_path: str | None = None, trim: bool = True, max_cpu_depth: int | None = None,
-                       **profile_kw) -> tuple[pd.DataFrame, Profile]:
-        """Run one second under ``torch.profiler``: (stage frame, :class:`Profile`).
-
-        With ``trim`` the profile's trace is cut to the ``duplex_second`` range (metadata kept,
-        args dropped; see :func:`trim_trace`) and, with ``trace_path``, written there
-        (gzip when it ends in .gz); ``max_cpu_depth`` thins the host ops (see :func:`trim_trace`).
-        Without ``trim`` the raw profiler trace is kept at ``trace_path``.
-        ``p.stages(STAGES + SUBSTAGES)`` attributes device work to each stage.
-        """
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        with profiled(self.device, trace_path=None if trim else trace_path, window=SECOND_RANGE,
-                      **profile_kw) as p:
-            df = self.run_second()
-        p.result = df
-        if trim:
-            p.trace = trim_trace(p.trace, SECOND_RANGE, max_cpu_depth=max_cpu_depth)
-            if trace_path is not None:
-                p.path = export_chrome_trace(p.trace, trace_path)
-        return df, p
-
     def close(self) -> None:
         """Drop the runtime (and its graphs) so another arm can be built in the same process."""
         self.rt = None
@@ -600,62 +361,3 @@ def run_second(cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | 
     h = DuplexSecond(cfg, arm, device, seed, models=models)
     h.warmup(warmup)
     return h.run_second()
-
-
-def profile_second(cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | torch.device = "cpu", seed: int = 0,
-                   warmup: int = 1, trace_path: str | None = None,
-                   models: DuplexModels | None = None) -> tuple[pd.DataFrame, Profile]:
-    """Build, warm up, and profile one second: (stage frame, Profile)."""
-    h = DuplexSecond(cfg, arm, device, seed, models=models)
-    h.warmup(warmup)
-    return h.profile_second(trace_path=trace_path)
-
-
-# ---------------------------------------------------------------------------------------
-# trimmed traces
-# ---------------------------------------------------------------------------------------
-
-
-def trim_trace(trace: Trace, window: str = SECOND_RANGE, occurrence: int = 0,
-               max_cpu_depth: int | None = None) -> Trace:
-    """The part of ``trace`` inside one occurrence of the host range ``window``.
-
-    Keeps host ops, ranges and launch calls that start inside the window, the device activity
-    those launches issued (plus uncorrelated device events starting inside, and kernels that run
-    on after the window closes), and only the metadata events ("ph": "M"); drops every event's
-    args (the ids the frames need are columns and are written back by
-    :func:`~cadencelab.profile.export.export_chrome_trace`). ``max_cpu_depth`` also drops host
-    ops nested deeper than that (0 = outermost only): a smaller file whose launches are then
-    attributed to the innermost op kept.
-    """
-    w = windows(trace, window)
-    if len(w) <= occurrence:
-        raise ValueError(f"{trace.source}: no occurrence {occurrence} of the range {window!r} (found {len(w)})")
-    ws, we = int(w["start_ns"].iloc[occurrence]), int(w["end_ns"].iloc[occurrence])
-
-    def inside(df: pd.DataFrame) -> pd.DataFrame:
-        keep = (df["start_ns"] >= ws) & (df["start_ns"] <= we)
-        out = df[keep].reset_index(drop=True).copy()
-        out["args"] = [{} for _ in range(len(out))]
-        return out
-
-    launches = inside(trace.launches)
-    corr = set(launches["correlation"].dropna().astype(int))
-    k = trace.kernels
-    kc = k["correlation"]
-    by_launch = kc.notna() & kc.isin(corr)
-    loose = kc.isna() & (k["start_ns"] >= ws) & (k["start_ns"] <= we)
-    kernels = k[by_launch | loose].reset_index(drop=True).copy()
-    kernels["args"] = [{} for _ in range(len(kernels))]
-    cpu_ops = inside(trace.cpu_ops)
-    if max_cpu_depth is not None:
-        cpu_ops = cpu_ops[cpu_ops["depth"] <= int(max_cpu_depth)].reset_index(drop=True)
-    return Trace(kernels=kernels, cpu_ops=cpu_ops, launches=launches, ranges=inside(trace.ranges),
-                 meta=dict(trace.meta), extra_events=[e for e in trace.extra_events if e.get("ph") == "M"],
-                 source=f"{trace.source} [{window} #{occurrence}]")
-
-
-def write_trimmed_trace(trace: Trace, path: str, window: str = SECOND_RANGE, occurrence: int = 0,
-                        max_cpu_depth: int | None = None) -> str:
-    """:func:`trim_trace` then write Chrome-trace JSON (gzip for .gz): the path."""
-    return export_chrome_trace(trim_trace(trace, window, occurrence, max_cpu_depth), path)

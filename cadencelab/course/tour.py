@@ -61,7 +61,7 @@ class TourFailed(RuntimeError):
 
 def repo_root() -> Path:
     """The folder above the ``cadencelab`` package (the repository root in a checkout)."""
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def notebooks_dir() -> Path:

@@ -41,7 +41,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .contract import (
+from ..contract import (
     Admission,
     Clock,
     Declaration,
@@ -53,8 +53,8 @@ from .contract import (
     admitted_labels,
     derive,
 )
-from .replay import At, ExactShapeReplay, bind
-from .state import Carry, ShadowAuditor
+from ..replay import At, ExactShapeReplay, bind
+from ..state import Carry, ShadowAuditor
 
 __all__ = [
     "TeachingConfig", "declaration", "TinyStreamer", "TeachingStream", "make_stream", "TeachingRuntime",

@@ -1,0 +1,268 @@
+"""The package's folders are its layers: no module imports from a layer above its own, no import cycle,
+no module over the size limit unless the allow-list below says why.
+
+Every ``import`` and ``from ... import`` of every module is read with ``ast`` (function-local imports
+included), so an import hidden inside a function counts like one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "cadencelab"
+
+#: low -> high; a module may import only from its own layer or below
+LAYERS = ("contract", "state", "replay", "adapters", "profile", "viz", "course", "bench", "cli")
+#: layers that may never need an exception to the rules below
+CORE = ("contract", "state", "replay", "profile", "viz")
+
+#: module cycles inside one layer, each with the reason it is still there; an entry that no longer
+#: holds fails the test, so the list only shrinks
+KNOWN_CYCLES: dict = {}
+
+#: private names still imported across modules, with the reason; an entry that no longer holds fails
+KNOWN_PRIVATE: dict[str, str] = {}
+
+LINE_LIMIT = 500
+#: modules allowed past LINE_LIMIT, each with the reason; an entry under the limit fails the test
+LONG_MODULES = {
+    "cadencelab/adapters/token2wav/runtime.py": "the Token2wav runtime the lead is editing; split after that lands",
+    "cadencelab/bench/sessions.py": "the lead is adding the lanes arm here; split after that lands",
+    "cadencelab/bench/soak.py": "one study: being moved onto the study skeleton (issue 17, second part)",
+    "cadencelab/bench/token2wav.py": "one study: being moved onto the study skeleton (issue 17, second part)",
+    "cadencelab/replay/preflight.py": "one pass over a captured call's effects; its checks share one walker",
+    "cadencelab/replay/engine.py": "the engine the lead is editing; split after that lands",
+    "cadencelab/contract/derivation.py": "the derivations of one declaration, one after another (18 lines over)",
+    "cadencelab/adapters/mimi.py": "one adapter: Mimi's declaration, binding and eager reference (2 lines over)",
+    "cadencelab/profile/trace.py": "one reader of the Kineto trace format, event kinds and their columns together",
+    "cadencelab/course/data.py": "the recorded-data loaders the notebooks call as data.*; the study table moves out "
+                                 "of it (issue 17, second part)",
+}
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package."""
+    out = {}
+    for p in sorted(PACKAGE.rglob("*.py")):
+        parts = p.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int]]:
+    """The package modules ``name`` imports, as (module, line); ``from X import y`` counts X.y when that
+    is a module, X otherwise."""
+    is_pkg = path.name == "__init__.py"
+    here = name.split(".") if is_pkg else name.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                found.append((sub if sub in known else mod, node.lineno))
+    return [(m, line) for m, line in found if m == "cadencelab" or m.startswith("cadencelab.")]
+
+
+def layer_of(module: str) -> str | None:
+    """The layer a module belongs to: its first name under the package (None for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def graph() -> dict[str, list[tuple[str, int]]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+def upward_imports(g: dict) -> list[str]:
+    """Every import from a layer above the importer's, as 'module:line imports target (layer a < b)'."""
+    bad = []
+    for name, deps in g.items():
+        own = layer_of(name)
+        if own is None:
+            if deps:
+                bad.extend(f"{name}:{line} imports {d} (the package root imports nothing)" for d, line in deps)
+            continue
+        if own not in LAYERS:
+            bad.append(f"{name}: layer {own!r} is not in LAYERS {LAYERS}; give it a place")
+            continue
+        for d, line in deps:
+            other = layer_of(d)
+            if other is None:
+                bad.append(f"{name}:{line} imports the package root {d}")
+            elif other not in LAYERS:
+                bad.append(f"{name}:{line} imports {d}, whose layer {other!r} is not in LAYERS")
+            elif LAYERS.index(other) > LAYERS.index(own):
+                bad.append(f"{name}:{line} imports {d} ({own} may not import from {other}, a higher layer)")
+    return bad
+
+
+def cycles(g: dict) -> list[frozenset]:
+    """The strongly connected module groups of more than one module (Tarjan)."""
+    edges = {n: sorted({d for d, _ in deps if d in g and d != n}) for n, deps in g.items()}
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(frozenset(group))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def package_edges(g: dict) -> dict[str, set[str]]:
+    """Layer -> the layers its modules import (the top-level graph)."""
+    out: dict[str, set[str]] = {}
+    for name, deps in g.items():
+        own = layer_of(name)
+        if own is not None:
+            out.setdefault(own, set()).update(o for d, _ in deps if (o := layer_of(d)) not in (None, own))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the rules, on the package as it is
+# ---------------------------------------------------------------------------------------
+
+
+def test_every_module_has_a_layer_and_imports_nothing_above_it():
+    g = graph()
+    assert {layer_of(n) for n in g} - {None} <= set(LAYERS)
+    bad = upward_imports(g)
+    assert not bad, "imports from a higher layer:\n" + "\n".join(bad)
+
+
+def test_every_imported_package_module_exists():
+    g = graph()
+    missing = [f"{n}:{line} imports {d}" for n, deps in g.items() for d, line in deps if d not in g]
+    assert not missing, "imports of modules that do not exist:\n" + "\n".join(missing)
+
+
+def private_imports() -> list[str]:
+    """Every ``from <package module> import _name`` whose name is private to another module."""
+    bad = []
+    for p in modules().values():
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("cadencelab")):
+                bad += [f"{p.relative_to(PACKAGE.parent)}:{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_no_private_name_crosses_a_module():
+    found = private_imports()
+    stale = sorted(set(KNOWN_PRIVATE) - set(found))
+    assert not stale, f"KNOWN_PRIVATE entries that no longer hold (remove them): {stale}"
+    bad = [b for b in found if b not in KNOWN_PRIVATE]
+    assert not bad, "private names imported from another module (make them public there, or move them):\n" \
+        + "\n".join(bad)
+
+
+def test_the_layers_form_no_cycle():
+    edges = package_edges(graph())
+    for a, targets in edges.items():
+        for b in targets:
+            assert a not in edges.get(b, set()), f"layers {a} and {b} import each other"
+
+
+def test_no_module_cycle_beyond_the_known_ones():
+    found = set(cycles(graph()))
+    unknown = [sorted(c) for c in found if c not in KNOWN_CYCLES]
+    assert not unknown, f"import cycles: {unknown}"
+    stale = [sorted(c) for c in KNOWN_CYCLES if c not in found]
+    assert not stale, f"KNOWN_CYCLES lists cycles that are gone (remove them): {stale}"
+    for c in KNOWN_CYCLES:
+        assert not {layer_of(m) for m in c} & set(CORE), f"no exception is allowed in the core layers: {sorted(c)}"
+
+
+def test_long_modules_are_listed_with_a_reason():
+    lengths = {str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for p in modules().values()}
+    over = sorted(f"{p} ({n} lines)" for p, n in lengths.items() if n > LINE_LIMIT and p not in LONG_MODULES)
+    assert not over, f"modules over {LINE_LIMIT} lines: split them or list them in LONG_MODULES with a reason: {over}"
+    stale = sorted(p for p in LONG_MODULES if lengths.get(p, 0) <= LINE_LIMIT)
+    assert not stale, f"LONG_MODULES entries no longer over {LINE_LIMIT} lines (or gone): {stale}"
+    assert all(reason.strip() for reason in LONG_MODULES.values())
+
+
+# ---------------------------------------------------------------------------------------
+# the checks fail when someone breaks a rule
+# ---------------------------------------------------------------------------------------
+
+
+def _fake_package(tmp_path: Path, files: dict[str, str]) -> dict:
+    for rel, text in files.items():
+        p = tmp_path / "cadencelab" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    mods = {}
+    for p in sorted((tmp_path / "cadencelab").rglob("*.py")):
+        parts = p.relative_to(tmp_path).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return {n: imports(n, p, set(mods)) for n, p in mods.items()}
+
+
+def test_an_upward_import_is_named(tmp_path):
+    g = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "profile/__init__.py": "",
+        "profile/metrics.py": "def f():\n    from ..bench.common import x  # hidden in a function\n",
+        "bench/__init__.py": "",
+        "bench/common.py": "x = 1\n",
+    })
+    bad = upward_imports(g)
+    assert len(bad) == 1 and bad[0].startswith("cadencelab.profile.metrics:2 imports cadencelab.bench.common")
+    assert "higher layer" in bad[0]
+
+
+def test_a_downward_import_passes_and_a_cycle_is_found(tmp_path):
+    g = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "viz/__init__.py": "from . import a\n",
+        "viz/a.py": "from .b import y\nfrom ..contract import z\n",
+        "viz/b.py": "import cadencelab.viz.a\ny = 1\n",
+        "contract/__init__.py": "z = 1\n",
+    })
+    assert upward_imports(g) == []
+    assert cycles(g) == [frozenset({"cadencelab.viz.a", "cadencelab.viz.b"})]
+
+
+def test_an_unplaced_layer_is_refused(tmp_path):
+    g = _fake_package(tmp_path, {"__init__.py": "", "extras.py": "from .contract import z\n",
+                                 "contract/__init__.py": "z = 1\n"})
+    assert any("'extras' is not in LAYERS" in b for b in upward_imports(g))
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_each_layer_exists(layer):
+    assert (PACKAGE / layer).is_dir() or (PACKAGE / f"{layer}.py").is_file()
