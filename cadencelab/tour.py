@@ -1,11 +1,16 @@
 """The course, headless or in JupyterLab.
 
     run_tour(out_dir)    execute the seven notebooks (nbclient, kernel python3), keep the executed
-                         copies in out_dir/notebooks/, and write out_dir/index.html: per notebook its
+                         copies (.ipynb) in out_dir/notebooks/, and write out_dir/index.html: per notebook its
                          title, learning goals, figures and check-cell result. Works offline:
                          plotly.js is embedded once in the page.
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
+
+The course sources are Python scripts in jupytext's percent format (``notebooks/NN_name.py``:
+``# %%`` code cells, ``# %% [markdown]`` cells, ``# %% tags=["parameters"]``); ``read_notebook``
+turns one into a notebook in memory, with the text options of ``notebooks/jupytext.toml``
+(``notebook_text`` writes it back in the same form). ``.ipynb`` files are read as they are.
 
 The kernel imports this checkout of cadencelab (its folder goes first on PYTHONPATH), and runs
 in the notebooks folder. Papermill-style parameters: ``execute_notebook(path, parameters={"LIVE":
@@ -28,13 +33,17 @@ from typing import Any
 
 __all__ = [
     "CHECK_MARKER", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "TourRefused", "TOUR_MARKER", "check_tour_dir", "course", "execute_notebook", "inject_parameters",
-    "kernel_env", "launch_lab", "notebooks_dir", "render_report", "repo_root", "run_tour",
+    "kernel_env", "launch_lab", "notebook_text", "notebooks_dir", "read_notebook", "render_report", "repo_root",
+    "run_tour",
 ]
 
 #: what every notebook's final check cell prints when its assertions hold
 CHECK_MARKER = "CHECK OK"
 NOTEBOOKS_ENV = "CADENCELAB_NOTEBOOKS"
 KERNEL = "python3"
+#: the course sources: ``NN_name`` + this suffix, jupytext percent format
+SOURCE_SUFFIX = ".py"
+SOURCE_GLOB = "[0-9][0-9]_*" + SOURCE_SUFFIX
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -74,12 +83,43 @@ def notebooks_dir() -> Path:
 
 
 def course(folder: Path | None = None) -> list[Path]:
-    """The course notebooks in order (``NN_name.ipynb``)."""
+    """The course notebooks in order (``NN_name.py``, jupytext percent format)."""
     folder = folder or notebooks_dir()
-    nbs = sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+    nbs = sorted(p for p in folder.glob(SOURCE_GLOB))
     if not nbs:
-        raise FileNotFoundError(f"{folder}: no course notebooks (NN_name.ipynb)")
+        raise FileNotFoundError(f"{folder}: no course notebooks ({SOURCE_GLOB})")
     return nbs
+
+
+def _text_format(path: Path) -> dict:
+    """jupytext's format for a percent-format source, with the options of the nearest jupytext.toml."""
+    from jupytext.config import load_jupytext_config
+
+    fmt = {"extension": SOURCE_SUFFIX, "format_name": "percent"}
+    config = load_jupytext_config(str(path))
+    if config is not None:
+        config.set_default_format_options(fmt)
+    return fmt
+
+
+def read_notebook(path: str | os.PathLike):
+    """One notebook, in memory: a ``.py`` source (jupytext percent format) or an ``.ipynb`` file."""
+    import jupytext
+
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        return jupytext.read(path)
+    if path.suffix != SOURCE_SUFFIX:
+        raise ValueError(f"{path}: a course notebook is a {SOURCE_SUFFIX} file (jupytext percent format) "
+                         f"or an .ipynb file")
+    return jupytext.read(path, fmt=_text_format(path))
+
+
+def notebook_text(nb, path: str | os.PathLike) -> str:
+    """``nb`` as the percent-format text it would have at ``path`` (the form the sources are kept in)."""
+    import jupytext
+
+    return jupytext.writes(nb, fmt=_text_format(Path(path)))
 
 
 def kernel_env() -> dict[str, str]:
@@ -238,10 +278,8 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     timeout: seconds per cell. The check output is the text printed by the cell tagged
     ``check`` (or, without a tag, by the last code cell).
     """
-    import nbformat
-
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     title, goals = _header(nb)
     inject_parameters(nb, parameters or {})
     client = _client_class()(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
@@ -310,7 +348,7 @@ def render_report(runs: list[NotebookRun], out_dir: Path, started: float | None 
         goals = "".join(f"<li>{html.escape(g)}</li>" for g in r.goals)
         figs = "".join(f"<div class='figure'>{_figure_html(f, f'nb{i}-fig{j}')}</div>" for j, f in enumerate(r.figures))
         err = f"<h3>Error</h3><pre>{html.escape(r.error)}</pre>" if r.error else ""
-        nb_link = f"notebooks/{r.path.name}"
+        nb_link = f"notebooks/{r.path.stem}.ipynb"
         sections.append(
             f"<section id='nb{i}'><h2>{html.escape(r.title)}</h2>"
             f"<p class='meta'>{html.escape(r.path.name)} · {r.seconds:.1f} s · {status} · "
@@ -356,7 +394,7 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     for p in bar:
         bar.set_postfix_str(p.stem)
         r = execute_notebook(p, timeout=timeout, parameters=parameters)
-        nbformat.write(r.nb, out / "notebooks" / p.name)
+        nbformat.write(r.nb, out / "notebooks" / f"{p.stem}.ipynb")
         runs.append(r)
         if progress:
             bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
@@ -397,9 +435,47 @@ def check_tour_dir(out_dir: str | os.PathLike) -> Path:
 # ---------------------------------------------------------------------------------------
 
 
-def lab_command(port: int | None = None, open_browser: bool = True, extra_args=()) -> list[str]:
-    """The ``jupyter lab`` command line that serves the course folder."""
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={notebooks_dir()}"]
+#: jupytext's contents manager: the server reads and writes the ``.py`` sources as notebooks
+LAB_CONTENTS_MANAGER = "jupytext.AsyncTextFileContentsManager"
+#: JupyterLab settings for the course server: a click on a ``.py`` file opens it as a notebook
+LAB_OVERRIDES = {"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}
+LAB_OVERRIDES_FILE = "overrides.d/cadencelab-course.json"
+
+
+def lab_settings_dir(scratch: str | os.PathLike) -> Path:
+    """Write JupyterLab's application settings for the course server into ``scratch`` and return it.
+
+    The environment's own application settings (``<app dir>/settings``: page_config.json,
+    overrides.json, overrides.d/) are copied first, then :data:`LAB_OVERRIDES` is added as one more
+    overrides file, so the course server differs from a plain ``jupyter lab`` only in opening
+    ``.py`` files as notebooks. The user's own settings (``~/.jupyter/lab``) still win.
+    """
+    import shutil
+
+    from jupyterlab.commands import get_app_dir
+
+    scratch = Path(scratch)
+    own = Path(get_app_dir()) / "settings"
+    if own.is_dir():
+        shutil.copytree(own, scratch, dirs_exist_ok=True)
+    path = scratch / LAB_OVERRIDES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(LAB_OVERRIDES, indent=1), encoding="utf-8")
+    return scratch
+
+
+def lab_command(port: int | None = None, open_browser: bool = True, extra_args=(),
+                settings_dir: str | os.PathLike | None = None) -> list[str]:
+    """The ``jupyter lab`` command line that serves the course folder.
+
+    The server uses jupytext's contents manager, so the ``NN_name.py`` sources open, run and save
+    as notebooks (saved in the form ``notebooks/jupytext.toml`` sets); ``settings_dir`` (from
+    :func:`lab_settings_dir`) makes a click on them open the notebook view.
+    """
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={notebooks_dir()}",
+           f"--ServerApp.contents_manager_class={LAB_CONTENTS_MANAGER}"]
+    if settings_dir is not None:
+        cmd.append(f"--LabApp.app_settings_dir={settings_dir}")
     if port is not None:
         cmd.append(f"--port={int(port)}")
     if not open_browser:
@@ -425,15 +501,26 @@ LAB_STOP_S = 10.0
 def launch_lab(port: int | None = None, open_browser: bool = True, extra_args=()) -> int:
     """Start JupyterLab on the notebooks folder; blocks until it stops. Returns its exit code.
 
+    The ``.py`` sources open as notebooks (jupytext's contents manager, and the application
+    settings of :func:`lab_settings_dir` in a scratch folder removed when the server stops).
+
     Ctrl-C, SIGTERM or SIGHUP to this process stop the server too (it is sent SIGTERM, then
     killed after :data:`LAB_STOP_S`): no server is left running without its launcher.
     """
     import importlib.util
+    import tempfile
 
     check_port(port)
-    if importlib.util.find_spec("jupyterlab") is None:
-        raise RuntimeError("JupyterLab is not installed: python -m pip install jupyterlab")
-    cmd = lab_command(port, open_browser, extra_args)
+    for module, package in (("jupyterlab", "jupyterlab"), ("jupytext", "jupytext")):
+        if importlib.util.find_spec(module) is None:
+            raise RuntimeError(f"{package} is not installed: python -m pip install {package}")
+    with tempfile.TemporaryDirectory(prefix="cadencelab-lab-") as scratch:
+        cmd = lab_command(port, open_browser, extra_args, settings_dir=lab_settings_dir(scratch))
+        return _serve(cmd)
+
+
+def _serve(cmd: list[str]) -> int:
+    """Run the server command until it stops (or is stopped: see :func:`launch_lab`)."""
     child = subprocess.Popen(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
     got: list[float] = []  # when a stop was asked for
 
