@@ -12,6 +12,11 @@ The course sources are Python scripts in jupytext's percent format (``notebooks/
 turns one into a notebook in memory, with the text options of ``notebooks/jupytext.toml``
 (``notebook_text`` writes it back in the same form). ``.ipynb`` files are read as they are.
 
+One execution serves a whole CI run: the tour also writes ``out_dir/tour.json`` (a digest of
+what the run depends on: the notebook sources, the package's Python files and the data folder,
+and the parameters), and ``load_run(out_dir, source)`` gives back a notebook's run from those
+files when the digest still matches (None otherwise), so the tests need not execute it again.
+
 The kernel imports this checkout of cadencelab (its folder goes first on PYTHONPATH), and runs
 in the notebooks folder. Papermill-style parameters: ``execute_notebook(path, parameters={"LIVE":
 False})`` inserts an ``injected-parameters`` cell after the cell tagged ``parameters``.
@@ -33,8 +38,8 @@ from typing import Any
 
 __all__ = [
     "CHECK_MARKER", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "TourRefused", "TOUR_MARKER", "check_tour_dir", "course", "execute_notebook", "inject_parameters",
-    "kernel_env", "launch_lab", "notebook_text", "notebooks_dir", "read_notebook", "render_report", "repo_root",
-    "run_tour",
+    "kernel_env", "launch_lab", "load_run", "notebook_text", "notebooks_dir", "read_notebook", "render_report",
+    "repo_root", "run_digest", "run_tour",
 ]
 
 #: what every notebook's final check cell prints when its assertions hold
@@ -49,6 +54,8 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 #: the file a tour writes into its output folder: a folder holding it may be written again
 TOUR_MARKER = ".cadencelab-tour"
+#: what a tour ran, for reuse (see load_run): the digest and the parameters
+TOUR_RECORD = "tour.json"
 
 
 class TourRefused(ValueError):
@@ -291,7 +298,13 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
         run.error = f"{type(e).__name__}: {e}"
     run.seconds = time.perf_counter() - t0
-    code = [c for c in nb.cells if c.cell_type == "code"]
+    _collect(run)
+    return run
+
+
+def _collect(run: NotebookRun) -> None:
+    """Fill ``run.check`` and ``run.figures`` from the outputs of the executed ``run.nb``."""
+    code = [c for c in run.nb.cells if c.cell_type == "code"]
     check = next((c for c in code if "check" in c.get("metadata", {}).get("tags", [])), code[-1] if code else None)
     if check is not None:
         run.check = "".join(_text(o) for o in check.get("outputs", []))
@@ -300,6 +313,81 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
             fig = o.get("data", {}).get(PLOTLY_MIME)
             if fig is not None:
                 run.figures.append(fig)
+
+
+# ---------------------------------------------------------------------------------------
+# one execution per CI run: reuse a tour's output
+# ---------------------------------------------------------------------------------------
+
+
+def _digest_files(paths: list[Path]) -> list[Path]:
+    files = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        elif p.is_file():
+            files.append(p)
+    return files
+
+
+def run_digest(notebooks: list, parameters: dict | None = None) -> str:
+    """SHA-256 of what an execution of ``notebooks`` depends on, as a hex string.
+
+    Covers the notebook sources (with the jupytext.toml beside them), the package's Python files
+    (this checkout's ``cadencelab/``), the data folder (``$CADENCELAB_DATA`` or ``data/``) and the
+    parameters: a tour made before any of them changed does not match.
+    """
+    import hashlib
+
+    from . import data
+
+    paths = [Path(p) for p in notebooks]
+    try:
+        data_files = _digest_files([data.data_dir()])
+    except FileNotFoundError:  # no data folder: nothing of it to depend on
+        data_files = []
+    extra = sorted({p.parent / "jupytext.toml" for p in paths})
+    h = hashlib.sha256()
+    h.update(json.dumps(sorted((parameters or {}).items()), default=repr).encode())
+    for group, files in (("notebooks", paths + extra),
+                         ("package", [f for f in _digest_files([Path(__file__).resolve().parent]) if f.suffix == ".py"]),
+                         ("data", data_files)):
+        h.update(group.encode())
+        for f in files:
+            if f.is_file():
+                h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def load_run(out_dir: str | os.PathLike, source: str | os.PathLike, parameters: dict | None = None) -> NotebookRun | None:
+    """The run of ``source`` that the tour in ``out_dir`` made, or None when it cannot stand in for a new one.
+
+    None when the folder has no tour record, the record's digest differs from :func:`run_digest`
+    of the same notebooks now (a source, the package, the data or the parameters changed), or
+    the tour did not execute ``source``. The run is rebuilt from the executed notebook and the
+    tour's summary.json (seconds, error).
+    """
+    import nbformat
+
+    out, source = Path(out_dir), Path(source)
+    try:
+        record = json.loads((out / TOUR_RECORD).read_text(encoding="utf-8"))
+        summary = {s["notebook"]: s for s in json.loads((out / "summary.json").read_text(encoding="utf-8"))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if source.name not in summary or source.name not in record.get("notebooks", []):
+        return None
+    if record.get("digest") != run_digest([Path(source.parent) / n for n in record["notebooks"]], parameters):
+        return None
+    executed = out / "notebooks" / f"{source.stem}.ipynb"
+    if not executed.is_file():
+        return None
+    nb = nbformat.read(executed, as_version=4)
+    title, goals = _header(nb)
+    row = summary[source.name]
+    run = NotebookRun(source, title or source.stem, goals, seconds=float(row["seconds"]), error=row.get("error"), nb=nb)
+    _collect(run)
     return run
 
 
@@ -389,6 +477,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     paths = [Path(p) for p in (notebooks or course())]
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     (out / TOUR_MARKER).write_text("written by cadencelab tour; this folder may be overwritten by the next tour\n")
+    (out / TOUR_RECORD).unlink(missing_ok=True)  # an interrupted tour leaves no record to reuse
+    digest = run_digest(paths, parameters)  # before execution: what the runs were made from
     runs = []
     bar = tqdm(paths, desc="cadencelab tour", unit="notebook", disable=not progress, file=sys.stderr)
     for p in bar:
@@ -399,6 +489,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
         if progress:
             bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
     report = render_report(runs, out)
+    (out / TOUR_RECORD).write_text(json.dumps(dict(digest=digest, notebooks=[p.name for p in paths],
+                                                   parameters=parameters or {}, timeout=timeout), indent=1, default=repr))
     failed = [r.name for r in runs if not r.ok]
     if failed:
         raise TourFailed(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; see {report}", report)

@@ -1,13 +1,19 @@
 """The course: the notebooks are Python sources in jupytext's percent format, each shaped as a lesson
 (title and learning goals, the parameters cell, short cells, the check cell last); every notebook runs
 top to bottom (nbclient, kernel python3, 300 s per cell) and its check cell prints the marker; all
-seven within the CI budget; the tour writes an offline HTML report; `cadencelab lab` serves the folder."""
+seven within the CI budget; the tour writes an offline HTML report; `cadencelab lab` serves the folder.
+
+One execution per CI run: when ``$CADENCELAB_TOUR_DIR`` names the output of a `cadencelab tour` made
+from the same sources (its digest of the notebooks, the package and the data matches), the execution
+tests read the tour's executed notebooks instead of running them again; otherwise (a fresh clone, a
+stale or missing tour) they execute the notebooks themselves."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 NAMES = [p.stem for p in tour.course(NOTEBOOKS)]
 BUDGET_S = float(os.environ.get("CADENCELAB_NOTEBOOK_BUDGET_S", "300"))
+TOUR_DIR_ENV = "CADENCELAB_TOUR_DIR"
 _TIMES: dict[str, float] = {}
 
 
@@ -63,6 +70,16 @@ def test_seven_lessons_as_percent_sources():
         assert not long, f"{path.name}: code cells {long} are longer than 12 lines"
 
 
+def test_sources_are_lint_clean():
+    """The sources are Python files: pyflakes and pycodestyle rules (ruff), as pyproject.toml configures them."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (it comes with the `test` extra)")
+    done = subprocess.run([ruff, "check", "--no-cache", "--select", "E,F,W", *map(str, tour.course(NOTEBOOKS))],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+
+
 def test_read_notebook_names_a_wrong_file(tmp_path):
     bad = tmp_path / "01_lesson.txt"
     bad.write_text("# %%\nX = 1\n")
@@ -70,9 +87,20 @@ def test_read_notebook_names_a_wrong_file(tmp_path):
         tour.read_notebook(bad)
 
 
+def _executed(name: str) -> tour.NotebookRun:
+    """The tour's run of ``name`` when $CADENCELAB_TOUR_DIR holds a matching one, else a new execution."""
+    where = os.environ.get(TOUR_DIR_ENV)
+    if where:
+        run = tour.load_run(where, _source(name))
+        if run is not None:
+            return run
+        print(f"{TOUR_DIR_ENV}={where}: no tour run of {name} from these sources; executing it")
+    return tour.execute_notebook(_source(name), timeout=300)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_executes(name, tmp_path):
-    run = tour.execute_notebook(_source(name), timeout=300)
+    run = _executed(name)
     _TIMES[name] = run.seconds
     nbformat.write(run.nb, tmp_path / f"{name}.ipynb")
     assert run.error is None, run.error[-3000:]
@@ -124,6 +152,23 @@ def test_run_tour_writes_an_offline_report(tmp_path):
     assert (tmp_path / "out" / "notebooks" / "01_tiny.ipynb").exists()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary[0]["ok"] and summary[0]["figures"] == 1
+
+
+def test_tour_run_is_reused_only_while_its_sources_match(tmp_path):
+    course_dir = tmp_path / "course"
+    course_dir.mkdir()
+    src = _tiny(course_dir / "01_tiny.py")
+    out = tmp_path / "out"
+    tour.run_tour(out, progress=False, notebooks=[src])
+    record = json.loads((out / tour.TOUR_RECORD).read_text())
+    assert record["digest"] == tour.run_digest([src]) and record["notebooks"] == ["01_tiny.py"]
+    run = tour.load_run(out, src)
+    assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: tiny" in run.check
+    assert run.title == "A tiny lesson" and run.goals == ["one thing", "another"]
+    assert tour.load_run(out, src, parameters={"X": 2}) is None  # other parameters: not the same run
+    assert tour.load_run(tmp_path / "nowhere", src) is None
+    src.write_text(src.read_text().replace("x=[1, 2]", "x=[1, 4]"))  # an edited source: the run is stale
+    assert tour.load_run(out, src) is None
 
 
 def test_run_tour_reports_failures_and_parameters(tmp_path):
