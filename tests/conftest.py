@@ -1,4 +1,15 @@
-"""Shared pytest setup: the repository root on sys.path and the `cuda` marker skip."""
+"""Shared pytest setup: the repository root on sys.path and the `cuda` marker skip.
+
+Marker convention (registered in pyproject.toml; pytest runs with ``--strict-markers``, so an
+unregistered or misspelt marker is an error):
+
+* ``@pytest.mark.cuda`` on each test that needs a CUDA device, never a file-wide ``pytestmark``:
+  the mark sits where a reader sees the test. A test run on several devices marks only its CUDA
+  case: ``pytest.param("cuda", marks=pytest.mark.cuda)``. Without ``torch.cuda.is_available()``
+  those tests are skipped here (reported by ``-ra``); ``python3 -m pytest -m cuda tests`` runs
+  just them on a GPU machine.
+* No other markers: a test that is too slow for the suite is made smaller, not marked.
+"""
 
 from __future__ import annotations
 

@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 ], ids=["repo_root", "notebooks", "package", "a_file", "foreign_folder"])
 def test_tour_refuses_folders_it_did_not_write(capsys, tmp_path, where, says):
     target = where(tmp_path)
-    before = {p: p.stat().st_mtime_ns for p in (ROOT / "notebooks").glob("*.ipynb")}
+    before = {p: p.stat().st_mtime_ns for p in (ROOT / "notebooks").glob("*")}
     rc = cli.main(["tour", str(target), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and "OUT_DIR" in err and says in err and str(target) in err and "Traceback" not in err
-    assert {p: p.stat().st_mtime_ns for p in (ROOT / "notebooks").glob("*.ipynb")} == before
+    assert {p: p.stat().st_mtime_ns for p in (ROOT / "notebooks").glob("*")} == before
 
 
 def test_tour_accepts_new_empty_and_earlier_tour_folders(tmp_path):

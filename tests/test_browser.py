@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "notebooks" / "05_mutual_enabling.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "05_mutual_enabling.py"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 PANEL = ".cadencelab-rules-panel"
@@ -44,6 +44,8 @@ def _requirements() -> str:
         return "no Chromium binary (apt-get install -y chromium, or set CADENCELAB_CHROMIUM)"
     if importlib.util.find_spec("jupyterlab") is None:
         return "jupyterlab is not installed"
+    if importlib.util.find_spec("jupytext") is None:
+        return "jupytext is not installed"
     if importlib.util.find_spec("ipywidgets") is None:
         return "ipywidgets is not installed"
     return ""
@@ -60,19 +62,24 @@ def _free_port() -> int:
 
 @pytest.fixture
 def lab(tmp_path):
-    """JupyterLab serving a copy of notebook 5 (autosave must not touch the committed file)."""
-    from cadencelab.course.tour import kernel_env
+    """JupyterLab serving a copy of notebook 5 (autosave must not touch the committed file), set up as
+    `cadencelab lab` sets it up: jupytext's contents manager and the settings that open a click on a
+    .py source as a notebook."""
+    from cadencelab.course.tour import LAB_CONTENTS_MANAGER, kernel_env, lab_settings_dir
 
     root = tmp_path / "course"
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    shutil.copy(NOTEBOOK.parent / "jupytext.toml", root / "jupytext.toml")
     port, token = _free_port(), secrets.token_hex(16)
     env = kernel_env()
     for var in ("JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR", "JUPYTER_RUNTIME_DIR"):
         env[var] = str(tmp_path / var.lower())
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+           "--LabApp.expose_app_in_browser=True",
+           f"--ServerApp.contents_manager_class={LAB_CONTENTS_MANAGER}",
+           f"--LabApp.app_settings_dir={lab_settings_dir(tmp_path / 'app_settings')}", "--LabApp.news_url=None",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI runners often run as root
         cmd.append("--allow-root")

@@ -29,8 +29,6 @@ from cadencelab.replay import CAPTURED, FAILED, REJECTED, ExactShapeReplay
 from cadencelab.state import Carry
 from toys import POLICY, F, P, R, declaration, one_row, randn
 
-pytestmark = pytest.mark.cuda
-
 D = 16
 DECL = declaration(D)
 
@@ -66,6 +64,7 @@ def _classify(x, buf, length):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("how", ["new_tensor", "data_swap"])
 def test_carry_swap_invalidates_and_equals_eager(how):
     model = _model().cuda()
@@ -89,6 +88,7 @@ def test_carry_swap_invalidates_and_equals_eager(how):
     assert len(inval) == 1 and inval[0]["detail"] == "aliased input moved" and inval[0]["call"] == 6
 
 
+@pytest.mark.cuda
 def test_parameter_replaced_invalidates_and_equals_eager():
     model, ref = _model().cuda(), _model().cuda()
     eager, replayed = _stream(), _stream()
@@ -119,6 +119,7 @@ def _python_noise(x):
     return x + random.random()
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("fn", [_torch_host_noise, _numpy_noise, _python_noise], ids=["torch_cpu", "numpy", "python"])
 def test_host_rng_rejected_on_cuda(fn):
     xs = [torch.full((64,), float(i), device="cuda") for i in range(5)]
@@ -141,6 +142,7 @@ def test_host_rng_rejected_on_cuda(fn):
     assert eng.events[0]["kind"] == "rejected"
 
 
+@pytest.mark.cuda
 def test_shape_outside_the_catalog_is_eager_and_exact_on_cuda():
     model = _model().cuda()
     eager, replayed = _stream(), _stream()
@@ -171,6 +173,7 @@ def _drive_t2w(model, prompt, swap=None, swap_at=SWAP_AT):
     return toys.drive_token2wav(model, prompt, T2W_TOKENS, swap, swap_at)
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("swap,detail", [(toys.swap_solver_buffer, "solver_workspace"),
                                          (toys.swap_conformer_carry, "aliased input moved")],
                          ids=["solver_buffer", "conformer_carry"])
@@ -217,6 +220,7 @@ class SyncingAttend(toys.Attend):
         return out
 
 
+@pytest.mark.cuda
 def test_sync_inside_capture_fails_that_class_the_stream_goes_on():
     model = SyncingAttend().cuda()
     eager, replayed = _stream(), _stream()

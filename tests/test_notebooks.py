@@ -1,19 +1,26 @@
-"""The course: committed notebooks are the generator's output with no outputs; every notebook runs
+"""The course: the notebooks are Python sources in jupytext's percent format, each shaped as a lesson
+(title and learning goals, the parameters cell, short cells, the check cell last); every notebook runs
 top to bottom (nbclient, kernel python3, 300 s per cell) and its check cell prints the marker; all
-seven within the CI budget; the tour writes an offline HTML report; `cadencelab lab` serves the folder."""
+seven within the CI budget; the tour writes an offline HTML report; `cadencelab lab` serves the folder.
+
+One execution per CI run: when ``$CADENCELAB_TOUR_DIR`` names the output of a `cadencelab tour` made
+from the same sources (its digest of the notebooks, the package and the data matches), the execution
+tests read the tour's executed notebooks instead of running them again; otherwise (a fresh clone, a
+stale or missing tour) they execute the notebooks themselves."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
+jupytext = pytest.importorskip("jupytext")
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
@@ -21,16 +28,10 @@ from cadencelab.course import tour  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
+NAMES = [p.stem for p in tour.course(NOTEBOOKS)]
 BUDGET_S = float(os.environ.get("CADENCELAB_NOTEBOOK_BUDGET_S", "300"))
+TOUR_DIR_ENV = "CADENCELAB_TOUR_DIR"
 _TIMES: dict[str, float] = {}
-
-
-def _build_module():
-    spec = importlib.util.spec_from_file_location("course_build", NOTEBOOKS / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _artifact(name: str, text: str) -> None:
@@ -40,28 +41,66 @@ def _artifact(name: str, text: str) -> None:
         (Path(dest) / name).write_text(text)
 
 
-def test_seven_notebooks_generated_and_stripped():
-    build = _build_module()
-    assert NAMES == list(build.NOTEBOOKS) and len(NAMES) == 7
+def _source(name: str) -> Path:
+    return NOTEBOOKS / f"{name}{tour.SOURCE_SUFFIX}"
+
+
+def test_seven_lessons_as_percent_sources():
+    assert len(NAMES) == 7 and not list(NOTEBOOKS.glob("*.ipynb")), "the .py sources are the only notebooks"
     for name in NAMES:
-        path = NOTEBOOKS / f"{name}.ipynb"
-        assert path.read_text(encoding="utf-8") == build.render(name), f"{path.name} is stale: python notebooks/build.py"
-        nb = nbformat.read(path, as_version=4)
+        path = _source(name)
+        nb = tour.read_notebook(path)
         nbformat.validate(nb)
-        code = [c for c in nb.cells if c.cell_type == "code"]
-        assert all(c.outputs == [] and c.execution_count is None for c in code), f"{path.name} has outputs"
-        assert "parameters" in code[0].metadata.get("tags", []) and "LIVE = torch.cuda.is_available()" in code[0].source
-        assert "check" in code[-1].metadata.get("tags", []) and "CHECK OK" in code[-1].source
+        # the text is jupytext's own form under notebooks/jupytext.toml: a save from JupyterLab changes nothing
+        assert tour.notebook_text(nb, path) == path.read_text(encoding="utf-8"), f"{path.name}: not in canonical form"
+        assert nb.metadata["kernelspec"]["name"] == tour.KERNEL
+        first, params = nb.cells[0], nb.cells[1]
+        assert first.cell_type == "markdown" and first.source.startswith("# "), f"{path.name}: a title opens it"
         title, goals = tour._header(nb)
         assert title and len(goals) >= 2, f"{path.name}: a title and learning goals open the notebook"
+        assert params.cell_type == "code" and params.metadata.get("tags") == ["parameters"], \
+            f"{path.name}: the parameters cell comes right after the title"
+        assert "LIVE = torch.cuda.is_available()" in params.source
+        check = nb.cells[-1]
+        assert check.cell_type == "code" and check.metadata.get("tags") == ["check"] and "CHECK OK" in check.source, \
+            f"{path.name}: the check cell is the last cell"
         # story in the notebook, logic in the library: no long cells
-        long = [c.id for c in code if len(c.source.splitlines()) > 12]
-        assert not long, f"{path.name}: cells {long} are longer than 12 lines"
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        long = [i for i, c in enumerate(code) if len(c.source.splitlines()) > 12]
+        assert not long, f"{path.name}: code cells {long} are longer than 12 lines"
+
+
+def test_sources_are_lint_clean():
+    """The sources are Python files: pyflakes and pycodestyle rules (ruff), as pyproject.toml configures them."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (it comes with the `test` extra)")
+    done = subprocess.run([ruff, "check", "--no-cache", "--select", "E,F,W", *map(str, tour.course(NOTEBOOKS))],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+
+
+def test_read_notebook_names_a_wrong_file(tmp_path):
+    bad = tmp_path / "01_lesson.txt"
+    bad.write_text("# %%\nX = 1\n")
+    with pytest.raises(ValueError, match="01_lesson.txt.*percent format"):
+        tour.read_notebook(bad)
+
+
+def _executed(name: str) -> tour.NotebookRun:
+    """The tour's run of ``name`` when $CADENCELAB_TOUR_DIR holds a matching one, else a new execution."""
+    where = os.environ.get(TOUR_DIR_ENV)
+    if where:
+        run = tour.load_run(where, _source(name))
+        if run is not None:
+            return run
+        print(f"{TOUR_DIR_ENV}={where}: no tour run of {name} from these sources; executing it")
+    return tour.execute_notebook(_source(name), timeout=300)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_executes(name, tmp_path):
-    run = tour.execute_notebook(NOTEBOOKS / f"{name}.ipynb", timeout=300)
+    run = _executed(name)
     _TIMES[name] = run.seconds
     nbformat.write(run.nb, tmp_path / f"{name}.ipynb")
     assert run.error is None, run.error[-3000:]
@@ -73,7 +112,7 @@ def test_mutual_enabling_follows_its_condition():
     """Notebook 5 with CONDITION="unpinned": the rules panel reads the unpinned factorial too."""
     from cadencelab.course import data
 
-    run = tour.execute_notebook(NOTEBOOKS / "05_mutual_enabling.ipynb", timeout=300,
+    run = tour.execute_notebook(_source("05_mutual_enabling"), timeout=300,
                                 parameters={"CONDITION": "unpinned"})
     assert run.error is None, run.error[-3000:]
     b0 = data.pareto_frame("unpinned").set_index("arm").loc["B0", "lat_ms"]
@@ -95,21 +134,17 @@ def test_course_within_budget():
 
 
 def _tiny(path: Path, ok: bool = True) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-    nb.cells = [
-        nbformat.v4.new_markdown_cell("# A tiny lesson\n\n**You will learn**\n- one thing\n- another\n"),
-        nbformat.v4.new_code_cell("X = 1", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("import plotly.graph_objects as go\ngo.Figure(go.Scatter(x=[1, 2], y=[X, 3]))"),
-        nbformat.v4.new_code_cell(("assert X == 1\n" if ok else "assert X == 2\n") + "print('CHECK OK: tiny')",
-                                  metadata={"tags": ["check"]}),
-    ]
-    nbformat.write(nb, path)
+    """A four-cell lesson written as a percent-format source."""
+    path.write_text(
+        '# %% [markdown]\n# # A tiny lesson\n#\n# **You will learn**\n# - one thing\n# - another\n\n'
+        '# %% tags=["parameters"]\nX = 1\n\n'
+        '# %%\nimport plotly.graph_objects as go\ngo.Figure(go.Scatter(x=[1, 2], y=[X, 3]))\n\n'
+        f'# %% tags=["check"]\nassert X == {1 if ok else 2}\nprint("CHECK OK: tiny")\n', encoding="utf-8")
     return path
 
 
 def test_run_tour_writes_an_offline_report(tmp_path):
-    nb = _tiny(tmp_path / "01_tiny.ipynb")
+    nb = _tiny(tmp_path / "01_tiny.py")
     report = tour.run_tour(tmp_path / "out", progress=False, notebooks=[nb])
     page = report.read_text()
     assert report.name == "index.html" and "A tiny lesson" in page and "one thing" in page and "CHECK OK: tiny" in page
@@ -119,8 +154,25 @@ def test_run_tour_writes_an_offline_report(tmp_path):
     assert summary[0]["ok"] and summary[0]["figures"] == 1
 
 
+def test_tour_run_is_reused_only_while_its_sources_match(tmp_path):
+    course_dir = tmp_path / "course"
+    course_dir.mkdir()
+    src = _tiny(course_dir / "01_tiny.py")
+    out = tmp_path / "out"
+    tour.run_tour(out, progress=False, notebooks=[src])
+    record = json.loads((out / tour.TOUR_RECORD).read_text())
+    assert record["digest"] == tour.run_digest([src]) and record["notebooks"] == ["01_tiny.py"]
+    run = tour.load_run(out, src)
+    assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: tiny" in run.check
+    assert run.title == "A tiny lesson" and run.goals == ["one thing", "another"]
+    assert tour.load_run(out, src, parameters={"X": 2}) is None  # other parameters: not the same run
+    assert tour.load_run(tmp_path / "nowhere", src) is None
+    src.write_text(src.read_text().replace("x=[1, 2]", "x=[1, 4]"))  # an edited source: the run is stale
+    assert tour.load_run(out, src) is None
+
+
 def test_run_tour_reports_failures_and_parameters(tmp_path):
-    bad = _tiny(tmp_path / "01_bad.ipynb", ok=False)
+    bad = _tiny(tmp_path / "01_bad.py", ok=False)
     with pytest.raises(tour.TourFailed) as e:
         tour.run_tour(tmp_path / "out", progress=False, notebooks=[bad])
     assert e.value.report.exists() and "FAILED" in e.value.report.read_text()
@@ -150,7 +202,27 @@ def test_lab_command_serves_the_course(monkeypatch):
 
     monkeypatch.setattr(tour.subprocess, "Popen", _Exited)
     assert tour.launch_lab(port=8899, open_browser=False) == 0
-    assert calls[0][1]["cwd"] == str(NOTEBOOKS)
+    served, kw = calls[0]
+    assert kw["cwd"] == str(NOTEBOOKS)
+    # the .py sources open as notebooks: jupytext's contents manager, and a click opens the notebook view
+    assert f"--ServerApp.contents_manager_class={tour.LAB_CONTENTS_MANAGER}" in served
+    settings = [a.split("=", 1)[1] for a in served if a.startswith("--LabApp.app_settings_dir=")]
+    assert len(settings) == 1 and not Path(settings[0]).exists(), "the scratch settings folder is removed after"
+
+
+def test_lab_settings_open_sources_as_notebooks(tmp_path):
+    import importlib
+
+    pytest.importorskip("jupyterlab")
+    folder = tour.lab_settings_dir(tmp_path / "settings")
+    written = json.loads((folder / tour.LAB_OVERRIDES_FILE).read_text())
+    assert written["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]["python"] == "Jupytext Notebook"
+    module, _, cls = tour.LAB_CONTENTS_MANAGER.rpartition(".")
+    assert hasattr(importlib.import_module(module), cls)
+    from jupyterlab_server.settings_utils import _get_overrides  # what the server reads at start
+
+    overrides, error = _get_overrides(str(folder))
+    assert not error and overrides == written
 
 
 @pytest.mark.skipif(shutil.which("jupyter") is None, reason="jupyter is not on PATH")
@@ -159,7 +231,7 @@ def test_cli_tour_entry_point(tmp_path, monkeypatch):
 
     nb_dir = tmp_path / "course"
     nb_dir.mkdir()
-    _tiny(nb_dir / "01_tiny.ipynb")
+    _tiny(nb_dir / "01_tiny.py")
     monkeypatch.setenv(tour.NOTEBOOKS_ENV, str(nb_dir))
     assert cli.main(["tour", str(tmp_path / "out"), "--quiet"]) == 0
     assert (tmp_path / "out" / "index.html").exists()

@@ -12,8 +12,7 @@ from cadencelab.adapters import teaching
 from cadencelab.contract import PromptRetained, admitted_labels, catalog, derive, trajectory
 from cadencelab.state import ShadowAuditor
 
-CUDA = torch.cuda.is_available()
-DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,21 @@
 """The course, headless or in JupyterLab.
 
     run_tour(out_dir)    execute the seven notebooks (nbclient, kernel python3), keep the executed
-                         copies in out_dir/notebooks/, and write out_dir/index.html: per notebook its
+                         copies (.ipynb) in out_dir/notebooks/, and write out_dir/index.html: per notebook its
                          title, learning goals, figures and check-cell result. Works offline:
                          plotly.js is embedded once in the page.
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
+
+The course sources are Python scripts in jupytext's percent format (``notebooks/NN_name.py``:
+``# %%`` code cells, ``# %% [markdown]`` cells, ``# %% tags=["parameters"]``); ``read_notebook``
+turns one into a notebook in memory, with the text options of ``notebooks/jupytext.toml``
+(``notebook_text`` writes it back in the same form). ``.ipynb`` files are read as they are.
+
+One execution serves a whole CI run: the tour also writes ``out_dir/tour.json`` (a digest of
+what the run depends on: the notebook sources, the package's Python files and the data folder,
+and the parameters), and ``load_run(out_dir, source)`` gives back a notebook's run from those
+files when the digest still matches (None otherwise), so the tests need not execute it again.
 
 The kernel imports this checkout of cadencelab (its folder goes first on PYTHONPATH), and runs
 in the notebooks folder. Papermill-style parameters: ``execute_notebook(path, parameters={"LIVE":
@@ -28,18 +38,24 @@ from typing import Any
 
 __all__ = [
     "CHECK_MARKER", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "TourRefused", "TOUR_MARKER", "check_tour_dir", "course", "execute_notebook", "inject_parameters",
-    "kernel_env", "launch_lab", "notebooks_dir", "render_report", "repo_root", "run_tour",
+    "kernel_env", "launch_lab", "load_run", "notebook_text", "notebooks_dir", "read_notebook", "render_report",
+    "repo_root", "run_digest", "run_tour",
 ]
 
 #: what every notebook's final check cell prints when its assertions hold
 CHECK_MARKER = "CHECK OK"
 NOTEBOOKS_ENV = "CADENCELAB_NOTEBOOKS"
 KERNEL = "python3"
+#: the course sources: ``NN_name`` + this suffix, jupytext percent format
+SOURCE_SUFFIX = ".py"
+SOURCE_GLOB = "[0-9][0-9]_*" + SOURCE_SUFFIX
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
 #: the file a tour writes into its output folder: a folder holding it may be written again
 TOUR_MARKER = ".cadencelab-tour"
+#: what a tour ran, for reuse (see load_run): the digest and the parameters
+TOUR_RECORD = "tour.json"
 
 
 class TourRefused(ValueError):
@@ -74,12 +90,43 @@ def notebooks_dir() -> Path:
 
 
 def course(folder: Path | None = None) -> list[Path]:
-    """The course notebooks in order (``NN_name.ipynb``)."""
+    """The course notebooks in order (``NN_name.py``, jupytext percent format)."""
     folder = folder or notebooks_dir()
-    nbs = sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+    nbs = sorted(p for p in folder.glob(SOURCE_GLOB))
     if not nbs:
-        raise FileNotFoundError(f"{folder}: no course notebooks (NN_name.ipynb)")
+        raise FileNotFoundError(f"{folder}: no course notebooks ({SOURCE_GLOB})")
     return nbs
+
+
+def _text_format(path: Path) -> dict:
+    """jupytext's format for a percent-format source, with the options of the nearest jupytext.toml."""
+    from jupytext.config import load_jupytext_config
+
+    fmt = {"extension": SOURCE_SUFFIX, "format_name": "percent"}
+    config = load_jupytext_config(str(path))
+    if config is not None:
+        config.set_default_format_options(fmt)
+    return fmt
+
+
+def read_notebook(path: str | os.PathLike):
+    """One notebook, in memory: a ``.py`` source (jupytext percent format) or an ``.ipynb`` file."""
+    import jupytext
+
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        return jupytext.read(path)
+    if path.suffix != SOURCE_SUFFIX:
+        raise ValueError(f"{path}: a course notebook is a {SOURCE_SUFFIX} file (jupytext percent format) "
+                         f"or an .ipynb file")
+    return jupytext.read(path, fmt=_text_format(path))
+
+
+def notebook_text(nb, path: str | os.PathLike) -> str:
+    """``nb`` as the percent-format text it would have at ``path`` (the form the sources are kept in)."""
+    import jupytext
+
+    return jupytext.writes(nb, fmt=_text_format(Path(path)))
 
 
 def kernel_env() -> dict[str, str]:
@@ -238,10 +285,8 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     timeout: seconds per cell. The check output is the text printed by the cell tagged
     ``check`` (or, without a tag, by the last code cell).
     """
-    import nbformat
-
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     title, goals = _header(nb)
     inject_parameters(nb, parameters or {})
     client = _client_class()(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
@@ -253,7 +298,13 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
         run.error = f"{type(e).__name__}: {e}"
     run.seconds = time.perf_counter() - t0
-    code = [c for c in nb.cells if c.cell_type == "code"]
+    _collect(run)
+    return run
+
+
+def _collect(run: NotebookRun) -> None:
+    """Fill ``run.check`` and ``run.figures`` from the outputs of the executed ``run.nb``."""
+    code = [c for c in run.nb.cells if c.cell_type == "code"]
     check = next((c for c in code if "check" in c.get("metadata", {}).get("tags", [])), code[-1] if code else None)
     if check is not None:
         run.check = "".join(_text(o) for o in check.get("outputs", []))
@@ -262,6 +313,81 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
             fig = o.get("data", {}).get(PLOTLY_MIME)
             if fig is not None:
                 run.figures.append(fig)
+
+
+# ---------------------------------------------------------------------------------------
+# one execution per CI run: reuse a tour's output
+# ---------------------------------------------------------------------------------------
+
+
+def _digest_files(paths: list[Path]) -> list[Path]:
+    files = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        elif p.is_file():
+            files.append(p)
+    return files
+
+
+def run_digest(notebooks: list, parameters: dict | None = None) -> str:
+    """SHA-256 of what an execution of ``notebooks`` depends on, as a hex string.
+
+    Covers the notebook sources (with the jupytext.toml beside them), the package's Python files
+    (this checkout's ``cadencelab/``), the data folder (``$CADENCELAB_DATA`` or ``data/``) and the
+    parameters: a tour made before any of them changed does not match.
+    """
+    import hashlib
+
+    from . import data
+
+    paths = [Path(p) for p in notebooks]
+    try:
+        data_files = _digest_files([data.data_dir()])
+    except FileNotFoundError:  # no data folder: nothing of it to depend on
+        data_files = []
+    extra = sorted({p.parent / "jupytext.toml" for p in paths})
+    h = hashlib.sha256()
+    h.update(json.dumps(sorted((parameters or {}).items()), default=repr).encode())
+    for group, files in (("notebooks", paths + extra),
+                         ("package", [f for f in _digest_files([Path(__file__).resolve().parent]) if f.suffix == ".py"]),
+                         ("data", data_files)):
+        h.update(group.encode())
+        for f in files:
+            if f.is_file():
+                h.update(f.name.encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def load_run(out_dir: str | os.PathLike, source: str | os.PathLike, parameters: dict | None = None) -> NotebookRun | None:
+    """The run of ``source`` that the tour in ``out_dir`` made, or None when it cannot stand in for a new one.
+
+    None when the folder has no tour record, the record's digest differs from :func:`run_digest`
+    of the same notebooks now (a source, the package, the data or the parameters changed), or
+    the tour did not execute ``source``. The run is rebuilt from the executed notebook and the
+    tour's summary.json (seconds, error).
+    """
+    import nbformat
+
+    out, source = Path(out_dir), Path(source)
+    try:
+        record = json.loads((out / TOUR_RECORD).read_text(encoding="utf-8"))
+        summary = {s["notebook"]: s for s in json.loads((out / "summary.json").read_text(encoding="utf-8"))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if source.name not in summary or source.name not in record.get("notebooks", []):
+        return None
+    if record.get("digest") != run_digest([Path(source.parent) / n for n in record["notebooks"]], parameters):
+        return None
+    executed = out / "notebooks" / f"{source.stem}.ipynb"
+    if not executed.is_file():
+        return None
+    nb = nbformat.read(executed, as_version=4)
+    title, goals = _header(nb)
+    row = summary[source.name]
+    run = NotebookRun(source, title or source.stem, goals, seconds=float(row["seconds"]), error=row.get("error"), nb=nb)
+    _collect(run)
     return run
 
 
@@ -310,7 +436,7 @@ def render_report(runs: list[NotebookRun], out_dir: Path, started: float | None 
         goals = "".join(f"<li>{html.escape(g)}</li>" for g in r.goals)
         figs = "".join(f"<div class='figure'>{_figure_html(f, f'nb{i}-fig{j}')}</div>" for j, f in enumerate(r.figures))
         err = f"<h3>Error</h3><pre>{html.escape(r.error)}</pre>" if r.error else ""
-        nb_link = f"notebooks/{r.path.name}"
+        nb_link = f"notebooks/{r.path.stem}.ipynb"
         sections.append(
             f"<section id='nb{i}'><h2>{html.escape(r.title)}</h2>"
             f"<p class='meta'>{html.escape(r.path.name)} · {r.seconds:.1f} s · {status} · "
@@ -351,16 +477,20 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     paths = [Path(p) for p in (notebooks or course())]
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     (out / TOUR_MARKER).write_text("written by cadencelab tour; this folder may be overwritten by the next tour\n")
+    (out / TOUR_RECORD).unlink(missing_ok=True)  # an interrupted tour leaves no record to reuse
+    digest = run_digest(paths, parameters)  # before execution: what the runs were made from
     runs = []
     bar = tqdm(paths, desc="cadencelab tour", unit="notebook", disable=not progress, file=sys.stderr)
     for p in bar:
         bar.set_postfix_str(p.stem)
         r = execute_notebook(p, timeout=timeout, parameters=parameters)
-        nbformat.write(r.nb, out / "notebooks" / p.name)
+        nbformat.write(r.nb, out / "notebooks" / f"{p.stem}.ipynb")
         runs.append(r)
         if progress:
             bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
     report = render_report(runs, out)
+    (out / TOUR_RECORD).write_text(json.dumps(dict(digest=digest, notebooks=[p.name for p in paths],
+                                                   parameters=parameters or {}, timeout=timeout), indent=1, default=repr))
     failed = [r.name for r in runs if not r.ok]
     if failed:
         raise TourFailed(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; see {report}", report)
@@ -397,9 +527,47 @@ def check_tour_dir(out_dir: str | os.PathLike) -> Path:
 # ---------------------------------------------------------------------------------------
 
 
-def lab_command(port: int | None = None, open_browser: bool = True, extra_args=()) -> list[str]:
-    """The ``jupyter lab`` command line that serves the course folder."""
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={notebooks_dir()}"]
+#: jupytext's contents manager: the server reads and writes the ``.py`` sources as notebooks
+LAB_CONTENTS_MANAGER = "jupytext.AsyncTextFileContentsManager"
+#: JupyterLab settings for the course server: a click on a ``.py`` file opens it as a notebook
+LAB_OVERRIDES = {"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}
+LAB_OVERRIDES_FILE = "overrides.d/cadencelab-course.json"
+
+
+def lab_settings_dir(scratch: str | os.PathLike) -> Path:
+    """Write JupyterLab's application settings for the course server into ``scratch`` and return it.
+
+    The environment's own application settings (``<app dir>/settings``: page_config.json,
+    overrides.json, overrides.d/) are copied first, then :data:`LAB_OVERRIDES` is added as one more
+    overrides file, so the course server differs from a plain ``jupyter lab`` only in opening
+    ``.py`` files as notebooks. The user's own settings (``~/.jupyter/lab``) still win.
+    """
+    import shutil
+
+    from jupyterlab.commands import get_app_dir
+
+    scratch = Path(scratch)
+    own = Path(get_app_dir()) / "settings"
+    if own.is_dir():
+        shutil.copytree(own, scratch, dirs_exist_ok=True)
+    path = scratch / LAB_OVERRIDES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(LAB_OVERRIDES, indent=1), encoding="utf-8")
+    return scratch
+
+
+def lab_command(port: int | None = None, open_browser: bool = True, extra_args=(),
+                settings_dir: str | os.PathLike | None = None) -> list[str]:
+    """The ``jupyter lab`` command line that serves the course folder.
+
+    The server uses jupytext's contents manager, so the ``NN_name.py`` sources open, run and save
+    as notebooks (saved in the form ``notebooks/jupytext.toml`` sets); ``settings_dir`` (from
+    :func:`lab_settings_dir`) makes a click on them open the notebook view.
+    """
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={notebooks_dir()}",
+           f"--ServerApp.contents_manager_class={LAB_CONTENTS_MANAGER}"]
+    if settings_dir is not None:
+        cmd.append(f"--LabApp.app_settings_dir={settings_dir}")
     if port is not None:
         cmd.append(f"--port={int(port)}")
     if not open_browser:
@@ -425,15 +593,26 @@ LAB_STOP_S = 10.0
 def launch_lab(port: int | None = None, open_browser: bool = True, extra_args=()) -> int:
     """Start JupyterLab on the notebooks folder; blocks until it stops. Returns its exit code.
 
+    The ``.py`` sources open as notebooks (jupytext's contents manager, and the application
+    settings of :func:`lab_settings_dir` in a scratch folder removed when the server stops).
+
     Ctrl-C, SIGTERM or SIGHUP to this process stop the server too (it is sent SIGTERM, then
     killed after :data:`LAB_STOP_S`): no server is left running without its launcher.
     """
     import importlib.util
+    import tempfile
 
     check_port(port)
-    if importlib.util.find_spec("jupyterlab") is None:
-        raise RuntimeError("JupyterLab is not installed: python -m pip install jupyterlab")
-    cmd = lab_command(port, open_browser, extra_args)
+    for module, package in (("jupyterlab", "jupyterlab"), ("jupytext", "jupytext")):
+        if importlib.util.find_spec(module) is None:
+            raise RuntimeError(f"{package} is not installed: python -m pip install {package}")
+    with tempfile.TemporaryDirectory(prefix="cadencelab-lab-") as scratch:
+        cmd = lab_command(port, open_browser, extra_args, settings_dir=lab_settings_dir(scratch))
+        return _serve(cmd)
+
+
+def _serve(cmd: list[str]) -> int:
+    """Run the server command until it stops (or is stopped: see :func:`launch_lab`)."""
     child = subprocess.Popen(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
     got: list[float] = []  # when a stop was asked for
 
