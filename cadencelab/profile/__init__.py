@@ -12,8 +12,6 @@
 """
 
 from .capture import CALL_RANGE, Profile, profile_call, profile_stream, profiled
-from .export import export_chrome_trace, export_hta_folder, export_tensorboard_logdir, trace_to_dict
-from .memory import allocator_peak, memory_timeline, reset_allocator_peak, rho_table
 from .compare import (
     OP_KINDS,
     TickMarker,
@@ -27,12 +25,19 @@ from .compare import (
     op_kind,
     short_kernel_name,
 )
+from .export import (
+    export_chrome_trace,
+    export_hta_folder,
+    export_tensorboard_logdir,
+    trace_to_dict,
+)
+from .memory import allocator_peak, memory_timeline, reset_allocator_peak, rho_table
 from .metrics import (
     CPU_ONLY_REASON,
-    GraphKernelsMissing,
-    check_graph_kernels,
     IDLE_CATEGORIES,
+    GraphKernelsMissing,
     busy_ns,
+    check_graph_kernels,
     device_intervals,
     gaps,
     idle_split,
@@ -41,7 +46,14 @@ from .metrics import (
     summary,
     windows,
 )
-from .trace import Trace, TraceError, launch_kind, load_trace, parse_trace, read_trace_json
+from .trace import (
+    Trace,
+    TraceError,
+    launch_kind,
+    load_trace,
+    parse_trace,
+    read_trace_json,
+)
 
 __all__ = [
     "Trace", "TraceError", "load_trace", "parse_trace", "read_trace_json", "launch_kind",
