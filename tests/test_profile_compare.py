@@ -187,6 +187,11 @@ def test_launch_cost_estimate_against_measured_idle(chunk):
     g = given.set_index("variant").loc["B0"]
     assert g.per_launch_source == "given" and g.est_launch_ms == pytest.approx(g.host_calls * 2.0 / 1e3)
     assert g.profiler_overhead == pytest.approx(g.wall_ms * 1e3 / 235_400.0)
+    # the profiled slack overstates the eager chunk's idle share: unprofiled, the same busy time
+    # leaves less idle (0.88 profiled vs 1 - 57.2 / 235.4 = 0.76)
+    assert g.profiled_slack == pytest.approx(0.8804, abs=1e-3)
+    assert g.unprofiled_slack == pytest.approx(1 - g.busy_ms / 235.4)
+    assert g.unprofiled_slack < g.profiled_slack
     with pytest.raises(ValueError, match="per_launch_us"):
         launch_cost_estimate(chunk, "chunk", per_launch_us=float("nan"))
 

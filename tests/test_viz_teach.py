@@ -117,6 +117,7 @@ def test_duration_and_launch_cost_figures(streams, chunk):
     assert fig.data[0].text[0].startswith("12,527 calls × ")
     assert fig.layout.yaxis.title.text == "time per window (ms)"
     assert "profiled / unprofiled wall: B0 2.03x" in viz.caption(fig)
+    assert "B0 0.88 profiled vs 0.76 without it" in viz.caption(fig)
 
 
 def test_cadence_ticks_on_recorded_duplex_seconds():

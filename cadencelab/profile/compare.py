@@ -382,7 +382,9 @@ def launch_cost_estimate(traces: Mapping[str, Trace], window: str | None = None,
 
     The calls are timed under the profiler, which lengthens each one (CUPTI callbacks): with
     ``unprofiled_wall_us`` ({label: host wall of the same window measured without the profiler})
-    the row adds unprofiled_wall_ms and profiler_overhead (profiled wall / unprofiled wall).
+    the row adds unprofiled_wall_ms, profiler_overhead (profiled wall / unprofiled wall),
+    profiled_slack and unprofiled_slack (1 - busy / unprofiled wall: the slack the same device work
+    leaves when the host is not slowed by the profiler).
     """
     if not isinstance(traces, Mapping) or not traces:
         raise TypeError("launch_cost_estimate: give a dict of label -> Trace")
@@ -413,6 +415,9 @@ def launch_cost_estimate(traces: Mapping[str, Trace], window: str | None = None,
             u = float(unprofiled_wall_us[label])
             row["unprofiled_wall_ms"] = u / 1e3
             row["profiler_overhead"] = (s.wall_us / u) if u > 0 else float("nan")
+            row["profiled_slack"] = float(s.slack_frac)
+            # the device work does not change without the profiler; the host's share does
+            row["unprofiled_slack"] = max(0.0, (u - s.busy_us) / u) if u > 0 else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 

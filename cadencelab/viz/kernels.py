@@ -83,6 +83,10 @@ def launch_cost_bars(est_df: pd.DataFrame, options: FigureOptions | None = None)
     if "profiler_overhead" in est_df.columns:
         cap += " (profiled / unprofiled wall: " + ", ".join(
             f"{a} {o:.2f}x" for a, o in zip(v, est_df["profiler_overhead"]) if o == o) + ")"
+    if {"profiled_slack", "unprofiled_slack"} <= set(est_df.columns):
+        cap += ("; the slack measured under the profiler overstates the idle share (" + ", ".join(
+            f"{a} {p:.2f} profiled vs {u:.2f} without it" for a, p, u in
+            zip(v, est_df["profiled_slack"], est_df["unprofiled_slack"]) if u == u) + ")")
     set_caption(fig, cap + ".")
     return opts.apply(fig, "Launch cost vs measured idle")
 
