@@ -53,21 +53,39 @@ def _padded(lo: float, hi: float, frac: float = 0.08) -> list[float]:
 
 
 #: label offsets tried around a point, in px (dx right, dy down), nearest first
-_OFFSETS = [(r * dx, r * dy) for r in (28, 48, 72, 100, 130)
-            for dx, dy in ((0, -1), (1, 0), (-1, 0), (0, 1), (1, -1), (-1, -1), (1, 1), (-1, 1))]
+_OFFSETS = [(round(r * dx), round(r * dy)) for r in (28, 44, 64, 90, 120)
+            for dx, dy in ((0, -1), (1, 0), (-1, 0), (0, 1), (0.7, -0.7), (-0.7, -0.7), (0.7, 0.7), (-0.7, 0.7),
+                           (0.4, -0.9), (-0.4, -0.9), (0.4, 0.9), (-0.4, 0.9))]
 
 
-def place_labels(fig: go.Figure, points: list[tuple[str, float, float]]) -> None:
+def _crosses(x0: float, y0: float, x1: float, y1: float, box: tuple) -> bool:
+    """True when the segment (x0, y0) -> (x1, y1), sampled along its inner part, enters ``box``."""
+    return any(box[1] <= x0 + f * (x1 - x0) <= box[3] and box[2] <= y0 + f * (y1 - y0) <= box[4]
+               for f in (0.15, 0.3, 0.45, 0.6, 0.75))
+
+
+def place_labels(fig: go.Figure, points: list[tuple[str, float, float]],
+                 obstacles: list[tuple[float, float, float, float]] = ()) -> None:
     """Add one arrow-annotation per (text, x, y) point so that no label box overlaps another label
-    or any point's marker, and every label stays inside the plot. Needs fixed axis ranges and a
-    fixed figure size (the boxes are computed in paper coordinates from them). Crowded points are
-    placed first; a label that fits nowhere goes to the farthest candidate that overlaps least.
+    or any point's marker, no leader line runs through another point, and every label stays
+    inside the plot. Needs fixed axis ranges and a
+    fixed figure size (the boxes are computed in paper coordinates from them). ``obstacles``:
+    (x0, y0, x1, y1) data rectangles labels should also avoid (error bars). A label is also kept
+    clearly nearer its own point than any other, so that it is not read as another point's. Crowded
+    points are placed first; a label that fits nowhere goes to the candidate that breaks fewest
+    of these rules.
     """
     pw, ph = plot_area_px(fig)
     pp = [(t,) + to_paper(fig, x, y) for t, x, y in points]
     r = 7.0  # marker half-size, px
     markers = [("", px - r / pw, py - r / ph, px + r / pw, py + r / ph) for _, px, py in pp]
     placed: list[tuple] = []
+    leaders: list[tuple] = []
+    blocks = []
+    for x0, y0, x1, y1 in obstacles:
+        a, b = to_paper(fig, x0, y0), to_paper(fig, x1, y1)
+        blocks.append(("", min(a[0], b[0]) - 1.5 / pw, min(a[1], b[1]) - 1.5 / ph,
+                       max(a[0], b[0]) + 1.5 / pw, max(a[1], b[1]) + 1.5 / ph))
 
     def crowd(p):
         return -sum(1 for q in pp if abs(q[1] - p[1]) * pw < 80 and abs(q[2] - p[2]) * ph < 40)
@@ -81,7 +99,18 @@ def place_labels(fig: go.Figure, points: list[tuple[str, float, float]]) -> None
             box = (text, cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
             if box[1] < 0 or box[3] > 1 or box[2] < 0 or box[4] > 1:
                 continue
-            bad = sum(boxes_overlap(box, o) for o in placed + markers)
+            others = [m for m, q in zip(markers, pp) if (q[1], q[2]) != (px, py)]
+            # hard: a label on a label or on a point; then a leader line through a point; soft: a label
+            # on an error bar; a label less than 1.2x nearer its own point than another
+            bad = 100 * sum(boxes_overlap(box, o) for o in placed + others)
+            bad += 10 * sum(any(o[1] <= px + f * (cx - px) <= o[3] and o[2] <= py + f * (cy - py) <= o[4]
+                                for f in (0.2, 0.4, 0.6, 0.8, 1.0)) for o in others)
+            bad += 10 * sum(_crosses(px, py, cx, cy, o) for o in placed)  # own leader through a label
+            bad += 10 * sum(_crosses(*seg, box) for seg in leaders)          # a label on an earlier leader
+            bad += sum(boxes_overlap(box, o) for o in blocks)
+            own = ((cx - px) * pw) ** 2 + ((cy - py) * ph) ** 2
+            bad += 5 * sum(((cx - q[1]) * pw) ** 2 + ((cy - q[2]) * ph) ** 2 < 1.44 * own  # 1.2x farther
+                           for q in pp if (q[1], q[2]) != (px, py))
             if bad == 0:
                 best = (dx, dy, box)
                 break
@@ -91,6 +120,7 @@ def place_labels(fig: go.Figure, points: list[tuple[str, float, float]]) -> None
             best = best_bad[1:] if best_bad else (0, -28, (text, px - w / 2, py, px + w / 2, py + h))
         dx, dy, box = best
         placed.append(box)
+        leaders.append((px, py, px + dx / pw, py - dy / ph))
         fig.add_annotation(x=x, y=y, text=text, showarrow=True, ax=dx, ay=dy, arrowhead=0, arrowwidth=1,
                            arrowcolor="#888", xanchor="center", yanchor="middle", font=dict(size=12),
                            bgcolor="rgba(255,255,255,0.85)")
@@ -144,7 +174,14 @@ def pareto(arms_df: pd.DataFrame, options: ParetoOptions | None = None) -> go.Fi
                       margin=dict(l=80, r=30, t=70, b=150), legend=dict(orientation="h", y=-0.2, x=0))
     fig.update_xaxes(title_text="steady-chunk latency (ms)", range=_padded(float(xlo), float(xhi), 0.12))
     fig.update_yaxes(title_text="peak memory (MiB)", range=_padded(float(ylo), float(yhi), 0.15))
-    place_labels(fig, list(zip(df["arm"].astype(str), df["lat_ms"].astype(float), df["peak_MiB"].astype(float))))
+    bars_xy = []
+    for r in df.itertuples(index=False):
+        if "lat_lo" in df.columns:
+            bars_xy.append((float(r.lat_lo), float(r.peak_MiB), float(r.lat_hi), float(r.peak_MiB)))
+        if "peak_lo" in df.columns:
+            bars_xy.append((float(r.lat_ms), float(r.peak_lo), float(r.lat_ms), float(r.peak_hi)))
+    place_labels(fig, list(zip(df["arm"].astype(str), df["lat_ms"].astype(float), df["peak_MiB"].astype(float))),
+                 obstacles=bars_xy)
     cap = "One point per arm: latency against peak memory; lower-left is better."
     if bars:
         cap += (f" Error bars: {opts.interval}." if opts.interval else
