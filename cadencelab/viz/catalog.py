@@ -122,8 +122,8 @@ def catalog_heatmap(catalog_df: pd.DataFrame, counts: dict | None = None, stride
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind,
                                      marker=dict(symbol="square", size=12, color=CATALOG_CELL_COLORS[kind])))
     fig.update_xaxes(type="category", title_text="call size f (frames per call)")
-    fig.update_yaxes(type="category", title_text=f"cached extent of {region} (frames)")
-    fig.update_layout(legend_title_text="cell", height=opts.height or 200 + 45 * len(extents), plot_bgcolor="white")
+    fig.update_yaxes(type="category", title_text="cached extent (frames)")
+    fig.update_layout(legend_title_text="cell", height=opts.height or 260 + 45 * len(extents), plot_bgcolor="white")
     k = len(extents)
     n_steady = int((df["kind"] == "steady").sum())
     fl = df[df["kind"] == "flush"]
@@ -141,7 +141,8 @@ def catalog_heatmap(catalog_df: pd.DataFrame, counts: dict | None = None, stride
                              f"(grid, derived): {bad}")
     n_prime = int((catalog_df["kind"] == "priming").sum())
     flush_sizes = sorted(set(fl["f"]))
-    cap = (f"{op}: K = {k} cached extents ({', '.join(map(str, extents))} frames: the rows) are the steady shape "
+    cap = (f"{op}: K = {k} cached extents of {region} ({', '.join(map(str, extents))} frames: the rows) are the "
+           "steady shape "
            f"classes; every steady call has f = {', '.join(map(str, steady_f))}. A flush at a turn's end may carry "
            f"any of {len(flush_sizes)} sizes f ({flush_sizes[0]}-{flush_sizes[-1]}), at each extent: "
            f"{k} × {len(flush_sizes)} = {len(fl)} flush cells, {n_fa} admitted and {n_fr} rejected "

@@ -20,8 +20,17 @@ _VARIANT_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")
 _STAGE_COLORS = {"backbone": "#8c564b", "speech_decoder": "#e377c2", "flow": "#1f77b4", "vocoder": "#17becf"}
 
 
+def _num(v: float) -> str:
+    return f"{v:.2g}" if v < 10 else f"{v:.0f}"
+
+
+def _bin_label(lo: float, hi: float) -> str:
+    return f"{_num(lo)}–{_num(hi)} µs"
+
+
 def duration_bars(hist_df: pd.DataFrame, metric: str = "ops", options: FigureOptions | None = None) -> go.Figure:
-    """Kernel-duration histogram, one bar group per variant, on a log µs axis with plain ticks.
+    """Kernel-duration histogram, one bar group per variant: log-spaced bins drawn as equal-width
+    bars, each tick a range in µs ("1–1.8 µs").
 
     ``hist_df``: :func:`cadencelab.profile.duration_histogram` output (variant, bin_lo_us,
     bin_hi_us, ops, busy_us, ...). ``metric``: "ops" (how many ops per bin) or "busy_us" (how much
@@ -35,14 +44,13 @@ def duration_bars(hist_df: pd.DataFrame, metric: str = "ops", options: FigureOpt
     require_rows(hist_df, "duration_bars")
     fig = go.Figure()
     for i, (var, d) in enumerate(hist_df.groupby("variant", sort=False)):
-        mid = np.sqrt(d["bin_lo_us"].to_numpy(float) * d["bin_hi_us"].to_numpy(float))
         fig.add_trace(go.Bar(
-            x=mid, y=d[metric], name=str(var), marker_color=_VARIANT_COLORS[i % len(_VARIANT_COLORS)], opacity=0.75,
-            customdata=np.c_[d["bin_lo_us"], d["bin_hi_us"]],
-            hovertemplate=f"{var}<br>" + "%{customdata[0]:.2f}-%{customdata[1]:.2f} µs: %{y}<extra></extra>",
+            x=[_bin_label(lo, hi) for lo, hi in zip(d["bin_lo_us"], d["bin_hi_us"])], y=d[metric], name=str(var),
+            marker_color=_VARIANT_COLORS[i % len(_VARIANT_COLORS)], opacity=0.85,
+            hovertemplate=f"{var}<br>" + "%{x}: %{y}<extra></extra>",
         ))
-    lo, hi = float(hist_df["bin_lo_us"].min()), float(hist_df["bin_hi_us"].max())
-    fig.update_xaxes(title_text="device-op duration (µs, log scale)", **log_ticks(lo, hi, "µs"))
+    # log-spaced bins as equal-width categories: each tick reads as a range with its unit
+    fig.update_xaxes(type="category", title_text="device-op duration (µs; bins equal on a log scale)")
     fig.update_yaxes(title_text=ytitle)
     fig.update_layout(barmode="group", bargap=0.1, legend_title_text="variant")
     n = hist_df.groupby("variant", sort=False)["ops"].sum()
@@ -94,7 +102,7 @@ def launch_cost_bars(est_df: pd.DataFrame, options: FigureOptions | None = None)
 def cadence_ticks(diff_df: pd.DataFrame, options: FigureOptions | None = None) -> go.Figure:
     """Two duplex seconds on the cadence: one lane per side, a bar per (stage, tick) from its first
     device start to its last end (ms into the second), coloured by stage; a dashed line at the
-    cadence, labelled below the plot (never over a title).
+    cadence, labelled just above the plot (between the plot and the title: no facet titles here).
 
     ``diff_df``: :func:`cadencelab.profile.cadence_diff` output. Traces: one per stage.
     """
@@ -119,12 +127,12 @@ def cadence_ticks(diff_df: pd.DataFrame, options: FigureOptions | None = None) -
                              marker=dict(color=_STAGE_COLORS.get(str(stage)), line=dict(color="white", width=0.5)),
                              hovertemplate="%{text}<br>%{base:.1f} ms + %{x:.1f} ms<extra>%{y}</extra>"))
     fig.add_vline(x=cadence, line_dash="dash", line_color="black")
-    fig.add_annotation(x=cadence, y=0, xref="x", yref="paper", yanchor="top", yshift=-4, showarrow=False,
+    fig.add_annotation(x=cadence, y=1, xref="x", yref="paper", yanchor="bottom", yshift=2, showarrow=False,
                        text=f"cadence {cadence:g} ms", font=dict(size=11))
     fig.update_yaxes(categoryorder="array", categoryarray=[lb, la], title_text="arm")
     fig.update_xaxes(title_text="time into the second (ms)")
-    fig.update_layout(barmode="overlay", legend_title_text="stage", height=opts.height or 320,
-                      margin=dict(b=90))
+    fig.update_layout(barmode="overlay", legend_title_text="stage", height=opts.height or 340,
+                      margin=dict(t=100))
     ends = diff_df.attrs.get("second_end_ms", {})
     tail = "; ".join(f"{x} ends at {e:.0f} ms ({e / cadence - 1:+.0%} vs the cadence)" for x, e in ends.items())
     set_caption(fig, "Two profiled duplex seconds aligned on the cadence: 0 ms is each second's start; each bar is "

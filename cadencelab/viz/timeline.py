@@ -201,7 +201,7 @@ def kernel_pairs(aligned: pd.DataFrame, start: int = 0, count: int = 60,
                              hovertemplate="%{text}<extra></extra>"))
     fig.update_yaxes(categoryorder="array", categoryarray=[lb, la], title_text="stream")
     fig.update_xaxes(title_text="time since the window's first op on each side (µs)")
-    fig.update_layout(barmode="overlay", legend_title_text="op kind", height=opts.height or 360)
+    fig.update_layout(barmode="overlay", legend_title_text="op kind", height=opts.height or 480)
     c = aligned.attrs.get("counts", {})
     set_caption(fig, f"Rows {start}-{start + len(w) - 1} of the alignment of {la} and {lb}: ops are paired by "
                      "sequence matching on normalised names, never by index, so a grey line always joins the same "
