@@ -139,8 +139,9 @@ def kernel_stream(trace: Trace, window: str | None = None, occurrence: int = -1)
     ws, we = _window(trace, window, occurrence)
     check_graph_kernels(trace, (ws, we), where="kernel stream")
     k = trace.kernels
-    at = k["launch_ns"].astype("float64").fillna(k["start_ns"].astype("float64")) if "launch_ns" in k.columns \
-        else k["start_ns"].astype("float64")
+    start = k["start_ns"].to_numpy(np.int64)
+    at = np.where(k["launch_ns"].isna().to_numpy(bool), start, k["launch_ns"].fillna(0).to_numpy(np.int64)) \
+        if "launch_ns" in k.columns else start  # integer ns: a float would round near 5e15
     ev = k[(at >= ws) & (at <= we)].sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
     names, cats = ev["name"].astype(str).tolist(), ev["cat"].astype(str).tolist()
     out = pd.DataFrame({
