@@ -81,17 +81,23 @@ def test_waterfall_checks_columns():
 def test_kernel_timeline_eager_vs_replay():
     k, g = _timeline_frames()
     fig = viz.kernel_timeline(k, g)
-    # eager: kernels + host_wait, kernel_wait, other; replay: kernels + host_wait, kernel_wait
-    assert [t.name for t in fig.data] == ["kernels eager", "host_wait", "kernel_wait", "other",
-                                          "kernels replay", "host_wait", "kernel_wait"]
-    eager_k, replay_k = fig.data[0], fig.data[4]
+    # per variant: one bar trace per op kind present (legend by kind), then the gap categories
+    assert [t.name for t in fig.data] == ["kernel", "host_wait", "kernel_wait", "other",
+                                          "kernel", "memcpy DtoH", "host_wait", "kernel_wait"]
+    eager_k, replay_k, replay_copy = fig.data[0], fig.data[4], fig.data[5]
     assert eager_k.xaxis == "x" and replay_k.xaxis == "x2"
+    assert fig.layout.xaxis2.matches == "x"                # one shared time scale for both panels
     assert list(eager_k.base)[:2] == [0.0, 25.0]          # µs since the first eager kernel (20 us)
     assert list(replay_k.base)[1] == 20.0                  # cfm_a at 30 us, replay origin 10 us
+    assert list(replay_copy.base) == [60.0]                # the DtoH memcpy, drawn as what it is
     assert set(eager_k.y) == {"stream 7", "stream 8"}
     host = fig.data[1]
     assert list(host.x) == [15.0, 14.0] and set(host.y) == {"idle"}
     assert sum(t.showlegend for t in fig.data if t.name == "host_wait") == 1
+    assert sum(t.showlegend for t in fig.data if t.name == "kernel") == 1   # one legend entry per kind
+    assert fig.layout.legend.title.text == "op kind / idle gap"
+    assert fig.layout.xaxis2.title.text == "time since window start (µs)"
+    assert "one time axis" in viz.caption(fig)
 
 
 def test_kernel_timeline_single_variant_without_gaps():
@@ -157,15 +163,20 @@ def test_catalog_grid():
 
 def test_pareto_marks_non_exact_arms_and_draws_frontier():
     fig = viz.pareto(_arms())
-    assert [t.name for t in fig.data] == ["bit-exact", "not bit-exact", "frontier"]
-    exact, inexact, front = fig.data
+    assert [t.name for t in fig.data][:3] == ["bit-exact", "not bit-exact", "frontier"]
+    exact, inexact, front, interval = fig.data
     assert list(inexact.text) == ["bucketed"] and inexact.marker.symbol == "x-open"
     assert list(exact.error_x.array) == pytest.approx([2.0, 3.0, 2.0, 0.5])
     assert list(exact.error_x.arrayminus) == pytest.approx([2.0, 3.0, 2.0, 0.3])
     assert list(front.x) == [84.8, 239.0] and list(front.y) == [615.0, 600.0]
+    # the interval kind is named in the legend and the caption
+    assert interval.name.startswith("error bars: paired bootstrap 95%")
+    assert "Error bars: paired bootstrap 95%" in viz.caption(fig)
+    assert sorted(a.text for a in fig.layout.annotations) == sorted(_arms()["arm"])
     plain = viz.pareto(_arms().drop(columns=["exact", "lat_lo", "lat_hi", "peak_lo", "peak_hi"]),
                        options=viz.ParetoOptions(frontier=False))
     assert [t.name for t in plain.data] == ["arms"] and plain.data[0].error_x.array is None
+    assert "Error bars" not in viz.caption(plain)
 
 
 def test_pareto_checks():

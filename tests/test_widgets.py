@@ -272,6 +272,7 @@ def test_timeline_player_accumulates_idle_by_hand():
     assert p.step(5).set_index("variant").loc["eager", "kernel_index"] == 3
     fig = p.figure(1)  # window of 2: kernels A and B, the host_wait gap between them
     assert len(fig.layout.shapes) == 2  # one cursor per variant
+    assert fig.layout.xaxis2.matches == "x"  # both variants on one time scale: the compression shows
     assert [t.name for t in fig.data if t.name in ("host_wait", "kernel_wait")] == ["host_wait", "kernel_wait"]
     assert not any(t.name == "host_wait" for t in p.figure(2).data)  # B, C: only the launch-latency gap
     prog = p.progress_figure()

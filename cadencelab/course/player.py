@@ -87,7 +87,7 @@ class TimelinePlayer:
                 d["start_ns"] = d["start_ns"] - t0
                 d["end_ns"] = d["end_ns"] - t0
                 d["variant"] = name
-            ks.append(w[["kernel", "start_ns", "end_ns", "variant"]])
+            ks.append(w[[c for c in ("kernel", "name", "cat", "start_ns", "end_ns", "variant") if c in w.columns]])
             gs.append(g[["start_ns", "end_ns", "category", "variant"]])
             cursors[name] = (int(ev["end_ns"].iloc[i]) - t0) / 1e3
         fig = viz.kernel_timeline(pd.concat(ks, ignore_index=True), pd.concat(gs, ignore_index=True), label="kernel",
@@ -98,7 +98,7 @@ class TimelinePlayer:
         for a in fig.layout.annotations:  # panel titles: where each variant's cursor is
             if a.text in cursors:
                 a.text = f"{a.text}: kernel {self._index(a.text, k)}, {cursors[a.text] / 1e3:.2f} ms into the chunk"
-        fig.update_xaxes(matches=None, showticklabels=True)  # each variant on its own clock
+        fig.update_xaxes(showticklabels=True)  # each variant from its own chunk start, on one shared time scale
         return fig
 
     def progress_frame(self, points: int = 600) -> pd.DataFrame:

@@ -25,6 +25,11 @@ Definitions (all on integer nanoseconds; every summary column says its unit):
 - A trace with no device activity at all (CPU-only) has no busy time to speak of: busy, slack
   and the idle split are NaN, and the ``na_reason`` column (and ``df.attrs["na_reason"]``) says
   why. They are never reported as zero.
+- A window holding ``cudaGraphLaunch`` calls whose kernels the trace does not hold (the profiler
+  recorded the launch call but not the kernels the graph ran) has no true busy time either: the
+  replayed work would count as idle and the slack come out far too high. ``summary``,
+  ``idle_split`` and ``stages`` refuse such a window with :class:`GraphKernelsMissing`, which says
+  how many graph launches lack kernels and why.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from .trace import Trace
 
 __all__ = [
     "CPU_ONLY_REASON",
+    "GraphKernelsMissing",
+    "check_graph_kernels",
     "IDLE_CATEGORIES",
     "device_intervals",
     "gaps",
@@ -66,6 +73,45 @@ STAGE_COLUMNS = [
 # ----------------------------------------------------------------------------------------------
 # Inputs
 # ----------------------------------------------------------------------------------------------
+
+
+class GraphKernelsMissing(ValueError):
+    """A window has CUDA graph launches but the trace holds no kernel records for them."""
+
+
+def check_graph_kernels(trace_or_kernels, window=None, *, launches: pd.DataFrame | None = None,
+                        where: str = "slack") -> None:
+    """Refuse a window whose ``cudaGraphLaunch`` calls have no kernel records in the trace.
+
+    A graph launch and the kernels it runs share a correlation id. When the profiler records the
+    launch call but not the graph's kernels (CUPTI did not report graph-node kernels for this
+    run), busy time misses the whole replay and slack reads it as idle. Raises
+    :class:`GraphKernelsMissing` naming the trace, the window and the count; returns None when
+    every graph launch in every window has at least one device record.
+    """
+    f = _frames(trace_or_kernels, launches)
+    la = f.launches
+    if not len(la) or "kind" not in la.columns:
+        return
+    g = la[la["kind"] == "graph_launch"]
+    if not len(g):
+        return
+    have = set(f.kernels["correlation"].dropna().astype(int)) if "correlation" in f.kernels.columns else set()
+    win = windows(trace_or_kernels if isinstance(trace_or_kernels, Trace) else None, window, span=f.span)
+    source = trace_or_kernels.source if isinstance(trace_or_kernels, Trace) else "kernels frame"
+    gs = g["start_ns"].to_numpy(np.int64)
+    gc = g["correlation"].to_numpy(object)
+    for name, occ, ws, we in zip(win["window"], win["occurrence"], win["start_ns"], win["end_ns"]):
+        inside = (gs >= int(ws)) & (gs < int(we))
+        n = int(inside.sum())
+        bare = sum(1 for c in gc[inside] if c is pd.NA or int(c) not in have)
+        if bare:
+            raise GraphKernelsMissing(
+                f"{source}: window {name!r} (occurrence {occ}) holds {n} cudaGraphLaunch call(s), {bare} of them "
+                f"with no kernel records in the trace: the profiler recorded the graph launch but not the kernels "
+                f"the graph ran, so busy time would miss the replay and the {where} would count it as idle. "
+                f"Re-profile with a profiler that records graph kernels (torch.profiler with CUDA activity on a "
+                f"CUPTI that reports graph-node kernels) before computing {where}.")
 
 
 @dataclass
@@ -310,6 +356,7 @@ def idle_split(trace_or_kernels, window=None, *, launches: pd.DataFrame | None =
     """Idle time per window split into host_wait_ns, kernel_wait_ns, other_ns (plus idle_ns)."""
     f = _frames(trace_or_kernels, launches)
     win = windows(trace_or_kernels if isinstance(trace_or_kernels, Trace) else None, window, span=f.span)
+    check_graph_kernels(trace_or_kernels, win, launches=launches, where="idle split")
     tl = _Timeline.build(_device_rows(f.kernels, include_memory), graph_aware)
     rows = []
     for ws, we in zip(win["start_ns"], win["end_ns"]):
@@ -375,6 +422,7 @@ def summary(trace_or_kernels, window=None, *, launches: pd.DataFrame | None = No
     f = _frames(trace_or_kernels, launches)
     win = windows(trace_or_kernels if isinstance(trace_or_kernels, Trace) else None, window, span=f.span)
     k = _device_rows(f.kernels, include_memory)
+    check_graph_kernels(trace_or_kernels, win, launches=launches, where="slack")
     counts = launch_counts(trace_or_kernels, win, launches=launches)
     applicable = len(k) > 0
     tl = _Timeline.build(k, graph_aware)
@@ -433,6 +481,8 @@ def stages(trace: Trace, names: Sequence[str] | str | None = None, *, by_name: b
 
     k = _device_rows(trace.kernels, include_memory)
     applicable = len(k) > 0
+    rr = r[r["name"].isin(names)]
+    check_graph_kernels(trace, rr.assign(window=rr["name"])[["window", "start_ns", "end_ns"]], where="stage slack")
     la = trace.launches.sort_values("start_ns", kind="stable").reset_index(drop=True)
     la_start = la["start_ns"].to_numpy(np.int64)
     la_pid, la_tid = la["pid"].to_numpy(object), la["tid"].to_numpy(object)

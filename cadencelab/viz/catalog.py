@@ -1,4 +1,9 @@
-"""The shape catalog: which clock values map to which shape class, and which are admitted."""
+"""The shape catalog: which clock values map to which shape class, and which are admitted.
+
+    catalog_grid     one heatmap row per clock (clock values -> class ids)
+    catalog_heatmap  an operator's catalog as a cached-extent x call-frames grid, each cell
+                     steady / flush (admitted) / rejected, reconciled with the derived counts
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .options import FigureOptions, require_columns, require_rows
+from .options import FigureOptions, require_columns, require_rows, set_caption
 
-__all__ = ["catalog_grid"]
+__all__ = ["catalog_grid", "catalog_heatmap", "CATALOG_CELL_COLORS"]
+
+#: cell colours of catalog_heatmap
+CATALOG_CELL_COLORS = {"steady": "#1f77b4", "flush (admitted)": "#9ecae1", "rejected (eager)": "#d62728"}
 
 
 def catalog_grid(catalog_df: pd.DataFrame, options: FigureOptions | None = None) -> go.Figure:
@@ -32,8 +40,7 @@ def catalog_grid(catalog_df: pd.DataFrame, options: FigureOptions | None = None)
     clocks = list(dict.fromkeys(df["clock"]))
     ids = pd.to_numeric(df.loc[df["admitted"].astype(bool), "class_id"], errors="coerce")
     zmin, zmax = (float(ids.min()), float(ids.max())) if len(ids.dropna()) else (0.0, 1.0)
-    fig = make_subplots(rows=len(clocks), cols=1, subplot_titles=[str(c) for c in clocks],
-                        vertical_spacing=min(0.15, 0.6 / max(1, len(clocks))))
+    fig = make_subplots(rows=len(clocks), cols=1, vertical_spacing=min(0.3, 0.9 / max(1, len(clocks))))
     for i, clock in enumerate(clocks, start=1):
         d = df[df["clock"] == clock].sort_values("value", kind="stable")
         admitted = d["admitted"].astype(bool).to_numpy()
@@ -44,7 +51,108 @@ def catalog_grid(catalog_df: pd.DataFrame, options: FigureOptions | None = None)
             texttemplate="%{text}", coloraxis="coloraxis", xgap=2, ygap=2, name=str(clock),
             hovertemplate=f"{clock}=" + "%{x}<br>class %{text}<extra></extra>",
         ), row=i, col=1)
-        fig.update_xaxes(type="category", title_text="value", row=i, col=1)
+        # the clock's name is the axis title, below its tick labels: no panel title over the ticks
+        fig.update_xaxes(type="category", title_text=_clock_title(clock), title_standoff=4, row=i, col=1)
+        fig.update_yaxes(showticklabels=False, row=i, col=1)
     fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=zmin, cmax=zmax, showscale=False),
-                      height=opts.height or 120 + 130 * len(clocks))
+                      height=opts.height or 140 + 150 * len(clocks))
+    set_caption(fig, "Each row is one clock; each cell one value that clock takes in a call, labelled with the "
+                     "shape class it lands in. ✗: a value the admission predicate rejects (that call runs eager).")
     return opts.apply(fig, "Shape catalog: clock values → classes (✗ = not admitted)")
+
+
+def _clock_title(clock) -> str:
+    """An axis title for a clock row: its name, with the unit when it names one in brackets."""
+    c = str(clock)
+    return c if "(" in c else f"{c} (value)"
+
+
+def catalog_heatmap(catalog_df: pd.DataFrame, counts: dict | None = None, stride: int | None = None,
+                    options: FigureOptions | None = None) -> go.Figure:
+    """An operator's catalog as a grid: one row per cached extent, one column per call size f.
+
+    ``catalog_df``: :func:`cadencelab.contract.catalog` output for one operator (kind, f,
+    admitted, ext_<region> columns; the priming row, cache-free and eager by construction, is
+    counted in the caption, not drawn). Each cell is "steady" (the steady call size), "flush
+    (admitted)" or "rejected (eager)" (a flush above the admission predicate); a steady call and
+    a flush of the same size share one cell (and one label). ``counts``: the operator's
+    :func:`cadencelab.contract.catalog_counts` (checked against the grid: a mismatch raises);
+    ``stride``: the region's per-call advance s_r, for the caption's bound.
+
+    Traces: the heatmap and one legend entry per cell kind present.
+    """
+    opts = options or FigureOptions()
+    require_columns(catalog_df, ["kind", "f", "admitted"], "catalog_heatmap")
+    ext = [c for c in catalog_df.columns if c.startswith("ext_")]
+    if not ext:
+        raise ValueError(f"catalog_heatmap: no ext_<region> column; got {list(catalog_df.columns)} "
+                         "(pass cadencelab.contract.catalog(decl, operator))")
+    df = catalog_df[catalog_df["kind"].isin(["steady", "flush"])].copy()
+    require_rows(df, "catalog_heatmap", "the catalog has no steady or flush rows")
+    op = str(catalog_df["operator"].iloc[0]) if "operator" in catalog_df.columns else "operator"
+    region = ext[0][4:]
+    df["extent"] = df[ext[0]].astype(int)
+    df["f"] = df["f"].astype(int)
+    extents = sorted(set(df["extent"]))
+    sizes = sorted(set(df["f"]))
+    code = {"flush (admitted)": 0, "steady": 1, "rejected (eager)": 2}
+    z = np.full((len(extents), len(sizes)), np.nan)
+    text = [["" for _ in sizes] for _ in extents]
+    rank = {"steady": 2, "rejected (eager)": 1, "flush (admitted)": 0}  # a cell shows its strongest kind
+    cell: dict[tuple[int, int], str] = {}
+    for r in df.itertuples(index=False):
+        key = (extents.index(r.extent), sizes.index(r.f))
+        kind = "steady" if r.kind == "steady" else ("flush (admitted)" if bool(r.admitted) else "rejected (eager)")
+        if key not in cell or rank[kind] > rank[cell[key]]:
+            cell[key] = kind
+    for (i, j), kind in cell.items():
+        z[i, j] = code[kind]
+        text[i][j] = {"steady": "S", "rejected (eager)": "✗", "flush (admitted)": ""}[kind]
+    colors = list(CATALOG_CELL_COLORS.values())
+    scale = [[0.0, colors[1]], [0.333, colors[1]], [0.334, colors[0]], [0.666, colors[0]], [0.667, colors[2]],
+             [1.0, colors[2]]]
+    fig = go.Figure(go.Heatmap(
+        x=[str(f) for f in sizes], y=[str(e) for e in extents], z=z.tolist(), text=text, texttemplate="%{text}",
+        zmin=0, zmax=2, colorscale=scale, showscale=False, xgap=1, ygap=3, name="catalog",
+        hovertemplate="cached extent %{y} frames<br>call f=%{x} frames<br>%{text}<extra></extra>",
+    ))
+    present = {int(v) for v in z[~np.isnan(z)].ravel()}
+    for kind, c in code.items():
+        if c in present:
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind,
+                                     marker=dict(symbol="square", size=12, color=CATALOG_CELL_COLORS[kind])))
+    fig.update_xaxes(type="category", title_text="call size f (frames per call)")
+    fig.update_yaxes(type="category", title_text="cached extent (frames)")
+    fig.update_layout(legend_title_text="cell", height=opts.height or 260 + 45 * len(extents), plot_bgcolor="white")
+    k = len(extents)
+    n_steady = int((df["kind"] == "steady").sum())
+    fl = df[df["kind"] == "flush"]
+    n_fa, n_fr = int(fl["admitted"].astype(bool).sum()), int((~fl["admitted"].astype(bool)).sum())
+    steady_f = sorted(set(df.loc[df["kind"] == "steady", "f"]))
+    shared = int(len(fl[fl["f"].isin(steady_f) & fl["admitted"].astype(bool)]))
+    labels = n_steady + n_fa - shared
+    if counts is not None:
+        want = dict(steady=counts.get("steady"), flush_admitted=counts.get("flush_admitted"),
+                    flush_rejected=counts.get("flush_rejected"), admitted_classes=counts.get("admitted_classes"))
+        got = dict(steady=n_steady, flush_admitted=n_fa, flush_rejected=n_fr, admitted_classes=labels)
+        bad = {key: (got[key], want[key]) for key in want if want[key] is not None and got[key] != want[key]}
+        if bad:
+            raise ValueError(f"catalog_heatmap: {op}: the grid does not match the derived counts "
+                             f"(grid, derived): {bad}")
+    n_prime = int((catalog_df["kind"] == "priming").sum())
+    flush_sizes = sorted(set(fl["f"]))
+    cap = (f"{op}: K = {k} cached extents of {region} ({', '.join(map(str, extents))} frames: the rows) are the "
+           "steady shape "
+           f"classes; every steady call has f = {', '.join(map(str, steady_f))}. A flush at a turn's end may carry "
+           f"any of {len(flush_sizes)} sizes f ({flush_sizes[0]}-{flush_sizes[-1]}), at each extent: "
+           f"{k} × {len(flush_sizes)} = {len(fl)} flush cells, {n_fa} admitted and {n_fr} rejected "
+           f"(above the admission predicate: eager). Admitted rows: {n_steady} steady + {n_fa} flush = "
+           f"{n_steady + n_fa}; the steady call and the flush of the same size share a label, so {labels} distinct "
+           f"admitted signatures.")
+    if stride is not None:
+        cap += (f" The paper bounds flushes at s_r = {stride} extra classes per extent: {len(flush_sizes)} flush "
+                f"sizes here ({'within' if len(flush_sizes) <= stride else 'OVER'} the bound).")
+    if n_prime:
+        cap += f" Not drawn: {n_prime} priming call (cache-free, eager by construction)."
+    set_caption(fig, cap)
+    return opts.apply(fig, f"Signature catalog of {op}: cached extent × call size")

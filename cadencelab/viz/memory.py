@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .options import FigureOptions, require_columns, require_rows
+from .options import FigureOptions, require_columns, require_rows, set_caption
 
 __all__ = ["rho_bars"]
 
@@ -36,5 +36,7 @@ def rho_bars(rho_df: pd.DataFrame, options: FigureOptions | None = None) -> go.F
         go.Bar(x=regions, y=live, name="live (declared)",
                hovertemplate="%{x}<br>live %{y:.2f} MiB<extra></extra>"),
     ])
-    fig.update_layout(barmode="group", yaxis_title="MiB", xaxis_title="region")
+    fig.update_layout(barmode="group", yaxis_title="memory (MiB)", xaxis_title="state region")
+    set_caption(fig, "Per state region: bytes the stock runtime reserves against the bytes the declaration says "
+                     "are live; ρ = reserved / live above each pair.")
     return opts.apply(fig, "Reserved vs live bytes per region")

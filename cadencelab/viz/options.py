@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 
 __all__ = [
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
-    "require_columns", "IDLE_COLORS",
+    "require_columns", "IDLE_COLORS", "OP_KIND_COLORS", "set_caption", "caption", "log_ticks",
+    "annotation_boxes", "boxes_overlap", "plot_area_px", "to_paper",
 ]
 
 IDLE_COLORS = {"host_wait": "#d62728", "kernel_wait": "#ff7f0e", "other": "#7f7f7f"}
@@ -58,9 +59,11 @@ class TimelineOptions(FigureOptions):
 
 @dataclass
 class ParetoOptions(FigureOptions):
-    """frontier: draw the Pareto frontier (lower latency and lower peak are better)."""
+    """frontier: draw the Pareto frontier (lower latency and lower peak are better).
+    interval: what the error bars are, named in the legend and the caption (None: not said)."""
 
     frontier: bool = True
+    interval: str | None = "paired bootstrap 95% intervals of each arm's ratio to the reference arm"
 
 
 @dataclass
@@ -83,3 +86,110 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], where: str) -> Non
 def require_rows(df: pd.DataFrame, where: str, hint: str = "") -> None:
     if len(df) == 0:
         raise ValueError(f"{where}: no rows to plot" + (f" ({hint})" if hint else ""))
+
+
+# ----------------------------------------------------------------------------------------------
+# Captions, op-kind colours, readable log ticks, label boxes
+# ----------------------------------------------------------------------------------------------
+
+#: one colour per device-op kind (cadencelab.profile.OP_KINDS), shared by every kernel figure
+OP_KIND_COLORS = {
+    "kernel": "#1f77b4", "copy kernel": "#9467bd", "memcpy HtoD": "#2ca02c", "memcpy DtoH": "#8c564b",
+    "memcpy DtoD": "#e377c2", "memset": "#17becf",
+}
+
+
+def set_caption(fig: go.Figure, text: str) -> go.Figure:
+    """Store the figure's caption (what it shows, how to read it) in ``fig.layout.meta["caption"]``."""
+    meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
+    meta["caption"] = str(text)
+    fig.update_layout(meta=meta)
+    return fig
+
+
+def caption(fig: go.Figure) -> str:
+    """The caption a figure function stored (empty when it stored none): the HTML report prints it."""
+    meta = fig.layout.meta
+    return str(meta.get("caption", "")) if isinstance(meta, dict) else ""
+
+
+def log_ticks(lo: float, hi: float, unit: str) -> dict:
+    """Axis settings for a log axis whose ticks read as plain numbers with a unit: one tick per
+    power of ten between ``lo`` and ``hi`` (> 0), labelled "0.1 µs", "1 µs", "10 µs", ..."""
+    import math
+
+    if not (lo > 0 and hi > 0):
+        raise ValueError(f"log_ticks: bounds must be > 0, got {lo!r}, {hi!r}")
+    vals = [10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+    text = [f"{v:g} {unit}".strip() for v in vals]
+    return dict(type="log", tickmode="array", tickvals=vals, ticktext=text)
+
+
+#: average glyph width / line height of the default 12 px plotly font, in px (label boxes)
+CHAR_PX, LINE_PX = 7.0, 16.0
+
+
+def plot_area_px(fig: go.Figure) -> tuple[float, float]:
+    """(width, height) of the plotting area in px: the figure's size less its margins."""
+    lay = fig.layout
+    w = lay.width or 700
+    h = lay.height or 450
+    m = lay.margin
+    left = m.l if m.l is not None else 80
+    right = m.r if m.r is not None else 80
+    top = m.t if m.t is not None else 100
+    bottom = m.b if m.b is not None else 80
+    return float(w - left - right), float(h - top - bottom)
+
+
+def to_paper(fig: go.Figure, x: float, y: float) -> tuple[float, float]:
+    """Data coordinates of the first x / y axes -> paper coordinates (needs fixed axis ranges)."""
+    import math
+
+    out = []
+    for v, ax in ((x, fig.layout.xaxis), (y, fig.layout.yaxis)):
+        lo, hi = ax.range
+        if ax.type == "log":
+            v = math.log10(v)
+        out.append((v - lo) / (hi - lo))
+    return out[0], out[1]
+
+
+def annotation_boxes(fig: go.Figure) -> list[tuple[str, float, float, float, float]]:
+    """Each annotation's box in paper coordinates: (text, x0, y0, x1, y1).
+
+    Data-referenced annotations are placed through the axes' fixed ranges; an arrow offset
+    (ax, ay in px) moves the label; its size is estimated from the text (:data:`CHAR_PX` per
+    character, :data:`LINE_PX` per line).
+    """
+    pw, ph = plot_area_px(fig)
+    boxes = []
+    for a in fig.layout.annotations:
+        text = str(a.text or "")
+        if a.xref == "paper" and a.yref == "paper":
+            px, py = float(a.x), float(a.y)
+        else:
+            px, py = to_paper(fig, float(a.x), float(a.y))
+        if a.showarrow is not False and a.ax is not None and a.ay is not None:
+            px += float(a.ax) / pw
+            py -= float(a.ay) / ph
+        lines = text.split("<br>")
+        w = max(len(_strip_tags(t)) for t in lines) * CHAR_PX / pw
+        h = len(lines) * LINE_PX / ph
+        xa = a.xanchor if a.xanchor not in (None, "auto") else "center"
+        ya = a.yanchor if a.yanchor not in (None, "auto") else "middle"
+        x0 = px - (w / 2 if xa == "center" else (w if xa == "right" else 0.0))
+        y0 = py - (h / 2 if ya == "middle" else (h if ya == "top" else 0.0))
+        boxes.append((text, x0, y0, x0 + w, y0 + h))
+    return boxes
+
+
+def _strip_tags(s: str) -> str:
+    import re
+
+    return re.sub(r"<[^>]+>", "", s)
+
+
+def boxes_overlap(a: tuple, b: tuple) -> bool:
+    """True when two (…, x0, y0, x1, y1) boxes share area."""
+    return a[-4] < b[-2] and b[-4] < a[-2] and a[-3] < b[-1] and b[-3] < a[-1]

@@ -7,7 +7,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .memory import MiB
-from .options import FigureOptions, require_columns, require_rows
+from .options import (
+    FigureOptions,
+    log_ticks,
+    require_columns,
+    require_rows,
+    set_caption,
+)
 
 __all__ = ["soak_panel"]
 
@@ -25,8 +31,7 @@ def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) ->
                     "soak_panel")
     require_rows(chunks_df, "soak_panel")
     df = chunks_df.sort_values("chunk", kind="stable")
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("allocator (MiB)", "chunk latency (ms)"))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     fig.add_trace(go.Scatter(x=df["chunk"], y=df["peak_bytes"] / MiB, name="peak allocated", mode="lines"), 1, 1)
     fig.add_trace(go.Scatter(x=df["chunk"], y=df["allocated_bytes"] / MiB, name="allocated", mode="lines",
                              line=dict(dash="dot")), 1, 1)
@@ -45,7 +50,19 @@ def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) ->
         fig.add_vrect(x0=float(warm["chunk"].min()) - 0.5, x1=float(warm["chunk"].max()) + 0.5,
                       fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up",
                       annotation_position="top left")
-    fig.update_yaxes(type="log", row=2, col=1)
-    fig.update_xaxes(title_text="chunk", row=2, col=1)
+    lat = pd.to_numeric(df["latency_ms"], errors="coerce")
+    if "latency_ms_ref" in df.columns:
+        lat = pd.concat([lat, pd.to_numeric(df["latency_ms_ref"], errors="coerce")])
+    lat = lat[lat > 0]
+    if len(lat):
+        fig.update_yaxes(**log_ticks(float(lat.min()), float(lat.max()), "ms"), row=2, col=1)
+    else:
+        fig.update_yaxes(type="log", row=2, col=1)
+    fig.update_yaxes(title_text="allocator (MiB)", row=1, col=1)
+    fig.update_yaxes(title_text="chunk latency (ms, log scale)", row=2, col=1)
+    fig.update_xaxes(title_text="chunk (index in the stream)", row=2, col=1)
+    set_caption(fig, "Top: the allocator's peak and current MiB per chunk; flat after the warm-up (shaded) means no "
+                     "growth. Bottom: each chunk's latency (log scale), arm and reference; a red ✕ marks a chunk "
+                     "whose int16 PCM differs from the reference.")
     n, exact = len(df), int(df["exact_i16"].astype(bool).sum())
     return opts.apply(fig, f"Soak: {exact}/{n} chunks bit-exact")

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .options import WaterfallOptions, require_columns, require_rows
+from .options import WaterfallOptions, require_columns, require_rows, set_caption
 
 __all__ = ["waterfall"]
 
@@ -62,8 +62,17 @@ def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
         fig.update_layout(barmode="group")
         fig.update_xaxes(title_text="time in the second (ms)")
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1])
+    fig.update_yaxes(title_text="stage")
+    panels = len(sources) if opts.layout == "facets" and len(sources) > 1 else 1
     if cadence_ms is not None:
-        fig.add_vline(x=float(cadence_ms), line_dash="dash", line_color="black",
-                      annotation_text=f"cadence {cadence_ms:g} ms", annotation_position="top")
+        fig.add_vline(x=float(cadence_ms), line_dash="dash", line_color="black")
+        for i in range(1, panels + 1):  # the label sits inside each panel, under its top edge: never on a title
+            sfx = "" if i == 1 else str(i)
+            fig.add_annotation(x=float(cadence_ms), xref=f"x{sfx}", y=1, yref=f"y{sfx} domain", yanchor="top",
+                               xanchor="left", xshift=3, showarrow=False, text=f"cadence {cadence_ms:g} ms",
+                               font=dict(size=11), bgcolor="rgba(255,255,255,0.8)")
     fig.update_layout(legend_title_text="source" if len(sources) > 1 else None, showlegend=len(sources) > 1)
+    set_caption(fig, "When each stage of the second runs (bars: start to end, ms into the second)"
+                     + (f"; dashed: the {cadence_ms:g} ms cadence the second must fit in." if cadence_ms is not None
+                        else ".") + (" One bar per source in each stage row." if len(sources) > 1 else ""))
     return opts.apply(fig, "Stage waterfall")
