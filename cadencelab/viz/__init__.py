@@ -51,8 +51,7 @@ from .waterfall import waterfall
 
 __all__ = [
     "waterfall", "kernel_timeline", "rho_bars", "catalog_grid", "pareto", "pareto_frontier", "capacity_lines",
-    "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress",
-    "soak_panel", "catalog_heatmap", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
+    "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress", "catalog_heatmap", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
     "place_labels", "metric_title", "caption", "annotation_boxes", "boxes_overlap",
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
     "require_columns",
