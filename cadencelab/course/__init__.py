@@ -1,10 +1,16 @@
 """cadencelab.course: the course above the library (notebooks call these; nothing below imports them).
 
-    data      recorded data as DataFrames: the H200 studies, the paper's figures, recorded traces
-    frames    the frames the course's figures and panels are drawn from
-    panels    interactive panels: clock sliders, the rules panel
-    player    the kernel-timeline player (eager beside replay, idle accumulating)
-    live      live runs through the adapter's build call: the factorial, one profiled chunk
-    display   what the panels share (ipywidgets on demand, a figure into an Output, a readout table)
-    tour      run the notebooks headless and write the HTML report, or open them in JupyterLab
+    data            recorded data as DataFrames: the H200 studies, the paper's figures, recorded traces
+    studies         the one table of bench studies, recorded files and their recording commands
+    frames          the frames the course's figures and panels are drawn from
+    panels          interactive panels: clock sliders, the rules panel
+    player          the kernel-timeline player (eager beside replay, idle accumulating)
+    live            live runs through the adapter's build call: the factorial, one profiled chunk
+    display         what the panels share (ipywidgets on demand, a figure into an Output, a readout table)
+    tour            run the notebooks headless and write the HTML report, or open them in JupyterLab
+    predict         Prediction (a question asked before a reveal), reveal -> DataFrame, reveal_figure
+    exercises       graded checkers with diagnostic hints (one or more per notebook)
+    solutions       a correct answer and the planted mistakes of every exercise
+    glossary        the course's terms as a DataFrame, and as markdown / HTML
+    sample_encoder  notebook 7's streaming encoder, for its declaration exercise
 """

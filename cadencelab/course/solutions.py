@@ -1,0 +1,171 @@
+"""Solutions of the course's graded exercises, and the mistakes planted in each.
+
+:func:`solution` answers an exercise the way a student is meant to, through the library calls the
+notebook shows (``trajectory``, ``verdict``, ``region_table``, the recorded files, a run of the
+teaching model); :func:`planted` lists, per exercise, each diagnosable mistake with the answer it
+produces. The tour and tests/test_exercises.py use both: every solution must pass its checker and
+every planted mistake must fire its own hint, so every exercise is solvable and every hint reachable.
+
+For notebook 7 the planted mistakes are whole declaration functions (:data:`PLANTED_DECLARATIONS`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from ..contract import (
+    Admission,
+    Clock,
+    Declaration,
+    Fixed,
+    Operator,
+    PromptRetained,
+    Region,
+    SlidingWindow,
+    region_table,
+    token2wav_declaration,
+    trajectory,
+    verdict,
+)
+from . import exercises as ex
+from . import sample_encoder as se
+
+__all__ = ["solution", "planted", "SOLVERS", "PLANTED_DECLARATIONS", "declaration_solution", "solutions_table"]
+
+
+def _data():
+    from . import data
+
+    return data
+
+
+def _t2w(f_prompt=None, f_retained=None, f_chunk=None, n_steps=None):
+    return token2wav_declaration(f_prompt=f_prompt, f_retained=f_retained, f_chunk=f_chunk, n_steps=n_steps)
+
+
+def _solve_launch_cost(condition: str = "exact") -> dict:
+    s = _data().duplex_summary(condition)
+    b0, src = s.loc["B0"], s.loc["SRc"]
+    idle = b0["synthesis_ms_median"] * b0["synthesis_slack_frac"]
+    per_us = idle * 1e3 / b0["synthesis_launches"]
+    return dict(b0_idle_ms=idle, per_launch_us=per_us, src_predicted_idle_ms=src["synthesis_launches"] * per_us / 1e3)
+
+
+def _solve_extents(regions=None, **clocks) -> dict:
+    decl = _t2w(**clocks)
+    return {r: sorted(trajectory(decl, r)["shape_extent"].unique().tolist()) for r in (regions or ex.EXTENT_REGIONS)}
+
+
+def _solve_K(regions=None, **clocks) -> dict:
+    v = verdict(_t2w(**clocks))
+    return dict(zip(v["operator"], v["K"].astype(int)))
+
+
+def _solve_rho(regions=None, **clocks) -> dict:
+    t = region_table(_t2w(**clocks)).set_index("region")
+    return {r: round(float(t.loc[r, "rho"]), 2) for r in (regions or ex.RHO_REGIONS)}
+
+
+def _solve_interval(arm: str = "S", condition: str = "exact") -> dict:
+    r = _data().factorial(condition).set_index("arm").loc[arm]
+    return dict(lo=r["latency_delta_lo"], hi=r["latency_delta_hi"])
+
+
+def _solve_verdict(arm: str = "S", condition: str = "exact") -> dict:
+    r = _data().factorial(condition).set_index("arm").loc[arm]
+    lo, hi = r["latency_delta_lo"], r["latency_delta_hi"]
+    return dict(verdict="faster" if hi < 0 else ("slower" if lo > 0 else ex.NO_CLEAR_DIFFERENCE))
+
+
+def _solve_slack(summary: pd.DataFrame | None = None) -> dict:
+    s = (ex._recorded_summary() if summary is None else summary).set_index("variant")
+    return {v: 1 - r["busy_us"] / r["wall_us"] for v, r in s.iterrows()}
+
+
+def _by_running(name: str) -> Callable:
+    """Exercises whose answer is read off a run the notebook shows: the run, done as the checker does."""
+    return lambda **inputs: ex.EXERCISES[name].answer_key(**inputs)
+
+
+#: exercise name -> inputs -> a correct answer
+SOLVERS: dict[str, Callable] = {
+    "launch_cost": _solve_launch_cost,
+    "t2w_extents": _solve_extents,
+    "t2w_K": _solve_K,
+    "t2w_rho": _solve_rho,
+    "audit_catch": _by_running("audit_catch"),
+    "graph_breaks": _by_running("graph_breaks"),
+    "paired_interval": _solve_interval,
+    "paired_interval_verdict": _solve_verdict,
+    "slack": _solve_slack,
+}
+
+
+def solution(name: str, **inputs):
+    """A correct answer to exercise ``name`` (``declaration``: the right declaration function)."""
+    if name == "declaration":
+        return declaration_solution
+    if name not in SOLVERS:
+        raise KeyError(f"no exercise {name!r}; known: {sorted([*SOLVERS, 'declaration'])}")
+    return SOLVERS[name](**inputs)
+
+
+def planted(name: str) -> list[tuple[str, dict, object]]:
+    """(mistake, inputs, wrong answer) for each mistake planted in exercise ``name``."""
+    if name == "declaration":
+        return [(m, {}, f) for m, f in PLANTED_DECLARATIONS.items()]
+    e = ex.EXERCISES[name]
+    return [(m.name, dict(m.plant), e.planted(m.name)) for m in e.mistakes]
+
+
+# ---------------------------------------------------------------------------------------
+# notebook 7: the declaration and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def _declare(s: se.Sizes, kv_policy=None, offset=None, context=None, hop=None) -> Declaration:
+    """The sample encoder's declaration as a student writes it; each keyword plants one slip."""
+    clocks = (Clock("calls", "encoder call"),
+              Clock("frames", "encoder frame", parent="calls", ratio=s.chunk,
+                    offset=s.lookahead if offset is None else offset),
+              Clock("samples", "audio sample", parent="frames", ratio=s.hop if hop is None else hop))
+    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads),
+                policy=kv_policy or PromptRetained(s.sink, s.window), lifetime="turn", address_stable=True)
+    ctx = Region("ctx", clock="samples", shape=(1, "samples"), policy=Fixed(s.context if context is None else context),
+                 lifetime="turn", address_stable=True)
+    op = Operator("encode", reads=("kv",), clock="frames", flush="lookahead")
+    return Declaration("sample-encoder", clocks, (kv, ctx), (op,), admission=Admission("frames"), call_clock="calls")
+
+
+def declaration_solution(s: se.Sizes) -> Declaration:
+    """The right answer of notebook 7's exercise: every size read from ``s``."""
+    return _declare(s)
+
+
+#: the literal a student types for the window, read once from the shown sizes
+_SHOWN_WINDOW = se.VISIBLE.window
+
+#: mistake name -> a declaration function that makes it
+PLANTED_DECLARATIONS: dict[str, Callable] = {
+    "forgot_sink": lambda s: _declare(s, kv_policy=SlidingWindow(s.window)),
+    "kv_layout": lambda s: _declare(s, kv_policy=PromptRetained(s.sink, s.window, layout="newest_first")),
+    "no_lookahead": lambda s: _declare(s, offset=0),
+    "context_size": lambda s: _declare(s, context=s.kernel),
+    "hop_ratio": lambda s: _declare(s, hop=s.kernel),
+    "literal_size": lambda s: _declare(s, kv_policy=PromptRetained(s.sink, _SHOWN_WINDOW)),
+}
+
+
+def solutions_table() -> pd.DataFrame:
+    """One row per exercise: its solution's verdict and, per planted mistake, whether its own hint fired."""
+    rows = []
+    for name in [*SOLVERS, "declaration"]:
+        check = ex.check_declaration if name == "declaration" else ex.EXERCISES[name].check
+        ok = check(solution(name)).ok
+        for mistake, inputs, wrong in planted(name):
+            fb = check(wrong, **inputs)
+            rows.append(dict(exercise=name, solution_passes=ok, mistake=mistake, inputs=inputs,
+                             fired=fb.mistakes, hint_fires=(not fb.ok) and mistake in fb.mistakes))
+    return pd.DataFrame(rows)
