@@ -39,7 +39,7 @@ def _arms() -> list[dict]:
     rows.append(dict(term="SRb", kind="arm", definition=_doc(batched).split(". ")[0].replace("EXPERIMENTAL: ", "")
                      + " (experimental; gated on the batched eager path, not on a session run alone)",
                      notebooks=(5,), source="cadencelab.adapters.token2wav.batched"))
-    rows.append(dict(term="SRl", kind="arm", definition="lanes: " + _doc(lanes).rstrip("."),
+    rows.append(dict(term="SRl", kind="arm", definition=_doc(lanes).rstrip("."),
                      notebooks=(5,), source="cadencelab.adapters.token2wav.lanes"))
     return rows
 
