@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from cadencelab.course import data
 from cadencelab.course.data import recorded_condition
 from cadencelab.course.studies import DEVICE_TASKS, RECORDINGS, recording
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE
@@ -58,7 +59,7 @@ def _cap(summary: dict, arm: str, workload: str) -> str:
 
 def _arms(summary: dict) -> list[str]:
     """The sessions arms a summary has capacities for, in table order."""
-    return [a for a in ("B0", "SRc", "SRb") if f"max_sessions_at_cadence_{a}" in summary]
+    return [a for a in ("B0", "SRc", "SRl", "SRb") if f"max_sessions_at_cadence_{a}" in summary]
 
 
 def compile_line(path: Path) -> str:
@@ -316,12 +317,14 @@ def sessions_section(path: Path) -> str:
                       + f"; mel and PCM in {same.get('mel_and_pcm', 0)}: a batch draws "
                       f"HiFT's noise from its own seed), and it holds about {fixed:.0f} GiB of fixed workspaces and "
                       f"graph staging on top of the sessions{at_one}."]
+    if "SRl" in arms:
+        lines += ["", lanes_sentence(r)]
     follow = path.parent / SESSIONS_SRB.name
     if "SRb" in arms and follow.exists():
         f = _read(follow)
         fs, held = f["summary"], [c for c in f["capacity"] if c["all_hold"]]
         broke = [c for c in f["capacity"] if not c["all_hold"] and not c["skipped"]]
-        lines += ["", f"A follow-up run of SRb alone in the mixed workload (`{_name(follow)}`, N = "
+        lines += ["", older_label(follow) + f"A follow-up run of SRb alone in the mixed workload (`{_name(follow)}`, N = "
                       f"{', '.join(str(c['sessions']) for c in f['capacity'])}): it holds the cadence up to "
                       f"**{fs['max_sessions_at_cadence_SRb']['mixed']}** sessions "
                       f"({fs['capacity_bound']['SRb']['mixed']} bound; worst p95 {held[-1]['p95_chunk_ms']:.0f} ms)"
@@ -334,6 +337,43 @@ def sessions_section(path: Path) -> str:
     return "\n".join(lines)
 
 
+def lanes_sentence(result: dict) -> str:
+    """What the lanes arm (SRl) measured: capacity against SRc, exactness, memory, the throughput plateau."""
+    s, cap = result["summary"], result["capacity"]
+    mib = 2 ** 20
+    ratio = s.get("sessions_ratio_SRl_over_SRc", {})
+    bounds = s.get("capacity_bound", {}).get("SRl", {})
+    solo = s.get("identical_to_solo_B0", {}).get("SRl", {})
+
+    def plateau(arm: str) -> float:
+        return max((c["goodput"] for c in cap if c["arm"] == arm and c["workload"] == "speak_heavy"
+                    and c["goodput"] == c["goodput"]), default=float("nan"))
+
+    lanes = s.get("lanes")
+    per_lane = (sum(s["lane_bytes"]) / len(s["lane_bytes"]) / mib) if s.get("lane_bytes") else float("nan")
+    def held(w: str) -> str:
+        top = max((c for c in cap if c["arm"] == "SRl" and c["workload"] == w and c["all_hold"]),
+                  key=lambda c: c["sessions"], default=None)
+        if top is None:
+            return f"{w.replace('_', '-')}: none"
+        if bounds.get(w) != "lower_bound":
+            return f"{w.replace('_', '-')}: {ratio.get(w):.2f}x"
+        return (f"{w.replace('_', '-')}: >={ratio.get(w):.2f}x (the sweep stopped on the time budget at N = "
+                f"{top['sessions']}, worst p95 {top['p95_chunk_ms']:.0f} ms, before any break)")
+
+    parts = [held(w) for w, v in ratio.items() if v is not None]
+    return (f"SRl (lanes): {lanes} SRc graph sets over one set of weights, each on its own CUDA stream and "
+            f"generator, served in real time (chunks submitted at their arrival, one thread per lane). Every SRl "
+            f"chunk is bit-identical to the session run alone through B0 ({solo.get('mel_and_pcm', 0)} of "
+            f"{solo.get('compared', 0)}, mel and int16 PCM), with {s.get('eager_sections_after_warmup_SRl')} eager "
+            f"sections and {s['recaptures_after_warmup'].get('SRl')} re-captures after warm-up. Sessions held, "
+            f"SRl over SRc: {'; '.join(parts)} (target 2.5x: "
+            f"{'met' if s.get('target_lanes_2_5x_met') else 'not met'}). The limit is the device: speak-heavy goodput levels off at {plateau('SRl'):.1f} audio "
+            f"seconds per second with lanes against {plateau('SRc'):.1f} for SRc, {plateau('SRl') / plateau('SRc'):.2f}x. "
+            f"Each lane adds {per_lane:.0f} MiB (its demand-sized buffers and staging) before its graphs; each "
+            f"added session {s['peak_bytes_per_added_session']['SRl'] / mib:.0f} MiB, its declared state.")
+
+
 def staggered_sentence(path: Path, srb_path: Path) -> str:
     """The same study with arrivals spread over each second (``--stagger``)."""
     s = _read(path)["summary"]
@@ -343,7 +383,9 @@ def staggered_sentence(path: Path, srb_path: Path) -> str:
             + ", ".join(f"{a} {_cap(s, a, 'speak_heavy')} / {_cap(s, a, 'mixed')}" for a in arms))
     if srb_path.exists():
         f = _read(srb_path)["summary"]
-        text += (f"; a follow-up run of SRb alone (`{_name(srb_path)}`) holds speak-heavy at "
+        cond = recorded_condition(_read(srb_path))
+        text += (f"; a follow-up run of SRb alone (`{_name(srb_path)}`, an older recording under `{cond}`) holds "
+                 f"speak-heavy at "
                  f"{_cap(f, 'SRb', 'speak_heavy')} ({f['chunks_exact']}/{f['chunks_checked']} chunks equal the batched "
                  f"eager path)")
     return (text + f". Chunks equal to their reference: {s['chunks_exact']}/{s['chunks_checked']}. SRb's batcher "

@@ -28,7 +28,7 @@ from cadencelab.profile import (
     stages,
     summary,
 )
-from cadencelab.profile.duplex import H200
+from cadencelab.adapters.duplex.models import H200
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_DIR = ROOT / "data" / "h200"

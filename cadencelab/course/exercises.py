@@ -490,7 +490,7 @@ class _Audits:
 def _prepare_audits(seed: int = 1) -> _Audits:
     import torch
 
-    from .. import teaching
+    from ..adapters import teaching
     from ..state import ShadowAuditor
 
     cfg = teaching.TeachingConfig()
@@ -552,7 +552,7 @@ def _prepare_breaks(seed: int = 1) -> _Breaks:
     """Each scenario on the teaching model (CPU, the engine's eager backend), the outcome of its last call."""
     import torch
 
-    from .. import teaching
+    from ..adapters import teaching
 
     cfg = teaching.TeachingConfig()
 

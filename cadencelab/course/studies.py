@@ -110,14 +110,15 @@ RECORDINGS = (
               f"--timeout 330 {_OLDER}", "copy DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it",
               "soak (2 GPUs; older recording)", 3.5, "soak", "on a machine with two CUDA devices"),
     Recording("sessions", "sessions", "h200/sessions.json",
-              f"--device cuda --arms SRc,SRb,B0 --sessions 1,2,3,4,6,8,12,16,24,32,48,64,96,128 --time-budget 490 "
-              f"{_OLDER}", _SESSIONS_THEN, "sessions (B0, SRc, experimental SRb; older recording)", 7, "sessions"),
+              "--device cuda --arms SRl,SRc,SRb,B0 --sessions 1,2,3,4,6,8,10,12,14,16,20,24,28,32,40,48,64,80,96,128 "
+              "--time-budget 555", _SESSIONS_THEN + " and the lanes trace (trace_SRl_lanes.json.gz)",
+              "sessions (B0, SRc, lanes SRl, experimental SRb)", 8, "sessions"),
     Recording("sessions_srb_mixed", "sessions", "h200/sessions_srb_mixed.json",
               f"--device cuda --arms SRb --workloads mixed --sessions 64,96,112,128 --time-budget 420 {_OLDER}",
               _SESSIONS_THEN, "sessions, SRb follow-up (mixed past N = 64; older recording)", 2, "srb"),
     Recording("sessions_staggered", "sessions", "h200/sessions_staggered.json",
-              f"--device cuda --arms SRc,SRb,B0 --stagger --sessions 1,2,4,8,12,16,24,32,48,64,96 --time-budget 420 "
-              f"{_OLDER}", _SESSIONS_THEN, "sessions, staggered arrivals (older recording)", 5.5, "stagger"),
+              "--device cuda --arms SRc,SRl,SRb,B0 --stagger --sessions 1,2,4,8,12,16,20,24,28,32,40,48,64,96 "
+              "--time-budget 550", _SESSIONS_THEN, "sessions, staggered arrivals", 8, "stagger"),
     Recording("sessions_srb_staggered", "sessions", "h200/sessions_srb_staggered.json",
               f"--device cuda --arms SRb --stagger --workloads speak_heavy --sessions 16,32,48 --time-budget 140 "
               f"{_OLDER}", _SESSIONS_THEN, "sessions, SRb staggered follow-up (older recording)", 1.5, "srbst"),

@@ -456,7 +456,7 @@ def duplex_ticks(cfg=None) -> list[TickMarker]:
     speech token (same); flow: one per solver step (the step's time embedding starts it, a sin
     kernel); vocoder: one tick per chunk.
     """
-    from .duplex import preset
+    from ..adapters.duplex.models import preset
 
     c = preset(cfg or "h200")
     argmax = r"ArgMaxOps"
