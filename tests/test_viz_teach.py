@@ -10,7 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from cadencelab import data, viz
+from cadencelab import viz
+from cadencelab.course import data
 from cadencelab.contract import (
     catalog,
     catalog_counts,
