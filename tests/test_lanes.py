@@ -178,3 +178,42 @@ def test_sessions_study_lanes_arm_on_cpu(tmp_path):
     srl = chunks[chunks["arm"] == "SRl"]
     assert srl["lane"].notna().all() and (srl["queue_ms"] >= 0).all()
     assert (srl["completion_s"] >= srl["arrival_s"]).all()
+
+
+# -- the recorded lanes round -----------------------------------------------------------------------------
+
+
+def test_union_and_stream_overlap_on_synthetic_intervals():
+    from types import SimpleNamespace
+
+    from cadencelab.profile.streams import stream_busy, stream_overlap, union_ns
+
+    assert union_ns([0, 5, 20], [10, 12, 30]) == 22
+    assert union_ns([], []) == 0
+    k = pd.DataFrame(dict(start_ns=[0, 10, 0, 10], end_ns=[10, 20, 10, 20], stream=[1, 1, 2, 2], name="k"))
+    side = stream_overlap(SimpleNamespace(kernels=k)).iloc[0]  # two streams fully side by side
+    assert side["overlap"] == 2.0 and side["busy_union_ms"] == 20 / 1e6
+    k2 = k.assign(start_ns=[0, 10, 20, 30], end_ns=[10, 20, 30, 40])  # taking turns
+    assert stream_overlap(SimpleNamespace(kernels=k2)).iloc[0]["overlap"] == 1.0
+    assert list(stream_busy(SimpleNamespace(kernels=k2))["stream"]) == [1, 2]
+    with pytest.raises(ValueError, match="no device records"):
+        stream_busy(SimpleNamespace(kernels=k.iloc[:0]))
+
+
+def test_recorded_lanes_round_overlaps_two_lanes():
+    from cadencelab import viz
+    from cadencelab.course import data, frames
+    from cadencelab.profile.streams import stream_busy, stream_overlap
+
+    t = data.recorded_trace("SRl", "lanes")
+    per = stream_busy(t)
+    assert len(per) == 2 and per["ops"].nunique() == 1  # the same graphs replayed on two streams
+    o = stream_overlap(t).iloc[0]
+    assert 1.2 < o["overlap"] <= 2.0 and o["wall_ms"] < o["busy_sum_ms"]
+    w = frames.lanes_window(t)
+    assert set(w["stream"]) == {"lane 0", "lane 1"}
+    fig = viz.kernel_timeline(w)
+    assert fig.data and viz.caption(fig)
+    cap = frames.capacity_by_reference("speak_heavy")
+    assert "SRl · exact vs solo B0" in set(cap["arm"])
+    assert any(a.startswith("SRb · exact vs batched eager") for a in cap["arm"])

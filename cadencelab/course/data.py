@@ -360,6 +360,9 @@ _TRACE_FILES = {
               "DIR/trace_<arm>.json.gz); trim it to one steady chunk "
               "(cadencelab.profile.trim.write_trimmed_trace(load_trace(...), PATH, window='chunk', occurrence=1)) "
               "and save it as {path}"),
+    "lanes": ("h200/trace_{arm}_lanes.json.gz",
+              "python -m cadencelab.bench sessions --device cuda --arms SRl,SRc,SRb,B0 --out DIR (the SRl arm writes "
+              "DIR/trace_SRl_lanes.json.gz: one steady round of two lanes at once); copy it to {path}"),
     "duplex": ("h200/trace_duplex_{arm}.json.gz",
                "python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --out DIR "
                "(it writes DIR/trace_duplex_<arm>.json.gz, already trimmed to one second); copy it to {path}"),
@@ -370,7 +373,8 @@ def recorded_trace(arm: str = "B0", kind: str = "chunk"):
     """A recorded, trimmed Chrome trace as a :class:`cadencelab.profile.Trace`.
 
     kind "chunk": one steady Token2wav chunk (``data/h200/trace_<arm>_chunk.json.gz``);
-    kind "duplex": one duplex second (``data/h200/trace_duplex_<arm>.json.gz``).
+    kind "duplex": one duplex second (``data/h200/trace_duplex_<arm>.json.gz``);
+    kind "lanes": one steady round of two lanes replaying at once (arm "SRl", ``data/h200/trace_SRl_lanes.json.gz``).
     """
     from ..profile.trace import load_trace
 

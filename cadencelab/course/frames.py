@@ -20,6 +20,7 @@ from . import data
 __all__ = [
     "CADENCE_MS", "anatomy_frame", "overrun_table", "SLIDER_RANGES", "clock_params", "token2wav_at",
     "derive_clock_table", "catalog_grid_frame", "ARM_RULES", "PANEL_ARMS", "arm_for", "rules_frame",
+    "lanes_window", "capacity_by_reference",
 ]
 
 CADENCE_MS = 1000.0
@@ -178,3 +179,32 @@ def rules_frame(condition: str) -> pd.DataFrame:
     out.attrs["n_steps"] = int(prov.get("study", {}).get("n_timesteps", 10))
     out.attrs["source"] = f"recorded on {prov.get('gpu', 'a GPU')} ({condition} kernels)"
     return out
+
+
+def lanes_window(trace, start_ms: float = 20.0, width_ms: float = 2.0) -> pd.DataFrame:
+    """The device ops of a lanes trace in ``[start_ms, start_ms + width_ms)`` after its first op, with a
+    ``stream`` label per lane ("lane 0", "lane 1", ... in stream order): the rows
+    :func:`cadencelab.viz.kernel_timeline` draws one row per lane from."""
+    k = trace.kernels.dropna(subset=["stream"])
+    if k.empty:
+        raise ValueError("lanes_window: the trace has no device records with stream ids")
+    t0 = int(k["start_ns"].min())
+    lo, hi = t0 + int(start_ms * 1e6), t0 + int((start_ms + width_ms) * 1e6)
+    w = k[(k["start_ns"] >= lo) & (k["start_ns"] < hi)].copy()
+    lanes = {s: f"lane {i}" for i, s in enumerate(sorted(k["stream"].unique()))}
+    w["stream"] = w["stream"].map(lanes)
+    return w
+
+
+def capacity_by_reference(workload: str, dataset: str = "sessions") -> pd.DataFrame:
+    """The sessions study's capacity rows for ``workload`` with each arm labelled by the reference its chunks
+    were checked against ("SRl · exact vs solo B0", "SRb · exact vs batched eager (experimental)")."""
+    cap = data.sessions_capacity(workload, dataset=dataset)
+    refs = data.sessions_summary(dataset).get("exactness_reference", {})
+    names = {"solo_B0": "exact vs solo B0", "batched_eager": "exact vs batched eager (experimental)"}
+
+    def label(arm: str) -> str:
+        r = refs.get(arm) or (["solo_B0"] if arm == "B0" else [])
+        return f"{arm} · " + ", ".join(names.get(x, x) for x in r) if r else f"{arm} · unchecked"
+
+    return cap.assign(arm=cap["arm"].map(label))
