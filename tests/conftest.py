@@ -13,7 +13,6 @@ unregistered or misspelt marker is an error):
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
