@@ -105,13 +105,18 @@ def test_lanes_exact_beside_different_neighbours(cfg):
     assert torch.equal(after, torch.cuda.get_rng_state())
 
 
-@pytest.mark.cuda
-def test_lane_reassignment_and_four_sessions_on_two_lanes():
+def _served_teaching():
+    """The teaching config's solo B0 references, and a warmed two-lane pool with the sessions forked."""
     prompts = [make_prompt(TEACHING, 40 + p, "cuda") for p in range(2)]
     ref = _solo_b0(TEACHING, prompts)
     pool = _pool(TEACHING, 2)
     _warm(pool, prompts)
-    ss = _sessions(pool, prompts)
+    return ref, pool, _sessions(pool, prompts)
+
+
+@pytest.mark.cuda
+def test_lane_reassignment_and_four_sessions_on_two_lanes():
+    ref, pool, ss = _served_teaching()
     got = {}
     lanes = {0: [0, 1, 1, 0], 1: [1, 0, 0, 1], 2: [0, 0, 1, 1], 3: [1, 1, 0, 0]}  # every session changes lane
     for k in range(CHUNKS):
@@ -124,11 +129,7 @@ def test_lane_reassignment_and_four_sessions_on_two_lanes():
 
 @pytest.mark.cuda
 def test_lane_pointer_guard_fires_when_its_state_moves():
-    prompts = [make_prompt(TEACHING, 40 + p, "cuda") for p in range(2)]
-    ref = _solo_b0(TEACHING, prompts)
-    pool = _pool(TEACHING, 2)
-    _warm(pool, prompts)
-    ss = _sessions(pool, prompts)
+    ref, pool, ss = _served_teaching()
     got = {}
     for k in range(CHUNKS):
         if k == 2:  # lane 1's conformer carry moves: its flow graph must not read the old address

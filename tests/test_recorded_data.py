@@ -298,7 +298,7 @@ def test_recorded_sessions_meet_the_issue_targets():
     assert s["recaptures_after_warmup"]["SRc"] == 0 and s["invalidations"]["SRc"] == 0
     cap = data.sessions_capacity("speak_heavy")
     fig = viz.capacity_lines(cap[~cap["skipped"].astype(bool) & ~cap["oom"]])
-    assert isinstance(fig, go.Figure) and {t.name for t in fig.data} == {"B0", "SRc", "SRb"}
+    assert isinstance(fig, go.Figure) and {t.name for t in fig.data} == {"B0", "SRc", "SRl", "SRb"}
     per = data.sessions_per_session()
     assert per["exact_chunks"].sum() == s["chunks_exact"]
     with pytest.raises(ValueError, match="no workload"):
@@ -308,13 +308,13 @@ def test_recorded_sessions_meet_the_issue_targets():
 def test_recorded_batched_arm_is_labelled_and_gated_on_the_batched_eager_path():
     s = data.sessions_summary()
     assert s["experimental_arms"] == ["SRb"]
-    assert s["exactness_reference"] == {"B0": ["solo_B0"], "SRc": ["solo_B0"], "SRb": ["batched_eager"]}
+    assert s["exactness_reference"] == {"B0": ["solo_B0"], "SRc": ["solo_B0"], "SRl": ["solo_B0"], "SRb": ["batched_eager"]}
     assert s["non_exact_by_arm"]["SRb"] == 0 and s["recaptures_after_warmup"]["SRb"] == 0
     same = s["identical_to_solo_B0"]
     assert same["SRc"]["mel_and_pcm"] == same["SRc"]["compared"]  # the paper's arm: identical to solo B0
     assert same["SRb"]["mel"] < same["SRb"]["compared"] and same["SRb"]["mel_iff_never_batched"]
     table = data.sessions_table()
-    assert list(table.index) == ["SRc", "SRb (experimental)", "B0"]
+    assert list(table.index) == ["SRl", "SRc", "SRb (experimental)", "B0"]
     assert table.loc["SRb (experimental)", "gated on"] == "batched_eager"
     assert table.loc["SRc", "max sessions (speak_heavy)"] == str(s["max_sessions_at_cadence_SRc"]["speak_heavy"])
 
@@ -328,6 +328,25 @@ def test_recorded_batched_follow_up_finds_the_mixed_break():
     assert s["exactness_reference"] == {"SRb": ["batched_eager"]} and s["experimental_arms"] == ["SRb"]
     cap = data.sessions_capacity("mixed", dataset="sessions_srb_mixed")
     assert set(cap["arm"]) == {"SRb"} and cap["all_hold"].iloc[0] and not cap["all_hold"].iloc[-1]
+
+
+def test_recorded_lanes_are_exact_against_solo_b0_and_recorded_fairly():
+    """The lanes arm (SRl): every chunk equal to its session run alone through B0, no eager work or re-capture
+    after warm-up, recorded under the exact condition, with its capacity against SRc in both files."""
+    for dataset in ("sessions", "sessions_staggered"):
+        s = data.sessions_summary(dataset)
+        assert data.recorded_condition(data.load_json(data.dataset_path(dataset))) == "cudnn_det"
+        assert s["exactness_reference"]["SRl"] == ["solo_B0"]
+        solo = s["identical_to_solo_B0"]["SRl"]
+        assert solo["compared"] > 0 and solo["mel_and_pcm"] == solo["compared"]
+        assert s["recaptures_after_warmup"]["SRl"] == 0 and s["invalidations"]["SRl"] == 0
+        assert s["eager_sections_after_warmup_SRl"] == 0 and s["lanes"] == 16
+        assert s["peak_bytes_per_added_session"]["SRl"] <= s["declared_state_bytes_per_session"]["SRl"] + 2 * 2**20
+        # the speak-heavy capacity with lanes is at least SRc's (a lower bound where the sweep hit the budget)
+        assert s["max_sessions_at_cadence_SRl"]["speak_heavy"] > s["max_sessions_at_cadence_SRc"]["speak_heavy"]
+    cap = data.sessions_capacity("speak_heavy")
+    srl = cap[(cap["arm"] == "SRl") & cap["all_hold"]]
+    assert (srl["on_time_share"] == 1.0).all() and (srl["underruns_per_session_min"] == 0).all()
 
 
 def test_recorded_staggered_arrivals():

@@ -163,6 +163,15 @@ def load_json(relative: str | os.PathLike, how: str | None = None) -> dict:
     return _load_json_cached(str(p), p.stat().st_mtime_ns)
 
 
+def _pick(df: pd.DataFrame, column: str, value, rel: str) -> pd.DataFrame:
+    """Rows of ``df`` whose ``column`` is ``value`` (all rows for None); an absent value names the ones there are."""
+    if value is not None:
+        if value not in set(df[column]):
+            raise ValueError(f"{rel}: no {column} {value!r} ({column}s: {sorted(set(df[column]))})")
+        df = df[df[column] == value]
+    return df.reset_index(drop=True)
+
+
 def _need(obj: dict, key: str, rel: str):
     if key not in obj:
         path = data_dir() / rel
@@ -329,12 +338,7 @@ def duplex_second(condition: str = "exact", arm: str | None = None) -> pd.DataFr
     From ``data/h200/duplex_second.json`` (pinned) or ``duplex_second_unpinned.json``.
     """
     obj, rel = _duplex(condition)
-    df = pd.DataFrame(_need(obj, "medians", rel))
-    if arm is not None:
-        if arm not in set(df["arm"]):
-            raise ValueError(f"{rel}: no arm {arm!r} (arms: {sorted(set(df['arm']))})")
-        df = df[df["arm"] == arm]
-    return df.reset_index(drop=True)
+    return _pick(pd.DataFrame(_need(obj, "medians", rel)), "arm", arm, rel)
 
 
 def duplex_summary(condition: str = "exact") -> pd.DataFrame:
@@ -448,12 +452,7 @@ def sessions_capacity(workload: str | None = None, dataset: str = "sessions") ->
     """One row per (arm, workload, N): sessions_holding, all_hold, p95_chunk_ms, goodput, peak_MiB,
     oom, skipped, exact_chunks/checked_chunks, swaps. ``workload`` filters ("mixed", "speak_heavy")."""
     obj, rel, _ = _result(dataset)
-    df = pd.DataFrame(_need(obj, "capacity", rel))
-    if workload is not None:
-        if workload not in set(df["workload"]):
-            raise ValueError(f"{rel}: no workload {workload!r} (workloads: {sorted(set(df['workload']))})")
-        df = df[df["workload"] == workload]
-    return df.reset_index(drop=True)
+    return _pick(pd.DataFrame(_need(obj, "capacity", rel)), "workload", workload, rel)
 
 
 def sessions_table(dataset: str = "sessions") -> pd.DataFrame:

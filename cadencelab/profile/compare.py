@@ -25,6 +25,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from .events import short_kernel_name
 from .metrics import check_graph_kernels, summary
 from .trace import Trace
 
@@ -37,27 +38,11 @@ __all__ = [
 OP_KINDS = ("kernel", "copy kernel", "memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memset")
 _COPY_KERNEL = re.compile(r"^(memcpy\d+(_post)?|memset\d+(_post)?)$|direct_copy_kernel|CatArrayBatchedCopy")
 _MEMCPY_DIR = re.compile(r"Memcpy\s+(\w+)")
-_TEMPLATE = re.compile(r"<[^<>]*>")
 
 
 # ----------------------------------------------------------------------------------------------
 # Names and kinds
 # ----------------------------------------------------------------------------------------------
-
-
-def short_kernel_name(name: str, keep: int = 2) -> str:
-    """'void at::native::reduce_kernel<512, 1, ...>(...)' -> 'native::reduce_kernel'."""
-    s = str(name).replace("(anonymous namespace)::", "")
-    if s.startswith("void "):
-        s = s[5:]
-    for _ in range(8):  # strip nested template arguments
-        t = _TEMPLATE.sub("", s)
-        if t == s:
-            break
-        s = t
-    s = s.split("(")[0].strip()
-    parts = [p for p in s.split("::") if p and not p.startswith("{")]
-    return "::".join(parts[-keep:]) if parts else str(name)[:40]
 
 
 def op_kind(name: str, cat: str = "kernel") -> str:

@@ -23,7 +23,7 @@ _TEMPLATE = re.compile(r"<[^<>]*>")
 
 def short_kernel_name(name: str, keep: int = 2) -> str:
     """'void at::native::reduce_kernel<512, 1, ...>(...)' -> 'native::reduce_kernel'."""
-    s = str(name)
+    s = str(name).replace("(anonymous namespace)::", "")
     if s.startswith("void "):
         s = s[5:]
     for _ in range(8):  # strip nested template arguments
