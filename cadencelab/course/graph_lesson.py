@@ -215,7 +215,8 @@ def outcome(frame: pd.DataFrame) -> str:
     if "step" in frame.columns:
         if frame["happened"].astype(str).str.startswith("stale read").any():
             return "stale read"
-        if frame["happened"].astype(str).str.startswith("refused").any() and not frame["equal_to_eager"].eq(False).any():
+        refused = frame["happened"].astype(str).str.startswith("refused").any()
+        if refused and not frame["equal_to_eager"].eq(False).any():
             return "refused"
     else:
         if frame["path"].astype(str).str.startswith("capture refused").any():
