@@ -95,7 +95,7 @@ def _executed(name: str) -> tour.NotebookRun:
         if run is not None:
             return run
         print(f"{TOUR_DIR_ENV}={where}: no tour run of {name} from these sources; executing it")
-    return tour.execute_notebook(_source(name), timeout=300)
+    return tour.execute_notebook(_source(name), timeout=300, parameters=tour.COURSE_PARAMETERS)
 
 
 @pytest.mark.parametrize("name", NAMES)
