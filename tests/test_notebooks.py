@@ -119,6 +119,16 @@ def test_mutual_enabling_follows_its_condition():
     assert tour.CHECK_MARKER in run.check and f"B0 {b0:.1f} ms" in run.check, run.check
 
 
+def test_anatomy_runs_on_an_older_recording_with_blank_exercises():
+    """Notebook 1 with CONDITION="unpinned" (no duplex second recorded under it) and the student's blanks."""
+    run = tour.execute_notebook(_source("01_anatomy_of_a_duplex_second"), timeout=300,
+                                parameters={"CONDITION": "unpinned", "SOLUTIONS": False})
+    assert run.error is None, run.error[-3000:]
+    assert tour.CHECK_MARKER in run.check and "exercise not answered yet" in run.check, run.check
+    text = "".join(o.get("text", "") for c in run.nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "recording: 'exact'" in text  # it says which recording the stage spreads come from
+
+
 def test_course_within_budget():
     if len(_TIMES) != len(NAMES):
         pytest.skip("runs after every notebook executed in this session")
