@@ -218,5 +218,5 @@ assert measured == {k: int(catalog_width(frames.token2wav_at(**ch), "estimator_a
                     (("f_retained=150", dict(f_retained=150)), ("f_chunk=40", dict(f_chunk=40)))}
 done = [fb_extents.ok, fb_K.ok, fb_rho.ok]
 assert all(done) or not SOLUTIONS, " ".join(fb.message for fb in (fb_extents, fb_K, fb_rho))
-print(f"CHECK OK: notebook 2: L = {set(map(int, steps))}, K = {t.loc['estimator_att_cache', 'K']}, "
+print(f"CHECK OK: notebook 2: L = {[int(e) for e in steps]}, K = {t.loc['estimator_att_cache', 'K']}, "
       f"rho {t.loc['solver_workspace', 'rho']:.2f}; K {measured}; exercises solved {sum(done)}/3")
