@@ -16,7 +16,8 @@
 # **You will learn**
 # - to write the Token2wav declaration: clocks, regions with retention policies, an operator, admission;
 # - to derive the extent trajectory a_r(t), the envelope A_r, the over-reservation ρ_r and the catalog width K_r;
-# - how f_retained, f_chunk and n_steps move those numbers (sliders that re-derive them instantly).
+# - to predict how f_retained and f_chunk move K, then derive extents, K and ρ by hand for a new configuration
+#   and have them graded.
 
 # %% tags=["parameters"]
 # parameters: the tour and CI may override these (papermill style)
@@ -24,119 +25,182 @@ import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
+SOLUTIONS = False  # True: the exercise cells take the course's solutions (the tour and CI set it)
+PREDICT_K = {"f_retained=150": 3, "f_chunk=40": 3}  # your prediction: K of flow_chunk under each change
+EXERCISE = dict(f_retained=200, f_chunk=60)  # the configuration you derive by hand in the exercises
 
 # %%
+from IPython.display import HTML
+
 from cadencelab import viz
-from cadencelab.course import frames, panels
 from cadencelab.contract import (T2W_CLOCKS, Admission, Clock, Declaration, Operator, PromptRetained, Region,
                                  backbone_declaration, catalog_width, clocks_table, derive, region_table,
                                  token2wav_declaration, trajectory)
+from cadencelab.course import exercises, frames, glossary, grading, panels, solutions
+from cadencelab.course.predict import Prediction, reveal, reveal_figure
+
+HTML(glossary.to_html(notebook=2))  # the terms this notebook uses
 
 # %% [markdown]
 # ## 1. Clocks
 #
-# One stream call (a *chunk*) carries 25 speech tokens plus 3 lookahead tokens; each token is 2 mel frames;
-# the flow-matching solver runs 10 Euler steps per chunk. Rates are ratios to a parent clock.
+# One stream call (a *chunk*) carries a fixed number of speech tokens plus a few lookahead tokens; each
+# token is a fixed number of mel frames; the flow-matching solver runs a fixed number of Euler steps per
+# chunk. Rates are ratios to a parent clock. The numbers come from one object, `T2W_CLOCKS`:
 
 # %%
+c = T2W_CLOCKS
 clocks = (
     Clock("chunks", "stream call (one second of speech)", rate_hz=1.0),
-    Clock("tokens", "speech token", parent="chunks", ratio=25, offset=3),
-    Clock("frames", "mel frame", parent="tokens", ratio=2),
-    Clock("steps", "Euler solver step", parent="chunks", ratio=10),
+    Clock("tokens", "speech token", parent="chunks", ratio=c.tokens_per_chunk, offset=c.lookahead_tokens),
+    Clock("frames", "mel frame", parent="tokens", ratio=c.frames_per_token),
+    Clock("steps", "Euler solver step", parent="chunks", ratio=c.n_steps),
     Clock("turns", "conversation turn"),
 )
+f_chunk = c.tokens_per_chunk * c.frames_per_token  # frames committed per steady call
+f_call = (c.tokens_per_chunk + c.lookahead_tokens) * c.frames_per_token  # frames read by it, lookahead included
 clocks_table(clocks)
 
 # %% [markdown]
 # ## 2. Regions
 #
-# The DiT's attention cache keeps a 302-frame prompt plus 100 frames of history, newest frames first
-# (`PromptRetained(302, 100, layout="newest_first")`). The stock code reserves it for 16 solver slots, and
-# its solver workspace for 16 slots x 1000 frames: implementation constants, declared as `stock`.
+# The DiT's attention cache keeps the prompt plus a retained history, newest frames first
+# (`PromptRetained(prompt, retained, layout="newest_first")`). A steady call commits `f_chunk` frames and
+# reads `f_call` (its lookahead included). The stock code reserves the cache for a fixed number of solver
+# slots and its workspace for a fixed frame count: implementation constants, declared as `stock` (read here
+# from the shipped adapter's declaration, with the tensor layout).
 
 # %%
-cache = PromptRetained(prompt=302, retained=100, layout="newest_first")
-kv = ("n_steps", 16, 2, 8, "frames", 128)  # (solver steps, DiT blocks, CFG pair, heads, frames, K|V)
+ws = token2wav_declaration().region("solver_workspace")  # the vendor tensor layout and the stock constants
+cache = PromptRetained(prompt=c.prompt_frames, retained=c.retained_frames, layout="newest_first")
+common = dict(clock="frames", shape=ws.shape, policy=cache, growth=f_chunk, max_call=f_call,
+              initial=c.prompt_frames, address_stable=True)
 regions = (
-    Region("estimator_att_cache", clock="frames", shape=kv, policy=cache, growth=50, max_call=56, initial=302,
-           lifetime="turn", stock={"n_steps": 16}, address_stable=True),
-    Region("solver_workspace", clock="frames", shape=kv, policy=cache, growth=50, max_call=56, initial=302,
-           role="workspace", envelope="attended", stock={"n_steps": 16, "frames": 1000}, address_stable=True),
+    Region("estimator_att_cache", lifetime="turn", stock={"n_steps": ws.stock["n_steps"]}, **common),
+    Region("solver_workspace", lifetime="stream", role="workspace", envelope="attended", stock=ws.stock, **common),
 )
+print(f"f_chunk = {f_chunk} frames committed per call, f_call = {f_call} frames read; stock constants {ws.stock}")
 
 # %% [markdown]
 # ## 3. An operator and the admission predicate
 #
-# The flow chunk reads the cache; a steady call advances 50 frames; a final flush carries 6 to 54 frames.
-# Admission: a call of f frames is admitted when f ≤ f_chunk = 50.
+# The flow chunk reads the cache; a steady call advances `f_chunk` frames; a final flush carries a range of
+# sizes. Admission: a call of f frames is admitted when f ≤ f_chunk.
 
 # %%
-flow_chunk = Operator("flow_chunk", reads=("estimator_att_cache",), clock="frames", call=50, flush=(6, 54, 2))
-mine = Declaration("my-token2wav", clocks, regions, (flow_chunk,), admission=Admission("frames", 50),
-                   dims={"n_steps": 10})
+flush = token2wav_declaration().operator("flow_chunk").flush  # (smallest, largest, step) of a final flush
+flow_chunk = Operator("flow_chunk", reads=("estimator_att_cache",), clock="frames", call=f_chunk, flush=flush)
+mine = Declaration("my-token2wav", clocks, regions, (flow_chunk,), admission=Admission("frames", f_chunk),
+                   dims={"n_steps": c.n_steps})
 derive(mine).checks
 
 # %% [markdown]
 # ## Derived: extents, envelope, ρ_r, K_r
 #
-# The cached extent walks 302 → 352 → 402 and stays: the retention bound caps it. That trajectory is
-# the set of shapes the operator can ever see.
+# The cached extent walks up by `f_chunk` per call from the prompt and stays at the retention bound. That
+# trajectory is the set of shapes the operator can ever see.
 
 # %%
 trajectory(mine, "estimator_att_cache", calls=6)
 
 # %%
-region_table(mine)[["region", "A_minus", "A", "A_attended", "demand_shape", "stock_shape", "rho", "K"]]
+table = region_table(mine)
+table[["region", "A_minus", "A", "A_attended", "demand_shape", "stock_shape", "rho", "K"]]
 
 # %% [markdown]
-# The 16 x 1000 envelope collapses to 10 x 458 (10 steps; 402 retained + 56 of one call): ρ = 3.49.
-# K_r = ⌈W_r / s_r⌉ + 1 with the retention window W_r = A_r − A_r⁻ and the stride s_r:
+# The stock workspace envelope collapses to n_steps x (bound + one call), and K_r = ⌈W_r / s_r⌉ + 1 with the
+# retention window W_r = A_r − A_r⁻ and the stride s_r:
 
 # %%
+w = table.set_index("region").loc["solver_workspace"]
+print(f"stock {w['stock_shape']} -> declared {w['demand_shape']}: rho = {w['rho']:.2f}")
 catalog_width(mine, "estimator_att_cache")
 
 # %% [markdown]
 # ## The shipped declaration
 #
 # `token2wav_declaration()` declares every region of the adapter (conformer, vocoder caches, the solver
-# noise table, ...). Same arithmetic, whole model:
+# noise table, ...). Same arithmetic, whole model. The grid lays the flow chunk's catalog out as cached
+# extent × call size: steady classes, admitted flushes, rejected flushes.
 
 # %%
 shipped = token2wav_declaration()
 frames.derive_clock_table(shipped)
 
 # %%
-viz.catalog_grid(frames.catalog_grid_frame(shipped, "flow_chunk"))
+grid = viz.catalog_grid(frames.catalog_grid_frame(shipped, "flow_chunk"))
+print(viz.caption(grid))
+grid
 
 # %% [markdown]
 # Not every stage qualifies. The same arithmetic on a language backbone decoding one token per call over
-# a 2,000-token window gives K = 2,001 shape classes, and a speech-token decoder whose query length
-# follows the traffic has no clock-determined signature at all: both stay outside the lossless scope.
+# its attention window gives one shape class per window length, and a speech-token decoder whose query
+# length follows the traffic has no clock-determined signature at all: both stay outside the lossless scope.
 
 # %%
-derive(backbone_declaration()).verdict[["operator", "K", "affordable", "reason"]]
+derive(backbone_declaration()).verdict[["operator", "K", "class_budget", "affordable", "reason"]]
+
+# %% [markdown]
+# ## Predict: K under a new configuration
+#
+# Before moving a slider: what is K for the flow chunk (a) with f_retained = 150 instead of the shipped
+# retention, (b) with f_chunk = 40? Does K change when the stride stops dividing the window?
+
+# %%
+guess = Prediction("K of flow_chunk under each change", unit="classes", value=PREDICT_K)
+guess
 
 # %% [markdown]
 # ## Sliders: change the configuration, re-derive instantly
 #
-# Move f_retained, f_chunk or n_steps. With f_retained = 150 the trajectory needs one more step
-# (302, 352, 402, 452: K = 4); with f_chunk = 40 the stride no longer divides the window and truncation
-# adds a class (302, 342, 382, 402). n_steps scales the per-step regions.
+# Move f_retained, f_chunk or n_steps. n_steps scales the per-step regions; f_retained and f_chunk move
+# the trajectory. The two changes of the prediction:
 
 # %%
 sliders = panels.clock_sliders()
 sliders
 
 # %%
-sliders.figure()
+measured = {}
+for key, change in (("f_retained=150", dict(f_retained=150)), ("f_chunk=40", dict(f_chunk=40))):
+    k = sliders.update(**change).set_index("region").loc["estimator_att_cache", "K"]
+    measured[key] = int(k)
+    print(sliders.summary)
+    sliders.update(f_retained=c.retained_frames, f_chunk=f_chunk)  # back to the shipped clocks
+reveal_figure(reveal(guess, measured, rel_tol=0))
+
+# %% [markdown]
+# With f_chunk = 40 the stride no longer divides the window: the last step is cut short at the bound, and
+# that truncated step is one more class.
+#
+# ## Exercises: derive it by hand
+#
+# For the configuration `EXERCISE` (parameters cell), derive by hand, without calling `trajectory` or
+# `region_table` on it: (1) the cached extents each region passes through, entering each call; (2) K per
+# operator; (3) ρ for two regions. Replace each `...`, run the cell, read the feedback: a wrong answer
+# that matches a common slip says which.
 
 # %%
-sliders.update(f_retained=150)
-print(sliders.summary)
-sliders.update(f_retained=T2W_CLOCKS.retained_frames, f_chunk=40)
-print(sliders.summary)
-sliders.update(f_chunk=T2W_CLOCKS.chunk_frames)  # back to the shipped clocks
+print(f"exercise configuration: {EXERCISE}; extents for {exercises.EXTENT_REGIONS}, rho for {exercises.RHO_REGIONS}")
+answer_extents = {"estimator_att_cache": ..., "vocoder_mel_cache": ...}  # lists of frames, e.g. [302, ...]
+if SOLUTIONS:
+    answer_extents = solutions.solution("t2w_extents", **EXERCISE)
+fb_extents = grading.grade(exercises.check_extents, answer_extents, **EXERCISE)
+fb_extents
+
+# %%
+answer_K = {"flow_chunk": ..., "estimator_step": ..., "flow_encoder": ..., "vocoder_core": ...}
+if SOLUTIONS:
+    answer_K = solutions.solution("t2w_K", **EXERCISE)
+fb_K = grading.grade(exercises.check_K, answer_K, **EXERCISE)
+fb_K
+
+# %%
+answer_rho = {"solver_workspace": ..., "estimator_att_cache": ...}  # two decimals
+if SOLUTIONS:
+    answer_rho = solutions.solution("t2w_rho", **EXERCISE)
+fb_rho = grading.grade(exercises.check_rho, answer_rho, **EXERCISE)
+fb_rho
 
 # %% [markdown]
 # ## Check
@@ -144,10 +208,15 @@ sliders.update(f_chunk=T2W_CLOCKS.chunk_frames)  # back to the shipped clocks
 # Run the next cell: it asserts what this notebook taught and prints `CHECK OK` when it holds.
 
 # %% tags=["check"]
-t = region_table(mine).set_index("region")
-assert sorted(trajectory(mine, "estimator_att_cache")["shape_extent"].unique()) == [302, 352, 402]
-assert t.loc["solver_workspace", "demand_shape"] == (10, 16, 2, 8, 458, 128)
-assert round(t.loc["solver_workspace", "rho"], 2) == 3.49 and t.loc["estimator_att_cache", "K"] == 3
-assert sliders.update(f_retained=150).set_index("region").loc["estimator_att_cache", "K"] == 4
-sliders.update(f_retained=100)
-print("CHECK OK: notebook 2: L = {302, 352, 402}, K = 3, 16x1000 -> 10x458 (rho 3.49); f_retained=150 gives K = 4")
+t, ref = table.set_index("region"), region_table(shipped).set_index("region")
+cols = ["A_minus", "A", "A_attended", "demand_shape", "stock_shape", "rho", "K"]
+assert t[cols].equals(ref.loc[t.index, cols]), "your declaration derives what the shipped one does"
+steps = sorted(trajectory(mine, "estimator_att_cache")["shape_extent"].unique())
+assert steps[0] == c.prompt_frames and steps[-1] == c.prompt_frames + c.retained_frames
+assert t.loc["estimator_att_cache", "K"] == len(steps) and t.loc["solver_workspace", "rho"] > 1
+assert measured == {k: int(catalog_width(frames.token2wav_at(**ch), "estimator_att_cache")["K"]) for k, ch in
+                    (("f_retained=150", dict(f_retained=150)), ("f_chunk=40", dict(f_chunk=40)))}
+done = [fb_extents.ok, fb_K.ok, fb_rho.ok]
+assert all(done) or not SOLUTIONS, " ".join(fb.message for fb in (fb_extents, fb_K, fb_rho))
+print(f"CHECK OK: notebook 2: L = {[int(e) for e in steps]}, K = {t.loc['estimator_att_cache', 'K']}, "
+      f"rho {t.loc['solver_workspace', 'rho']:.2f}; K {measured}; exercises solved {sum(done)}/3")

@@ -16,12 +16,11 @@
 #
 # **You will learn**
 # - to see the stock concat move the cache every chunk while the carry stays put, bit for bit equal;
-# - to read a shadow audit (applications, agreements, first divergent call);
-# - how a carry with the wrong layout is caught at the chunk where it diverges, before any output is wrong.
+# - to read two shadow audits of a carry with the wrong layout and find, yourself, the call each one flags;
+# - what the audit cannot see: it checks the carry against the *declared* cut, so a wrong declaration passes it.
 #
-# The lesson runs on the teaching model shipped in `cadencelab.adapters.teaching` (same cache structure as
-# Token2wav at toy sizes: prompt 12 + retained 8 frames, newest first, 4 frames per chunk), then on
-# Token2wav itself.
+# The lesson runs on the teaching model shipped in `cadencelab.adapters.teaching` (the same cache structure
+# as Token2wav at toy sizes; the next cell prints them), then on Token2wav itself.
 
 # %% tags=["parameters"]
 # parameters: the tour and CI may override these (papermill style)
@@ -29,30 +28,48 @@ import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
+SOLUTIONS = False  # True: the exercise cells take the course's solutions (the tour and CI set it)
+PREDICT_ADDRESSES = {"stock torch.cat": 1, "carry": 1}  # your prediction: distinct cache addresses over the stream
 
 # %%
+import dataclasses
+
 import pandas as pd
+from IPython.display import HTML, display
 
 from cadencelab import viz
 from cadencelab.adapters import teaching
+from cadencelab.course import exercises, glossary, grading, solutions
+from cadencelab.course.predict import Prediction, reveal
 from cadencelab.state import ShadowAuditor
 
+HTML(glossary.to_html(notebook=3))  # the terms this notebook uses
+
+# %%
 cfg = teaching.TeachingConfig()
 model = teaching.TinyStreamer(cfg)
-stream = teaching.make_stream(cfg)  # two turns: 5 chunks + a 6-frame flush, then 2 chunks + a 2-frame flush
+stream = teaching.make_stream(cfg)  # two turns of chunks, each ending with a flush
+print(f"prompt {cfg.prompt} + retained {cfg.retained} frames, newest first; {cfg.f_chunk} frames per chunk; "
+      f"turns of {[len(t) for t in stream.turns]} calls")
 
 # %% [markdown]
 # ## Stock concat vs carry
 #
+# Predict first: over the whole stream, how many distinct addresses does the cache tensor take under the
+# stock `torch.cat` loop, and under the carry? (Edit `PREDICT_ADDRESSES`, or the boxes in JupyterLab.)
+
+# %%
+guess = Prediction("Distinct cache addresses over the stream", unit="addresses", value=PREDICT_ADDRESSES)
+guess
+
+# %% [markdown]
 # Each row is one call: the cached extent after it and the address of the cache tensor.
 
 # %%
 stock = teaching.TeachingRuntime(model, state_rule=False).run(stream)
-stock.table
-
-# %%
 carry = teaching.TeachingRuntime(model).run(stream)
-carry.table
+display(stock.table)
+reveal(guess, {"stock torch.cat": stock.table["cache_ptr"].nunique(), "carry": carry.table["cache_ptr"].nunique()})
 
 # %%
 viz.pointer_figure({"stock torch.cat": stock.table, "carry": carry.table})
@@ -67,8 +84,7 @@ teaching.bit_exact(stock, carry)
 # ## The shadow audit
 #
 # The auditor keeps its own stock cache under the *declared* layout and policy, applies the stock
-# `torch.cat` and cut to it at every retention, and compares elementwise with the carry (turn resets
-# included).
+# `torch.cat` and cut to it at every retention, and compares with the carry (turn resets included).
 
 # %%
 auditor = ShadowAuditor()
@@ -76,42 +92,79 @@ teaching.TeachingRuntime(model, auditor=auditor).run(stream)
 auditor.summary()
 
 # %% [markdown]
-# ## A wrong layout, caught where it diverges
+# ## Exercise: a wrong layout, and which audit catches it where
 #
 # A plausible first carry appends new frames at the end (chronological) while the model's cache is newest
-# first. An attention layer without positional terms barely notices the order, so the outputs agree to
-# about 1e-6 until eviction first reaches the prompt, on the third chunk. Two audits watch it: the
-# elementwise one (the product's bar) and an order-insensitive one (what a value check sees).
+# first. Two audits watch it: the **elementwise** one (the product's bar: every value at its position) and
+# an **order-blind** one that compares the *sets* of frames (what a value check sees). Find, counting calls
+# from 0: the first call each audit flags (`strict.records` / `lenient.records`, or `first_divergence`),
+# and the first call whose output a tolerance check (`torch.allclose(stock, wrong)`) rejects.
 
 # %%
 strict, lenient = ShadowAuditor(), ShadowAuditor(compare="frames")
 wrong = teaching.TeachingRuntime(model, layout="chronological", auditor=lenient).run(stream)
 teaching.TeachingRuntime(model, layout="chronological", auditor=strict).run(stream)
-print("elementwise audit, first divergence:", strict.first_divergence)
-print("frame-set audit,   first divergence:", lenient.first_divergence)
+pd.DataFrame(strict.records).head(3)
 
 # %%
-viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
-                      "frame sets (order-insensitive)": pd.DataFrame(lenient.records)},
-                     teaching.bit_exact(stock, wrong))
+answer = dict(elementwise=..., frames=..., output=...)  # call numbers, counted from 0
+if SOLUTIONS:
+    answer = solutions.solution("audit_catch")
+feedback = grading.grade(exercises.check_audit_catch, answer)
+feedback
 
 # %% [markdown]
-# The frame-set audit flags call 2 (the third chunk, the first retention that cuts into the prompt), one
-# call *before* the first output that a tolerance check would reject (call 3). The elementwise audit flags
-# call 0: the frames are in the wrong order from the start. The paper's development story is the same:
-# an append-ordered carry matched for two chunks and diverged on chunk three.
+# The reveal, drawn from both audits and the outputs:
+
+# %%
+caught = dict(elementwise=strict.first_divergence.call, frames=lenient.first_divergence.call,
+              output=next(i for i, (a, b) in enumerate(zip(stock.outputs, wrong.outputs)) if not torch.allclose(a, b)))
+print(f"elementwise audit flags call {caught['elementwise']}, the order-blind frame-set audit call {caught['frames']}"
+      f" (chunk {caught['frames'] + 1} counted from 1); a tolerance check first rejects an output at call "
+      f"{caught['output']}")
+viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
+                  "frame sets (order-blind)": pd.DataFrame(lenient.records)}, teaching.bit_exact(stock, wrong))
+
+# %% [markdown]
+# Read it carefully. The elementwise audit flags the very first retention: the frames are in the wrong
+# order from the start. The order-blind audit waits until eviction first reaches the prompt, one call
+# before a tolerance check rejects an output; bitwise, every output already differs by about 1e-6 (another
+# summation order). The paper's development story, an append-ordered carry that matched for two chunks and
+# diverged on chunk three, is the **order-blind** reading (chunks counted from 1); the elementwise audit
+# this library runs would have stopped it at the first chunk.
+#
+# ## What the audit cannot see: the declared cut
+#
+# The shadow is built from the *declaration*. Declare the wrong layout, and the carry and its shadow agree
+# with each other on every retention, while the outputs are not the stock model's:
+
+# %%
+good = teaching.declaration(cfg)
+wrong_decl = dataclasses.replace(good, regions=tuple(
+    dataclasses.replace(r, policy=dataclasses.replace(r.policy, layout="chronological")) if r.name == teaching.KV
+    else r for r in good.regions))
+blind = ShadowAuditor()
+misdeclared = teaching.TeachingRuntime(model, decl=wrong_decl, auditor=blind).run(stream)
+limit = pd.Series(dict(audit_agrees=f"{blind.agreements}/{blind.applications}",
+                       outputs_equal_to_stock=int(teaching.bit_exact(stock, misdeclared)["equal"].sum())))
+limit
+
+# %% [markdown]
+# So the audit proves *the carry implements the declared cut*, not that the declaration matches the model.
+# The second half is the adapter kit's job (notebook 7): certify the declaration against the stock step,
+# output for output, on more than one configuration.
 #
 # ## The same carry inside Token2wav
 #
 # Arm `S` of the Token2wav runtime keeps the DiT cache in the solver's own buffer (an in-buffer carry,
-# newest first). Teaching config, three chunks: the extent walks 302 → 352 → 402 at one address.
-# (The paper reports the same audit agreeing on all 264 retentions, at a single address, across 312
-# applications over four matched blocks, turn boundaries included: a published figure from its
-# verification-mode paragraph, DuplexCadence, arXiv:2609.35115v1, not measured here.)
+# newest first). Teaching config, three chunks: the extent walks up to the retention bound at one address.
+# (The paper reports the same audit agreeing on every retention of its matched blocks, turn boundaries
+# included: a published claim from its verification-mode paragraph, not measured here.)
 
 # %%
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+from cadencelab.contract import T2W_CLOCKS
 
 flow, hift = build_token2wav(TEACHING, 0, envelope=runtime_envelope("S"))
 rt = Token2wavRuntime(flow, hift, "cpu", "S", cfg=TEACHING, backend="eager")
@@ -119,10 +172,11 @@ rt.set_stream_cache(make_prompt(TEACHING, 0))
 base = rt.est.buffer.data_ptr()
 
 # %%
-tokens = list(range(100, 200))
+n, la = T2W_CLOCKS.tokens_per_chunk, T2W_CLOCKS.lookahead_tokens
+tokens = list(range(100, 100 + 4 * n))
 lengths = []
 for i in range(3):
-    rt.stream(tokens[25 * i: 25 * i + 28])
+    rt.stream(tokens[n * i: n * (i + 1) + la])
     lengths.append((rt.est.length, rt.est.buffer.data_ptr() == base))
 lengths
 
@@ -132,10 +186,14 @@ lengths
 # Run the next cell: it asserts what this notebook taught and prints `CHECK OK` when it holds.
 
 # %% tags=["check"]
-assert teaching.bit_exact(stock, carry)["equal"].all()
+assert teaching.bit_exact(stock, carry)["equal"].all() and auditor.ok and auditor.agreements == len(carry.table)
 assert carry.table["cache_ptr"].nunique() == 1 and stock.table["cache_ptr"].nunique() > 1
-assert auditor.ok and auditor.agreements == len(carry.table)
-assert (strict.first_divergence.call, lenient.first_divergence.call) == (0, 2)
-assert lengths == [(352, True), (402, True), (402, True)]
-print(f"CHECK OK: notebook 3: carry bit-exact at one address ({auditor.agreements} audited retentions); "
-      "wrong layout caught at call 0 (elementwise) / call 2 (frame sets)")
+assert caught["elementwise"] < caught["frames"] < caught["output"]
+assert blind.ok and not teaching.bit_exact(stock, misdeclared)["equal"].any(), "the audit checks the declared cut"
+bound = T2W_CLOCKS.prompt_frames + T2W_CLOCKS.retained_frames
+assert [ln for ln, _ in lengths] == [min(T2W_CLOCKS.prompt_frames + (i + 1) * n * T2W_CLOCKS.frames_per_token, bound)
+                                     for i in range(3)] and all(same for _, same in lengths)
+assert feedback.ok or not SOLUTIONS, feedback.message
+print(f"CHECK OK: notebook 3: carry bit-exact at one address ({auditor.agreements} audited retentions); wrong layout "
+      f"flagged at call {caught['elementwise']} (elementwise) / {caught['frames']} (order-blind); a wrong declaration "
+      f"passes its audit; exercise {'solved' if feedback.ok else 'not answered yet'}")

@@ -95,7 +95,7 @@ def _executed(name: str) -> tour.NotebookRun:
         if run is not None:
             return run
         print(f"{TOUR_DIR_ENV}={where}: no tour run of {name} from these sources; executing it")
-    return tour.execute_notebook(_source(name), timeout=300)
+    return tour.execute_notebook(_source(name), timeout=300, parameters=tour.COURSE_PARAMETERS)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -117,6 +117,16 @@ def test_mutual_enabling_follows_its_condition():
     assert run.error is None, run.error[-3000:]
     b0 = data.pareto_frame("unpinned").set_index("arm").loc["B0", "lat_ms"]
     assert tour.CHECK_MARKER in run.check and f"B0 {b0:.1f} ms" in run.check, run.check
+
+
+def test_anatomy_runs_on_an_older_recording_with_blank_exercises():
+    """Notebook 1 with CONDITION="unpinned" (no duplex second recorded under it) and the student's blanks."""
+    run = tour.execute_notebook(_source("01_anatomy_of_a_duplex_second"), timeout=300,
+                                parameters={"CONDITION": "unpinned", "SOLUTIONS": False})
+    assert run.error is None, run.error[-3000:]
+    assert tour.CHECK_MARKER in run.check and "exercise not answered yet" in run.check, run.check
+    text = "".join(o.get("text", "") for c in run.nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "recording: 'exact'" in text  # it says which recording the stage spreads come from
 
 
 def test_course_within_budget():
@@ -161,7 +171,8 @@ def test_tour_run_is_reused_only_while_its_sources_match(tmp_path):
     out = tmp_path / "out"
     tour.run_tour(out, progress=False, notebooks=[src])
     record = json.loads((out / tour.TOUR_RECORD).read_text())
-    assert record["digest"] == tour.run_digest([src]) and record["notebooks"] == ["01_tiny.py"]
+    assert record["digest"] == tour.run_digest([src], tour.COURSE_PARAMETERS) and record["notebooks"] == ["01_tiny.py"]
+    assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the course with the solutions on
     run = tour.load_run(out, src)
     assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: tiny" in run.check
     assert run.title == "A tiny lesson" and run.goals == ["one thing", "another"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CHECK_MARKER", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "TourRefused", "TOUR_MARKER", "check_tour_dir", "course", "execute_notebook", "inject_parameters",
+    "CHECK_MARKER", "COURSE_PARAMETERS", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "TourRefused", "TOUR_MARKER", "check_tour_dir", "course", "execute_notebook", "inject_parameters",
     "kernel_env", "launch_lab", "load_run", "notebook_text", "notebooks_dir", "read_notebook", "render_report",
     "repo_root", "run_digest", "run_tour",
 ]
@@ -56,6 +56,9 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 TOUR_MARKER = ".cadencelab-tour"
 #: what a tour ran, for reuse (see load_run): the digest and the parameters
 TOUR_RECORD = "tour.json"
+#: what the tour (and CI) sets in every notebook's parameters unless told otherwise: the graded
+#: exercises take their solutions (course.solutions), so a run proves every exercise solvable
+COURSE_PARAMETERS = {"SOLUTIONS": True}
 
 
 class TourRefused(ValueError):
@@ -370,6 +373,7 @@ def load_run(out_dir: str | os.PathLike, source: str | os.PathLike, parameters: 
     """
     import nbformat
 
+    parameters = COURSE_PARAMETERS if parameters is None else parameters
     out, source = Path(out_dir), Path(source)
     try:
         record = json.loads((out / TOUR_RECORD).read_text(encoding="utf-8"))
@@ -465,6 +469,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
              parameters: dict | None = None) -> Path:
     """Execute the course and write ``out_dir/index.html``; returns its path.
 
+    parameters: injected into every notebook (None: :data:`COURSE_PARAMETERS`, the solutions on).
+
     progress: a tqdm bar over the notebooks (on stderr). Executed notebooks (with outputs) are
     kept in ``out_dir/notebooks/``, a machine-readable ``summary.json`` beside the page.
     Raises :class:`TourFailed` (after writing the report) when a notebook fails or its check
@@ -473,6 +479,7 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     import nbformat
     from tqdm.auto import tqdm
 
+    parameters = COURSE_PARAMETERS if parameters is None else parameters
     out = check_tour_dir(out_dir)
     paths = [Path(p) for p in (notebooks or course())]
     (out / "notebooks").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,112 @@
+"""Notebook 1's frames and figures: the recorded duplex second shown stage by stage, with its spread.
+
+The recorded H200 second (``python -m cadencelab.bench duplex``) runs *stand-in* language models
+(random weights at the declared sizes, Hugging Face eager decoding: launch-bound) before the
+real-size Token2wav. Stacking their per-stage medians into one bar would pass a made-up second
+off as a measured one, so these frames keep every timed second:
+
+    duplex_condition     the recording a condition reads (the exact one when the condition has none)
+    stage_spread         per arm and stage: seconds, min / median / max ms, launches, idle share, what ran
+    seconds_frame        every timed second's stage durations and its whole length (one row per stage)
+    stage_spread_figure  those points per stage, arms side by side, what ran named under each stage
+    label_composed       a composed frame's sources named for what they are (paper GPU + H200)
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..viz.options import set_caption
+from . import data
+from .frames import CADENCE_MS
+
+__all__ = ["LM_STAGES", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure", "label_composed"]
+
+#: the stages run by stand-in language models in the recorded second
+LM_STAGES = ("backbone", "speech_decoder")
+_ARM_COLORS = {"B0": "#d62728", "SRc": "#2ca02c"}
+WHOLE = "whole second"
+
+
+def duplex_condition(condition: str) -> str:
+    """``condition`` when a duplex second was recorded under it, else "exact" (the recording every condition
+    can fall back to; the notebook says which it shows)."""
+    data.check_condition(condition)
+    name = "duplex_second" if condition == "exact" else f"duplex_second_{condition}"
+    return condition if data.dataset_path(name).exists() else "exact"
+
+
+def _what(stage: str, arm: str) -> str:
+    if stage in LM_STAGES:
+        return "stand-in LM: random weights, eager decoding (same code in both arms)"
+    if stage == "synthesis":
+        return f"Token2wav, real size: {'stock runtime' if arm == 'B0' else 'both rules'} ({arm})"
+    return "every stage of one second, end to end"
+
+
+def seconds_frame(condition: str = "exact") -> pd.DataFrame:
+    """One row per timed second, arm and top-level stage (plus the whole second): arm, second, stage, dur_ms."""
+    rows = data.duplex_seconds(duplex_condition(condition))
+    timed = rows[~rows["warmup"].astype(bool) & (rows["parent"].fillna("") == "")]
+    whole = timed.groupby(["arm", "second"], sort=False).apply(
+        lambda d: float((d["start_ms"] + d["dur_ms"]).max() - d["start_ms"].min()), include_groups=False)
+    whole = whole.rename("dur_ms").reset_index().assign(stage=WHOLE)
+    return pd.concat([timed[["arm", "second", "stage", "dur_ms"]], whole], ignore_index=True)
+
+
+def stage_spread(condition: str = "exact") -> pd.DataFrame:
+    """Per arm and stage: seconds, min / median / max ms, kernel launches and idle share of the profiled
+    second (NaN for the whole second), and what ran."""
+    cond = duplex_condition(condition)
+    s = data.duplex_summary(cond)
+    g = seconds_frame(cond).groupby(["arm", "stage"], sort=False)["dur_ms"]
+    out = g.agg(seconds="count", min_ms="min", median_ms="median", max_ms="max").reset_index()
+    out["launches"] = [s.loc[a].get(f"{st}_launches", float("nan")) for a, st in zip(out["arm"], out["stage"])]
+    out["idle_frac"] = [s.loc[a].get(f"{st}_slack_frac", float("nan")) for a, st in zip(out["arm"], out["stage"])]
+    out["what"] = [_what(st, a) for a, st in zip(out["arm"], out["stage"])]
+    out.attrs["condition"] = cond
+    return out
+
+
+def stage_spread_figure(condition: str = "exact") -> go.Figure:
+    """Every timed second's stage durations as points (arms side by side), the cadence on the whole second."""
+    sec = seconds_frame(condition)
+    spread = stage_spread(condition).set_index(["arm", "stage"])
+    order = [*dict.fromkeys(sec.loc[sec["stage"] != WHOLE, "stage"]), WHOLE]
+    ticks = []
+    for st in order:
+        if st in LM_STAGES:
+            idle = spread.xs(st, level="stage")["idle_frac"].min()
+            ticks.append(f"{st}<br>(stand-in LM, eager,<br>idle ≥ {idle:.0%})")
+        elif st == "synthesis":
+            ticks.append(f"{st}<br>(Token2wav,<br>where the rules act)")
+        else:
+            ticks.append(f"{st}<br>(end to end)")
+    fig = go.Figure()
+    for arm, d in sec.groupby("arm", sort=False):
+        fig.add_trace(go.Box(x=d["stage"].map(dict(zip(order, ticks))), y=d["dur_ms"], name=arm, boxpoints="all",
+                             pointpos=0, jitter=0.3, marker=dict(color=_ARM_COLORS.get(arm)), line=dict(width=1)))
+    fig.add_hline(y=CADENCE_MS, line_dash="dash", line_color="black",
+                  annotation_text=f"cadence {CADENCE_MS:g} ms", annotation_position="top left")
+    n = int(sec.groupby("arm")["second"].nunique().min())
+    fig.update_layout(boxmode="group", template="plotly_white", legend_title_text="arm", height=480,
+                      title=f"Recorded H200 duplex seconds, stage by stage ({n} timed seconds per arm)",
+                      xaxis=dict(title="stage", categoryorder="array", categoryarray=ticks),
+                      yaxis=dict(title="duration per second (ms)", rangemode="tozero"), margin=dict(b=110))
+    cond = spread.attrs.get("condition", duplex_condition(condition))
+    return set_caption(fig, f"Each point is one timed second of the recorded duplex run (condition {cond!r}); "
+                       "boxes span the quartiles. The backbone and speech decoder are stand-in language models "
+                       "with random weights decoded eagerly: launch-bound, their spread is host jitter in identical "
+                       "code, not an effect of the rules. Synthesis is the real-size Token2wav, the only stage the "
+                       "rules change. The dashed line is the 1 s cadence, which only the whole second must meet.")
+
+
+def label_composed(frame: pd.DataFrame) -> pd.DataFrame:
+    """A composed anatomy frame (``frames.anatomy_frame(compose=True)``) with each composed source named for
+    what it is: the paper's earlier stages (its GPU, stock model) + the H200 synthesis of that arm."""
+    out = frame.copy()
+    comp = out["origin"] == "composed"
+    arms = out.loc[comp, "source"].str.extract(r"H200 (\S+) \(composed\)")[0]
+    out.loc[comp, "source"] = "COMPOSED: paper-GPU stages + H200 " + arms + " synthesis"
+    return out
