@@ -836,6 +836,9 @@ def _certify_on(declare: Callable, sizes, which: str) -> dict:
     except Exception as e:  # the student's function failed: say what it raised, keep nothing half-done
         return dict(config=which, certified=False, field="", detail=f"{type(e).__name__}: {e}", mistake="",
                     hint=f"your declaration function raised {type(e).__name__}: {e}")
+    if is_blank(decl):  # a function whose body still returns the blank
+        return dict(config=which, certified=False, field="", detail="no declaration yet", mistake="",
+                    hint=FILL_IN.format(part="declaration") if which == "shown sizes" else "")
     if not isinstance(decl, Declaration):
         return dict(config=which, certified=False, field="", detail=f"got {type(decl).__name__}", mistake="",
                     hint=f"the function must return a Declaration, it returned {type(decl).__name__}")
