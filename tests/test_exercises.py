@@ -107,3 +107,16 @@ def test_paired_interval_checks_numbers_and_verdict_together():
     assert ex.check_paired_interval(right).ok
     fb = ex.check_paired_interval({**right, "verdict": "slower"})
     assert fb.mistakes == ["median_decides"] and "includes 0" in fb.hints[0]
+
+
+@pytest.mark.parametrize("name", ["slack", "paired_interval", "declaration", "t2w_K"])
+def test_a_blank_answer_asks_to_be_filled_in(name):
+    """The notebooks' answer cells start as ``...``: grading them never raises, every part says fill it in."""
+    check = {"paired_interval": ex.check_paired_interval}.get(name) or _check(name)
+    for blank in (..., None, *([lambda s: ...] if name == "declaration" else [])):
+        fb = check(blank)
+        assert not fb.ok and fb.hints and all("fill this in" in h for h in fb.hints), fb.table
+    if name == "paired_interval":  # one part filled, the others blank: only the blanks ask
+        fb = check(dict(lo=sol.solution("paired_interval")["lo"], hi=..., verdict=...))
+        t = fb.table.set_index("part")
+        assert t.loc["lo", "correct"] and "fill this in" in t.loc["hi", "hint"]

@@ -91,7 +91,7 @@ def _executed(name: str) -> tour.NotebookRun:
     """The tour's run of ``name`` when $CADENCELAB_TOUR_DIR holds a matching one, else a new execution."""
     where = os.environ.get(TOUR_DIR_ENV)
     if where:
-        run = tour.load_run(where, _source(name))
+        run = tour.load_run(where, _source(name), parameters=tour.COURSE_PARAMETERS)
         if run is not None:
             return run
         print(f"{TOUR_DIR_ENV}={where}: no tour run of {name} from these sources; executing it")
@@ -113,7 +113,7 @@ def test_mutual_enabling_follows_its_condition():
     from cadencelab.course import data
 
     run = tour.execute_notebook(_source("05_mutual_enabling"), timeout=300,
-                                parameters={"CONDITION": "unpinned"})
+                                parameters={**tour.COURSE_PARAMETERS, "CONDITION": "unpinned"})
     assert run.error is None, run.error[-3000:]
     b0 = data.pareto_frame("unpinned").set_index("arm").loc["B0", "lat_ms"]
     assert tour.CHECK_MARKER in run.check and f"B0 {b0:.1f} ms" in run.check, run.check
@@ -246,3 +246,30 @@ def test_cli_tour_entry_point(tmp_path, monkeypatch):
     monkeypatch.setenv(tour.NOTEBOOKS_ENV, str(nb_dir))
     assert cli.main(["tour", str(tmp_path / "out"), "--quiet"]) == 0
     assert (tmp_path / "out" / "index.html").exists()
+
+
+def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
+    """The report reads as the notebook: markdown around the figures, each figure's caption under it,
+    a learning goal wrapped over two lines kept whole, a glossary every section links to."""
+    src = tmp_path / "01_prose.py"
+    src.write_text(
+        '# %% [markdown]\n# # A prose lesson\n#\n# **You will learn**\n# - a goal that is long enough to\n'
+        '#   wrap onto a second line\n# - another\n\n'
+        '# %% tags=["parameters"]\nX = 1\n\n'
+        '# %% [markdown]\n# Before the figure: **what to look for**.\n\n'
+        '# %%\nimport plotly.graph_objects as go\nfrom cadencelab.viz.options import set_caption\n'
+        'set_caption(go.Figure(go.Scatter(x=[1, 2], y=[X, 3])), "the caption of this figure")\n\n'
+        '# %% [markdown]\n# After the figure: the reading.\n\n'
+        '# %% tags=["check"]\nprint("CHECK OK: prose")\n', encoding="utf-8")
+    report = tour.run_tour(tmp_path / "out", progress=False, notebooks=[src])
+    page = report.read_text()
+    assert "a goal that is long enough to wrap onto a second line" in page
+    before, after = page.index("<strong>what to look for</strong>"), page.index("After the figure: the reading.")
+    cap = page.index("the caption of this figure")
+    assert before < page.index("Plotly.newPlot") < cap < after, "prose, figure, caption, prose: in cell order"
+    assert "id='glossary'" in page and "href='#glossary'" in page and "probe" in page
+    assert page.count("CHECK OK: prose") == 2  # the summary table and the check section, not a third time
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary[0]["ok"] and summary[0]["figures"] == 1
+    record = json.loads((tmp_path / "out" / tour.TOUR_RECORD).read_text())
+    assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the exercises with the solutions

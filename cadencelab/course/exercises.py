@@ -46,11 +46,18 @@ from ..contract import (
 )
 from .predict import NO_CLEAR_DIFFERENCE, interval_verdict
 
-__all__ = ["Mistake", "Exercise", "Feedback", "EXERCISES", "exercises_table", "OUTCOMES",
+__all__ = ["Mistake", "Exercise", "Feedback", "EXERCISES", "exercises_table", "OUTCOMES", "is_blank", "FILL_IN",
            "check_launch_cost", "check_extents", "check_K", "check_rho", "check_audit_catch", "check_graph_breaks",
            "check_paired_interval", "check_slack", "check_declaration", "DECLARATION_MISTAKES"]
 
 FEEDBACK_COLUMNS = ["part", "answer", "expected", "correct", "mistake", "hint"]
+#: the hint of a part the student has not answered yet (``...`` or None in the notebook's answer cell)
+FILL_IN = "{part}: fill this in (replace the ... in the answer cell with your answer, then run the cell again)."
+
+
+def is_blank(value) -> bool:
+    """True for an answer the student has not filled in yet: ``...`` or None."""
+    return value is None or value is Ellipsis
 
 
 # =======================================================================================
@@ -185,6 +192,8 @@ class Exercise:
         """Grade ``answer`` (a mapping part -> value, or a bare value for a one-part exercise)."""
         ctx = self.context(**inputs)
         want = self.expected(ctx)
+        if is_blank(answer):  # nothing filled in yet: every part asks for an answer
+            answer = dict.fromkeys(want, ...)
         if not isinstance(answer, Mapping):
             if len(want) != 1:
                 raise ValueError(f"{self.name}: give a mapping of the parts {list(want)}, got {answer!r}")
@@ -198,6 +207,10 @@ class Exercise:
             if part not in answer:
                 rows.append(dict(part=part, answer=None, expected=exp, correct=False, mistake="",
                                  hint=f"{part}: no answer given."))
+                continue
+            if is_blank(answer[part]):
+                rows.append(dict(part=part, answer=None, expected="(hidden until answered)", correct=False,
+                                 mistake="", hint=FILL_IN.format(part=part)))
                 continue
             try:
                 got = _normalize(self.kind, answer[part], self.choices)
@@ -823,6 +836,9 @@ def _certify_on(declare: Callable, sizes, which: str) -> dict:
     except Exception as e:  # the student's function failed: say what it raised, keep nothing half-done
         return dict(config=which, certified=False, field="", detail=f"{type(e).__name__}: {e}", mistake="",
                     hint=f"your declaration function raised {type(e).__name__}: {e}")
+    if is_blank(decl):  # a function whose body still returns the blank
+        return dict(config=which, certified=False, field="", detail="no declaration yet", mistake="",
+                    hint=FILL_IN.format(part="declaration") if which == "shown sizes" else "")
     if not isinstance(decl, Declaration):
         return dict(config=which, certified=False, field="", detail=f"got {type(decl).__name__}", mistake="",
                     hint=f"the function must return a Declaration, it returned {type(decl).__name__}")
@@ -850,6 +866,13 @@ def check_declaration(declare: Callable) -> Feedback:
     """
     from . import sample_encoder as se
 
+    if is_blank(declare):  # the exercise cell still holds its blank: say what to write, run nothing
+        table = pd.DataFrame([dict(part=w, answer=None, expected="certified", correct=False, mistake="",
+                                   hint=FILL_IN.format(part="declaration") if w == "shown sizes" else "")
+                              for w in ("shown sizes", "hidden sizes")], columns=FEEDBACK_COLUMNS)
+        fb = Feedback("declaration", table)
+        fb.diffs = {}
+        return fb
     if isinstance(declare, Declaration):
         raise TypeError("check_declaration: pass the function that builds the declaration from the sizes "
                         "(declaration, not declaration(s)): it is certified on a second configuration too")
@@ -886,6 +909,8 @@ check_slack = SLACK.check
 
 def check_paired_interval(answer: Mapping, **inputs) -> Feedback:
     """Grade the interval (lo, hi) and the verdict of an arm's paired latency change against B0."""
+    if is_blank(answer):
+        answer = dict(lo=..., hi=..., verdict=...)
     if not isinstance(answer, Mapping):
         raise ValueError(f"paired_interval: give a mapping with lo, hi and verdict, got {answer!r}")
     nums = {k: v for k, v in answer.items() if k != "verdict"}

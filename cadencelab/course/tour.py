@@ -2,8 +2,10 @@
 
     run_tour(out_dir)    execute the seven notebooks (nbclient, kernel python3), keep the executed
                          copies (.ipynb) in out_dir/notebooks/, and write out_dir/index.html: per notebook its
-                         title, learning goals, figures and check-cell result. Works offline:
-                         plotly.js is embedded once in the page.
+                         title, learning goals, prose, figures with their captions and check-cell result,
+                         and the glossary (:mod:`cadencelab.course.report`). Works offline: plotly.js is
+                         embedded once in the page. Without parameters it runs the course with
+                         :data:`COURSE_PARAMETERS` (the exercise cells take the shipped solutions).
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
 
@@ -24,8 +26,6 @@ False})`` inserts an ``injected-parameters`` cell after the cell tagged ``parame
 
 from __future__ import annotations
 
-import datetime as _dt
-import html
 import json
 import os
 import signal
@@ -44,6 +44,9 @@ __all__ = [
 
 #: what every notebook's final check cell prints when its assertions hold
 CHECK_MARKER = "CHECK OK"
+#: parameters the tour (and so CI) runs the course with when given none: the exercise cells take the
+#: shipped solutions (:mod:`cadencelab.course.solutions`); a student in the lab gets the blanks
+COURSE_PARAMETERS = {"SOLUTIONS": True}
 NOTEBOOKS_ENV = "CADENCELAB_NOTEBOOKS"
 KERNEL = "python3"
 #: the course sources: ``NN_name`` + this suffix, jupytext percent format
@@ -56,9 +59,6 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 TOUR_MARKER = ".cadencelab-tour"
 #: what a tour ran, for reuse (see load_run): the digest and the parameters
 TOUR_RECORD = "tour.json"
-#: what the tour (and CI) sets in every notebook's parameters unless told otherwise: the graded
-#: exercises take their solutions (course.solutions), so a run proves every exercise solvable
-COURSE_PARAMETERS = {"SOLUTIONS": True}
 
 
 class TourRefused(ValueError):
@@ -183,7 +183,9 @@ def _header(nb) -> tuple[str, list[str]]:
                 for g in lines[i + 1:]:
                     if g.strip().startswith(("- ", "* ")):
                         goals.append(g.strip()[2:].strip())
-                    elif goals and not g.strip():
+                    elif goals and g.strip() and g[:1].isspace():  # a bullet wrapped onto the next line
+                        goals[-1] += " " + g.strip()
+                    elif goals:
                         break
         if title and goals:
             break
@@ -339,12 +341,14 @@ def run_digest(notebooks: list, parameters: dict | None = None) -> str:
 
     Covers the notebook sources (with the jupytext.toml beside them), the package's Python files
     (this checkout's ``cadencelab/``), the data folder (``$CADENCELAB_DATA`` or ``data/``) and the
-    parameters: a tour made before any of them changed does not match.
+    parameters (None: :data:`COURSE_PARAMETERS`, as :func:`run_tour`): a tour made before any of them
+    changed does not match.
     """
     import hashlib
 
     from . import data
 
+    parameters = COURSE_PARAMETERS if parameters is None else parameters
     paths = [Path(p) for p in notebooks]
     try:
         data_files = _digest_files([data.data_dir()])
@@ -399,77 +403,18 @@ def load_run(out_dir: str | os.PathLike, source: str | os.PathLike, parameters: 
 # the report
 # ---------------------------------------------------------------------------------------
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-h1 { margin-bottom: 0.2em; } .meta { color: #666; }
-table.runs { border-collapse: collapse; margin: 1em 0; } table.runs td, table.runs th { padding: 4px 10px;
-  border-bottom: 1px solid #ddd; text-align: left; }
-.ok { color: #18794e; font-weight: bold; } .fail { color: #c62828; font-weight: bold; }
-section { border-top: 2px solid #eee; margin-top: 2em; padding-top: 1em; }
-pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; white-space: pre-wrap; }
-.figure { margin: 1em 0; }
-"""
-
-
-def _figure_html(fig: dict, div_id: str) -> str:
-    import plotly.io as pio
-
-    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
-
-
 def render_report(runs: list[NotebookRun], out_dir: Path, started: float | None = None) -> Path:
-    """Write ``out_dir/index.html`` for ``runs`` (plotly.js embedded once: the page works offline)."""
-    from plotly.offline import get_plotlyjs
+    """Write ``out_dir/index.html`` for ``runs`` (see :mod:`cadencelab.course.report`)."""
+    from .report import render_report as _render
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    total = sum(r.seconds for r in runs)
-    try:
-        import torch
-
-        device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (recorded H200 data)"
-    except Exception:  # torch missing or broken: the report still says something
-        device = "unknown"
-    rows, sections = [], []
-    for i, r in enumerate(runs):
-        status = "<span class='ok'>OK</span>" if r.ok else "<span class='fail'>FAILED</span>"
-        check_line = next((ln for ln in r.check.splitlines() if CHECK_MARKER in ln), "")
-        rows.append(f"<tr><td><a href='#nb{i}'>{html.escape(r.title)}</a></td><td>{r.seconds:.1f} s</td>"
-                    f"<td>{len(r.figures)}</td><td>{status}</td><td>{html.escape(check_line)}</td></tr>")
-        goals = "".join(f"<li>{html.escape(g)}</li>" for g in r.goals)
-        figs = "".join(f"<div class='figure'>{_figure_html(f, f'nb{i}-fig{j}')}</div>" for j, f in enumerate(r.figures))
-        err = f"<h3>Error</h3><pre>{html.escape(r.error)}</pre>" if r.error else ""
-        nb_link = f"notebooks/{r.path.stem}.ipynb"
-        sections.append(
-            f"<section id='nb{i}'><h2>{html.escape(r.title)}</h2>"
-            f"<p class='meta'>{html.escape(r.path.name)} · {r.seconds:.1f} s · {status} · "
-            f"<a href='{nb_link}'>executed notebook</a></p>"
-            f"<h3>You will learn</h3><ul>{goals}</ul>{figs}"
-            f"<h3>Check cell</h3><pre>{html.escape(r.check.strip() or '(no output)')}</pre>{err}</section>")
-    when = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    ok = sum(r.ok for r in runs)
-    page = (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>cadencelab course tour</title>"
-        f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-        f"<h1>cadencelab: the course, executed</h1><p class='meta'>{when} · {html.escape(device)} · "
-        f"{ok}/{len(runs)} notebooks passed their checks · {total:.0f} s of execution</p>"
-        "<table class='runs'><tr><th>notebook</th><th>time</th><th>figures</th><th>status</th><th>check</th></tr>"
-        + "".join(rows) + "</table>" + "".join(sections) + "</body></html>"
-    )
-    path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
-    summary = [dict(notebook=r.path.name, title=r.title, seconds=round(r.seconds, 2), ok=r.ok, error=r.error,
-                    figures=len(r.figures), check=r.check.strip()) for r in runs]
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    return path
+    return _render(runs, out_dir, check_marker=CHECK_MARKER)
 
 
 def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list | None = None, timeout: int = 300,
              parameters: dict | None = None) -> Path:
     """Execute the course and write ``out_dir/index.html``; returns its path.
 
-    parameters: injected into every notebook (None: :data:`COURSE_PARAMETERS`, the solutions on).
+    parameters: injected after each notebook's parameters cell (None: :data:`COURSE_PARAMETERS`, the solutions on).
 
     progress: a tqdm bar over the notebooks (on stderr). Executed notebooks (with outputs) are
     kept in ``out_dir/notebooks/``, a machine-readable ``summary.json`` beside the page.
@@ -479,8 +424,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     import nbformat
     from tqdm.auto import tqdm
 
-    parameters = COURSE_PARAMETERS if parameters is None else parameters
     out = check_tour_dir(out_dir)
+    parameters = COURSE_PARAMETERS if parameters is None else parameters
     paths = [Path(p) for p in (notebooks or course())]
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     (out / TOUR_MARKER).write_text("written by cadencelab tour; this folder may be overwritten by the next tour\n")

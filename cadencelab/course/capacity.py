@@ -1,0 +1,121 @@
+"""The sessions study read for notebook 5: capacity with its bounds, the lanes' plateau, B0 alone.
+
+    capacity_bounds(dataset)             per arm and workload: sessions holding the cadence, whether that is
+                                         the break ("exact") or where the time budget stopped the sweep
+                                         ("lower_bound"), and the largest N that ran
+    capacity_figure(workload, dataset)   p95 chunk latency vs sessions, each arm named with its exactness
+                                         reference, the lower bounds marked in the figure itself
+    goodput_plateau(workload, dataset)   per arm the most audio seconds served per second at any N, and each
+                                         arm's ratio to SRc (why lanes give ~1.8x, not 2.5x: the device saturates)
+    b0_alone(dataset)                    B0 serving one session beside the factorial's B0, what each measures
+
+Everything is read from the recorded files through :mod:`cadencelab.course.data` and
+:func:`cadencelab.course.frames.capacity_by_reference`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import viz
+from ..viz.options import CapacityOptions, set_caption
+from . import data
+from .frames import capacity_by_reference
+
+__all__ = ["capacity_bounds", "capacity_figure", "goodput_plateau", "b0_alone", "WORKLOADS", "DATASETS"]
+
+#: the workloads of the sessions study and the two recordings of it the notebook shows
+WORKLOADS = ("speak_heavy", "mixed")
+DATASETS = {"sessions": "arrivals aligned on the second", "sessions_staggered": "arrivals spread over the second"}
+
+
+def _ran(cap: pd.DataFrame) -> pd.DataFrame:
+    skipped = cap["skipped"].fillna("").astype(str).str.len() > 0
+    return cap[~skipped & ~cap["oom"].fillna(False).astype(bool)]
+
+
+def capacity_bounds(dataset: str = "sessions") -> pd.DataFrame:
+    """One row per (arm, workload): max_sessions holding the cadence, bound ("exact": the sweep went past it
+    and broke; "lower_bound": the time budget stopped the sweep first), largest_n_run, and shown ("14" or
+    ">=28")."""
+    s = data.sessions_summary(dataset)
+    cap = _ran(data.sessions_capacity(dataset=dataset))
+    rows = []
+    for key, per in s.items():
+        if not key.startswith("max_sessions_at_cadence_"):
+            continue
+        arm = key[len("max_sessions_at_cadence_"):]
+        for w, n in per.items():
+            bound = s.get("capacity_bound", {}).get(arm, {}).get(w, "exact")
+            ran = cap[(cap["arm"] == arm) & (cap["workload"] == w)]
+            rows.append(dict(arm=arm, workload=w, max_sessions=int(n), bound=bound,
+                             largest_n_run=int(ran["sessions"].max()) if len(ran) else 0,
+                             shown=(">=" if bound == "lower_bound" else "") + str(int(n)),
+                             experimental=arm in s.get("experimental_arms", [])))
+    return pd.DataFrame(rows)
+
+
+def capacity_figure(workload: str, dataset: str = "sessions", metric: str = "p95_chunk_ms") -> go.Figure:
+    """``metric`` vs sessions N for ``workload``, one line per arm labelled with its exactness reference; the
+    last N of an arm whose sweep stopped on the time budget is ringed (a lower bound, not a break)."""
+    if dataset not in DATASETS:
+        raise ValueError(f"capacity_figure: dataset must be one of {list(DATASETS)}, got {dataset!r}")
+    cap = _ran(capacity_by_reference(workload, dataset=dataset))
+    fig = viz.capacity_lines(cap, metric=metric, options=CapacityOptions(
+        title=f"{workload.replace('_', '-')}, {DATASETS[dataset]}: {viz.metric_title(metric)} vs sessions",
+        hline_label="cadence (ms)"))
+    bounds = capacity_bounds(dataset)
+    low = bounds[(bounds["workload"] == workload) & (bounds["bound"] == "lower_bound")]
+    raw = _ran(data.sessions_capacity(workload, dataset=dataset)).assign(label=cap["arm"].to_numpy())
+    pts = raw[raw["arm"].isin(low["arm"])]
+    pts = pts[pts["sessions"] == pts.groupby("arm")["sessions"].transform("max")]
+    if len(pts):
+        fig.add_trace(go.Scatter(x=pts["sessions"], y=pts[metric], mode="markers", hoverinfo="text",
+                                 name="sweep stopped on the time budget: capacity >= this N",
+                                 text=[f"{a}: >= {n} sessions" for a, n in zip(pts["arm"], pts["sessions"])],
+                                 marker=dict(symbol="circle-open", size=18, line=dict(width=2, color="black"))))
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0), margin=dict(b=170), height=560)
+    set_caption(fig, viz.caption(fig) + " Each arm is named with the reference its chunks were checked against "
+                "bit for bit (SRb: the batched eager path, experimental). A ringed last point: the sweep ran out "
+                "of time before the arm broke, so its capacity is at least that N.")
+    return fig
+
+
+def goodput_plateau(workload: str = "speak_heavy", dataset: str = "sessions") -> pd.DataFrame:
+    """Per arm: the most audio seconds served per wall second at any N (its plateau), the N where it was
+    reached, and the ratio to SRc's plateau."""
+    cap = _ran(data.sessions_capacity(workload, dataset=dataset))
+    best = cap.loc[cap.groupby("arm")["goodput"].idxmax(), ["arm", "goodput", "sessions"]]
+    best = best.rename(columns={"goodput": "plateau_audio_s_per_s", "sessions": "at_sessions"})
+    ref = best.set_index("arm")["plateau_audio_s_per_s"].get("SRc")
+    best["vs_SRc"] = best["plateau_audio_s_per_s"] / ref if ref else float("nan")
+    return best.sort_values("plateau_audio_s_per_s", ascending=False).reset_index(drop=True)
+
+
+def b0_alone(dataset: str = "sessions") -> pd.DataFrame:
+    """B0 in the factorial (median steady synthesis by CUDA events) beside B0 serving one session in the
+    sessions study (chunk latency from arrival to completion, host clock; steady chunks = all but a turn's
+    first), with what each measures and in which run."""
+    fac = data.factorial().set_index("arm")
+    chunks = _chunks(dataset)
+    one = chunks[(chunks["arm"] == "B0") & (chunks["sessions"] == 1)]
+    steady = one[one["chunk"] > 0]
+    rows = [dict(measurement="factorial B0", ms=float(fac.loc["B0", "steady_latency_ms_median"]),
+                 what="median synthesis segment (flow + vocoder) of steady chunks, CUDA events, 8 blocks"),
+            dict(measurement="factorial B0_repeat", ms=float(fac.loc["B0_repeat", "steady_latency_ms_median"]),
+                 what="the same code in another process of the same run"),
+            dict(measurement="sessions B0, N = 1, steady chunks", ms=float(steady["latency_ms"].median()),
+                 what=f"arrival to completion on the host clock, {len(steady)} chunks, its own process"),
+            dict(measurement="sessions B0, N = 1, all chunks", ms=float(one["latency_ms"].median()),
+                 what=f"as above with each turn's first chunk, {len(one)} chunks")]
+    return pd.DataFrame(rows)
+
+
+def _chunks(dataset: str) -> pd.DataFrame:
+    """The per-chunk rows of a sessions recording (``<dataset>_chunks.csv.gz`` beside its JSON)."""
+    src = data.dataset_path(dataset)
+    path = src.with_name(f"{src.stem}_chunks.csv.gz")
+    if not path.is_file():
+        raise FileNotFoundError(f"recorded per-chunk file not found: {path} (written beside {src.name} by the study)")
+    return pd.read_csv(path)
