@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cadencelab.adapters.duplex.models import H200
+from cadencelab.course import data
 from cadencelab.profile import (
     GraphKernelsMissing,
     TickMarker,
@@ -28,7 +30,6 @@ from cadencelab.profile import (
     stages,
     summary,
 )
-from cadencelab.adapters.duplex.models import H200
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_DIR = ROOT / "data" / "h200"
@@ -38,7 +39,7 @@ GEMM = re.compile(r"gemm", re.I)
 
 @pytest.fixture(scope="module")
 def chunk():
-    return {arm: load_trace(H200_DIR / f"trace_{arm}_chunk.json.gz") for arm in ("B0", "SRc")}
+    return {arm: data.recorded_trace(arm, "chunk") for arm in ("B0", "SRc")}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def aligned(streams):
 
 @pytest.fixture(scope="module")
 def duplex():
-    return {arm: load_trace(H200_DIR / f"trace_duplex_{arm}.json.gz") for arm in ("B0", "SRc")}
+    return {arm: data.recorded_trace(arm, "duplex") for arm in ("B0", "SRc")}
 
 
 # ---------------------------------------------------------------------------------------------

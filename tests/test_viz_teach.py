@@ -11,20 +11,19 @@ import plotly.graph_objects as go
 import pytest
 
 from cadencelab import viz
-from cadencelab.course import data
 from cadencelab.contract import (
     catalog,
     catalog_counts,
     catalog_width,
     token2wav_declaration,
 )
+from cadencelab.course import data
 from cadencelab.profile import (
     align_kernels,
     cadence_diff,
     duration_histogram,
     kernel_stream,
     launch_cost_estimate,
-    load_trace,
 )
 from cadencelab.viz.options import (
     annotation_boxes,
@@ -39,7 +38,7 @@ UNIT = ("(ms", "(µs", "(MiB", "(frames", "(count", "(index", "(value")
 
 @pytest.fixture(scope="module")
 def chunk():
-    return {arm: load_trace(H200_DIR / f"trace_{arm}_chunk.json.gz") for arm in ("B0", "SRc")}
+    return {arm: data.recorded_trace(arm, "chunk") for arm in ("B0", "SRc")}
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +121,7 @@ def test_duration_and_launch_cost_figures(streams, chunk):
 
 
 def test_cadence_ticks_on_recorded_duplex_seconds():
-    a, b = (load_trace(H200_DIR / f"trace_duplex_{arm}.json.gz") for arm in ("B0", "SRc"))
+    a, b = (data.recorded_trace(arm, "duplex") for arm in ("B0", "SRc"))
     d = cadence_diff(a, b)
     fig = viz.cadence_ticks(d)
     assert [t.name for t in fig.data] == ["backbone", "speech_decoder", "flow", "vocoder"]

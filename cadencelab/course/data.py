@@ -35,6 +35,7 @@ A missing file raises FileNotFoundError naming the path and the command that rec
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -380,13 +381,22 @@ def recorded_trace(arm: str = "B0", kind: str = "chunk"):
     kind "duplex": one duplex second (``data/h200/trace_duplex_<arm>.json.gz``);
     kind "lanes": one steady round of two lanes replaying at once (arm "SRl", ``data/h200/trace_SRl_lanes.json.gz``).
     """
-    from ..profile.trace import load_trace
-
     if kind not in _TRACE_FILES:
         raise ValueError(f"recorded_trace: kind must be one of {sorted(_TRACE_FILES)}, got {kind!r}")
     pattern, how = _TRACE_FILES[kind]
     rel = pattern.format(arm=arm)
-    return load_trace(data_path(rel, how.format(path=f"data/{rel}")))
+    path = data_path(rel, how.format(path=f"data/{rel}"))
+    t = _load_trace_cached(str(path), path.stat().st_mtime_ns)
+    # a copy per call: the parse is shared, the frames a caller may change are its own
+    return dataclasses.replace(t, kernels=t.kernels.copy(), cpu_ops=t.cpu_ops.copy(), launches=t.launches.copy(),
+                               ranges=t.ranges.copy(), meta=dict(t.meta))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_trace_cached(path: str, mtime_ns: int):
+    from ..profile.trace import load_trace
+
+    return load_trace(path)
 
 
 # ---------------------------------------------------------------------------------------
