@@ -37,7 +37,7 @@ DEVICE = "cuda" if LIVE else "cpu"
 SOLUTIONS = False  # True: the exercise cells take the shipped solutions (the tour and CI set it)
 
 # %%
-import math
+import inspect
 
 from IPython.display import HTML
 
@@ -78,45 +78,15 @@ s = Sizes()
 s
 
 
-# %%
-class SampleEncoder(torch.nn.Module):
-    def __init__(self, s: Sizes, seed: int = 0):
-        super().__init__()
-        self.s = s
-        self.front = torch.nn.Conv1d(1, s.dim, s.kernel, stride=s.hop)  # no padding: the cache is the context
-        self.qkv, self.out = torch.nn.Linear(s.dim, 3 * s.dim), torch.nn.Linear(s.dim, s.dim)
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-
-
 # %% [markdown]
-# Its code, as the author wrote it: `encode` computes one call and returns the frames it commits to each
-# cache; `stock_step` is the model's own streaming step (concatenate, then its own cut).
+# Its code, as the author wrote it (the course ships it in `cadencelab.course.sample_encoder`, so the checker
+# can build it at a second configuration; printed here): the module, `encode`, which computes one call and
+# returns the frames it commits to each cache, and `stock_step`, the model's own streaming step (concatenate,
+# then its own cut).
 
 # %%
-def encode(m, x, kv, ctx, last):
-    s, hd = m.s, m.s.dim // m.s.heads
-    y = m.front(torch.cat([ctx, x], dim=1)[:, None]).transpose(1, 2)[0]  # (n, dim): n frames
-    n = y.shape[0]
-    c = n if last else n - s.lookahead  # committed frames
-    q, k, v = (t.reshape(n, s.heads, hd).transpose(0, 1) for t in m.qkv(y).chunk(3, dim=-1))
-    keys, vals = torch.cat([kv[0], k], dim=1), torch.cat([kv[1], v], dim=1)
-    a = torch.softmax(q @ keys.transpose(1, 2) / math.sqrt(hd), dim=-1) @ vals  # (heads, n, hd)
-    out = y + m.out(a.transpose(0, 1).reshape(n, s.dim))
-    return out[None, :c], torch.stack([k, v])[:, :, :c], x[:, :c * s.hop]
-
-
-# %%
-def stock_step(m, x, kv, ctx, last):
-    s = m.s
-    out, kv_new, x_new = encode(m, x, kv, ctx, last)
-    kv = torch.cat([kv, kv_new], dim=2)
-    if kv.shape[2] > s.sink + s.window:
-        kv = torch.cat([kv[:, :, :s.sink], kv[:, :, kv.shape[2] - s.window:]], dim=2)
-    ctx = torch.cat([ctx, x_new], dim=1)
-    return out, kv, ctx[:, ctx.shape[1] - (s.kernel - s.hop):]
+SampleEncoder, encode, stock_step = se.SampleEncoder, se.encode, se.stock_step
+print(*(inspect.getsource(f) for f in (SampleEncoder, encode, stock_step)), sep="\n")
 
 
 # %% [markdown]

@@ -57,3 +57,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+
+
+# recorded H200 chunk traces, shared by the profile and figure tests (parsed once per session)
+@pytest.fixture(scope="session")
+def chunk():
+    """One steady Token2wav chunk per arm (B0, SRc), as recorded on the H200."""
+    from cadencelab.course import data
+
+    return {arm: data.recorded_trace(arm, "chunk") for arm in ("B0", "SRc")}
+
+
+@pytest.fixture(scope="session")
+def streams(chunk):
+    """Each recorded chunk's device ops, labelled by kind (``profile.compare.kernel_stream``)."""
+    from cadencelab.profile.compare import kernel_stream
+
+    return {arm: kernel_stream(t, "chunk") for arm, t in chunk.items()}

@@ -38,16 +38,6 @@ GEMM = re.compile(r"gemm", re.I)
 
 
 @pytest.fixture(scope="module")
-def chunk():
-    return {arm: data.recorded_trace(arm, "chunk") for arm in ("B0", "SRc")}
-
-
-@pytest.fixture(scope="module")
-def streams(chunk):
-    return {arm: kernel_stream(t, "chunk") for arm, t in chunk.items()}
-
-
-@pytest.fixture(scope="module")
 def aligned(streams):
     return align_kernels(streams["B0"], streams["SRc"], ("B0", "SRc"))
 

@@ -22,7 +22,6 @@ from cadencelab.profile import (
     align_kernels,
     cadence_diff,
     duration_histogram,
-    kernel_stream,
     launch_cost_estimate,
 )
 from cadencelab.viz.options import (
@@ -34,16 +33,6 @@ from cadencelab.viz.options import (
 
 H200_DIR = Path(__file__).resolve().parents[1] / "data" / "h200"
 UNIT = ("(ms", "(µs", "(MiB", "(frames", "(count", "(index", "(value")
-
-
-@pytest.fixture(scope="module")
-def chunk():
-    return {arm: data.recorded_trace(arm, "chunk") for arm in ("B0", "SRc")}
-
-
-@pytest.fixture(scope="module")
-def streams(chunk):
-    return {arm: kernel_stream(t, "chunk") for arm, t in chunk.items()}
 
 
 def _axes(fig):
