@@ -110,6 +110,21 @@ class DeviceServer:
         self.device, self.determinism = set_up_device(cfg.device, cfg.condition)
         self.cuda = self.device.type == "cuda"
 
+    def _load(self, arm: str, ckpt: str, cfg, envelope_arm: str):
+        """Set up the device for ``arm``, load the checkpoint with ``envelope_arm``'s solver buffers and make
+        the prompts; starts the set-up clock. Returns (flow, hift, model config)."""
+        from ..adapters.token2wav import load_checkpoint, make_prompt
+        from ..adapters.token2wav.runtime import runtime_envelope
+
+        self._set_up_device(arm, cfg)
+        self._t0 = time.perf_counter()
+        flow, hift, mcfg = load_checkpoint(ckpt, device=self.device, seed_for_noise=cfg.seed,
+                                           envelope=runtime_envelope(envelope_arm, cfg.n_timesteps))
+        self.vocab = mcfg.vocab_size
+        self.backend = "cuda" if self.cuda else "eager"
+        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), self.device) for p in range(cfg.prompts)]
+        return flow, hift, mcfg
+
     def _sync(self):
         if self.cuda:
             self.torch.cuda.synchronize(self.device)
@@ -135,22 +150,14 @@ class ArmServer(DeviceServer):
     """One arm's runtime and session manager, its prompt templates, and the runs."""
 
     def __init__(self, arm: str, ckpt: str, cfg):
-        from ..adapters.token2wav import load_checkpoint, make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+        from ..adapters.token2wav.runtime import Token2wavRuntime
         from ..adapters.token2wav.sessions import SessionManager
 
-        self._set_up_device(arm, cfg)
-        dev = self.device
-        t0 = time.perf_counter()
-        flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
-                                           envelope=runtime_envelope(arm, cfg.n_timesteps))
-        self.vocab = mcfg.vocab_size
-        rt = Token2wavRuntime(flow, hift, dev, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg,
-                              backend="cuda" if self.cuda else "eager")
+        flow, hift, mcfg = self._load(arm, ckpt, cfg, arm)
+        rt = Token2wavRuntime(flow, hift, self.device, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=self.backend)
         self.manager = SessionManager(rt)
-        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), dev) for p in range(cfg.prompts)]
         self.templates = [self.manager.open(-1 - p, pr, 0) for p, pr in enumerate(self.prompts)]
-        self.setup_s = time.perf_counter() - t0
+        self.setup_s = time.perf_counter() - self._t0
         self.chunk_s = self._warm_up()
         self.captures_after_warmup = self.manager.captures()
         self.template_bytes = sum(t.state_bytes() for t in self.templates)

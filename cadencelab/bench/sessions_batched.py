@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, max_chunks, prompt_seed, schedule,
+from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, max_chunks, schedule,
                               session_chunk)
 
 ARM = "SRb"
@@ -121,24 +121,16 @@ class BatchedArmServer(DeviceServer):
     """
 
     def __init__(self, arm: str, ckpt: str, cfg):
-        from ..adapters.token2wav import load_checkpoint, make_prompt
         from ..adapters.token2wav.batched import BatchedToken2wav
-        from ..adapters.token2wav.runtime import runtime_envelope
 
         if arm != ARM:
             raise ValueError(f"BatchedArmServer serves arm {ARM!r}, not {arm!r}")
-        self._set_up_device(arm, cfg)
-        dev = self.device
-        t0 = time.perf_counter()
         # stock solver buffers: priming runs the vendor setup_cache solo, as B0 does
-        flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
-                                           envelope=runtime_envelope("B0", cfg.n_timesteps))
-        self.vocab = mcfg.vocab_size
-        self.bt = BatchedToken2wav(flow, hift, dev, replay=True, backend="cuda" if self.cuda else "eager",
+        flow, hift, mcfg = self._load(arm, ckpt, cfg, "B0")
+        self.bt = BatchedToken2wav(flow, hift, self.device, replay=True, backend=self.backend,
                                    n_timesteps=cfg.n_timesteps, cfg=mcfg, batch_sizes=cfg.batch_sizes)
-        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), dev) for p in range(cfg.prompts)]
         self.templates = [self.bt.open(-1 - p, pr) for p, pr in enumerate(self.prompts)]
-        self.setup_s = time.perf_counter() - t0
+        self.setup_s = time.perf_counter() - self._t0
         self.batch_s: dict[int, float] = {}
         self.eager_s: dict[int, float] = {}
         self._live: list = []  # the sessions of the run in progress (dropped by _drop_sessions)

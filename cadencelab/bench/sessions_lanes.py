@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, horizon, max_chunks, prompt_seed, schedule,
+from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, horizon, max_chunks, schedule,
                               session_chunk, session_seed)
 
 ARM = "SRl"
@@ -38,23 +38,15 @@ class LaneArmServer(DeviceServer):
     """The lane pool, its prompt templates and the real-time runs."""
 
     def __init__(self, arm: str, ckpt: str, cfg):
-        from ..adapters.token2wav import load_checkpoint, make_prompt
         from ..adapters.token2wav.lanes import LanePool
-        from ..adapters.token2wav.runtime import runtime_envelope
         from ..adapters.token2wav.sessions import declared_state_bytes
 
-        self._set_up_device(arm, cfg)
-        dev = self.device
-        t0 = time.perf_counter()
-        flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
-                                           envelope=runtime_envelope("SRc", cfg.n_timesteps))
-        self.vocab = mcfg.vocab_size
-        self.pool = LanePool(flow, hift, dev, cfg.lanes, "SRc", n_timesteps=cfg.n_timesteps, cfg=mcfg,
-                             backend="cuda" if self.cuda else "eager")
+        flow, hift, mcfg = self._load(arm, ckpt, cfg, "SRc")
+        self.pool = LanePool(flow, hift, self.device, cfg.lanes, "SRc", n_timesteps=cfg.n_timesteps, cfg=mcfg,
+                             backend=self.backend)
         self.declared = declared_state_bytes(self.pool.lanes[0].runtime.decl)
-        self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), dev) for p in range(cfg.prompts)]
         self.templates = [self.pool.open(-1 - p, pr, 0) for p, pr in enumerate(self.prompts)]
-        self.setup_s = time.perf_counter() - t0
+        self.setup_s = time.perf_counter() - self._t0
         self.chunk_s = self._warm_up()
         self.captures_after_warmup = self.pool.captures()
         self.eager_after_warmup = self.pool.eager_sections
