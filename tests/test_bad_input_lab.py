@@ -55,9 +55,9 @@ def test_launch_lab_refuses_bad_ports(port):
 
 _LAUNCHER = """
 import sys
-from cadencelab.course import tour
+from cadencelab.course import lab, tour
 child = [sys.executable, "-c", "import os, time; print('child', os.getpid(), flush=True); time.sleep(120)"]
-tour.lab_command = lambda *a, **k: child
+lab.lab_command = lambda *a, **k: child
 print("rc", tour.launch_lab(), flush=True)
 """
 

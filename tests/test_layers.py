@@ -43,9 +43,6 @@ LONG_MODULES = {
     "cadencelab/profile/metrics.py": "the window metrics (busy, slack, idle split, stages) over one trace model",
     "cadencelab/profile/compare.py": "kernel streams, their alignment and the cadence diff share the op-kind model",
     "cadencelab/course/data.py": "the recorded-data loaders the notebooks call as data.*, one per recorded study",
-    "cadencelab/course/tour.py": "the tour runner and its HTML report (being reworked for the course issue)",
-    "cadencelab/course/exercises.py": "one graded checker per notebook exercise with its hints; to be split per "
-                                      "notebook once the course rewrite lands",
 }
 
 

@@ -211,7 +211,9 @@ def test_lab_command_serves_the_course(monkeypatch):
         def wait(self, timeout=None):
             return 0
 
-    monkeypatch.setattr(tour.subprocess, "Popen", _Exited)
+    from cadencelab.course import lab  # the launcher starts the server there
+
+    monkeypatch.setattr(lab.subprocess, "Popen", _Exited)
     assert tour.launch_lab(port=8899, open_browser=False) == 0
     served, kw = calls[0]
     assert kw["cwd"] == str(NOTEBOOKS)

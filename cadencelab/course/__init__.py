@@ -8,8 +8,10 @@
     live            live runs through the adapter's build call: the factorial, one profiled chunk
     display         what the panels share (ipywidgets on demand, a figure into an Output, a readout table)
     tour            run the notebooks headless and write the HTML report, or open them in JupyterLab
+    sources         where the course notebooks are, reading and writing their percent-format sources
+    lab             the JupyterLab launcher (the sources open as notebooks)
     predict         Prediction (a question asked before a reveal), reveal -> DataFrame, reveal_figure
-    exercises       graded checkers with diagnostic hints (one or more per notebook)
+    exercises       graded checkers with diagnostic hints (a package: the machinery, one module per notebook group)
     solutions       a correct answer and the planted mistakes of every exercise
     glossary        the course's terms as a DataFrame, and as markdown / HTML
     sample_encoder  notebook 7's streaming encoder, for its declaration exercise

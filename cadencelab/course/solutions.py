@@ -80,7 +80,7 @@ def _solve_verdict(arm: str = "S", condition: str = "exact") -> dict:
 
 
 def _solve_slack(summary: pd.DataFrame | None = None) -> dict:
-    s = (ex._recorded_summary() if summary is None else summary).set_index("variant")
+    s = (ex.recorded_summary() if summary is None else summary).set_index("variant")
     return {v: 1 - r["busy_us"] / r["wall_us"] for v, r in s.iterrows()}
 
 

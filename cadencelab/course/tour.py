@@ -9,10 +9,9 @@
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
 
-The course sources are Python scripts in jupytext's percent format (``notebooks/NN_name.py``:
-``# %%`` code cells, ``# %% [markdown]`` cells, ``# %% tags=["parameters"]``); ``read_notebook``
-turns one into a notebook in memory, with the text options of ``notebooks/jupytext.toml``
-(``notebook_text`` writes it back in the same form). ``.ipynb`` files are read as they are.
+Where the notebooks are and how they are read (``course``, ``read_notebook``, ``notebook_text``,
+``kernel_env``) is :mod:`cadencelab.course.sources`; the JupyterLab launcher (``launch_lab``,
+``lab_command``, ``lab_settings_dir``) is :mod:`cadencelab.course.lab`. Both are importable from here too.
 
 One execution serves a whole CI run: the tour also writes ``out_dir/tour.json`` (a digest of
 what the run depends on: the notebook sources, the package's Python files and the data folder,
@@ -28,18 +27,52 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
+from .sources import (
+    NOTEBOOKS_ENV,
+    SOURCE_SUFFIX,
+    course,
+    kernel_env,
+    notebook_text,
+    notebooks_dir,
+    read_notebook,
+    repo_root,
+)
+
 __all__ = [
-    "CHECK_MARKER", "COURSE_PARAMETERS", "NOTEBOOKS_ENV", "NotebookRun", "TourFailed", "TourRefused", "TOUR_MARKER", "check_tour_dir", "course", "execute_notebook", "inject_parameters",
-    "kernel_env", "launch_lab", "load_run", "notebook_text", "notebooks_dir", "read_notebook", "render_report",
-    "repo_root", "run_digest", "run_tour",
+    "CHECK_MARKER",
+    "COURSE_PARAMETERS",
+    "LAB_CONTENTS_MANAGER",
+    "LAB_OVERRIDES",
+    "LAB_OVERRIDES_FILE",
+    "NOTEBOOKS_ENV",
+    "SOURCE_SUFFIX",
+    "TOUR_MARKER",
+    "NotebookRun",
+    "TourFailed",
+    "TourRefused",
+    "check_tour_dir",
+    "course",
+    "execute_notebook",
+    "inject_parameters",
+    "kernel_env",
+    "lab_command",
+    "lab_settings_dir",
+    "launch_lab",
+    "load_run",
+    "notebook_text",
+    "notebooks_dir",
+    "read_notebook",
+    "render_report",
+    "repo_root",
+    "run_digest",
+    "run_tour",
 ]
 
 #: what every notebook's final check cell prints when its assertions hold
@@ -47,11 +80,7 @@ CHECK_MARKER = "CHECK OK"
 #: parameters the tour (and so CI) runs the course with when given none: the exercise cells take the
 #: shipped solutions (:mod:`cadencelab.course.solutions`); a student in the lab gets the blanks
 COURSE_PARAMETERS = {"SOLUTIONS": True}
-NOTEBOOKS_ENV = "CADENCELAB_NOTEBOOKS"
 KERNEL = "python3"
-#: the course sources: ``NN_name`` + this suffix, jupytext percent format
-SOURCE_SUFFIX = ".py"
-SOURCE_GLOB = "[0-9][0-9]_*" + SOURCE_SUFFIX
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -71,75 +100,6 @@ class TourFailed(RuntimeError):
     def __init__(self, message: str, report: Path):
         super().__init__(message)
         self.report = report
-
-
-# ---------------------------------------------------------------------------------------
-# where things are
-# ---------------------------------------------------------------------------------------
-
-
-def repo_root() -> Path:
-    """The folder above the ``cadencelab`` package (the repository root in a checkout)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def notebooks_dir() -> Path:
-    """``$CADENCELAB_NOTEBOOKS`` when set, else the checkout's ``notebooks/``."""
-    env = os.environ.get(NOTEBOOKS_ENV)
-    p = Path(env).expanduser() if env else repo_root() / "notebooks"
-    if not p.is_dir():
-        raise FileNotFoundError(f"no notebooks folder at {p}; set ${NOTEBOOKS_ENV} to the folder holding the course")
-    return p
-
-
-def course(folder: Path | None = None) -> list[Path]:
-    """The course notebooks in order (``NN_name.py``, jupytext percent format)."""
-    folder = folder or notebooks_dir()
-    nbs = sorted(p for p in folder.glob(SOURCE_GLOB))
-    if not nbs:
-        raise FileNotFoundError(f"{folder}: no course notebooks ({SOURCE_GLOB})")
-    return nbs
-
-
-def _text_format(path: Path) -> dict:
-    """jupytext's format for a percent-format source, with the options of the nearest jupytext.toml."""
-    from jupytext.config import load_jupytext_config
-
-    fmt = {"extension": SOURCE_SUFFIX, "format_name": "percent"}
-    config = load_jupytext_config(str(path))
-    if config is not None:
-        config.set_default_format_options(fmt)
-    return fmt
-
-
-def read_notebook(path: str | os.PathLike):
-    """One notebook, in memory: a ``.py`` source (jupytext percent format) or an ``.ipynb`` file."""
-    import jupytext
-
-    path = Path(path)
-    if path.suffix == ".ipynb":
-        return jupytext.read(path)
-    if path.suffix != SOURCE_SUFFIX:
-        raise ValueError(f"{path}: a course notebook is a {SOURCE_SUFFIX} file (jupytext percent format) "
-                         f"or an .ipynb file")
-    return jupytext.read(path, fmt=_text_format(path))
-
-
-def notebook_text(nb, path: str | os.PathLike) -> str:
-    """``nb`` as the percent-format text it would have at ``path`` (the form the sources are kept in)."""
-    import jupytext
-
-    return jupytext.writes(nb, fmt=_text_format(Path(path)))
-
-
-def kernel_env() -> dict[str, str]:
-    """The environment for kernels and JupyterLab: this checkout first on PYTHONPATH."""
-    env = dict(os.environ)
-    root = str(repo_root())
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
-    env["PYTHONPATH"] = os.pathsep.join([root] + parts)
-    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    return env
 
 
 # ---------------------------------------------------------------------------------------
@@ -473,123 +433,3 @@ def check_tour_dir(out_dir: str | os.PathLike) -> Path:
                               f"folder, or one an earlier tour wrote")
     return out
 
-
-# ---------------------------------------------------------------------------------------
-# JupyterLab
-# ---------------------------------------------------------------------------------------
-
-
-#: jupytext's contents manager: the server reads and writes the ``.py`` sources as notebooks
-LAB_CONTENTS_MANAGER = "jupytext.AsyncTextFileContentsManager"
-#: JupyterLab settings for the course server: a click on a ``.py`` file opens it as a notebook
-LAB_OVERRIDES = {"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}
-LAB_OVERRIDES_FILE = "overrides.d/cadencelab-course.json"
-
-
-def lab_settings_dir(scratch: str | os.PathLike) -> Path:
-    """Write JupyterLab's application settings for the course server into ``scratch`` and return it.
-
-    The environment's own application settings (``<app dir>/settings``: page_config.json,
-    overrides.json, overrides.d/) are copied first, then :data:`LAB_OVERRIDES` is added as one more
-    overrides file, so the course server differs from a plain ``jupyter lab`` only in opening
-    ``.py`` files as notebooks. The user's own settings (``~/.jupyter/lab``) still win.
-    """
-    import shutil
-
-    from jupyterlab.commands import get_app_dir
-
-    scratch = Path(scratch)
-    own = Path(get_app_dir()) / "settings"
-    if own.is_dir():
-        shutil.copytree(own, scratch, dirs_exist_ok=True)
-    path = scratch / LAB_OVERRIDES_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(LAB_OVERRIDES, indent=1), encoding="utf-8")
-    return scratch
-
-
-def lab_command(port: int | None = None, open_browser: bool = True, extra_args=(),
-                settings_dir: str | os.PathLike | None = None) -> list[str]:
-    """The ``jupyter lab`` command line that serves the course folder.
-
-    The server uses jupytext's contents manager, so the ``NN_name.py`` sources open, run and save
-    as notebooks (saved in the form ``notebooks/jupytext.toml`` sets); ``settings_dir`` (from
-    :func:`lab_settings_dir`) makes a click on them open the notebook view.
-    """
-    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={notebooks_dir()}",
-           f"--ServerApp.contents_manager_class={LAB_CONTENTS_MANAGER}"]
-    if settings_dir is not None:
-        cmd.append(f"--LabApp.app_settings_dir={settings_dir}")
-    if port is not None:
-        cmd.append(f"--port={int(port)}")
-    if not open_browser:
-        cmd.append("--no-browser")
-    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers often run as root; the server refuses otherwise
-        cmd.append("--allow-root")
-    return cmd + list(extra_args)
-
-
-def check_port(port: int | None) -> int | None:
-    """``port`` if it is a TCP port number (1..65535) or None; ValueError naming it otherwise."""
-    if port is None:
-        return None
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ValueError(f"port must be an integer in 1..65535, got {port!r}")
-    return port
-
-
-#: seconds JupyterLab is given to shut down after SIGTERM before it is killed
-LAB_STOP_S = 10.0
-
-
-def launch_lab(port: int | None = None, open_browser: bool = True, extra_args=()) -> int:
-    """Start JupyterLab on the notebooks folder; blocks until it stops. Returns its exit code.
-
-    The ``.py`` sources open as notebooks (jupytext's contents manager, and the application
-    settings of :func:`lab_settings_dir` in a scratch folder removed when the server stops).
-
-    Ctrl-C, SIGTERM or SIGHUP to this process stop the server too (it is sent SIGTERM, then
-    killed after :data:`LAB_STOP_S`): no server is left running without its launcher.
-    """
-    import importlib.util
-    import tempfile
-
-    check_port(port)
-    for module, package in (("jupyterlab", "jupyterlab"), ("jupytext", "jupytext")):
-        if importlib.util.find_spec(module) is None:
-            raise RuntimeError(f"{package} is not installed: python -m pip install {package}")
-    with tempfile.TemporaryDirectory(prefix="cadencelab-lab-") as scratch:
-        cmd = lab_command(port, open_browser, extra_args, settings_dir=lab_settings_dir(scratch))
-        return _serve(cmd)
-
-
-def _serve(cmd: list[str]) -> int:
-    """Run the server command until it stops (or is stopped: see :func:`launch_lab`)."""
-    child = subprocess.Popen(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
-    got: list[float] = []  # when a stop was asked for
-
-    def stop(signum, frame):
-        if not got:
-            got.append(time.monotonic())
-        if child.poll() is None:
-            child.terminate()
-
-    sigs = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
-    old = {s: signal.signal(s, stop) for s in sigs}
-    try:
-        while child.poll() is None:
-            try:
-                child.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
-            except KeyboardInterrupt:
-                stop(signal.SIGINT, None)
-            if got and time.monotonic() - got[0] > LAB_STOP_S and child.poll() is None:
-                child.kill()
-    finally:
-        if child.poll() is None:  # an error in this loop: the server does not outlive its launcher
-            child.kill()
-        child.wait()
-        for s, h in old.items():
-            signal.signal(s, h)
-    return 0 if got else child.returncode

@@ -1,0 +1,94 @@
+"""Graded exercises with diagnostic feedback, one or more per notebook.
+
+Each :class:`Exercise` computes its expected answer from the library (a derivation, a recorded
+file, a run of the teaching model), never from a typed figure, and carries the slips students
+make as :class:`Mistake` objects: each computes the answer that slip would produce from the same
+inputs, so a wrong answer that equals it gets that slip's hint ("K = 2, expected 3: K counts the
+extents, the first included"). A check returns a :class:`Feedback` whose table has one row per
+part of the answer.
+
+    notebook 1  check_launch_cost        idle per launch from the recorded duplex second
+    notebook 2  check_extents            cached extents a region passes through
+                check_K                  steady shape classes per operator
+                check_rho                stock bytes over declared bytes per region
+    notebook 3  check_audit_catch        which audit catches the wrong layout at which call
+    notebook 4  check_graph_breaks       which change keeps a captured graph from replaying, and why
+    notebook 5  check_paired_interval    read a paired bootstrap interval of the factorial
+    notebook 6  check_slack              orchestration slack from a chunk summary frame
+    notebook 7  check_declaration        a declaration certified on the shown sizes and on hidden ones
+
+The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per
+notebook group (:mod:`.clocks`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.declaration`) and are
+all importable from here. :mod:`cadencelab.course.solutions` holds a correct answer and the planted
+mistakes for each.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..predict import NO_CLEAR_DIFFERENCE
+from .carry_replay import AUDIT_CATCH, GRAPH_BREAKS, OUTCOMES, check_audit_catch, check_graph_breaks
+from .clocks import EXTENT_REGIONS, EXTENTS, K_CLASSES, RHO, RHO_REGIONS, check_extents, check_K, check_rho
+from .declaration import DECLARATION_MISTAKES, check_declaration, declaration_diff
+from .machinery import FEEDBACK_COLUMNS, FILL_IN, Exercise, Feedback, Mistake, is_blank
+from .recorded import (
+    INTERVAL_VERDICT,
+    LAUNCH_COST,
+    PAIRED_INTERVAL,
+    SLACK,
+    VERDICTS,
+    check_launch_cost,
+    check_paired_interval,
+    check_slack,
+    recorded_summary,
+)
+
+__all__ = [
+    "AUDIT_CATCH",
+    "DECLARATION_MISTAKES",
+    "EXERCISES",
+    "EXTENTS",
+    "EXTENT_REGIONS",
+    "FEEDBACK_COLUMNS",
+    "FILL_IN",
+    "GRAPH_BREAKS",
+    "INTERVAL_VERDICT",
+    "K_CLASSES",
+    "LAUNCH_COST",
+    "NO_CLEAR_DIFFERENCE",
+    "OUTCOMES",
+    "PAIRED_INTERVAL",
+    "RHO",
+    "RHO_REGIONS",
+    "SLACK",
+    "VERDICTS",
+    "Exercise",
+    "Feedback",
+    "Mistake",
+    "check_K",
+    "check_audit_catch",
+    "check_declaration",
+    "check_extents",
+    "check_graph_breaks",
+    "check_launch_cost",
+    "check_paired_interval",
+    "check_rho",
+    "check_slack",
+    "declaration_diff",
+    "exercises_table",
+    "is_blank",
+    "recorded_summary",
+]
+
+EXERCISES: dict[str, Exercise] = {e.name: e for e in (
+    LAUNCH_COST, EXTENTS, K_CLASSES, RHO, AUDIT_CATCH, GRAPH_BREAKS, PAIRED_INTERVAL, INTERVAL_VERDICT, SLACK)}
+
+
+def exercises_table() -> pd.DataFrame:
+    """One row per exercise: name, notebook, question, the mistakes it diagnoses."""
+    rows = [dict(name=e.name, notebook=e.notebook, question=e.question, mistakes=[m.name for m in e.mistakes])
+            for e in EXERCISES.values()]
+    rows.append(dict(name="declaration", notebook=7, question=check_declaration.__doc__.splitlines()[0],
+                     mistakes=list(DECLARATION_MISTAKES)))
+    return pd.DataFrame(rows).sort_values("notebook", kind="stable").reset_index(drop=True)
