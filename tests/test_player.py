@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from cadencelab import viz  # noqa: E402
-from cadencelab.course import data, player  # noqa: E402
+from cadencelab.course import player  # noqa: E402
 from cadencelab.profile import events  # noqa: E402
 
 
@@ -77,20 +77,10 @@ def test_kernel_timeline_time_unit():
         viz.kernel_timeline(eager, options=viz.TimelineOptions(time_unit="s"))
 
 
-def _have_traces() -> bool:
-    try:
-        data.data_path("h200/trace_B0_chunk.json.gz")
-        data.data_path("h200/trace_SRc_chunk.json.gz")
-        return True
-    except FileNotFoundError:
-        return False
-
-
 @pytest.fixture(scope="module")
-def recorded_player():
-    if not _have_traces():
-        pytest.skip("recorded chunk traces not in data/h200")
-    ev = {arm: events.timeline_events(data.recorded_trace(arm, "chunk"))[0] for arm in ("B0", "SRc")}
+def recorded_player(chunk):
+    """The player over the recorded chunk's timeline events (what notebook 6 passes it)."""
+    ev = {arm: events.timeline_events(t)[0] for arm, t in chunk.items()}
     return player.TimelinePlayer(ev["B0"], ev["SRc"], build=False)
 
 
@@ -126,3 +116,10 @@ def test_recorded_chunk_every_step_shows_the_same_op_or_none(recorded_player):
     end = p.state(p.n).set_index("variant")
     assert (end["ops_so_far"] == end["kernels"]).all()
     assert end.loc["eager", "slack_frac"] > 3 * end.loc["replay", "slack_frac"]
+
+
+def test_recorded_player_over_kernel_stream_frames_walks_the_same_steps(recorded_player, streams):
+    """Frames from compare.kernel_stream (already labelled norm / op_kind) give the same walk."""
+    q = player.TimelinePlayer(streams["B0"], streams["SRc"], build=False)
+    assert q.steps["op"].tolist() == recorded_player.steps["op"].tolist()
+    assert q.steps["norm_replay"].equals(recorded_player.steps["norm_replay"])
