@@ -169,16 +169,18 @@ fac[["profiler_wall_ratio", "steady_wall_ms_median", "wall_ms_median", "busy_ms_
 # %% [markdown]
 # ## The player
 #
-# Press play (or drag, or step one kernel at a time): both panels show the last 40 kernels up to the cursor,
-# with the idle gaps between them; the table accumulates busy and idle time; the lower figure shows the
-# whole chunk's accumulation with the cursor.
+# Press play (or drag, or step one op at a time). The player walks the alignment above, not the index: one
+# step is one aligned row, so both cursors sit on the same op (a copy is shown as a copy, by its kind), or one
+# side shows "none" and says why (an op only the other side runs). Both panels show that side's ops in the
+# last 40 steps, each from its own window start on one shared ms axis, with the idle gaps between them; the
+# table accumulates busy and idle time; the lower figure shows the whole chunk's accumulation with the cursor.
 
 # %%
 player = timeline_player(tl.eager, tl.replay)
 player
 
 # %%
-player.show(len(tl.eager) // 2)
+player.show(player.n // 2)
 
 # %%
 player_fig = player.figure()

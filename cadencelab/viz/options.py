@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 __all__ = [
-    "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
+    "FigureOptions", "WaterfallOptions", "TimelineOptions", "TIME_UNITS", "ParetoOptions", "CapacityOptions",
     "require_columns", "IDLE_COLORS", "OP_KIND_COLORS", "set_caption", "caption", "log_ticks",
     "annotation_boxes", "boxes_overlap", "plot_area_px", "to_paper",
 ]
@@ -51,10 +51,16 @@ class WaterfallOptions(FigureOptions):
 @dataclass
 class TimelineOptions(FigureOptions):
     """origin_ns: time zero (default: first kernel of each variant); max_events: refuse larger
-    frames (slice a window first) rather than freeze the browser."""
+    frames (slice a window first) rather than freeze the browser; time_unit: the x axis in "us"
+    or "ms" (:data:`TIME_UNITS`)."""
 
     origin_ns: int | None = None
     max_events: int = 50_000
+    time_unit: str = "us"
+
+
+#: nanoseconds per unit of a timeline's x axis, and how the axis names it
+TIME_UNITS = {"us": (1e3, "µs"), "ms": (1e6, "ms")}
 
 
 @dataclass

@@ -21,6 +21,7 @@ from .options import (
     IDLE_COLORS,
     OP_KIND_COLORS,
     FigureOptions,
+    TIME_UNITS,
     TimelineOptions,
     require_columns,
     require_rows,
@@ -52,7 +53,8 @@ def _kind_order(kinds) -> list[str]:
 
 def kernel_timeline(kernels_df: pd.DataFrame, gaps_df: pd.DataFrame | None = None, label: str = "name",
                     options: TimelineOptions | None = None) -> go.Figure:
-    """Bars on a time axis in µs relative to the window start (the first kernel of each variant).
+    """Bars on a time axis relative to the window start (the first kernel of each variant), in
+    ``options.time_unit`` (µs by default, or ms).
 
     kernels_df: ``label`` column (default name), start_ns and end_ns (or dur_ns); optional stream
     (one row per stream) and variant (one panel per variant, e.g. "eager" / "replay").
@@ -71,6 +73,9 @@ def kernel_timeline(kernels_df: pd.DataFrame, gaps_df: pd.DataFrame | None = Non
     if len(kernels_df) > opts.max_events:
         raise ValueError(f"kernel_timeline: {len(kernels_df)} kernels exceed max_events={opts.max_events}; "
                          "slice a window first, or raise TimelineOptions.max_events")
+    if opts.time_unit not in TIME_UNITS:
+        raise ValueError(f"kernel_timeline: time_unit must be one of {sorted(TIME_UNITS)}, got {opts.time_unit!r}")
+    per_ns, unit = TIME_UNITS[opts.time_unit]
     k = kernels_df.copy()
     k["end_ns"] = _ends(k, "kernel_timeline")
     if "op_kind" not in k.columns:
@@ -100,8 +105,8 @@ def kernel_timeline(kernels_df: pd.DataFrame, gaps_df: pd.DataFrame | None = Non
     for i, var in enumerate(variants, start=1):
         kv = k[k["variant"] == var]
         origin = int(opts.origin_ns) if opts.origin_ns is not None else int(kv["start_ns"].min())
-        start_us = (kv["start_ns"].to_numpy(np.int64) - origin) / 1e3
-        dur_us = (kv["end_ns"].to_numpy(np.int64) - kv["start_ns"].to_numpy(np.int64)) / 1e3
+        start_t = (kv["start_ns"].to_numpy(np.int64) - origin) / per_ns  # in the axis unit
+        dur_t = (kv["end_ns"].to_numpy(np.int64) - kv["start_ns"].to_numpy(np.int64)) / per_ns
         rows = [f"stream {s}" for s in kv["stream"]] if "stream" in kv.columns else ["device"] * len(kv)
         labels = kv[label].astype(str).to_numpy(object)
         kinds = kv["op_kind"].to_numpy(object)
@@ -109,36 +114,36 @@ def kernel_timeline(kernels_df: pd.DataFrame, gaps_df: pd.DataFrame | None = Non
         for kind in _kind_order(kinds):
             m = kinds == kind
             fig.add_trace(go.Bar(
-                y=rows[m], x=dur_us[m], base=start_us[m], orientation="h", name=kind, legendgroup=kind,
+                y=rows[m], x=dur_t[m], base=start_t[m], orientation="h", name=kind, legendgroup=kind,
                 showlegend=kind not in seen_kinds, marker_color=OP_KIND_COLORS.get(kind, _color(kind)),
-                text=labels[m], textposition="none", customdata=np.c_[start_us[m], start_us[m] + dur_us[m]],
-                hovertemplate=f"{kind}<br>" + "%{text}<br>%{customdata[0]:.3f} → %{customdata[1]:.3f} µs<br>"
-                              "dur %{x:.3f} µs<extra>" + (str(var) or "ops") + "</extra>",
+                text=labels[m], textposition="none", customdata=np.c_[start_t[m], start_t[m] + dur_t[m]],
+                hovertemplate=f"{kind}<br>" + "%{text}<br>%{customdata[0]:.3f} → %{customdata[1]:.3f} "
+                              f"{unit}<br>dur %{{x:.3f}} {unit}<extra>" + (str(var) or "ops") + "</extra>",
             ), row=i, col=1)
             seen_kinds.add(kind)
         if g is not None:
             gv = g[g["variant"] == var]
             for cat in [c for c in IDLE_COLORS if c in set(gv["category"])] + sorted(set(gv["category"]) - set(IDLE_COLORS)):
                 gc = gv[gv["category"] == cat]
-                gs = (gc["start_ns"].to_numpy(np.int64) - origin) / 1e3
-                gd = (gc["end_ns"].to_numpy(np.int64) - gc["start_ns"].to_numpy(np.int64)) / 1e3
+                gs = (gc["start_ns"].to_numpy(np.int64) - origin) / per_ns
+                gd = (gc["end_ns"].to_numpy(np.int64) - gc["start_ns"].to_numpy(np.int64)) / per_ns
                 fig.add_trace(go.Bar(
                     y=[IDLE_ROW] * len(gc), x=gd, base=gs, orientation="h", name=cat, legendgroup=cat,
                     showlegend=cat not in seen_cats, marker_color=IDLE_COLORS.get(cat, "#bcbd22"), opacity=0.6,
-                    hovertemplate=f"{cat}<br>" + "%{base:.3f} µs + %{x:.3f} µs<extra></extra>",
+                    hovertemplate=f"{cat}<br>" + f"%{{base:.3f}} {unit} + %{{x:.3f}} {unit}<extra></extra>",
                 ), row=i, col=1)
                 seen_cats.add(cat)
         fig.update_yaxes(autorange="reversed", row=i, col=1)
     for i in range(1, len(variants) + 1):  # one time scale for every panel: each axis follows the first
         fig.update_xaxes(matches="x" if i > 1 else None, row=i, col=1)
-    fig.update_xaxes(title_text="time since window start (µs)", row=len(variants), col=1)
+    fig.update_xaxes(title_text=f"time since window start ({unit})", row=len(variants), col=1)
     fig.update_yaxes(title_text="CUDA stream" if "stream" in k.columns else None)
     fig.update_layout(barmode="overlay", dragmode="zoom", legend_title_text="op kind / idle gap",
                       height=opts.height or 180 + 160 * len(variants))
     set_caption(fig, "Each bar is one device op on its CUDA stream, coloured by what it is (kernel; copy kernel: a "
                      "copy or fill run as a kernel, as inside a CUDA graph; memcpy by direction; memset). The idle "
                      "row colours the gaps by what the device waited for (host_wait: the next launch was not "
-                     "issued yet; kernel_wait: launch or queue latency). Every panel shares one time axis in µs "
+                     f"issued yet; kernel_wait: launch or queue latency). Every panel shares one time axis in {unit} "
                      "from its own window start, so equal lengths are equal times across panels.")
     return opts.apply(fig, "Kernel timeline")
 
