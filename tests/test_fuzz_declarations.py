@@ -61,8 +61,8 @@ from cadencelab.contract import (
 )
 from cadencelab.contract.declaration import DTYPE_BYTES
 
-VALID_EXAMPLES = 300
-INVALID_EXAMPLES = 300
+VALID_EXAMPLES = 200
+INVALID_EXAMPLES = 200
 FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                   HealthCheck.filter_too_much])
 

@@ -153,17 +153,6 @@ def _tiny(path: Path, ok: bool = True) -> Path:
     return path
 
 
-def test_run_tour_writes_an_offline_report(tmp_path):
-    nb = _tiny(tmp_path / "01_tiny.py")
-    report = tour.run_tour(tmp_path / "out", progress=False, notebooks=[nb])
-    page = report.read_text()
-    assert report.name == "index.html" and "A tiny lesson" in page and "one thing" in page and "CHECK OK: tiny" in page
-    assert page.count("Plotly.newPlot") == 1 and "<script src=" not in page  # plotly.js embedded once: offline
-    assert (tmp_path / "out" / "notebooks" / "01_tiny.ipynb").exists()
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary[0]["ok"] and summary[0]["figures"] == 1
-
-
 def test_tour_run_is_reused_only_while_its_sources_match(tmp_path):
     course_dir = tmp_path / "course"
     course_dir.mkdir()
@@ -251,8 +240,9 @@ def test_cli_tour_entry_point(tmp_path, monkeypatch):
 
 
 def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
-    """The report reads as the notebook: markdown around the figures, each figure's caption under it,
-    a learning goal wrapped over two lines kept whole, a glossary every section links to."""
+    """The report reads as the notebook, offline: markdown around the figures, each figure's caption under
+    it, a learning goal wrapped over two lines kept whole, a glossary every section links to, plotly.js
+    embedded once, the executed notebook and the summary beside it."""
     src = tmp_path / "01_prose.py"
     src.write_text(
         '# %% [markdown]\n# # A prose lesson\n#\n# **You will learn**\n# - a goal that is long enough to\n'
@@ -271,6 +261,9 @@ def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
     assert before < page.index("Plotly.newPlot") < cap < after, "prose, figure, caption, prose: in cell order"
     assert "id='glossary'" in page and "href='#glossary'" in page and "probe" in page
     assert page.count("CHECK OK: prose") == 2  # the summary table and the check section, not a third time
+    assert report.name == "index.html" and "A prose lesson" in page
+    assert page.count("Plotly.newPlot") == 1 and "<script src=" not in page  # plotly.js embedded once: offline
+    assert (tmp_path / "out" / "notebooks" / "01_prose.ipynb").exists()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary[0]["ok"] and summary[0]["figures"] == 1
     record = json.loads((tmp_path / "out" / tour.TOUR_RECORD).read_text())
