@@ -219,7 +219,7 @@ def test_time_budget_skips_and_says_so():
 
 def test_bench_smoke_cpu(tmp_path):
     cfg = study.SessionsConfig(config="teaching", device="cpu", sessions=(1, 2), speak_seconds=1, mixed_seconds=2,
-                               turn_seconds=1, prompts=2, processes=False, time_budget_s=900.0, out=str(tmp_path))
+                               turn_seconds=1, prompts=1, processes=False, time_budget_s=900.0, out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
     s = res["summary"]
     assert s["chunks"] > 0 and s["chunks_checked"] == s["chunks"] and s["all_checked_chunks_exact"], s
