@@ -9,10 +9,11 @@ number of streams when they run fully side by side.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-__all__ = ["stream_busy", "stream_overlap", "union_ns"]
+from .metrics import device_intervals
+
+__all__ = ["stream_busy", "stream_overlap"]
 
 
 def _device_ops(trace, window: tuple[int, int] | None) -> pd.DataFrame:
@@ -27,18 +28,9 @@ def _device_ops(trace, window: tuple[int, int] | None) -> pd.DataFrame:
     return k.dropna(subset=["stream"])
 
 
-def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of intervals [start, end) in ns."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = np.asarray(starts)[order], np.asarray(ends)[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > run_end[:-1]
-    starts_of_runs = s[new]
-    ends_of_runs = np.maximum.reduceat(e, np.flatnonzero(new))
-    return int((ends_of_runs - starts_of_runs).sum())
+def _union_ms(ops: pd.DataFrame) -> float:
+    """Busy time of ``ops`` (their merged intervals, :func:`~cadencelab.profile.metrics.device_intervals`), in ms."""
+    return float(device_intervals(ops)["dur_ns"].sum()) / 1e6
 
 
 def stream_busy(trace, window: tuple[int, int] | None = None) -> pd.DataFrame:
@@ -47,9 +39,8 @@ def stream_busy(trace, window: tuple[int, int] | None = None) -> pd.DataFrame:
     t0 = int(k["start_ns"].min())
     rows = []
     for stream, g in k.groupby("stream", sort=True):
-        busy = union_ns(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
         first, last = int(g["start_ns"].min()), int(g["end_ns"].max())
-        rows.append(dict(stream=int(stream), ops=int(len(g)), busy_ms=busy / 1e6, first_ms=(first - t0) / 1e6,
+        rows.append(dict(stream=int(stream), ops=int(len(g)), busy_ms=_union_ms(g), first_ms=(first - t0) / 1e6,
                          last_ms=(last - t0) / 1e6, span_ms=(last - first) / 1e6))
     return pd.DataFrame(rows)
 
@@ -59,7 +50,7 @@ def stream_overlap(trace, window: tuple[int, int] | None = None) -> pd.DataFrame
     ``overlap`` = sum / union (1: the streams took turns; n: n streams fully side by side)."""
     k = _device_ops(trace, window)
     per = stream_busy(trace, window)
-    union = union_ns(k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)) / 1e6
+    union = _union_ms(k)
     wall = (int(k["end_ns"].max()) - int(k["start_ns"].min())) / 1e6
     total = float(per["busy_ms"].sum())
     return pd.DataFrame([dict(streams=int(len(per)), busy_sum_ms=total, busy_union_ms=union, wall_ms=wall,
