@@ -26,8 +26,8 @@ def _tokens(i: int, k: int) -> list[int]:
     return buf[25 * k: 25 * k + 28]
 
 
-def _digest(pcm: bytes, mel: bytes) -> tuple[str, str]:
-    return hashlib.sha256(pcm).hexdigest(), hashlib.sha256(mel).hexdigest()
+def _digest(pcm: bytes, mel: torch.Tensor) -> tuple[str, str]:
+    return hashlib.sha256(pcm).hexdigest(), hashlib.sha256(mel.detach().float().cpu().numpy().tobytes()).hexdigest()
 
 
 def _solo_b0(cfg, prompts) -> dict:
@@ -39,7 +39,7 @@ def _solo_b0(cfg, prompts) -> dict:
         rt.set_stream_cache(prompts[i % len(prompts)])
         for k in range(CHUNKS):
             pcm = rt.stream(_tokens(i, k))
-            out[i, k] = _digest(pcm, rt.last_mel.detach().float().cpu().numpy().tobytes())
+            out[i, k] = _digest(pcm, rt.last_mel)
     del rt, flow, hift
     torch.cuda.empty_cache()
     return out

@@ -98,6 +98,11 @@ def digest(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
+def tensor_digest(t) -> str:
+    """SHA-256 of a tensor's values as float32 on the host (a chunk's mel)."""
+    return digest(t.detach().float().cpu().numpy().tobytes())
+
+
 class DeviceServer:
     """What every arm server shares: its device and kernel pinning, synchronisation, a fresh peak
     before each run, and recovery after an out-of-memory. Subclasses drop their run sessions in
@@ -210,13 +215,13 @@ class ArmServer(DeviceServer):
             start = max(clock, at)
             clock = start + service
             swap = m.last_swap
-            mel = s.last_mel.detach().float().cpu().numpy().tobytes()
+            mel = tensor_digest(s.last_mel)
             rows.append(dict(arm=self.arm, workload=workload, sessions=n, session=i, chunk=k, arrival_s=at,
                              start_s=start, completion_s=clock, latency_ms=(clock - at) * 1e3,
                              service_ms=service * 1e3, audio_s=len(pcm) / 2 / SAMPLE_RATE,
                              swap_bytes=(swap.bytes_out + swap.bytes_in) if swap else 0,
                              swap_ms=m.swap_ms() if swap else 0.0,
-                             sha_i16=digest(pcm), sha_mel=digest(mel)))
+                             sha_i16=digest(pcm), sha_mel=mel))
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         state = m.state_bytes()
         out = dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
@@ -234,8 +239,8 @@ class ArmServer(DeviceServer):
         rows = []
         for k in range(chunks):
             pcm = m.stream(s, session_chunk(cfg, i, k, self.vocab))
-            mel = s.last_mel.detach().float().cpu().numpy().tobytes()
-            rows.append(dict(session=i, chunk=k, ref_sha_i16=digest(pcm), ref_sha_mel=digest(mel)))
+            mel = tensor_digest(s.last_mel)
+            rows.append(dict(session=i, chunk=k, ref_sha_i16=digest(pcm), ref_sha_mel=mel))
         m.close(s)
         return rows
 

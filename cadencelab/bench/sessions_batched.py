@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, max_chunks, schedule,
-                              session_chunk)
+                              session_chunk, tensor_digest)
 
 ARM = "SRb"
 
@@ -200,7 +200,7 @@ class BatchedArmServer(DeviceServer):
             pcm, service = self._call([ss[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
                                                                      for i, k in members],
                                       batch_seed(cfg, workload, n, len(served)), eager=False)
-            served.append((service, [(digest(b), digest(ss[i].last_mel.detach().float().cpu().numpy().tobytes()),
+            served.append((service, [(digest(b), tensor_digest(ss[i].last_mel),
                                       len(b) / 2 / SAMPLE_RATE) for (i, _), b in zip(members, pcm)]))
             return service
 
@@ -231,7 +231,7 @@ class BatchedArmServer(DeviceServer):
                     raise RuntimeError(f"exactness reference out of step: row {r} is session {row['session']} "
                                        f"chunk {row['chunk']}, the plan says session {i} chunk {k}")
                 row["gate_sha_i16"] = digest(b)
-                row["gate_sha_mel"] = digest(ref[i].last_mel.detach().float().cpu().numpy().tobytes())
+                row["gate_sha_mel"] = tensor_digest(ref[i].last_mel)
                 r += 1
         ref.clear()
         return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, horizon, max_chunks, schedule,
-                              session_chunk, session_seed)
+                              session_chunk, session_seed, tensor_digest)
 
 ARM = "SRl"
 
@@ -153,7 +153,7 @@ class LaneArmServer(DeviceServer):
                              host_ms=r.host_s * 1e3, lane=r.lane,
                              launch_ms=(r.launched - r.started) * 1e3 if r.launched is not None else None, audio_s=len(r.output) / 2 / SAMPLE_RATE,
                              swap_bytes=r.swap_bytes, swap_ms=0.0,
-                             sha_i16=digest(r.output), sha_mel=digest(r.mel)))
+                             sha_i16=digest(r.output), sha_mel=tensor_digest(r.mel)))
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         state = pool.state_bytes()
         out = dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,

@@ -118,8 +118,7 @@ class LaneLock:
         finally:
             with self._cv:
                 self._exclusive = False
-                if held_shared:
-                    self._cv.wait_for(lambda: not self._exclusive)
+                if held_shared:  # back to the caller's shared hold, at once: it is mid-chunk
                     self._shared += 1
                 self._cv.notify_all()
 
@@ -148,7 +147,7 @@ class ChunkResult:
     lane: int
     sid: int
     output: object
-    mel: bytes
+    mel: torch.Tensor  # the chunk's mel on the device, as the runtime returned it (a fresh tensor per chunk)
     queued: float
     started: float
     finished: float
@@ -392,9 +391,8 @@ class LanePool:
                     lane.current = None
                 swap = lane.manager.last_swap
                 moved += swap.bytes_in + swap.bytes_out if swap is not None else 0
-                mel = s.last_mel.detach().float().cpu().numpy().tobytes()
                 lane.chunks += 1
-                return ChunkResult(lane.index, s.sid, out, mel, queued, started, time.perf_counter(),
+                return ChunkResult(lane.index, s.sid, out, s.last_mel, queued, started, time.perf_counter(),
                                    time.thread_time() - cpu0, moved, lane.runtime.staging.waited_from)
         finally:
             self._done(s, lane.index)
