@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from cadencelab.course import data
+from cadencelab.course.capacity import goodput_plateau
 from cadencelab.course.data import recorded_condition
 from cadencelab.course.studies import DEVICE_TASKS, RECORDINGS, recording
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE
@@ -337,7 +338,7 @@ def sessions_section(path: Path) -> str:
     return "\n".join(lines)
 
 
-def lanes_sentence(result: dict) -> str:
+def lanes_sentence(result: dict, dataset: str = "sessions") -> str:
     """What the lanes arm (SRl) measured: capacity against SRc, exactness, memory, the throughput plateau."""
     s, cap = result["summary"], result["capacity"]
     mib = 2 ** 20
@@ -345,9 +346,10 @@ def lanes_sentence(result: dict) -> str:
     bounds = s.get("capacity_bound", {}).get("SRl", {})
     solo = s.get("identical_to_solo_B0", {}).get("SRl", {})
 
+    plat = goodput_plateau("speak_heavy", dataset).set_index("arm")["plateau_audio_s_per_s"]
+
     def plateau(arm: str) -> float:
-        return max((c["goodput"] for c in cap if c["arm"] == arm and c["workload"] == "speak_heavy"
-                    and c["goodput"] == c["goodput"]), default=float("nan"))
+        return float(plat.get(arm, float("nan")))
 
     lanes = s.get("lanes")
     per_lane = (sum(s["lane_bytes"]) / len(s["lane_bytes"]) / mib) if s.get("lane_bytes") else float("nan")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from .options import (
     FigureOptions,
-    log_ticks,
     require_columns,
     require_rows,
     set_caption,
