@@ -38,6 +38,7 @@ from IPython.display import HTML, display
 from cadencelab import viz
 from cadencelab.contract import backbone_declaration, derive
 from cadencelab.course import anatomy, data, exercises, frames, glossary, grading, solutions
+from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal, reveal_figure
 
 HTML(glossary.to_html(notebook=1))  # the terms this notebook uses; the tour's report has the whole glossary
@@ -103,8 +104,7 @@ reveal_figure(reveal(guess, launches))
 
 # %%
 fig = anatomy.stage_spread_figure(CONDITION)
-display(fig)
-print(viz.caption(fig))
+show(fig)
 
 # %% [markdown]
 # ## Exercise: from launches to idle time
@@ -169,7 +169,7 @@ scope
 # %%
 composed = anatomy.label_composed(frames.anatomy_frame(CONDITION, compose=True))
 opts = viz.WaterfallOptions(layout="facets", title="COMPOSED seconds: paper-GPU earlier stages + H200 synthesis")
-display(viz.waterfall(composed, options=opts))
+show(viz.waterfall(composed, options=opts))
 over = frames.overrun_table(composed)
 over
 
@@ -204,7 +204,7 @@ if LIVE:
     live = pd.concat([run_second("h200", arm=a, device="cuda", models=models).assign(source=f"live {a}")
                       for a in ("B0", "SRc")])
     top = live[live["parent"].fillna("") == ""]
-    display(viz.waterfall(top, options=viz.WaterfallOptions(layout="facets", title="One live duplex second")))
+    show(viz.waterfall(top, options=viz.WaterfallOptions(layout="facets", title="One live duplex second")))
     display(frames.overrun_table(top))
 else:
     print("No CUDA device: the recorded H200 seconds above stand in for a live second.")

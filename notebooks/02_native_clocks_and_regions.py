@@ -37,6 +37,7 @@ from cadencelab.contract import (T2W_CLOCKS, Admission, Clock, Declaration, Oper
                                  backbone_declaration, catalog_width, clocks_table, derive, region_table,
                                  token2wav_declaration, trajectory)
 from cadencelab.course import exercises, frames, glossary, grading, panels, solutions
+from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal, reveal_figure
 
 HTML(glossary.to_html(notebook=2))  # the terms this notebook uses
@@ -129,8 +130,7 @@ frames.derive_clock_table(shipped)
 
 # %%
 grid = viz.catalog_grid(frames.catalog_grid_frame(shipped, "flow_chunk"))
-print(viz.caption(grid))
-grid
+show(grid)
 
 # %% [markdown]
 # Not every stage qualifies. The same arithmetic on a language backbone decoding one token per call over

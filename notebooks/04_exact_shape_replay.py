@@ -44,8 +44,10 @@ from cadencelab import viz
 from cadencelab.adapters import teaching
 from cadencelab.contract import admitted_labels, catalog, token2wav_declaration
 from cadencelab.course import data, exercises, frames, glossary, grading, graph_lesson, solutions
+from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal
 
+# %%
 HTML(glossary.to_html(notebook=4))  # the terms this notebook uses
 
 # %% [markdown]
@@ -119,8 +121,7 @@ else:
 # %%
 t2w = token2wav_declaration()
 grid = viz.catalog_grid(frames.catalog_grid_frame(t2w, "flow_chunk"))
-print(viz.caption(grid))
-grid
+show(grid)
 
 # %%
 catalog(t2w, "flow_chunk").groupby(["kind", "admitted"]).size()
@@ -239,8 +240,7 @@ fig = viz.soak_panel(data.soak_chunks(), viz.FigureOptions(height=560))
 note = (f"older recording ({data.recorded_condition(soak_file)}); latency NOT comparable: B0 ran as "
         f"{soak['reference_processes']} concurrent processes on another GPU")
 fig.update_layout(title=f"{fig.layout.title.text}<br><sup style='color:#d62728'>{note}</sup>", margin=dict(t=100))
-print(viz.caption(fig))
-fig
+show(fig)
 
 # %% [markdown]
 # ## Check

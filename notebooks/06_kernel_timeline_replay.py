@@ -40,6 +40,7 @@ from IPython.display import HTML, display
 
 from cadencelab import viz
 from cadencelab.course import data, glossary, predict, solutions
+from cadencelab.course.display import show
 from cadencelab.course.exercises import check_slack
 from cadencelab.course.live import chunk_timelines
 from cadencelab.course.player import timeline_player
@@ -68,7 +69,7 @@ guess
 s = tl.summary.set_index("variant")
 busy = predict.reveal(guess, {v: s.loc[v, "busy_us"] / 1e3 for v in ("eager", "replay")})
 busy_fig = predict.reveal_figure(busy)
-display(busy_fig)
+show(busy_fig)
 busy[["key", "predicted", "measured", "verdict"]]
 
 # %%
@@ -118,8 +119,7 @@ if kinds:  # ops per kind on each side: where the copies went
     display(pd.DataFrame(kinds).fillna(0).astype(int))
 first_diff = int(aligned.index[aligned["op"] != "equal"][0]) if (aligned["op"] != "equal").any() else 0
 pairs = viz.kernel_pairs(aligned, start=max(0, first_diff - 20), count=60)
-display(pairs)
-print(viz.caption(pairs))
+show(pairs)
 
 # %% [markdown]
 # So replay runs the same ops in the same order *apart from* the rows counted above: the equal pairs are
@@ -131,8 +131,7 @@ print(viz.caption(pairs))
 # %%
 hist = compare.duration_histogram(streams)
 hist_fig = viz.duration_bars(hist)
-display(hist_fig)
-print(viz.caption(hist_fig))
+show(hist_fig)
 
 # %% [markdown]
 # Most ops run for a few microseconds: shorter than it takes the host to issue one. That is why an eager
@@ -151,8 +150,7 @@ unprof = {v: 1e3 * float(fac.loc[a, "steady_wall_ms_median"]) for v, a in (("eag
 est = compare.launch_cost_estimate(tl.traces, "chunk", unprofiled_wall_us=unprof) if "kernels" in tl.what else None
 if est is not None:
     est_fig = viz.launch_cost_bars(est)
-    display(est_fig)
-    print(viz.caption(est_fig))
+    show(est_fig)
     display(est[["variant", "host_calls", "per_launch_us", "est_launch_ms", "idle_ms", "wall_ms",
                  "unprofiled_wall_ms", "profiler_overhead", "profiled_slack", "unprofiled_slack"]].round(3))
 
@@ -184,13 +182,11 @@ player.show(player.n // 2)
 
 # %%
 player_fig = player.figure()
-display(player_fig)
-print(viz.caption(player_fig))
+show(player_fig)
 
 # %%
 progress = player.progress_figure()
-display(progress)
-print(viz.caption(progress))
+show(progress)
 
 # %% [markdown]
 # ## Live (GPU only)

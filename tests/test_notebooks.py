@@ -241,7 +241,7 @@ def test_cli_tour_entry_point(tmp_path, monkeypatch):
 
 def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
     """The report reads as the notebook, offline: markdown around the figures, each figure's caption under
-    it, a learning goal wrapped over two lines kept whole, a glossary every section links to, plotly.js
+    it (once: not again from ``show``'s copy), a learning goal wrapped over two lines kept whole, a glossary every section links to, plotly.js
     embedded once, the executed notebook and the summary beside it."""
     src = tmp_path / "01_prose.py"
     src.write_text(
@@ -249,8 +249,9 @@ def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
         '#   wrap onto a second line\n# - another\n\n'
         '# %% tags=["parameters"]\nX = 1\n\n'
         '# %% [markdown]\n# Before the figure: **what to look for**.\n\n'
-        '# %%\nimport plotly.graph_objects as go\nfrom cadencelab.viz.options import set_caption\n'
-        'set_caption(go.Figure(go.Scatter(x=[1, 2], y=[X, 3])), "the caption of this figure")\n\n'
+        '# %%\nimport plotly.graph_objects as go\nfrom cadencelab.course.display import show\n'
+        'from cadencelab.viz.options import set_caption\n'
+        'show(set_caption(go.Figure(go.Scatter(x=[1, 2], y=[X, 3])), "the caption of this figure"))\n\n'
         '# %% [markdown]\n# After the figure: the reading.\n\n'
         '# %% tags=["check"]\nprint("CHECK OK: prose")\n', encoding="utf-8")
     report = tour.run_tour(tmp_path / "out", progress=False, notebooks=[src])
@@ -259,6 +260,9 @@ def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
     before, after = page.index("<strong>what to look for</strong>"), page.index("After the figure: the reading.")
     cap = page.index("the caption of this figure")
     assert before < page.index("Plotly.newPlot") < cap < after, "prose, figure, caption, prose: in cell order"
+    # show()'s markdown copy is for JupyterLab; the page prints the caption once, under the figure
+    assert page.count("<p class='caption'><b>Figure.</b> the caption of this figure") == 1
+    assert "Figure.* the caption" not in page and "<em>Figure.</em>" not in page
     assert "id='glossary'" in page and "href='#glossary'" in page and "probe" in page
     assert page.count("CHECK OK: prose") == 2  # the summary table and the check section, not a third time
     assert report.name == "index.html" and "A prose lesson" in page

@@ -12,6 +12,7 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     device_conditions()           what each kernel-selection pin costs B0 and buys in exactness
     provenance(name)              where a recorded file came from (commit, GPU, torch, CUDA, date, ...)
     paper_duplex_second(block)    the paper's duplex-second breakdown (data/paper/duplex_second.csv)
+    paper_figures(keys)           the paper's other headline figures, as published (data/paper/figures.csv)
     duplex_second(condition)      the measured duplex second (data/h200/duplex_second*.json)
     duplex_summary(condition)     its per-arm headline: stage medians, launches and idle share per stage
     recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
@@ -54,7 +55,7 @@ __all__ = [
     "recorded_trace",
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
     "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
-    "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions",
+    "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions", "paper_figures",
 ]
 
 DATA_ENV = "CADENCELAB_DATA"
@@ -68,8 +69,11 @@ DEVICE_CONDITIONS = {"exact": EXACT, "pinned": "no_tf32_cudnn_det_ws", "unpinned
 #: (cadencelab.course.studies.RECORDINGS: the commands the recorded files were made with), and the paper's figures
 DATASETS = {r.dataset: (r.path, r.how(), "") for r in RECORDINGS}
 DATASETS["paper_duplex_second"] = ("paper/duplex_second.csv", None, "")
-_PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figure 2 / table 5 / §2.2.1 and §4.3, figures as published; "
+DATASETS["paper_figures"] = ("paper/figures.csv", None, "")
+_PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figures as published (sections and tables named per row); "
                  "see data/paper/README.md")
+#: the paper's datasets (published figures, nothing measured here)
+PAPER_DATASETS = ("paper_duplex_second", "paper_figures")
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,7 +279,7 @@ def provenance(name: str = "factorial") -> dict:
     Recorded studies give their ``provenance`` block (git commit, GPU, torch, CUDA, date, study
     config); the paper data gives its citation.
     """
-    if name == "paper_duplex_second":
+    if name in PAPER_DATASETS:
         file = data_path(DATASETS[name][0])
         return dict(source=_PAPER_SOURCE, file=str(file), readme=str(data_path("paper/README.md")))
     rel, how = (DATASETS[name][0], _how(name)) if name in DATASETS else (name, None)
@@ -312,6 +316,48 @@ def paper_duplex_second(block: str | list[str] | None = None) -> pd.DataFrame:
             raise ValueError(f"paper_duplex_second: unknown block {unknown}; blocks: {list(_PAPER_BLOCKS)}")
         df = df[df["block"].isin(blocks)]
     return df.reset_index(drop=True)
+
+
+_PAPER_FIGURE_COLUMNS = ["key", "value", "value_hi", "unit", "figure", "setting", "where", "note"]
+_PAPER_UNITS = ("x", "fraction", "ms")
+
+
+def paper_figures(keys: str | list[str] | None = None) -> pd.DataFrame:
+    """The paper's headline figures other than the duplex second, as published (data/paper/figures.csv):
+    one row per figure, indexed by ``key`` (t2w_speedup, t2w_peak_reduction, mimi_recovered_share, ...),
+    with ``value`` (a ratio "x" or a "fraction": 0.388 is 38.8%), ``value_hi`` (the upper end where the
+    paper gives a range, else NaN), ``figure`` (what it measures),
+    ``setting`` (the paper's set-up), ``where`` (section / table) and ``note``.
+
+    ``keys``: one key, a list, or None (all). An unknown key, a missing column, a duplicate key or an
+    unknown unit raises ValueError naming it."""
+    rel = DATASETS["paper_figures"][0]
+    p = data_path(rel)
+    df = pd.read_csv(p, dtype={"note": str}).fillna({"note": ""})
+    missing = [c for c in _PAPER_FIGURE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p}: missing columns {missing}")
+    dup = sorted(df.loc[df["key"].duplicated(), "key"])
+    if dup:
+        raise ValueError(f"{p}: duplicate keys {dup}")
+    bad = sorted(set(df["unit"]) - set(_PAPER_UNITS))
+    if bad:
+        raise ValueError(f"{p}: unknown unit {bad}; units: {list(_PAPER_UNITS)}")
+    for col in ("value", "value_hi"):
+        num = pd.to_numeric(df[col], errors="coerce")
+        wrong = df.loc[num.isna() & df[col].notna(), "key"].tolist() + (
+            df.loc[df["value"].isna(), "key"].tolist() if col == "value" else [])
+        if wrong:
+            raise ValueError(f"{p}: column {col!r} is not a number for {wrong}")
+        df[col] = num
+    df = df.set_index("key")
+    if keys is not None:
+        want = [keys] if isinstance(keys, str) else list(keys)
+        unknown = [k for k in want if k not in df.index]
+        if unknown:
+            raise ValueError(f"paper_figures: unknown key {unknown}; keys: {list(df.index)}")
+        df = df.loc[want]
+    return df
 
 
 def device_conditions() -> pd.DataFrame:

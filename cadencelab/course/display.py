@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["ipywidgets_module", "render", "html_table"]
+__all__ = ["ipywidgets_module", "render", "html_table", "show", "CAPTION_METADATA"]
+
+#: the output metadata key that marks a caption :func:`show` displayed under its figure (the HTML report
+#: prints captions from the figure itself and skips these, so a caption appears once)
+CAPTION_METADATA = "cadencelab_caption"
 
 
 def ipywidgets_module():
@@ -21,6 +25,19 @@ def render(out, fig) -> None:
     out.clear_output(wait=True)
     with out:
         display(fig)
+
+
+def show(fig) -> None:
+    """Display ``fig`` and, under it, its caption (``viz.caption``) as markdown, marked with
+    :data:`CAPTION_METADATA`; a figure without a caption is displayed alone."""
+    from IPython.display import Markdown, display
+
+    from ..viz import caption
+
+    display(fig)
+    text = caption(fig)
+    if text:
+        display(Markdown(f"*Figure.* {text}"), metadata={CAPTION_METADATA: True})
 
 
 def html_table(df: pd.DataFrame, floatfmt: str = "{:.2f}") -> str:

@@ -18,6 +18,8 @@ import html
 import json
 from pathlib import Path
 
+from .display import CAPTION_METADATA
+
 __all__ = ["render_report", "cells_html", "figure_caption", "glossary_section", "GLOSSARY_ID", "MAX_TABLE_CHARS"]
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -67,6 +69,8 @@ def _figure_html(fig: dict, div_id: str) -> str:
 
 def _output_html(o: dict, div_id: str) -> str:
     kind = o.get("output_type")
+    if (o.get("metadata") or {}).get(CAPTION_METADATA):  # course.display.show's copy: _figure_html prints it
+        return ""
     if kind == "stream":
         text = o.get("text", "")
         return f"<pre>{html.escape(text.rstrip())}</pre>" if text.strip() else ""
@@ -77,6 +81,9 @@ def _output_html(o: dict, div_id: str) -> str:
         return _figure_html(data[PLOTLY_MIME], div_id)
     if "application/vnd.jupyter.widget-view+json" in data:  # widgets need a kernel: the page shows the figures
         return ""
+    if "text/markdown" in data and "text/html" not in data:
+        md = data["text/markdown"]
+        return f"<div class='output'>{_markdown(''.join(md) if isinstance(md, list) else md)}</div>"
     table = data.get("text/html")
     if isinstance(table, list):
         table = "".join(table)
