@@ -154,12 +154,20 @@ scope
 
 # %% [markdown]
 # So the exact rules stop at synthesis. Production serves language models another way: a static KV cache
-# with a captured decode step (the sequence padded to the cache size, which changes the arithmetic, so it
-# is not bit-identical to eager), or `torch.compile`. **Not measured yet:** this course has no recording
-# of the stand-in LMs served that way on the H200, so the LM stages above are eager and say nothing
-# about a served second. That measurement (each stage's spread, the non-exact control's deviation from
-# eager) is future work; no number here stands in for it.
-#
+# with a captured decode step (every step attends over the whole cache behind a mask, which changes the
+# arithmetic, so it is not certified bit-identical to eager). `cadencelab.adapters.duplex.served` does
+# exactly that for the stand-in models (`--decode graph` in the duplex study): one graph per model,
+# replayed once per token, no host work between tokens. Its rows are a control, labelled with how far
+# their tokens part from eager decoding.
+
+# %%
+if data.is_recorded("duplex_served"):
+    display(anatomy.served_frame())
+else:
+    print("The served second is not recorded on the H200 yet, so no number here stands in for it. "
+          f"Record it with:\n{data.how_to_record('duplex_served')}")
+
+# %% [markdown]
 # ## Where the tail overruns: a *composed* second
 #
 # To isolate what the rules change, *compose* each arm's second: the paper's earlier stages (measured on

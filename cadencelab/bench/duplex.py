@@ -14,7 +14,12 @@ Protocol (every arm sees the same models, inputs and seeds):
   start and duration from CUDA events on the device timeline (perf_counter on a CPU);
 * then one more second under ``torch.profiler``: its trace, trimmed to that second, is kept as
   ``trace_duplex_<arm>.json.gz`` and gives per-stage device-busy time, slack and launches;
-* the allocator peak per arm (reset before the arm is built).
+* the allocator peak per arm (reset before the arm is built);
+* ``--decode eager,graph`` runs every arm a second time with the language models decoding as serving
+  stacks do (static KV cache, the decode step replayed as a CUDA graph:
+  :mod:`cadencelab.adapters.duplex.served`), labelled ``ARM+graphLM``. That mode is a control, not an
+  exact path: its PCM is compared with the first arm of the same mode, and its tokens with the eager
+  run of the same arm (``lm_tokens_equal_seconds``, ``lm_token_agreement``).
 
 Writes ``duplex_second.json`` (rows, per-stage medians, per-second totals, profiles, provenance)
 and ``duplex_second_rows.csv`` under ``--out`` and prints a short table last. PCM digests per
@@ -54,6 +59,10 @@ class DuplexStudyConfig:
     profile: bool = opt(True, help="one profiled second per arm, its trimmed trace kept")
     condition: str = options.condition()
     backend: str = opt("auto", choices=("auto", "cuda", "eager"), help="replay backend of the Token2wav runtime")
+    decode: tuple = opt(("eager",), parse=names_in(lambda: _decode_modes()),
+                        help="comma-separated language-model decode modes: eager (the stock HF path) and/or graph "
+                             "(static KV cache, decode step replayed as a CUDA graph: a non-exact serving control); "
+                             "every arm runs in each, labelled ARM+graphLM for graph")
     input_tokens: int | None = opt(None, type=int_range(1),
                                    help="backbone prefill tokens per second (default: the preset's)")
     text_tokens: int | None = opt(None, type=int_range(1),
@@ -69,6 +78,23 @@ def _arms() -> tuple:
     from ..adapters.token2wav.runtime import ARMS
 
     return tuple(ARMS)
+
+
+def _decode_modes() -> tuple:
+    from ..adapters.duplex.served import DECODE_MODES
+
+    return DECODE_MODES
+
+
+def arm_label(arm: str, decode: str) -> str:
+    """An arm's name in the results: the Token2wav arm, with ``+<mode>LM`` when the language models do not
+    decode eagerly ("SRc+graphLM")."""
+    return arm if decode == "eager" else f"{arm}+{decode}LM"
+
+
+def runs(cfg: DuplexStudyConfig) -> list[tuple[str, str, str]]:
+    """(label, Token2wav arm, decode mode) in run order: every arm per decode mode, modes in the given order."""
+    return [(arm_label(a, d), a, d) for d in cfg.decode for a in cfg.arms]
 
 
 def study_preset(cfg: DuplexStudyConfig):
@@ -130,18 +156,20 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
     progress(f"language models built ({dcfg.name}: backbone {dcfg.backbone.parameters() / 1e6:.1f} M, "
              f"speech decoder {dcfg.speech.parameters() / 1e6:.1f} M parameters, {dcfg.dtype}) in {models.build_s:.1f} s")
     rows, seconds, profiles, arms_info, failures = [], [], {}, {}, {}
-    for arm in cfg.arms:
+    for arm, t2w_arm, decode in runs(cfg):
         t_arm = time.perf_counter()
         h = None
         try:
             if cuda:
                 torch.cuda.synchronize(device)
                 torch.cuda.reset_peak_memory_stats(device)
-            h = DuplexSecond(dcfg, arm, device, cfg.seed, models=models, backend=cfg.backend)
+            h = DuplexSecond(dcfg, t2w_arm, device, cfg.seed, models=models, backend=cfg.backend, decode=decode)
+            h.arm = arm  # the label its rows carry
             df = h.run(cfg.seconds, warmup=1, progress=True)
             rows.append(df)
             seconds.append(h.seconds_frame().assign(warmup=lambda d: d["second"] < 1))
-            info = dict(token2wav_build_s=h.token2wav_build_s, substages_timed=h.substages_timed)
+            info = dict(token2wav_arm=t2w_arm, decode=decode, token2wav_build_s=h.token2wav_build_s,
+                        substages_timed=h.substages_timed)
             if cfg.profile:  # after the timed seconds: the profiler's overhead stays out of them
                 path = out / f"trace_duplex_{arm}.json.gz"
                 prof = profile_window(h.run_second, device, SECOND_RANGE, trace_path=str(path),
@@ -152,6 +180,8 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
             info["peak_MiB"] = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
             if h.rt.engines:
                 info["replay"] = h.rt.summaries()
+            if h.decoders:
+                info["decoders"] = {k: d.describe() for k, d in h.decoders.items()}
             info["wall_s"] = time.perf_counter() - t_arm
             arms_info[arm] = info
             progress(f"arm {arm}: {cfg.seconds} seconds{' + 1 profiled' if cfg.profile else ''} "
@@ -208,17 +238,18 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
         columns=["arm", "second", "second_ms", "pcm_sha16", "warmup"])
     med = medians(r) if len(r) else pd.DataFrame()
     summary = {}
-    ref = cfg.arms[0] if cfg.arms else None
-    ref_sha = s[s["arm"] == ref].set_index("second")["pcm_sha16"] if len(s) else pd.Series(dtype=object)
-    for arm in cfg.arms:
+    by_second = {a: s[s["arm"] == a].set_index("second") for a in set(s["arm"])} if len(s) else {}
+    for arm, t2w_arm, decode in runs(cfg):
         if arm in failures:
             summary[arm] = dict(failed=failures[arm].strip().splitlines()[-1])
             continue
+        ref = arm_label(cfg.arms[0], decode)  # PCM is compared within a decode mode: same tokens in
+        ref_sha = by_second[ref]["pcm_sha16"] if ref in by_second else pd.Series(dtype=object)
         ts = s[(s["arm"] == arm) & (~s["warmup"].astype(bool))]
         stage = med[(med["arm"] == arm)].set_index("stage")["dur_ms"] if len(med) else pd.Series(dtype=float)
-        sha = s[s["arm"] == arm].set_index("second")["pcm_sha16"]
+        sha = by_second[arm]["pcm_sha16"] if arm in by_second else pd.Series(dtype=object)
         common = sha.index.intersection(ref_sha.index)
-        row = dict(seconds_timed=int(len(ts)),
+        row = dict(token2wav_arm=t2w_arm, decode=decode, lm_exact=decode == "eager", seconds_timed=int(len(ts)),
                    second_ms_median=float(ts["second_ms"].median()) if len(ts) else float("nan"),
                    second_ms_max=float(ts["second_ms"].max()) if len(ts) else float("nan"),
                    **{f"{k}_ms_median": float(stage.get(k, np.nan)) for k in
@@ -226,6 +257,9 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
                    peak_MiB=arms_info.get(arm, {}).get("peak_MiB"),
                    pcm_equal_to=ref, pcm_equal_seconds=f"{int((sha.loc[common] == ref_sha.loc[common]).sum())}/{len(common)}")
         row["over_cadence"] = row["second_ms_median"] / 1000.0 - 1.0
+        eager = arm_label(t2w_arm, "eager")
+        if decode != "eager" and arm in by_second and eager in by_second:
+            row.update(lm_agreement(by_second[eager], by_second[arm]))
         prof = profiles.get(arm)
         if prof:
             for st in prof["stages"]:
@@ -238,6 +272,26 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
                 cadence_ms=1000.0)
 
 
+def lm_agreement(eager: pd.DataFrame, other: pd.DataFrame) -> dict:
+    """How far a non-eager decode mode's tokens part from the eager run's (both indexed by second):
+    ``lm_tokens_equal_seconds`` "k/n" (text and speech tokens both equal), ``lm_token_agreement`` (the
+    share of token positions equal over all common seconds), ``lm_first_divergence_second`` (None when
+    none)."""
+    common = eager.index.intersection(other.index)
+    equal, same, total, first = 0, 0, 0, None
+    for sec in sorted(common):
+        a = list(eager.loc[sec, "text_tokens"]) + list(eager.loc[sec, "speech_tokens"])
+        b = list(other.loc[sec, "text_tokens"]) + list(other.loc[sec, "speech_tokens"])
+        hits = sum(x == y for x, y in zip(a, b))
+        same, total = same + hits, total + max(len(a), len(b))
+        if hits == len(a) == len(b):
+            equal += 1
+        elif first is None:
+            first = int(sec)
+    return dict(lm_tokens_equal_seconds=f"{equal}/{len(common)}",
+                lm_token_agreement=same / total if total else float("nan"), lm_first_divergence_second=first)
+
+
 def write_results(result: dict, out: Path) -> None:
     write_json(result, out / "duplex_second.json")  # NaN -> null: the file stays strict JSON
     pd.DataFrame(result["rows"]).to_csv(out / "duplex_second_rows.csv", index=False)
@@ -245,11 +299,12 @@ def write_results(result: dict, out: Path) -> None:
 
 def table(result: dict) -> str:
     """The short table printed last: per arm, stage medians and the second against the cadence."""
-    lines = [f"{'arm':>6}  {'backbone':>9} {'speech':>9} {'synth':>9} {'(flow':>8} {'vocoder)':>9}  "
+    w = max([6, *map(len, result["summary"])])
+    lines = [f"{'arm':>{w}}  {'backbone':>9} {'speech':>9} {'synth':>9} {'(flow':>8} {'vocoder)':>9}  "
              f"{'second':>9}  {'vs 1 s':>7}  {'peak MiB':>9}  pcm"]
     for arm, r in result["summary"].items():
         if "failed" in r:
-            lines.append(f"{arm:>6}  FAILED: {r['failed'][:100]}")
+            lines.append(f"{arm:>{w}}  FAILED: {r['failed'][:100]}")
             continue
 
         def f(k):
@@ -258,11 +313,13 @@ def table(result: dict) -> str:
 
         peak = r.get("peak_MiB")
         lines.append(
-            f"{arm:>6}  {f('backbone_ms_median'):9.1f} {f('speech_decoder_ms_median'):9.1f} "
+            f"{arm:>{w}}  {f('backbone_ms_median'):9.1f} {f('speech_decoder_ms_median'):9.1f} "
             f"{f('synthesis_ms_median'):9.1f} {f('flow_ms_median'):8.1f} {f('vocoder_ms_median'):9.1f}  "
             f"{f('second_ms_median'):9.1f}  {100 * f('over_cadence'):+6.1f}%  "
             f"{(f'{peak:9.0f}' if peak is not None else '        -')}  "
-            f"={r.get('pcm_equal_to')} {r.get('pcm_equal_seconds')}")
+            f"={r.get('pcm_equal_to')} {r.get('pcm_equal_seconds')}"
+            + (f"; LM tokens = eager {r['lm_tokens_equal_seconds']} (NOT exact)" if "lm_tokens_equal_seconds" in r
+               else ""))
     lines.append("ms, medians over the timed seconds; synthesis = flow + cut + vocoder (the paper's synthesis "
                  "segment); second = end of synthesis")
     return "\n".join(lines)

@@ -10,6 +10,9 @@ off as a measured one, so these frames keep every timed second:
     seconds_frame        every timed second's stage durations and its whole length (one row per stage)
     stage_spread_figure  those points per stage, arms side by side, what ran named under each stage
     label_composed       a composed frame's sources named for what they are (paper GPU + H200)
+    served_frame         the second with its language models served (static cache + graph decode) beside
+                         eager decoding: stage medians and spread, and how far the served tokens part from
+                         eager (a non-exact control, labelled in every row)
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from ..viz.options import set_caption
 from . import data
 from .frames import CADENCE_MS
 
-__all__ = ["LM_STAGES", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure", "label_composed"]
+__all__ = ["LM_STAGES", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure", "label_composed",
+           "served_frame"]
 
 #: the stages run by stand-in language models in the recorded second
 LM_STAGES = ("backbone", "speech_decoder")
@@ -109,4 +113,26 @@ def label_composed(frame: pd.DataFrame) -> pd.DataFrame:
     comp = out["origin"] == "composed"
     arms = out.loc[comp, "source"].str.extract(r"H200 (\S+) \(composed\)")[0]
     out.loc[comp, "source"] = "COMPOSED: paper-GPU stages + H200 " + arms + " synthesis"
+    return out
+
+
+def served_frame() -> pd.DataFrame:
+    """One row per run of the served-LM recording (``data.duplex_served_summary``): run, Token2wav arm, how
+    the language models decoded, each stage's median ms, the second's median and max, PCM equality within
+    the decode mode, and ``lm_vs_eager``: "exact (the stock path)" for eager rows, else "control, not
+    certified exact: k/n seconds' tokens equal to eager, x% of positions" (its measured deviation)."""
+    s = data.duplex_served_summary()
+    out = pd.DataFrame({
+        "token2wav": s["token2wav_arm"], "lm_decode": s["decode"],
+        **{f"{st}_ms": s[f"{st}_ms_median"] for st in (*LM_STAGES, "synthesis")},
+        "second_ms_median": s["second_ms_median"], "second_ms_max": s["second_ms_max"],
+        "pcm_equal": s["pcm_equal_to"].astype(str) + " " + s["pcm_equal_seconds"].astype(str),
+    })
+    agreement = s.get("lm_token_agreement", pd.Series(index=s.index, dtype=float))
+    equal = s.get("lm_tokens_equal_seconds", pd.Series(index=s.index, dtype=object))
+    out["lm_vs_eager"] = [
+        "exact (the stock path)" if bool(s.loc[a, "lm_exact"]) else
+        (f"control, not certified exact: {equal[a]} seconds' tokens equal to eager, {agreement[a]:.0%} of positions"
+         if isinstance(equal[a], str) else "control, not certified exact: no eager run to compare")
+        for a in s.index]
     return out

@@ -15,6 +15,10 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     paper_figures(keys)           the paper's other headline figures, as published (data/paper/figures.csv)
     duplex_second(condition)      the measured duplex second (data/h200/duplex_second*.json)
     duplex_summary(condition)     its per-arm headline: stage medians, launches and idle share per stage
+    duplex_served_summary()       the same second with the language models also served (static cache +
+                                  graph decode, a non-exact control) beside eager
+    is_recorded(name) / how_to_record(name)
+                                  whether a dataset's file is here; the command that records it
     recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
     soak_summary() / soak_chunks() / soak_turns()
                                   the 1,800-chunk SRc soak against B0 (data/h200/soak.json + soak_chunks.csv.gz)
@@ -56,6 +60,7 @@ __all__ = [
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
     "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
     "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions", "paper_figures",
+    "duplex_served_summary", "is_recorded", "how_to_record",
 ]
 
 DATA_ENV = "CADENCELAB_DATA"
@@ -393,6 +398,29 @@ def duplex_summary(condition: str = "exact") -> pd.DataFrame:
     the kernel launches and idle share of the profiled second (``<stage>_launches``, ``<stage>_slack_frac``)."""
     obj, rel = _duplex(condition)
     return pd.DataFrame.from_dict(_need(obj, "summary", rel), orient="index").rename_axis("arm")
+
+
+def duplex_served_summary() -> pd.DataFrame:
+    """The duplex second with the language models also served (``--decode eager,graph``,
+    ``h200/duplex_second_served.json``): one row per run label ("B0", "B0+graphLM", ...), with
+    ``token2wav_arm``, ``decode``, ``lm_exact``, stage medians, PCM equality within the decode mode and,
+    for the served runs, ``lm_tokens_equal_seconds`` / ``lm_token_agreement`` against the eager run."""
+    rel, how = DATASETS["duplex_served"][0], _how("duplex_served")
+    obj = load_json(rel, how)
+    return pd.DataFrame.from_dict(_need(obj, "summary", rel), orient="index").rename_axis("arm")
+
+
+def is_recorded(name: str) -> bool:
+    """Whether dataset ``name`` (a key of :data:`DATASETS`) has its file in the data folder."""
+    return dataset_path(name).exists()
+
+
+def how_to_record(name: str) -> str:
+    """The command that records dataset ``name`` and what to do with its output (KeyError for an unknown
+    name; the paper's datasets say they are published figures)."""
+    if name not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
+    return _how(name) or f"{name} holds the paper's published figures: nothing to record"
 
 
 def duplex_seconds(condition: str = "exact") -> pd.DataFrame:

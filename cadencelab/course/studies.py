@@ -100,6 +100,10 @@ RECORDINGS = (
               _FACTORIAL_THEN),
     Recording("duplex_second", "duplex", "h200/duplex_second.json", _DUPLEX, _DUPLEX_THEN, "duplex second", 1.5,
               "duplex"),
+    # built and tested on a CPU (tiny preset) and not yet recorded on the H200: its minutes are an estimate
+    Recording("duplex_served", "duplex", "h200/duplex_second_served.json", f"{_DUPLEX} --decode eager,graph",
+              _DUPLEX_THEN, "duplex second, language models also served (static cache + graph decode); "
+              "not recorded yet, minutes estimated", 3, "served"),
     Recording("duplex_second_pinned", "duplex", "h200/duplex_second_pinned_ws.json",
               f"{_DUPLEX} --condition no_tf32_cudnn_det_ws", _DUPLEX_THEN),
     Recording("duplex_second_unpinned", "duplex", "h200/duplex_second_unpinned.json", f"{_DUPLEX} --condition no_tf32",

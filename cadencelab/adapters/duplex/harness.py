@@ -50,6 +50,7 @@ import pandas as pd
 import torch
 
 from .models import CHUNK_TOKENS, DuplexConfig, DuplexModels, build_models, preset, transformers_module
+from .served import DECODE_MODES, GraphDecoder
 
 __all__ = ["DuplexSecond", "run_second", "second_totals", "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS"]
 
@@ -138,6 +139,10 @@ class DuplexSecond:
     arm:     a Token2wav runtime arm ("B0", "SRc", ...).
     models:  :class:`DuplexModels` to share between arms (built from ``cfg`` when None).
     backend: the replay backend of the runtime ("auto": CUDA graphs on a GPU, eager bookkeeping on a CPU).
+    decode:  how the two language models decode: "eager" (HF dynamic cache, one eager forward per token:
+             the stock path) or "graph" (a static KV cache and the decode step replayed as a CUDA graph,
+             :class:`~cadencelab.adapters.duplex.served.GraphDecoder`: a serving-style control whose
+             tokens may part from eager decoding; the same static-cache steps run eagerly on a CPU).
 
     The session starts at construction (:meth:`reset`): the Token2wav stream cache is primed with
     the prompt, the speech buffer holds 3 silence tokens, the backbone cache is empty and the
@@ -146,13 +151,16 @@ class DuplexSecond:
     """
 
     def __init__(self, cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | torch.device = "cpu",
-                 seed: int = 0, models: DuplexModels | None = None, backend: str = "auto"):
+                 seed: int = 0, models: DuplexModels | None = None, backend: str = "auto", decode: str = "eager"):
         from ...contract import catalog_width
         from ..token2wav import SILENCE_TOKEN
         from ..token2wav.runtime import build_runtime, declaration_for
 
+        if decode not in DECODE_MODES:
+            raise ValueError(f"DuplexSecond: decode must be one of {DECODE_MODES}, got {decode!r}")
         self.cfg = preset(cfg)
         self.arm = arm
+        self.decode = decode
         self.device = torch.device(device)
         self.seed = seed
         if models is not None and (models.cfg != self.cfg or models.device != self.device):
@@ -171,6 +179,13 @@ class DuplexSecond:
         self.turn_classes = int(catalog_width(declaration_for(t2w, self.cfg.n_timesteps),
                                               "estimator_att_cache")["K"])
         self.silence = SILENCE_TOKEN
+        self.decoders: dict[str, GraphDecoder] = {}
+        if decode == "graph":  # the backbone's context and the speech decoder's per-second context
+            self.decoders = dict(
+                backbone=GraphDecoder(self.models.backbone, self.cfg.backbone_context, self.cfg.text_tokens - 1,
+                                      self.models.cache_kw),
+                speech_decoder=GraphDecoder(self.models.speech, self.cfg.text_tokens + self.cfg.speech_tokens,
+                                            self.cfg.speech_tokens - 1, self.models.cache_kw))
         self._clock: _StageClock | None = None
         self.substages_timed = self._hook_runtime_ranges()
         self.history: list[dict] = []
@@ -210,6 +225,8 @@ class DuplexSecond:
             self.rt.set_stream_cache(self.prompt)
         self.buffer: list[int] = [self.silence] * self.cfg.lookahead
         self.backbone_cache = None
+        for d in self.decoders.values():
+            d.reset()
         self.chunks_in_turn = 0
 
     def _new_cache(self):
@@ -230,6 +247,8 @@ class DuplexSecond:
     def _backbone(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Prefill the input, decode ``text_tokens`` greedily: (hidden (1, N, Hb), tokens (1, N))."""
         m, n = self.models.backbone, self.cfg.text_tokens
+        if self.decoders:
+            return self._served(self.decoders["backbone"], m, ids.shape[1] + n, input_ids=ids)
         if self.backbone_cache is None or (self.backbone_cache.get_seq_length() + ids.shape[1] + n
                                            > self.cfg.backbone_context):
             self.backbone_cache = self._new_cache()
@@ -246,14 +265,29 @@ class DuplexSecond:
     def _speech_decoder(self, hidden: torch.Tensor) -> torch.Tensor:
         """Condition on the bridged hidden states, decode ``speech_tokens`` speech tokens greedily: (1, speech_tokens)."""
         m, n = self.models.speech, self.cfg.speech_tokens
-        cache = self._new_cache()
         cond = self.models.bridge(hidden.to(self.cfg.torch_dtype))  # (1, N, Hs)
+        if self.decoders:
+            dec = self.decoders["speech_decoder"]
+            dec.reset()  # the speech-token clock: its context restarts every second
+            return self._served(dec, m, cond.shape[1] + n, inputs_embeds=cond)[1]
+        cache = self._new_cache()
         h = self._forward(m, cache, inputs_embeds=cond)[:, -1:]
         tokens = [m.lm_head(h).argmax(-1)]
         for _ in range(n - 1):
             h = self._forward(m, cache, input_ids=tokens[-1])
             tokens.append(m.lm_head(h).argmax(-1))
         return torch.cat(tokens, 1)
+
+    def _served(self, dec: GraphDecoder, model, positions: int, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """The "graph" decode: prefill, the first token from its last hidden state, then the rest replayed;
+        (hidden (1, n, H), tokens (1, n)) as the eager path returns them. A context that would overflow
+        starts afresh, as the eager backbone's does."""
+        if not dec.fits(positions):
+            dec.reset()
+        h = dec.prefill(**inputs)[:, -1:]
+        first = model.lm_head(h).argmax(-1)
+        hidden, tokens = dec.decode(first, dec.steps)
+        return torch.cat([h, hidden], 1), torch.cat([first, tokens], 1)
 
     def _synthesise(self, clock: _StageClock | None) -> bytes:
         """One Token2wav chunk from the speech buffer (the chunk plus its lookahead; then drop the chunk)."""
@@ -345,6 +379,7 @@ class DuplexSecond:
     def close(self) -> None:
         """Drop the runtime (and its graphs) so another arm can be built in the same process."""
         self.rt = None
+        self.decoders = {}
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()

@@ -1,0 +1,166 @@
+"""The duplex second's language models decoded as serving stacks decode them: a static KV cache, and the
+one-token decode step captured once as a CUDA graph and replayed per token (no host work between tokens).
+
+    GraphDecoder(model, max_len, steps, cache_kw)   greedy decoding of one HF decoder-only model on a
+                                                    static cache; ``prefill`` eager, ``decode`` replayed
+    DECODE_MODES                                    "eager": the HF dynamic cache, one eager forward per
+                                                    token (the stock path); "graph": GraphDecoder
+
+The captured step reads the previous token, its position and its output slot from device buffers and
+advances all three itself, so ``decode(first, n)`` is ``n`` graph replays. On a CPU, or when capture
+fails, the same step runs eagerly (counted in ``eager_steps``; a failed capture is kept in
+``capture_error``): the static-cache arithmetic is the same, only the launches differ.
+
+A control, not an exact path: the static cache attends over all ``max_len`` positions with a mask, so
+its reductions are not the dynamic cache's and its tokens may part from eager decoding. The duplex
+study measures how far (tokens equal to the eager run's) and labels every "graph" row as such.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .models import transformers_module
+
+__all__ = ["GraphDecoder", "DECODE_MODES"]
+
+DECODE_MODES = ("eager", "graph")
+
+
+class GraphDecoder:
+    """Greedy decoding of ``model`` (a HF ``...ForCausalLM``) on a static KV cache of ``max_len`` positions.
+
+    steps:    the most tokens one :meth:`decode` call produces (its output buffers are this long).
+    cache_kw: the model's cache keyword ("past_key_values" or "cache", :class:`DuplexModels.cache_kw`).
+    capture:  capture the decode step as a CUDA graph (default: on a CUDA device).
+
+    ``length`` is the number of cache positions in use (host-side: the caller's schedule fixes it, no
+    device read is needed). :meth:`reset` starts a new context at the same addresses.
+    """
+
+    def __init__(self, model, max_len: int, steps: int, cache_kw: str = "past_key_values",
+                 capture: bool | None = None):
+        if steps < 1 or max_len < 2:
+            raise ValueError(f"GraphDecoder: steps ({steps}) must be >= 1 and max_len ({max_len}) >= 2")
+        self.model, self.max_len, self.steps, self.cache_kw = model, int(max_len), int(steps), cache_kw
+        p = next(model.parameters())
+        self.device = p.device
+        self.capture = (self.device.type == "cuda") if capture is None else bool(capture)
+        if self.capture and self.device.type != "cuda":
+            raise ValueError(f"GraphDecoder: capture needs a CUDA device, the model is on {self.device}")
+        self.cache = transformers_module().StaticCache(config=model.config, max_cache_len=self.max_len)
+        hidden = model.config.hidden_size
+        with torch.inference_mode():
+            self.ids = torch.zeros(1, 1, dtype=torch.long, device=self.device)  # the token fed to the next step
+            self.pos = torch.zeros(1, 1, dtype=torch.long, device=self.device)  # its position
+            self.slot = torch.zeros(1, dtype=torch.long, device=self.device)  # the output slot it writes
+            self.hidden = torch.zeros(1, self.steps, hidden, dtype=p.dtype, device=self.device)
+            self.tokens = torch.zeros(1, self.steps, dtype=torch.long, device=self.device)
+        self.length = 0
+        self.graph = None
+        self.capture_error: str | None = None
+        self.replays = 0
+        self.eager_steps = 0
+
+    # -- context ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def reset(self) -> None:
+        """A new context: the cache emptied in place (its addresses, and so the graph, stay valid)."""
+        self.cache.reset()
+        self.length = 0
+
+    def fits(self, tokens: int) -> bool:
+        """Whether ``tokens`` more positions fit in the cache."""
+        return self.length + tokens <= self.max_len
+
+    def _forward(self, position_ids: torch.Tensor, **inputs) -> torch.Tensor:
+        out = self.model.model(**inputs, position_ids=position_ids, **{self.cache_kw: self.cache}, use_cache=True)
+        return out.last_hidden_state
+
+    @torch.inference_mode()
+    def prefill(self, **inputs) -> torch.Tensor:
+        """Eager forward of ``input_ids`` or ``inputs_embeds`` (1, T, ...) at the next T positions; the
+        last hidden states (1, T, H). ValueError when they do not fit."""
+        x = inputs.get("input_ids", inputs.get("inputs_embeds"))
+        t = int(x.shape[1])
+        if not self.fits(t):
+            raise ValueError(f"GraphDecoder.prefill: {t} positions after {self.length} exceed max_len {self.max_len}")
+        pos = torch.arange(self.length, self.length + t, device=self.device).unsqueeze(0)
+        h = self._forward(pos, **inputs)
+        self.length += t
+        return h
+
+    # -- the decode step -------------------------------------------------------------------
+    def _step(self) -> None:
+        """One token: forward the fed token at its position, write its hidden state and greedy successor to
+        the output slot, feed the successor, advance position and slot. Only device tensors move."""
+        h = self._forward(self.pos, input_ids=self.ids)  # (1, 1, H)
+        tok = self.model.lm_head(h).argmax(-1)  # (1, 1)
+        self.hidden.index_copy_(1, self.slot, h)
+        self.tokens.index_copy_(1, self.slot, tok)
+        self.ids.copy_(tok)
+        self.pos.add_(1)
+        self.slot.add_(1)
+
+    def _capture(self) -> None:
+        """Warm the step on a side stream, then capture it; the cache's device lengths are restored after
+        the warm-up (the positions it wrote lie past ``length``: masked now, overwritten later)."""
+        lengths = [layer.cumulative_length.clone() for layer in self.cache.layers]
+        saved = [t.clone() for t in (self.ids, self.pos, self.slot)]
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    self._step()
+            torch.cuda.current_stream(self.device).wait_stream(side)
+        finally:
+            torch.cuda.synchronize(self.device)
+            for layer, n in zip(self.cache.layers, lengths):
+                layer.cumulative_length.copy_(n)
+            for t, v in zip((self.ids, self.pos, self.slot), saved):
+                t.copy_(v)
+            torch.cuda.synchronize(self.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._step()
+        torch.cuda.synchronize(self.device)
+        self.graph = graph
+
+    @torch.inference_mode()
+    def decode(self, first: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed ``first`` (1, 1) and decode ``n`` tokens greedily: (hidden (1, n, H), tokens (1, n)), copies.
+
+        The step is captured at the first call after a prefill (the cache's lazily built tensors exist
+        then); a capture error keeps the step eager for good, the error in ``capture_error``."""
+        if not 0 <= n <= self.steps:
+            raise ValueError(f"GraphDecoder.decode: n = {n} outside 0..{self.steps} (steps)")
+        if not self.fits(n):
+            raise ValueError(f"GraphDecoder.decode: {n} positions after {self.length} exceed max_len {self.max_len}")
+        if n == 0:
+            return self.hidden[:, :0].clone(), self.tokens[:, :0].clone()
+        if self.length == 0:
+            raise ValueError("GraphDecoder.decode: prefill first (the context is empty)")
+        if self.capture and self.graph is None and self.capture_error is None:
+            try:
+                self._capture()
+            except Exception as e:  # fail closed: the same step, eager
+                self.capture_error = f"{type(e).__name__}: {e}"
+                self.graph = None
+                torch.cuda.synchronize(self.device)
+        self.ids.copy_(first.reshape(1, 1))
+        self.pos.fill_(self.length)
+        self.slot.zero_()
+        for _ in range(n):
+            if self.graph is not None:
+                self.graph.replay()
+                self.replays += 1
+            else:
+                self._step()
+                self.eager_steps += 1
+        self.length += n
+        return self.hidden[:, :n].clone(), self.tokens[:, :n].clone()
+
+    def describe(self) -> dict:
+        return dict(max_len=self.max_len, steps=self.steps, captured=self.graph is not None, replays=self.replays,
+                    eager_steps=self.eager_steps, capture_error=self.capture_error)

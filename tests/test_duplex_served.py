@@ -1,0 +1,177 @@
+"""The serving-style decode of the duplex second's language models (adapters.duplex.served): a static KV
+cache and a decode step that needs no host value, so it can be captured as a CUDA graph."""
+
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from cadencelab.adapters.duplex import DuplexSecond, build_models  # noqa: E402
+from cadencelab.adapters.duplex.served import DECODE_MODES, GraphDecoder  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def models():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield build_models("tiny", "cpu", 0)
+    torch.set_num_threads(old)
+
+
+def _eager_decode(m, model, n, **inputs):
+    """The stock path: HF dynamic cache, one eager forward per token."""
+    from transformers import DynamicCache
+
+    with torch.inference_mode():
+        cache = DynamicCache()
+        h = model.model(**inputs, **{m.cache_kw: cache}, use_cache=True).last_hidden_state[:, -1:]
+        hs, toks = [h], [model.lm_head(h).argmax(-1)]
+        for _ in range(n - 1):
+            h = model.model(input_ids=toks[-1], **{m.cache_kw: cache}, use_cache=True).last_hidden_state
+            hs.append(h)
+            toks.append(model.lm_head(h).argmax(-1))
+    return torch.cat(hs, 1), torch.cat(toks, 1)
+
+
+def _served(dec, model, n, **inputs):
+    h = dec.prefill(**inputs)[:, -1:]
+    first = model.lm_head(h).argmax(-1)
+    hidden, tokens = dec.decode(first, n - 1)
+    return torch.cat([h, hidden], 1), torch.cat([first, tokens], 1)
+
+
+def test_static_cache_decoding_follows_eager_decoding(models):
+    ids = torch.randint(0, models.cfg.backbone.vocab, (1, 25), generator=torch.Generator().manual_seed(3))
+    e_h, e_t = _eager_decode(models, models.backbone, 10, input_ids=ids)
+    dec = GraphDecoder(models.backbone, 128, 9, models.cache_kw)
+    g_h, g_t = _served(dec, models.backbone, 10, input_ids=ids)
+    assert torch.equal(e_t, g_t)  # greedy tokens agree at the tiny size on a CPU
+    assert (e_h - g_h).abs().max() < 1e-4  # hidden states close, not asserted equal: a different reduction
+    assert dec.length == 25 + 9 and dec.describe()["eager_steps"] == 9 and not dec.describe()["captured"]
+    # a second context at the same addresses gives the same tokens again
+    dec.reset()
+    again = _served(dec, models.backbone, 10, input_ids=ids)[1]
+    assert torch.equal(again, g_t)
+
+
+def test_the_decode_step_reads_no_device_value_on_the_host(models):
+    """What a CUDA graph capture forbids, checked where no GPU is: no .item()/bool(tensor) in the step."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen[str(func)] += 1
+            return func(*args, **(kwargs or {}))
+
+    dec = GraphDecoder(models.backbone, 64, 4, models.cache_kw)
+    dec.prefill(input_ids=torch.zeros(1, 5, dtype=torch.long))
+    with torch.inference_mode(), Ops() as ops:
+        dec._step()
+    assert ops.seen["aten.scaled_dot_product_attention.default"] or ops.seen["aten.bmm.default"]
+    assert not [op for op in ops.seen if "_local_scalar_dense" in op or op.startswith("aten.item")], ops.seen
+
+
+def test_bad_use_is_refused_with_the_reason(models):
+    dec = GraphDecoder(models.backbone, 16, 4, models.cache_kw)
+    with pytest.raises(ValueError, match="prefill first"):
+        dec.decode(torch.zeros(1, 1, dtype=torch.long), 2)
+    dec.prefill(input_ids=torch.zeros(1, 14, dtype=torch.long))
+    with pytest.raises(ValueError, match="exceed max_len 16"):
+        dec.decode(torch.zeros(1, 1, dtype=torch.long), 3)
+    with pytest.raises(ValueError, match="outside 0..4"):
+        dec.decode(torch.zeros(1, 1, dtype=torch.long), 5)
+    with pytest.raises(ValueError, match="exceed max_len 16"):
+        dec.prefill(input_ids=torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="capture needs a CUDA device"):
+        GraphDecoder(models.backbone, 16, 4, models.cache_kw, capture=True)
+    with pytest.raises(ValueError, match="decode must be one of"):
+        DuplexSecond("tiny", "B0", "cpu", models=models, decode="compiled")
+    assert DECODE_MODES == ("eager", "graph")
+
+
+def test_a_served_session_matches_the_eager_session_at_the_tiny_size(models):
+    runs = {}
+    for mode in ("eager", "graph"):
+        h = DuplexSecond("tiny", "B0", "cpu", 0, models=models, decode=mode)
+        h.run(3, warmup=1)
+        runs[mode] = h.seconds_frame()
+        if mode == "graph":
+            desc = {k: d.describe() for k, d in h.decoders.items()}
+            assert desc["backbone"]["eager_steps"] == 3 * (models.cfg.text_tokens - 1)
+            assert desc["speech_decoder"]["max_len"] == models.cfg.text_tokens + models.cfg.speech_tokens
+    e, g = runs["eager"], runs["graph"]
+    assert (e["text_tokens"] == g["text_tokens"]).all() and (e["speech_tokens"] == g["speech_tokens"]).all()
+    assert (e["pcm_sha16"] == g["pcm_sha16"]).all()
+
+
+def test_bench_duplex_decode_modes(tmp_path, capsys, monkeypatch):
+    from cadencelab.bench.__main__ import main
+    from cadencelab.bench.duplex import lm_agreement
+
+    out = tmp_path / "duplex"
+    old = torch.get_num_threads()
+    try:
+        rc = main(["duplex", "--device", "cpu", "--preset", "tiny", "--arms", "B0", "--decode", "eager,graph",
+                   "--seconds", "2", "--no-profile", "--out", str(out)])
+    finally:
+        torch.set_num_threads(old)
+    assert rc == 0
+    assert "B0+graphLM" in capsys.readouterr().out
+    res = json.loads((out / "duplex_second.json").read_text())
+    assert list(res["summary"]) == ["B0", "B0+graphLM"]
+    served = res["summary"]["B0+graphLM"]
+    assert served["decode"] == "graph" and served["lm_exact"] is False and served["token2wav_arm"] == "B0"
+    assert served["pcm_equal_to"] == "B0+graphLM" and served["lm_tokens_equal_seconds"] == "2/2"
+    assert served["lm_token_agreement"] == 1.0 and served["lm_first_divergence_second"] is None
+    assert res["summary"]["B0"]["lm_exact"] is True and "lm_token_agreement" not in res["summary"]["B0"]
+    assert res["arms"]["B0+graphLM"]["decoders"]["backbone"]["captured"] is False  # a CPU: eager steps
+    # the course reads it where the H200 recording will live, every served row labelled as a control
+    from cadencelab.course import anatomy, data
+
+    assert data.how_to_record("duplex_served").startswith("python -m cadencelab.bench duplex")
+    (tmp_path / "data" / "h200").mkdir(parents=True)
+    shutil.copy(out / "duplex_second.json", tmp_path / "data" / "h200" / "duplex_second_served.json")
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "data"))
+    assert data.is_recorded("duplex_served")
+    frame = anatomy.served_frame()
+    assert list(frame.index) == ["B0", "B0+graphLM"] and list(frame["lm_decode"]) == ["eager", "graph"]
+    assert frame.loc["B0", "lm_vs_eager"] == "exact (the stock path)"
+    assert frame.loc["B0+graphLM", "lm_vs_eager"].startswith("control, not certified exact: 2/2 seconds")
+    # divergence is counted per token position and the first differing second named
+    import pandas as pd
+
+    a = pd.DataFrame(dict(text_tokens=[[1, 2], [3, 4]], speech_tokens=[[5], [6]]), index=[0, 1])
+    b = pd.DataFrame(dict(text_tokens=[[1, 2], [3, 9]], speech_tokens=[[5], [7]]), index=[0, 1])
+    got = lm_agreement(a, b)
+    assert got == dict(lm_tokens_equal_seconds="1/2", lm_token_agreement=4 / 6, lm_first_divergence_second=1)
+
+
+@pytest.mark.cuda
+def test_captured_decode_step_replays_what_it_runs_eagerly():
+    """On a GPU: the captured step gives the bits the same static-cache step gives eagerly, and the
+    duplex harness replays it (no capture error, no eager step)."""
+    m = build_models("tiny", "cuda", 0)
+    ids = torch.randint(0, m.cfg.backbone.vocab, (1, 25), generator=torch.Generator().manual_seed(3)).cuda()
+    eager = GraphDecoder(m.backbone, 128, 9, m.cache_kw, capture=False)
+    graph = GraphDecoder(m.backbone, 128, 9, m.cache_kw, capture=True)
+    e = _served(eager, m.backbone, 10, input_ids=ids)
+    g = _served(graph, m.backbone, 10, input_ids=ids)
+    assert graph.capture_error is None and graph.graph is not None and graph.replays == 9
+    assert torch.equal(e[0], g[0]) and torch.equal(e[1], g[1])
+    g2 = _served(graph, m.backbone, 10, input_ids=ids)  # a second call continues the context, replayed
+    e2 = _served(eager, m.backbone, 10, input_ids=ids)
+    assert torch.equal(e2[1], g2[1]) and graph.replays == 18
+    h = DuplexSecond("tiny", "B0", "cuda", 0, models=m, decode="graph")
+    h.run(3, warmup=1)
+    for d in h.decoders.values():
+        assert d.capture_error is None and d.eager_steps == 0 and d.replays > 0
