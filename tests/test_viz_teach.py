@@ -192,6 +192,23 @@ def test_waterfall_cadence_label_inside_each_panel():
     assert fig.layout.xaxis.title.text == "time in the second (ms)"
 
 
+def test_waterfall_facet_titles_wrap_to_their_panels():
+    """Notebook 1's composed seconds: three long panel titles side by side must not run into each other."""
+    from cadencelab.course import anatomy, frames
+
+    composed = anatomy.label_composed(frames.anatomy_frame("exact", compose=True))
+    fig = viz.waterfall(composed, options=viz.WaterfallOptions(layout="facets"))
+    sources = list(dict.fromkeys(composed["source"]))
+    titles = [a for a in fig.layout.annotations if a.text.replace("<br>", " ") in sources]
+    assert len(titles) == len(sources) == 3 and any("<br>" in t.text for t in titles)
+    alone = go.Figure(fig)
+    alone.layout.annotations = titles  # the titles alone (paper coordinates)
+    boxes = annotation_boxes(alone)
+    assert not [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if boxes_overlap(a, b)]
+    assert fig.layout.margin.t > 100  # room above the panels for the wrapped lines
+    assert viz.wrap_label("short", 300) == "short" and viz.wrap_label("a b c d e f g h i j", 60) == "a b c d<br>e f g h<br>i j"
+
+
 def test_capacity_and_soak_axes_have_units_and_readable_ticks():
     df = pd.DataFrame({"sessions": [1, 2, 1, 2], "arm": ["B0", "B0", "SRc", "SRc"],
                        "p95_chunk_ms": [900.0, 1800, 80, 120]})

@@ -373,6 +373,8 @@ def test_course_figures():
     ex = pd.DataFrame(dict(call=[0, 1, 2], equal=[True, True, False], max_abs_diff=[0.0, 0.0, 3.0]))
     fig = viz.audit_figure({"frames": rec}, ex)
     assert list(fig.data[0].y) == [1, 1, 0] and fig.data[1].y[2] == 3.0 and fig.data[1].y[0] == 1e-12
+    label = [a for a in fig.layout.annotations if a.text.startswith("tolerance")]
+    assert len(label) == 1 and label[0].y == -5 and label[0].yref == "y2"  # at its line: a log axis takes the exponent
     c = pd.DataFrame(dict(label=[(12, 4), None], replays=[3, 0], miss_reasons=[{"probe": 1}, {"priming": 2}]))
     fig = viz.misses_figure(c)
     assert [t.name for t in fig.data] == ["replayed", "eager: priming", "eager: probe"]

@@ -35,6 +35,7 @@ from .options import (
     boxes_overlap,
     caption,
     require_columns,
+    wrap_label,
 )
 from .progress import idle_progress
 from .reliability import soak_panel
@@ -54,5 +55,5 @@ __all__ = [
     "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress", "catalog_heatmap", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
     "place_labels", "metric_title", "caption", "annotation_boxes", "boxes_overlap",
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
-    "require_columns",
+    "require_columns", "wrap_label",
 ]

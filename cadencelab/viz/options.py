@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 __all__ = [
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "TIME_UNITS", "ParetoOptions", "CapacityOptions",
     "require_columns", "IDLE_COLORS", "OP_KIND_COLORS", "set_caption", "caption", "log_ticks",
-    "annotation_boxes", "boxes_overlap", "plot_area_px", "to_paper",
+    "annotation_boxes", "boxes_overlap", "plot_area_px", "to_paper", "wrap_label",
 ]
 
 IDLE_COLORS = {"host_wait": "#d62728", "kernel_wait": "#ff7f0e", "other": "#7f7f7f"}
@@ -188,6 +188,15 @@ def annotation_boxes(fig: go.Figure) -> list[tuple[str, float, float, float, flo
         y0 = py - (h / 2 if ya == "middle" else (h if ya == "top" else 0.0))
         boxes.append((text, x0, y0, x0 + w, y0 + h))
     return boxes
+
+
+def wrap_label(text: str, width_px: float) -> str:
+    """``text`` broken into ``<br>``-separated lines that fit ``width_px`` (at :data:`CHAR_PX` per character,
+    the estimate :func:`annotation_boxes` uses); words are never split, so one longer word keeps its line."""
+    import textwrap
+
+    chars = max(8, int(width_px // CHAR_PX))
+    return "<br>".join(textwrap.wrap(str(text), chars, break_long_words=False)) or str(text)
 
 
 def _strip_tags(s: str) -> str:

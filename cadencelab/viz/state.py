@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -50,8 +52,12 @@ def audit_figure(records: dict[str, pd.DataFrame], exact: pd.DataFrame | None = 
         require_columns(exact, ["call", "max_abs_diff"], "audit_figure exact")
         d = exact["max_abs_diff"].clip(lower=1e-12)
         fig.add_trace(go.Bar(x=exact["call"], y=d, name="max |diff|", marker_color="#7f7f7f"), row=2, col=1)
-        fig.add_hline(y=tolerance, line_dash="dash", line_color="black", row=2, col=1,
-                      annotation_text=f"tolerance {tolerance:g}", annotation_position="top left")
+        fig.add_hline(y=tolerance, line_dash="dash", line_color="black", row=2, col=1)
+        # the label by hand: on a log axis an annotation's y is the exponent (add_hline's own label would
+        # land at 10 ** tolerance, the top of the panel, far from its line)
+        fig.add_annotation(x=1, xref="x2 domain", y=math.log10(tolerance), yref="y2", xanchor="right",
+                           yanchor="bottom", showarrow=False, text=f"tolerance {tolerance:g}", font=dict(size=11),
+                           bgcolor="rgba(255,255,255,0.8)")
         fig.update_yaxes(type="log", title_text="max |diff|", row=2, col=1)
     fig.update_xaxes(title_text="call", dtick=1, row=rows, col=1)
     fig.update_layout(template="plotly_white", height=260 + 180 * rows, title="Shadow audit per retention")

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .options import WaterfallOptions, require_columns, require_rows, set_caption
+from .options import LINE_PX, WaterfallOptions, plot_area_px, require_columns, require_rows, set_caption, wrap_label
 
 __all__ = ["waterfall"]
 
@@ -52,8 +52,17 @@ def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
     order = _stage_order(df, opts)
 
     if opts.layout == "facets" and len(sources) > 1:
-        fig = make_subplots(rows=1, cols=len(sources), shared_yaxes=True, subplot_titles=sources,
-                            horizontal_spacing=0.04)
+        spacing = 0.04
+        fig = make_subplots(rows=1, cols=len(sources), shared_yaxes=True, horizontal_spacing=spacing,
+                            subplot_titles=sources)
+        opts.apply(fig)  # its width decides how the panel titles wrap
+        panel_px = plot_area_px(fig)[0] * (1 - spacing * (len(sources) - 1)) / len(sources)
+        lines = 1
+        for a in fig.layout.annotations:  # the subplot titles: wrapped to their panel, never into the next
+            a.text = wrap_label(a.text, panel_px)
+            lines = max(lines, a.text.count("<br>") + 1)
+        if lines > 1:
+            fig.update_layout(margin=dict(t=100 + int(LINE_PX) * (lines - 1)))
         for i, src in enumerate(sources, start=1):
             fig.add_trace(_bar(df[df["source"] == src], src), row=1, col=i)
             fig.update_xaxes(title_text="time in the second (ms)", row=1, col=i)
