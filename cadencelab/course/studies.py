@@ -135,6 +135,8 @@ RECORDINGS = (
 
 DEVICE_TASKS = (
     DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 2.5, "45 tests, 2026-12-01"),
+    DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
+               0.5, "an estimate: not recorded yet; then copy $OUT/lesson/graph_lesson.json to data/h200/"),
     DeviceTask("the course, live", "python -m cadencelab.cli tour $OUT/tour", 5, last=True),
 )
 
