@@ -201,16 +201,19 @@ data.paper_duplex_second("live_speak")[["stage", "dur_ms", "arm", "note"]]
 # ## Live (GPU only)
 #
 # With CUDA, `cadencelab.adapters.duplex.run_second` times one second of the stand-in models at H200 sizes
-# (random weights, declared shapes) under B0 and SRc. To look inside your own chunk, run
-# `cadencelab profile --device cuda --arm B0 --out DIR` and open the Chrome trace it writes in Perfetto.
+# (random weights, declared shapes) under B0 and SRc, and once more with the language models served
+# (`decode="graph"`: static cache, captured decode step; a control, not exact). To look inside your own
+# chunk, run `cadencelab profile --device cuda --arm B0 --out DIR` and open the Chrome trace it writes in
+# Perfetto.
 
 # %%
 if LIVE:
     from cadencelab.adapters.duplex import build_models, run_second
-
     models = build_models("h200", "cuda")
-    live = pd.concat([run_second("h200", arm=a, device="cuda", models=models).assign(source=f"live {a}")
-                      for a in ("B0", "SRc")])
+    runs = {"live B0": ("B0", "eager"), "live SRc": ("SRc", "eager"),
+            "live SRc, LMs served (control, not exact)": ("SRc", "graph")}
+    live = pd.concat([run_second("h200", arm=a, device="cuda", models=models, decode=d).assign(source=name)
+                      for name, (a, d) in runs.items()])
     top = live[live["parent"].fillna("") == ""]
     show(viz.waterfall(top, options=viz.WaterfallOptions(layout="facets", title="One live duplex second")))
     display(frames.overrun_table(top))

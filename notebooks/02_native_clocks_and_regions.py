@@ -32,7 +32,6 @@ EXERCISE = dict(f_retained=200, f_chunk=60)  # the configuration you derive by h
 # %%
 from IPython.display import HTML
 
-from cadencelab import viz
 from cadencelab.contract import (T2W_CLOCKS, Admission, Clock, Declaration, Operator, PromptRetained, Region,
                                  backbone_declaration, catalog_width, clocks_table, derive, region_table,
                                  token2wav_declaration, trajectory)
@@ -129,7 +128,7 @@ shipped = token2wav_declaration()
 frames.derive_clock_table(shipped)
 
 # %%
-grid = viz.catalog_grid(frames.catalog_grid_frame(shipped, "flow_chunk"))
+grid = frames.catalog_figure(shipped, "flow_chunk")
 show(grid)
 
 # %% [markdown]

@@ -162,14 +162,14 @@ limit
 # included: a published claim from its verification-mode paragraph, not measured here.)
 
 # %%
-from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
-from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+from cadencelab.adapters.token2wav import TEACHING
+from cadencelab.adapters.token2wav.runtime import build_runtime
 from cadencelab.contract import T2W_CLOCKS
 
-flow, hift = build_token2wav(TEACHING, 0, envelope=runtime_envelope("S"))
-rt = Token2wavRuntime(flow, hift, "cpu", "S", cfg=TEACHING, backend="eager")
-rt.set_stream_cache(make_prompt(TEACHING, 0))
+rt, prompt = build_runtime(TEACHING, "S", 0, "cuda" if LIVE else "cpu")  # on your GPU when there is one
+rt.set_stream_cache(prompt)
 base = rt.est.buffer.data_ptr()
+print(f"arm S on {rt.device}: the solver's cache buffer at {base:#x}")
 
 # %%
 n, la = T2W_CLOCKS.tokens_per_chunk, T2W_CLOCKS.lookahead_tokens

@@ -120,7 +120,7 @@ else:
 
 # %%
 t2w = token2wav_declaration()
-grid = viz.catalog_grid(frames.catalog_grid_frame(t2w, "flow_chunk"))
+grid = frames.catalog_figure(t2w, "flow_chunk")
 show(grid)
 
 # %%

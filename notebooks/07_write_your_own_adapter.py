@@ -45,7 +45,7 @@ from cadencelab import viz
 from cadencelab.course import data, glossary, paper, solutions
 from cadencelab.course import sample_encoder as se
 from cadencelab.course.exercises import check_declaration
-from cadencelab.course.frames import catalog_grid_frame
+from cadencelab.course.frames import catalog_figure
 
 # %%
 from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
@@ -169,7 +169,7 @@ print("adapter lines (declaration + step):", adapter_lines(declaration, steps))
 catalog(decl, "encode")[["class_id", "kind", "ext_kv", "f", "admitted", "reason"]]
 
 # %%
-viz.catalog_grid(catalog_grid_frame(decl, "encode"))
+catalog_figure(decl, "encode")
 
 # %% [markdown]
 # ## The traffic

@@ -180,13 +180,24 @@ def test_clock_slider_widgets_call_update():
     assert s.figure().data[0].name == "reserved"
 
 
-def test_catalog_grid_frame_marks_inadmissible_calls():
-    f = frames.catalog_grid_frame(token2wav_declaration(), "flow_chunk")
-    ext = f[f["clock"].str.startswith("cached extent")]
-    assert ext["value"].tolist() == [302, 352, 402] and ext["class_id"].tolist() == [0, 1, 2]
-    calls = f[f["clock"] == "call frames f"].set_index("value")["admitted"]
-    assert calls[50] and calls[6] and not calls[52] and not calls[54]
-    assert isinstance(viz.catalog_grid(f), go.Figure)
+def test_catalog_figure_is_the_extent_by_call_size_grid():
+    """The notebooks' catalog: rows the K cached extents, columns the call sizes, flushes above f_chunk
+    rejected, the counts checked against the closed form (a mismatch would raise inside)."""
+    fig = frames.catalog_figure(token2wav_declaration(), "flow_chunk")
+    hm = fig.data[0]
+    assert list(hm.y) == ["302", "352", "402"] and "50" in list(hm.x) and "54" in list(hm.x)
+    z = np.asarray(hm.z, dtype=float)
+    col = list(hm.x).index("54")
+    assert (z[:, col] == 2).all()  # a 54-frame flush is above the admission predicate at every extent
+    assert "72" in viz.caption(fig) and "s_r = 50" in viz.caption(fig)
+    from cadencelab.contract import Clock, Declaration, Operator, Region
+    from cadencelab.contract.policies import SlidingWindow
+
+    kv = Region("kv", clock="frames", shape=("frames", 4), policy=SlidingWindow(8), growth=2)
+    cacheless = Declaration("m", (Clock("frames", "frame"), Clock("samples", "sample")), (kv,),
+                            (Operator("op", reads=(), clock="frames", call=2),))
+    with pytest.raises(ValueError, match="operator 'op' reads no cached region"):
+        frames.catalog_figure(cacheless, "op")
 
 
 # ---------------------------------------------------------------------------------------

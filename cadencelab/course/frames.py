@@ -3,7 +3,8 @@
     anatomy_frame / overrun_table   a duplex second: paper, recorded H200, composed; where it ends
     clock_params / token2wav_at     the clock sliders' values and the declaration they derive
     derive_clock_table              per region: A_r, demand vs stock shape and MiB, rho_r, K_r
-    catalog_grid_frame              a declaration's catalog in the columns viz.catalog_grid wants
+    catalog_figure                  a declaration's catalog as the extent × call-size grid, checked against
+                                    its closed-form counts
     ARM_RULES / arm_for / rules_frame
                                     which arm a combination of rules names; the recorded factorial
                                     in the rules panel's columns
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..contract import T2W_CLOCKS, catalog, region_table, token2wav_declaration
+from ..contract import T2W_CLOCKS, catalog, catalog_counts, catalog_width, region_table, token2wav_declaration
+from .. import viz
 from ..viz.options import require_columns
 from . import data
 
 __all__ = [
     "CADENCE_MS", "anatomy_frame", "overrun_table", "SLIDER_RANGES", "clock_params", "token2wav_at",
-    "derive_clock_table", "catalog_grid_frame", "ARM_RULES", "PANEL_ARMS", "arm_for", "rules_frame",
+    "derive_clock_table", "catalog_figure", "ARM_RULES", "PANEL_ARMS", "arm_for", "rules_frame",
     "lanes_window", "capacity_by_reference",
 ]
 
@@ -126,23 +128,17 @@ def derive_clock_table(decl) -> pd.DataFrame:
     return out
 
 
-def catalog_grid_frame(decl, operator: str = "flow_chunk") -> pd.DataFrame:
-    """``decl``'s catalog of ``operator`` as viz.catalog_grid rows (clock, value, class_id, admitted).
-
-    Two rows of cells: the cached extent a steady call sees (one class per value: the K_r
-    classes) and the frames a call carries (steady stride and flush sizes; values above the
-    admission predicate are marked not admitted).
-    """
+def catalog_figure(decl, operator: str = "flow_chunk"):
+    """``decl``'s catalog of ``operator`` as the extent × call-size grid (``viz.catalog_heatmap``): rows the
+    cached extents (the K steady classes), columns the call sizes, each cell steady / admitted flush /
+    rejected; checked against the closed-form counts (``catalog_counts``) and captioned with the flush
+    bound s_r of the region the operator caches."""
     cat = catalog(decl, operator)
     ext = [c for c in cat.columns if c.startswith("ext_")]
-    steady = cat[cat["kind"] == "steady"]
-    rows = [dict(clock=f"cached extent ({ext[0][4:]})", value=int(v), class_id=i, admitted=True)
-            for i, v in enumerate(sorted(set(steady[ext[0]].astype(int))))]
-    calls = cat[cat["kind"].isin(["steady", "flush"])]
-    for i, f in enumerate(sorted(set(calls["f"].astype(int)))):
-        ok = bool(calls.loc[calls["f"].astype(int) == f, "admitted"].astype(bool).any())
-        rows.append(dict(clock="call frames f", value=f, class_id=i, admitted=ok))
-    return pd.DataFrame(rows)
+    if not ext:
+        raise ValueError(f"catalog_figure: operator {operator!r} reads no cached region; nothing to grid")
+    stride = catalog_width(decl, ext[0][4:]).get("s")
+    return viz.catalog_heatmap(cat, catalog_counts(decl, operator), stride=stride)
 
 
 # ---------------------------------------------------------------------------------------

@@ -391,8 +391,9 @@ class DuplexSecond:
 
 
 def run_second(cfg: str | DuplexConfig = "tiny", arm: str = "B0", device: str | torch.device = "cpu", seed: int = 0,
-               warmup: int = 1, models: DuplexModels | None = None) -> pd.DataFrame:
-    """Build a :class:`DuplexSecond`, warm it up, run one second: its stage frame."""
-    h = DuplexSecond(cfg, arm, device, seed, models=models)
+               warmup: int = 1, models: DuplexModels | None = None, decode: str = "eager") -> pd.DataFrame:
+    """Build a :class:`DuplexSecond` (``decode``: how its language models decode), warm it up, run one
+    second: its stage frame."""
+    h = DuplexSecond(cfg, arm, device, seed, models=models, decode=decode)
     h.warmup(warmup)
     return h.run_second()
