@@ -60,6 +60,38 @@ def test_static_cache_decoding_follows_eager_decoding(models):
     assert torch.equal(again, g_t)
 
 
+def _other_model(arch: str):
+    """A tiny decoder-only model of an architecture the decoder was not written for (random weights)."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=500, max_position_embeddings=256)
+    configs = {
+        "llama": lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**common)),
+        "mistral": lambda: tf.MistralForCausalLM(tf.MistralConfig(**common, sliding_window=None)),
+        "gemma": lambda: tf.GemmaForCausalLM(tf.GemmaConfig(**common, head_dim=16)),
+        "gpt2": lambda: tf.GPT2LMHeadModel(tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500,
+                                                         n_positions=256, bos_token_id=0, eos_token_id=0)),
+    }
+    return configs[arch]().eval()
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "gemma", "gpt2"])
+def test_the_decoder_serves_architectures_it_was_not_written_for(arch):
+    """Written against Qwen2; its body and head come from HF's generic accessors, so any decoder-only
+    model with a static cache serves. Greedy tokens follow the model's own eager generation."""
+    model = _other_model(arch)
+    ids = torch.randint(0, 500, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        want = model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8)[:, 12:]
+    dec = GraphDecoder(model, 64, 7)
+    h = dec.prefill(input_ids=ids)[:, -1:]
+    first = dec.first_token(h)
+    got = torch.cat([first, dec.decode(first, 7)[1]], 1)
+    assert torch.equal(got, want), (arch, got.tolist(), want.tolist())
+
+
 def test_the_decode_step_reads_no_device_value_on_the_host(models):
     """What a CUDA graph capture forbids, checked where no GPU is: no .item()/bool(tensor) in the step."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -94,6 +126,8 @@ def test_bad_use_is_refused_with_the_reason(models):
         dec.prefill(input_ids=torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="capture needs a CUDA device"):
         GraphDecoder(models.backbone, 16, 4, models.cache_kw, capture=True)
+    with pytest.raises(ValueError, match="has no output embeddings"):
+        GraphDecoder(models.backbone.get_decoder(), 16, 4)
     with pytest.raises(ValueError, match="decode must be one of"):
         DuplexSecond("tiny", "B0", "cpu", models=models, decode="compiled")
     assert DECODE_MODES == ("eager", "graph")

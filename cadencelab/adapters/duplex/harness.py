@@ -248,7 +248,7 @@ class DuplexSecond:
         """Prefill the input, decode ``text_tokens`` greedily: (hidden (1, N, Hb), tokens (1, N))."""
         m, n = self.models.backbone, self.cfg.text_tokens
         if self.decoders:
-            return self._served(self.decoders["backbone"], m, ids.shape[1] + n, input_ids=ids)
+            return self._served(self.decoders["backbone"], ids.shape[1] + n, input_ids=ids)
         if self.backbone_cache is None or (self.backbone_cache.get_seq_length() + ids.shape[1] + n
                                            > self.cfg.backbone_context):
             self.backbone_cache = self._new_cache()
@@ -269,7 +269,7 @@ class DuplexSecond:
         if self.decoders:
             dec = self.decoders["speech_decoder"]
             dec.reset()  # the speech-token clock: its context restarts every second
-            return self._served(dec, m, cond.shape[1] + n, inputs_embeds=cond)[1]
+            return self._served(dec, cond.shape[1] + n, inputs_embeds=cond)[1]
         cache = self._new_cache()
         h = self._forward(m, cache, inputs_embeds=cond)[:, -1:]
         tokens = [m.lm_head(h).argmax(-1)]
@@ -278,14 +278,14 @@ class DuplexSecond:
             tokens.append(m.lm_head(h).argmax(-1))
         return torch.cat(tokens, 1)
 
-    def _served(self, dec: GraphDecoder, model, positions: int, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+    def _served(self, dec: GraphDecoder, positions: int, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
         """The "graph" decode: prefill, the first token from its last hidden state, then the rest replayed;
         (hidden (1, n, H), tokens (1, n)) as the eager path returns them. A context that would overflow
         starts afresh, as the eager backbone's does."""
         if not dec.fits(positions):
             dec.reset()
         h = dec.prefill(**inputs)[:, -1:]
-        first = model.lm_head(h).argmax(-1)
+        first = dec.first_token(h)
         hidden, tokens = dec.decode(first, dec.steps)
         return torch.cat([h, hidden], 1), torch.cat([first, tokens], 1)
 

@@ -22,7 +22,7 @@ from ..token2wav.configs import REAL as _T2W_REAL
 
 __all__ = [
     "DecoderShape", "DuplexConfig", "H200", "TINY", "PRESETS", "preset", "DuplexModels", "build_models",
-    "transformers_module", "CHUNK_TOKENS",
+    "transformers_module", "CHUNK_TOKENS", "cache_keyword",
 ]
 
 _T2W_VOCAB = _T2W_REAL.vocab_size  # the speech decoder emits Token2wav's tokens
@@ -232,6 +232,11 @@ def build_models(cfg: str | DuplexConfig = "tiny", device: str | torch.device = 
         m.requires_grad_(False)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    params = inspect.signature(type(backbone.model).forward).parameters
-    cache_kw = "cache" if "cache" in params else "past_key_values"
-    return DuplexModels(cfg, backbone, speech, bridge, device, time.perf_counter() - t0, cache_kw)
+    return DuplexModels(cfg, backbone, speech, bridge, device, time.perf_counter() - t0, cache_keyword(backbone))
+
+
+def cache_keyword(model) -> str:
+    """The keyword a HF decoder-only model's body takes its KV cache by: "cache" (transformers >= 5.2x) or
+    "past_key_values" (before)."""
+    params = inspect.signature(type(model.get_decoder()).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .models import transformers_module
+from .models import cache_keyword, transformers_module
 
 __all__ = ["GraphDecoder", "DECODE_MODES"]
 
@@ -28,21 +28,26 @@ DECODE_MODES = ("eager", "graph")
 
 
 class GraphDecoder:
-    """Greedy decoding of ``model`` (a HF ``...ForCausalLM``) on a static KV cache of ``max_len`` positions.
+    """Greedy decoding of ``model`` (a HF decoder-only ``...ForCausalLM``: its body is ``get_decoder()``,
+    its head ``get_output_embeddings()``) on a static KV cache of ``max_len`` positions.
 
     steps:    the most tokens one :meth:`decode` call produces (its output buffers are this long).
-    cache_kw: the model's cache keyword ("past_key_values" or "cache", :class:`DuplexModels.cache_kw`).
+    cache_kw: the body's cache keyword ("past_key_values" or "cache"; default: read from its signature).
     capture:  capture the decode step as a CUDA graph (default: on a CUDA device).
 
     ``length`` is the number of cache positions in use (host-side: the caller's schedule fixes it, no
     device read is needed). :meth:`reset` starts a new context at the same addresses.
     """
 
-    def __init__(self, model, max_len: int, steps: int, cache_kw: str = "past_key_values",
+    def __init__(self, model, max_len: int, steps: int, cache_kw: str | None = None,
                  capture: bool | None = None):
         if steps < 1 or max_len < 2:
             raise ValueError(f"GraphDecoder: steps ({steps}) must be >= 1 and max_len ({max_len}) >= 2")
-        self.model, self.max_len, self.steps, self.cache_kw = model, int(max_len), int(steps), cache_kw
+        self.model, self.max_len, self.steps = model, int(max_len), int(steps)
+        self.body, self.head = model.get_decoder(), model.get_output_embeddings()
+        if self.head is None:
+            raise ValueError(f"GraphDecoder: {type(model).__name__} has no output embeddings (a language-model head)")
+        self.cache_kw = cache_kw or cache_keyword(model)
         p = next(model.parameters())
         self.device = p.device
         self.capture = (self.device.type == "cuda") if capture is None else bool(capture)
@@ -74,7 +79,7 @@ class GraphDecoder:
         return self.length + tokens <= self.max_len
 
     def _forward(self, position_ids: torch.Tensor, **inputs) -> torch.Tensor:
-        out = self.model.model(**inputs, position_ids=position_ids, **{self.cache_kw: self.cache}, use_cache=True)
+        out = self.body(**inputs, position_ids=position_ids, **{self.cache_kw: self.cache}, use_cache=True)
         return out.last_hidden_state
 
     @torch.inference_mode()
@@ -95,7 +100,7 @@ class GraphDecoder:
         """One token: forward the fed token at its position, write its hidden state and greedy successor to
         the output slot, feed the successor, advance position and slot. Only device tensors move."""
         h = self._forward(self.pos, input_ids=self.ids)  # (1, 1, H)
-        tok = self.model.lm_head(h).argmax(-1)  # (1, 1)
+        tok = self.head(h).argmax(-1)  # (1, 1)
         self.hidden.index_copy_(1, self.slot, h)
         self.tokens.index_copy_(1, self.slot, tok)
         self.ids.copy_(tok)
@@ -126,6 +131,11 @@ class GraphDecoder:
             self._step()
         torch.cuda.synchronize(self.device)
         self.graph = graph
+
+    @torch.inference_mode()
+    def first_token(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The greedy token after ``hidden`` (1, 1, H): the head's argmax, (1, 1)."""
+        return self.head(hidden).argmax(-1)
 
     @torch.inference_mode()
     def decode(self, first: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
