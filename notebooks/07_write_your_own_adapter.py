@@ -35,22 +35,25 @@ CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) 
 BACKEND = "cuda" if LIVE else "eager"  # the replay engine's backend
 DEVICE = "cuda" if LIVE else "cpu"
 SOLUTIONS = False  # True: the exercise cells take the shipped solutions (the tour and CI set it)
+# your prediction before the catalog is derived (the widget starts from these)
+PREDICT_CLASSES = {"K (steady classes)": 2, "admitted signatures": 8}
 
 # %%
 import inspect
 
-from IPython.display import HTML
+from IPython.display import HTML, display
 
 from cadencelab import viz
 from cadencelab.course import data, glossary, paper, solutions
 from cadencelab.course import sample_encoder as se
 from cadencelab.course.exercises import check_declaration
 from cadencelab.course.frames import catalog_figure
+from cadencelab.course.predict import Prediction, reveal
 
 # %%
 from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
 from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,  # noqa: F401
-                                 catalog)  # the declaration's parts, for your answer
+                                 catalog, catalog_counts)  # the declaration's parts, for your answer
 from cadencelab.replay import At
 from cadencelab.replay.preflight import preflight
 
@@ -159,6 +162,18 @@ step, stock, frames = steps(model)
 print("adapter lines (declaration + step):", adapter_lines(declaration, steps))
 
 # %% [markdown]
+# ## Predict: how many graphs will this model need?
+#
+# Before the catalog is derived: the K|V cache starts empty, grows 6 frames per call, and is cut to the
+# sink (2) + window (10) once it passes 12; a turn's final call carries whatever is left. How many steady
+# shape classes (K) does the encoder have, and how many distinct signatures are admitted in all (steady
+# calls and final calls, each one a graph at most)? Enter your numbers (`PREDICT_CLASSES` in the parameters).
+
+# %%
+guess = Prediction("The encoder's catalog", unit="classes", value=PREDICT_CLASSES)
+guess
+
+# %% [markdown]
 # ## What the declaration derives, before anything runs
 #
 # Steady classes: one per cached extent the K|V cache passes through (0, 6, then the sink + window of 12)
@@ -166,6 +181,9 @@ print("adapter lines (declaration + step):", adapter_lines(declaration, steps))
 # above the 6-frame chunk are not admitted (eager by the admission predicate).
 
 # %%
+counts = catalog_counts(decl, "encode")
+display(reveal(guess, {"K (steady classes)": counts["steady"], "admitted signatures": counts["admitted_classes"]},
+               rel_tol=0))
 catalog(decl, "encode")[["class_id", "kind", "ext_kv", "f", "admitted", "reason"]]
 
 # %%
@@ -328,6 +346,6 @@ assert bad.exact["equal"].iloc[:first.call + 1].all() and first.call < diverged 
 assert exact_table(want, run.outputs)["equal"].all() and run.table["path"].str.startswith("replay").any()
 assert (cross["exact_blocks"] == cross["blocks"]).all() and share > 0.5
 assert fz.loc["carry", "exact_blocks"] == fz.loc["carry", "blocks"] and fz.loc["overlap_recompute", "max_abs_diff"] > 0
-assert feedback.ok == SOLUTIONS and (SOLUTIONS or "fill this in" in feedback.message)
+assert feedback.ok == SOLUTIONS and (SOLUTIONS or "fill this in" in feedback.message) and counts["steady"] == 3
 print(f"CHECK OK: notebook 7: a {n_lines}-line adapter certified ({BACKEND} backend); the forgotten sink "
       f"caught at call {first.call}, region '{first.region}', before the output diverged at call {diverged}")

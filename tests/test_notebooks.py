@@ -68,6 +68,10 @@ def test_seven_lessons_as_percent_sources():
         code = [c for c in nb.cells if c.cell_type == "code"]
         long = [i for i, c in enumerate(code) if len(c.source.splitlines()) > 12]
         assert not long, f"{path.name}: code cells {long} are longer than 12 lines"
+        # predict, then measure: a prediction is asked, and revealed in a later cell
+        asked = [i for i, c in enumerate(code) if "Prediction(" in c.source]
+        shown = [i for i, c in enumerate(code) if "reveal(" in c.source or "reveal_figure(" in c.source]
+        assert asked and shown and min(shown) > min(asked), f"{path.name}: no prediction asked before a reveal"
 
 
 def test_sources_are_lint_clean():
