@@ -232,22 +232,16 @@ def test_lab_settings_open_sources_as_notebooks(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("jupyter") is None, reason="jupyter is not on PATH")
-def test_cli_tour_entry_point(tmp_path, monkeypatch):
+def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path, monkeypatch):
+    """Through the console entry point (``cadencelab tour OUT``), the report reads as the notebook, offline:
+    markdown around the figures, each figure's caption under it (once: not again from ``show``'s copy), a
+    learning goal wrapped over two lines kept whole, a glossary every section links to, plotly.js embedded
+    once, the executed notebook and the summary beside it."""
     from cadencelab import cli
 
-    nb_dir = tmp_path / "course"
-    nb_dir.mkdir()
-    _tiny(nb_dir / "01_tiny.py")
-    monkeypatch.setenv(tour.NOTEBOOKS_ENV, str(nb_dir))
-    assert cli.main(["tour", str(tmp_path / "out"), "--quiet"]) == 0
-    assert (tmp_path / "out" / "index.html").exists()
-
-
-def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
-    """The report reads as the notebook, offline: markdown around the figures, each figure's caption under
-    it (once: not again from ``show``'s copy), a learning goal wrapped over two lines kept whole, a glossary every section links to, plotly.js
-    embedded once, the executed notebook and the summary beside it."""
-    src = tmp_path / "01_prose.py"
+    course = tmp_path / "course"
+    course.mkdir()
+    src = course / "01_prose.py"
     src.write_text(
         '# %% [markdown]\n# # A prose lesson\n#\n# **You will learn**\n# - a goal that is long enough to\n'
         '#   wrap onto a second line\n# - another\n\n'
@@ -258,7 +252,9 @@ def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path):
         'show(set_caption(go.Figure(go.Scatter(x=[1, 2], y=[X, 3])), "the caption of this figure"))\n\n'
         '# %% [markdown]\n# After the figure: the reading.\n\n'
         '# %% tags=["check"]\nprint("CHECK OK: prose")\n', encoding="utf-8")
-    report = tour.run_tour(tmp_path / "out", progress=False, notebooks=[src])
+    monkeypatch.setenv(tour.NOTEBOOKS_ENV, str(course))
+    assert cli.main(["tour", str(tmp_path / "out"), "--quiet"]) == 0
+    report = tmp_path / "out" / "index.html"
     page = report.read_text()
     assert "a goal that is long enough to wrap onto a second line" in page
     before, after = page.index("<strong>what to look for</strong>"), page.index("After the figure: the reading.")
