@@ -162,7 +162,7 @@ def test_sessions_study_with_the_batched_arm_cpu(tmp_path):
     from cadencelab.bench import sessions as study
 
     cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(1, 2),
-                               workloads=("speak_heavy",), speak_seconds=2, prompts=1, processes=False,
+                               workloads=("speak_heavy",), speak_seconds=1, prompts=1, processes=False,
                                time_budget_s=900.0, batch_sizes=(1, 2), out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
     assert not res["failures"], res["failures"]
@@ -225,7 +225,7 @@ def test_staggered_study_cpu(tmp_path):
 
     from cadencelab.bench import sessions as study
 
-    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(3,),
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(2,),
                                workloads=("speak_heavy",), speak_seconds=2, prompts=1, processes=False,
                                time_budget_s=900.0, batch_sizes=(1, 2), stagger=True, out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)

@@ -139,8 +139,8 @@ class DeviceServer:
 
     def _fresh(self):
         self._drop_sessions()
-        gc.collect()
-        if self.cuda:
+        if self.cuda:  # cycles freed before the peak is reset (a CPU run measures no peak: no full collection)
+            gc.collect()
             self.torch.cuda.synchronize(self.device)
             self.torch.cuda.reset_peak_memory_stats(self.device)
 

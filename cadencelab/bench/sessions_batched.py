@@ -217,7 +217,8 @@ class BatchedArmServer(DeviceServer):
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         state = max((s.state_bytes() for s in ss), default=0)
         ss.clear()
-        gc.collect()
+        if self.cuda:  # the sessions' device memory back before the reference forks (a CPU run measures no peak)
+            gc.collect()
         # the exactness reference: the same batches on the batched eager path, from fresh forks
         ref = self._live = [self._fork(i) for i in range(n)]
         r = 0

@@ -128,8 +128,8 @@ def live_factorial(n_steps: int | None = None, config: str = "real", arms=FACTOR
             say(f"live {arm} failed: {failed[arm]}")
         finally:
             del rt
-            gc.collect()
-            if dev.type == "cuda":
+            if dev.type == "cuda":  # the arm's graphs and buffers back to the device before the next arm
+                gc.collect()
                 torch.cuda.empty_cache()
     frame = factorial_frame(runs)
     frame.attrs["n_steps"] = T2W_CLOCKS.with_(n_steps=n_steps).n_steps

@@ -380,8 +380,8 @@ class DuplexSecond:
         """Drop the runtime (and its graphs) so another arm can be built in the same process."""
         self.rt = None
         self.decoders = {}
-        gc.collect()
-        if self.device.type == "cuda":
+        if self.device.type == "cuda":  # the graphs' device memory back before another arm is built
+            gc.collect()
             torch.cuda.empty_cache()
 
 
