@@ -113,6 +113,12 @@ def test_recorded_chunk_every_step_shows_the_same_op_or_none(recorded_player):
             assert s.loc["eager", "norm"] == s.loc["replay", "norm"]
     fig = p.figure(picks[0])
     assert [sh.line.dash for sh in fig.layout.shapes] == ["solid", "dash"]  # a delete: eager has it, replay not
+    # panel titles stay on one line inside the figure, however long the kernel's name (cuDNN's run past 150)
+    from cadencelab.viz.options import CHAR_PX, plot_area_px
+
+    mid = p.figure(p.n // 2)
+    titles = [a.text for a in mid.layout.annotations if a.text.startswith(tuple(p.labels))]
+    assert len(titles) == 2 and all("<br>" not in t and len(t) <= plot_area_px(mid)[0] // CHAR_PX for t in titles)
     end = p.state(p.n).set_index("variant")
     assert (end["ops_so_far"] == end["kernels"]).all()
     assert end.loc["eager", "slack_frac"] > 3 * end.loc["replay", "slack_frac"]

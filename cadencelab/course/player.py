@@ -20,7 +20,7 @@ from .. import viz
 from ..profile import gaps
 from ..profile.compare import align_kernels, normalise_kernel_name, op_kind
 from ..profile.events import accumulate_idle, short_kernel_name
-from ..viz.options import TimelineOptions, require_columns
+from ..viz.options import CHAR_PX, TimelineOptions, plot_area_px, require_columns
 from .display import html_table, ipywidgets_module, render
 
 __all__ = ["TimelinePlayer", "timeline_player"]
@@ -32,6 +32,12 @@ _NONE_REASONS = {
     "replace": "none: {other} runs different ops than {this} in this stretch (replaced block {block})",
 }
 
+
+
+def _fit(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters (at least 12) with an ellipsis when longer."""
+    chars = max(12, chars)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 class TimelinePlayer:
     """Walk a chunk op by op, eager and replay side by side, accumulating idle time.
@@ -168,8 +174,9 @@ class TimelinePlayer:
             have = not pd.isna(s[f"i_{name}"])
             at = int(s[f"upto_{name}"])
             cursors[name] = ((int(ev["end_ns"].iloc[at]) - t0) / 1e6 if at >= 0 else 0.0, have)
-            titles[name] = (f"{name}: op {int(s[f'i_{name}'])}, {s[f'kernel_{name}']} ({s[f'op_kind_{name}']}), "
-                            f"{cursors[name][0]:.3f} ms into the window" if have else f"{name}: {s[f'reason_{name}']}")
+            titles[name] = ((f"{name}: op {int(s[f'i_{name}'])}, ", str(s[f"kernel_{name}"]),
+                             f" ({s[f'op_kind_{name}']}), {cursors[name][0]:.3f} ms into the window")
+                            if have else (f"{name}: {s[f'reason_{name}']}", "", ""))
         fig = viz.kernel_timeline(pd.concat(ks, ignore_index=True), pd.concat(gs, ignore_index=True), label="kernel",
                                   options=TimelineOptions(height=620, time_unit="ms",
                                                           title=f"step {k} of {self.n} ({s['op']}): the last "
@@ -178,9 +185,11 @@ class TimelinePlayer:
             x, have = cursors[name]
             fig.add_vline(x=x, line_color="black" if have else "#7f7f7f", line_width=1,
                           line_dash="solid" if have else "dash", row=row, col=1)
+        width = int(plot_area_px(fig)[0] // CHAR_PX)
         for a in fig.layout.annotations:  # panel titles: the op at each cursor, or why there is none
-            if a.text in titles:
-                a.text = titles[a.text]
+            if a.text in titles:  # on one line: a long kernel name is shortened, never run past the figure
+                head, kernel, tail = titles[a.text]
+                a.text = head + _fit(short_kernel_name(kernel), width - len(head) - len(tail)) + tail if kernel else head
         fig.update_xaxes(showticklabels=True)  # each variant from its own window start, on one shared time scale
         return fig
 
