@@ -193,6 +193,10 @@ def test_captured_decode_step_replays_what_it_runs_eagerly():
     g2 = _served(graph, m.backbone, 10, input_ids=ids)  # a second call continues the context, replayed
     e2 = _served(eager, m.backbone, 10, input_ids=ids)
     assert torch.equal(e2[1], g2[1]) and graph.replays == 18
+    # one token into the cache's last position still captures: each warm-up step writes where the step will
+    last = GraphDecoder(m.backbone, 26, 1, capture=True)
+    last.decode(last.first_token(last.prefill(input_ids=ids)[:, -1:]), 1)
+    assert last.capture_error is None and last.replays == 1
     h = DuplexSecond("tiny", "B0", "cuda", 0, models=m, decode="graph")
     h.run(3, warmup=1)
     for d in h.decoders.values():

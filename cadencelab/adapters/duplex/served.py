@@ -43,7 +43,7 @@ class GraphDecoder:
                  capture: bool | None = None):
         if steps < 1 or max_len < 2:
             raise ValueError(f"GraphDecoder: steps ({steps}) must be >= 1 and max_len ({max_len}) >= 2")
-        self.model, self.max_len, self.steps = model, int(max_len), int(steps)
+        self.max_len, self.steps = int(max_len), int(steps)
         self.body, self.head = model.get_decoder(), model.get_output_embeddings()
         if self.head is None:
             raise ValueError(f"GraphDecoder: {type(model).__name__} has no output embeddings (a language-model head)")
@@ -108,24 +108,27 @@ class GraphDecoder:
         self.slot.add_(1)
 
     def _capture(self) -> None:
-        """Warm the step on a side stream, then capture it; the cache's device lengths are restored after
-        the warm-up (the positions it wrote lie past ``length``: masked now, overwritten later)."""
+        """Warm the step on a side stream, then capture it. Each warm-up step writes at position ``length``
+        and output slot 0 (the cache's device lengths and the slot are put back before each and after):
+        what it wrote lies past ``length``, masked now and overwritten by the first real step."""
         lengths = [layer.cumulative_length.clone() for layer in self.cache.layers]
-        saved = [t.clone() for t in (self.ids, self.pos, self.slot)]
+
+        def rewind():
+            for layer, n in zip(self.cache.layers, lengths):
+                layer.cumulative_length.copy_(n)
+            self.slot.zero_()
+
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         try:
             with torch.cuda.stream(side):
                 for _ in range(2):
+                    rewind()
                     self._step()
             torch.cuda.current_stream(self.device).wait_stream(side)
         finally:
             torch.cuda.synchronize(self.device)
-            for layer, n in zip(self.cache.layers, lengths):
-                layer.cumulative_length.copy_(n)
-            for t, v in zip((self.ids, self.pos, self.slot), saved):
-                t.copy_(v)
-            torch.cuda.synchronize(self.device)
+            rewind()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self._step()
@@ -139,7 +142,8 @@ class GraphDecoder:
 
     @torch.inference_mode()
     def decode(self, first: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Feed ``first`` (1, 1) and decode ``n`` tokens greedily: (hidden (1, n, H), tokens (1, n)), copies.
+        """Feed ``first`` (1, 1) and decode ``n`` tokens greedily: (hidden (1, n, H), tokens (1, n)), views of
+        the output buffers, valid until the next call (the caller concatenates them: no second copy here).
 
         The step is captured at the first call after a prefill (the cache's lazily built tensors exist
         then); a capture error keeps the step eager for good, the error in ``capture_error``."""
@@ -148,7 +152,7 @@ class GraphDecoder:
         if not self.fits(n):
             raise ValueError(f"GraphDecoder.decode: {n} positions after {self.length} exceed max_len {self.max_len}")
         if n == 0:
-            return self.hidden[:, :0].clone(), self.tokens[:, :0].clone()
+            return self.hidden[:, :0], self.tokens[:, :0]
         if self.length == 0:
             raise ValueError("GraphDecoder.decode: prefill first (the context is empty)")
         if self.capture and self.graph is None and self.capture_error is None:
@@ -169,7 +173,7 @@ class GraphDecoder:
                 self._step()
                 self.eager_steps += 1
         self.length += n
-        return self.hidden[:, :n].clone(), self.tokens[:, :n].clone()
+        return self.hidden[:, :n], self.tokens[:, :n]
 
     def describe(self) -> dict:
         return dict(max_len=self.max_len, steps=self.steps, captured=self.graph is not None, replays=self.replays,
