@@ -38,7 +38,7 @@ def duplex_condition(condition: str) -> str:
     can fall back to; the notebook says which it shows)."""
     data.check_condition(condition)
     name = "duplex_second" if condition == "exact" else f"duplex_second_{condition}"
-    return condition if data.dataset_path(name).exists() else "exact"
+    return condition if data.is_recorded(name) else "exact"
 
 
 def _what(stage: str, arm: str) -> str:

@@ -324,7 +324,7 @@ def paper_duplex_second(block: str | list[str] | None = None) -> pd.DataFrame:
 
 
 _PAPER_FIGURE_COLUMNS = ["key", "value", "value_hi", "unit", "figure", "setting", "where", "note"]
-_PAPER_UNITS = ("x", "fraction", "ms")
+_PAPER_UNITS = ("x", "fraction")  # what course.paper.format_figure prints
 
 
 def paper_figures(keys: str | list[str] | None = None) -> pd.DataFrame:
@@ -348,10 +348,9 @@ def paper_figures(keys: str | list[str] | None = None) -> pd.DataFrame:
     bad = sorted(set(df["unit"]) - set(_PAPER_UNITS))
     if bad:
         raise ValueError(f"{p}: unknown unit {bad}; units: {list(_PAPER_UNITS)}")
-    for col in ("value", "value_hi"):
+    for col, required in (("value", True), ("value_hi", False)):
         num = pd.to_numeric(df[col], errors="coerce")
-        wrong = df.loc[num.isna() & df[col].notna(), "key"].tolist() + (
-            df.loc[df["value"].isna(), "key"].tolist() if col == "value" else [])
+        wrong = df.loc[num.isna() & (df[col].notna() | required), "key"].tolist()
         if wrong:
             raise ValueError(f"{p}: column {col!r} is not a number for {wrong}")
         df[col] = num
