@@ -127,9 +127,11 @@ viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
 
 # %% [markdown]
 # Read it carefully. The elementwise audit flags the very first retention: the frames are in the wrong
-# order from the start. The order-blind audit waits until eviction first reaches the prompt, one call
-# before a tolerance check rejects an output; bitwise, every output already differs by about 1e-6 (another
-# summation order). The paper's development story, an append-ordered carry that matched for two chunks and
+# order from the start. The order-blind audit waits until eviction first reaches the prompt. Bitwise, every
+# output already differs (another summation order), by an amount set by the processor's arithmetic, so the
+# call at which a tolerance check first rejects one is a property of the machine, not of the bug: on this
+# workbench's CPU it comes one call after the order-blind audit, on the H200 host's CPU one call before.
+# Only the elementwise audit's answer is the same everywhere. The paper's development story, an append-ordered carry that matched for two chunks and
 # diverged on chunk three, is the **order-blind** reading (chunks counted from 1); the elementwise audit
 # this library runs would have stopped it at the first chunk.
 #
@@ -188,7 +190,7 @@ lengths
 # %% tags=["check"]
 assert teaching.bit_exact(stock, carry)["equal"].all() and auditor.ok and auditor.agreements == len(carry.table)
 assert carry.table["cache_ptr"].nunique() == 1 and stock.table["cache_ptr"].nunique() > 1
-assert caught["elementwise"] < caught["frames"] < caught["output"]
+assert caught["elementwise"] < min(caught["frames"], caught["output"]), "the elementwise audit flags first"
 assert blind.ok and not teaching.bit_exact(stock, misdeclared)["equal"].any(), "the audit checks the declared cut"
 bound = T2W_CLOCKS.prompt_frames + T2W_CLOCKS.retained_frames
 assert [ln for ln, _ in lengths] == [min(T2W_CLOCKS.prompt_frames + (i + 1) * n * T2W_CLOCKS.frames_per_token, bound)

@@ -63,8 +63,8 @@ AUDIT_CATCH = Exercise(
         Mistake("audits_swapped", "the elementwise audit compares positions, so the wrong order shows at the first "
                 "retention; the frame-set audit ignores order and waits for the eviction that reaches the prompt.",
                 lambda c: dict(elementwise=c.frames, frames=c.elementwise)),
-        Mistake("bitwise_not_tolerance", "bitwise, every output already differs (by about 1e-6: another summation "
-                "order); a tolerance check passes those and first rejects a later call.",
+        Mistake("bitwise_not_tolerance", "bitwise, every output already differs (by rounding: another summation "
+                "order); a tolerance check passes the first of those and rejects a later call.",
                 lambda c: dict(output=c.bitwise)),
     ),
     kind="integer",
