@@ -21,7 +21,8 @@ from cadencelab.course import data
 from cadencelab.course.capacity import goodput_plateau
 from cadencelab.course.data import recorded_condition
 from cadencelab.course.paper import paper_vs_table, recovered_share
-from cadencelab.course.studies import DEVICE_TASKS, RECORDINGS, recording
+from cadencelab.course.anatomy import served_frame
+from cadencelab.course.studies import DEVICE_TASKS, RECORDINGS, device_task, recording
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,12 +40,14 @@ CONDITIONS_FILE = recorded("device_conditions")
 COMPILE = ROOT / "data/h200/token2wav_compile_control.json"  # a one-off control, recorded by hand
 SOAK = recorded("soak")
 DUPLEX = recorded("duplex_second")
+SERVED = recorded("duplex_served")
 SESSIONS = recorded("sessions")
 SESSIONS_SRB = recorded("sessions_srb_mixed")
 SESSIONS_STAGGERED = recorded("sessions_staggered")
 SESSIONS_SRB_STAGGERED = recorded("sessions_srb_staggered")
 MIMI = recorded("mimi")
 FREEZE = recorded("freeze")
+TOUR = ROOT / "data" / device_task("tour_live").path
 DEVICE_DOC = ROOT / "docs" / "device.md"
 
 
@@ -57,6 +60,11 @@ def _cap(summary: dict, arm: str, workload: str) -> str:
     """Sessions holding the cadence for ``arm`` in ``workload``, ">=" where the sweep ended without a break."""
     bound = summary.get("capacity_bound", {}).get(arm, {}).get(workload)
     return f"{'>=' if bound == 'lower_bound' else ''}{summary[f'max_sessions_at_cadence_{arm}'][workload]}"
+
+
+def _bound(kind: str) -> str:
+    """A capacity bound as a reader says it: the sweep broke above it (exact) or never broke (a lower bound)."""
+    return {"exact": "exact: the next N in the sweep broke", "lower_bound": "a lower bound: no N in the sweep broke"}.get(kind, kind)
 
 
 def _arms(summary: dict) -> list[str]:
@@ -277,6 +285,38 @@ def duplex_section(path: Path) -> str:
     return "\n".join(lines)
 
 
+def served_section(path: Path) -> str:
+    """The duplex second with its language models also served (``--decode eager,graph``), read from
+    ``duplex_second_served.json`` through ``cadencelab.course.anatomy.served_frame``."""
+    prov = _read(path)["provenance"]
+    df = served_frame()
+    lines = [f"The same second with the language models also served (`{_name(path)}`, {prov.get('gpu')}, "
+             f"{prov.get('date', '')[:10]}): a static KV cache and one captured decode step per model, replayed per "
+             "token (`cadencelab.adapters.duplex.served`). Serving the models is a control, not an exact path: "
+             "its tokens are compared with eager decoding, and its PCM with B0 fed the same tokens.", "",
+             "| run | LM decode | backbone ms | speech decoder ms | synthesis ms | second ms (max) | PCM equal to | "
+             "LM tokens vs eager |", "|---|---|---:|---:|---:|---:|---|---|"]
+    for run, r in df.iterrows():
+        lines.append(f"| {run} | {r['lm_decode']} | {r['backbone_ms']:.0f} | {r['speech_decoder_ms']:.0f} | "
+                     f"{r['synthesis_ms']:.0f} | {r['second_ms_median']:.0f} ({r['second_ms_max']:.0f}) | "
+                     f"{r['pcm_equal']} | {r['lm_vs_eager']} |")
+    return "\n".join(lines)
+
+
+def tour_section(path: Path) -> str:
+    """The course run live on the H200, read from ``data/h200/tour/`` (``cadencelab.course.data.tour_live``)."""
+    df = data.tour_live()
+    prov = df.attrs["provenance"]
+    ok = int(df["ok"].sum())
+    head = (f"The course, live (`{_name(path.parent)}/`, {prov.get('gpu')}, torch {prov.get('torch')}, commit "
+            f"`{prov.get('commit')}`, {prov.get('date', '')[:10]}): `cadencelab tour` ran **{ok} of {len(df)}** "
+            f"notebooks with the GPU cells live and the solutions on, {df['seconds'].sum():.0f} s in all. Each "
+            "notebook's check line:")
+    rows = ["| notebook | s | check |", "|---|---:|---|"]
+    rows += [f"| {r['title']} | {r['seconds']:.0f} | {r['check'] or r['error']} |" for _, r in df.iterrows()]
+    return head + "\n\n" + "\n".join(rows)
+
+
 def sessions_section(path: Path) -> str:
     """Multi-session capacity, read from ``sessions.json``."""
     r = _read(path)
@@ -329,7 +369,7 @@ def sessions_section(path: Path) -> str:
         lines += ["", older_label(follow) + f"A follow-up run of SRb alone in the mixed workload (`{_name(follow)}`, N = "
                       f"{', '.join(str(c['sessions']) for c in f['capacity'])}): it holds the cadence up to "
                       f"**{fs['max_sessions_at_cadence_SRb']['mixed']}** sessions "
-                      f"({fs['capacity_bound']['SRb']['mixed']} bound; worst p95 {held[-1]['p95_chunk_ms']:.0f} ms)"
+                      f"({_bound(fs['capacity_bound']['SRb']['mixed'])}; worst p95 {held[-1]['p95_chunk_ms']:.0f} ms)"
                   + (f", and breaks at {broke[0]['sessions']} (worst p95 {broke[0]['p95_chunk_ms']:.0f} ms)"
                      if broke else "")
                   + f"; {fs['chunks_exact']}/{fs['chunks_checked']} chunks equal the batched eager path."]
@@ -387,7 +427,8 @@ def staggered_sentence(path: Path, srb_path: Path) -> str:
     if srb_path.exists():
         f = _read(srb_path)["summary"]
         cond = recorded_condition(_read(srb_path))
-        text += (f"; a follow-up run of SRb alone (`{_name(srb_path)}`, an older recording under `{cond}`) holds "
+        older = "" if cond == EXACT else f", an older recording under `{cond}`"
+        text += (f"; a follow-up run of SRb alone (`{_name(srb_path)}`{older}) holds "
                  f"speak-heavy at "
                  f"{_cap(f, 'SRb', 'speak_heavy')} ({f['chunks_exact']}/{f['chunks_checked']} chunks equal the batched "
                  f"eager path)")
@@ -435,13 +476,16 @@ def crossarch_section(mimi_path: Path, freeze_path: Path) -> str:
     return "\n\n".join(parts)
 
 
-EXTRA_SECTIONS = [(SOAK, soak_section), (DUPLEX, duplex_section), (SESSIONS, sessions_section),
-                  (MIMI, lambda p: crossarch_section(p, FREEZE))]
+EXTRA_SECTIONS = [(SOAK, soak_section), (DUPLEX, duplex_section), (SERVED, served_section),
+                  (SESSIONS, sessions_section), (MIMI, lambda p: crossarch_section(p, FREEZE)), (TOUR, tour_section)]
 
 
 def older_label(path: Path) -> str:
     """A lead-in for a study file recorded under another device condition than the exact one."""
-    cond = recorded_condition(_read(path))
+    obj = _read(path)
+    if not isinstance(obj, dict):  # the tour's summary: a run of the notebooks, under no device condition of its own
+        return ""
+    cond = recorded_condition(obj)
     return "" if cond == EXACT else (f"*Older recording, not yet re-recorded under the exact condition (device "
                                      f"condition `{cond}`):* ")
 
@@ -506,7 +550,8 @@ def device_commands() -> str:
     tasks = [t for t in DEVICE_TASKS if not t.last], [t for t in DEVICE_TASKS if t.last]
 
     def task(t) -> str:
-        return f"| {t.label} | `{t.command}` | {_minutes(t.minutes)}{f' ({t.note})' if t.note else ''} |"
+        after = "; ".join(x for x in (t.note, f"then {t.then}" if t.then else "") if x)
+        return f"| {t.label} | `{t.command}` | {_minutes(t.minutes)}{f' ({after})' if after else ''} |"
 
     lines += [task(t) for t in tasks[0]]
     lines += [f"| {r.label} | `{r.command(f'$OUT/{r.out}')}` | {_minutes(r.minutes)} |" for r, _ in _runs()]

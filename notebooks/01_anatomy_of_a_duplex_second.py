@@ -162,7 +162,12 @@ scope
 
 # %%
 if data.is_recorded("duplex_served"):
-    display(anatomy.served_frame())
+    sv = anatomy.served_frame()
+    display(sv)
+    ms = {k: sv.loc[k, "second_ms_median"] for k in ("SRc", "SRc+graphLM")}
+    print(f"SRc's second, language models eager -> served: {ms['SRc']:.0f} -> {ms['SRc+graphLM']:.0f} ms "
+          f"(backbone {sv.loc['SRc', 'backbone_ms']:.0f} -> {sv.loc['SRc+graphLM', 'backbone_ms']:.0f} ms); "
+          f"served tokens: {sv.loc['SRc+graphLM', 'lm_vs_eager']}")
 else:
     print("The served second is not recorded on the H200 yet, so no number here stands in for it. "
           f"Record it with:\n{data.how_to_record('duplex_served')}")

@@ -130,10 +130,11 @@ viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
 # order from the start. The order-blind audit waits until eviction first reaches the prompt. Bitwise, every
 # output already differs (another summation order), by an amount set by the processor's arithmetic, so the
 # call at which a tolerance check first rejects one is a property of the machine, not of the bug: on this
-# workbench's CPU it comes one call after the order-blind audit, on the H200 host's CPU one call before.
-# Only the elementwise audit's answer is the same everywhere. The paper's development story, an append-ordered carry that matched for two chunks and
-# diverged on chunk three, is the **order-blind** reading (chunks counted from 1); the elementwise audit
-# this library runs would have stopped it at the first chunk.
+# project's CI machines it comes one call after the order-blind audit, on the H200 host's CPU one call
+# before. Only the elementwise audit's answer is the same everywhere. The paper's development story, an
+# append-ordered carry that matched for two chunks and diverged on chunk three, is the **order-blind**
+# reading (chunks counted from 1); the elementwise audit this library runs would have stopped it at the
+# first chunk.
 #
 # ## What the audit cannot see: the declared cut
 #

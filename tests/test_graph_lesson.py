@@ -99,3 +99,17 @@ def test_live_lesson_on_cuda(tmp_path):
     assert dev["outcome"] == "exact"
     assert t[t["rng"] == "host"].iloc[0]["outcome"] in ("wrong", "refused")
     assert gl.main(["--out", str(tmp_path)]) == 0 and gl.recorded(tmp_path / "graph_lesson.json") is not None
+
+
+def test_the_recorded_h200_lesson_shows_each_break():
+    """The H200 recording (data/h200/graph_lesson.json): a plain replay is exact, a new shape and host-drawn
+    noise give wrong bits, a moved input is read stale, device-drawn noise replays exactly."""
+    rec = gl.recorded()
+    assert rec is not None, gl.MISSING
+    assert rec["provenance"]["gpu"].startswith("NVIDIA") and rec["provenance"]["commit"]
+    breaks = gl.breaks_table(rec)
+    table = breaks.set_index("scenario")
+    assert table.loc["basic_replay", "outcome"] == "exact" and table.loc["new_shape", "outcome"] == "wrong"
+    assert table.loc["moved_input", "outcome"] == "stale read"
+    by_rng = breaks.dropna(subset=["rng"]).set_index("rng")["outcome"]
+    assert by_rng.get("device") == "exact" and by_rng.get("host") == "wrong"

@@ -17,6 +17,7 @@ repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H
     duplex_summary(condition)     its per-arm headline: stage medians, launches and idle share per stage
     duplex_served_summary()       the same second with the language models also served (static cache +
                                   graph decode, a non-exact control) beside eager
+    tour_live()                   the course run live on the H200: one row per notebook (seconds, check line)
     is_recorded(name) / how_to_record(name)
                                   whether a dataset's file is here; the command that records it
     recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
@@ -50,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from ..replay.determinism import EXACT
-from .studies import RECORDINGS
+from .studies import DEVICE_TASKS, RECORDINGS
 
 __all__ = [
     "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "check_condition", "recorded_condition", "data_dir", "dataset_path", "data_path", "load_json",
@@ -60,7 +61,7 @@ __all__ = [
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
     "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
     "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions", "paper_figures",
-    "duplex_served_summary", "is_recorded", "how_to_record",
+    "duplex_served_summary", "tour_live", "is_recorded", "how_to_record",
 ]
 
 DATA_ENV = "CADENCELAB_DATA"
@@ -73,6 +74,7 @@ DEVICE_CONDITIONS = {"exact": EXACT, "pinned": "no_tf32_cudnn_det_ws", "unpinned
 #: recorded files by dataset name -> (path under data/, how to record it, flag), from the studies table
 #: (cadencelab.course.studies.RECORDINGS: the commands the recorded files were made with), and the paper's figures
 DATASETS = {r.dataset: (r.path, r.how(), "") for r in RECORDINGS}
+DATASETS.update({t.dataset: (t.path, t.how(), "") for t in DEVICE_TASKS if t.dataset})
 DATASETS["paper_duplex_second"] = ("paper/duplex_second.csv", None, "")
 DATASETS["paper_figures"] = ("paper/figures.csv", None, "")
 _PAPER_SOURCE = ("DuplexCadence (arXiv:2609.35115v1), figures as published (sections and tables named per row); "
@@ -409,6 +411,20 @@ def duplex_served_summary() -> pd.DataFrame:
     return pd.DataFrame.from_dict(_need(obj, "summary", rel), orient="index").rename_axis("arm")
 
 
+def tour_live() -> pd.DataFrame:
+    """The course run end to end on a GPU (``cadencelab tour``, ``h200/tour/``): one row per notebook with
+    ``title``, ``seconds``, ``ok``, ``figures``, ``check`` (its check cell's line) and ``error``; the tour's
+    parameters and provenance (tour.json) in ``attrs``."""
+    rel, how = DATASETS["tour_live"][0], _how("tour_live")
+    rows = load_json(rel, how)
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "notebook" in r for r in rows):
+        raise ValueError(f"{data_dir() / rel}: not a tour summary (a list of per-notebook records with 'notebook')")
+    record = load_json(Path(rel).parent / "tour.json", how)
+    df = pd.DataFrame(rows).set_index("notebook")
+    df.attrs.update(provenance=record.get("provenance", {}), parameters=record.get("parameters", {}))
+    return df
+
+
 def is_recorded(name: str) -> bool:
     """Whether dataset ``name`` (a key of :data:`DATASETS`) has its file in the data folder."""
     return dataset_path(name).exists()
@@ -505,8 +521,9 @@ def soak_chunks() -> pd.DataFrame:
     warmup, exact_i16 / exact_f32, both SHA-256, latency_ms / latency_ms_ref, allocator bytes
     (allocated, peak, reserved), replays, fallbacks, declared_eager."""
     obj, rel, how = _result("soak")
-    name = _need(obj, "chunks_csv", rel)
-    p = data_path(Path(rel).parent / name, how)
+    name = _need(obj, "chunks_csv", rel)  # the name the study wrote; recording gzips it beside the JSON
+    gz = data_dir() / Path(rel).parent / f"{name}.gz"
+    p = gz if not name.endswith(".gz") and gz.exists() else data_path(Path(rel).parent / name, how)
     df = pd.read_csv(p)
     missing = [c for c in ("chunk", "turn", "kind", "warmup", "exact_i16", "latency_ms", "peak_bytes")
                if c not in df.columns]

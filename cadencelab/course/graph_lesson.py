@@ -22,15 +22,16 @@ all four with provenance to ``graph_lesson.json`` (``python -m cadencelab.course
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
-import platform
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 import torch
+
+from .provenance import machine as provenance
+from .studies import device_task
 
 __all__ = ["STEP_COLUMNS", "RNG_COLUMNS", "FILE", "MISSING", "RECORD_COMMAND", "capture", "basic_replay",
            "new_shape", "moved_input", "rng_classes", "run_all", "outcome", "breaks_table", "provenance", "record",
@@ -40,7 +41,7 @@ STEP_COLUMNS = ["step", "what", "happened", "read_back", "eager", "equal_to_eage
 RNG_COLUMNS = ["rng_class", "rng", "call", "path", "read_back", "eager", "equal_to_eager"]
 SCENARIOS = ("basic_replay", "new_shape", "moved_input", "rng_classes")
 #: the recorded file, relative to the data folder
-FILE = "h200/graph_lesson.json"
+FILE = device_task("graph_lesson").path
 RECORD_COMMAND = "python -m cadencelab.course.graph_lesson --out data/h200"
 MISSING = (f"recorded H200 output not present (data/{FILE}): run `{RECORD_COMMAND}` on a GPU "
            "(set $CADENCELAB_COMMIT to the commit it runs) and commit the file")
@@ -247,14 +248,6 @@ def breaks_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 # recording
 # ---------------------------------------------------------------------------------------
-
-
-def provenance(device: str = "cuda") -> dict:
-    """Where a run happened: gpu, torch, cuda, date, host, commit ($CADENCELAB_COMMIT)."""
-    gpu = torch.cuda.get_device_name(torch.device(device)) if torch.cuda.is_available() else None
-    return dict(gpu=gpu, torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
-                host=platform.node(), date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                commit=os.environ.get("CADENCELAB_COMMIT", ""))
 
 
 def record(out_dir: str | os.PathLike, device: str = "cuda") -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["Study", "Recording", "DeviceTask", "STUDIES", "RECORDINGS", "DEVICE_TASKS", "study", "recording",
-           "BENCH"]
+           "device_task", "BENCH"]
 
 #: how every study is started
 BENCH = "python -m cadencelab.bench"
@@ -64,6 +64,13 @@ class DeviceTask:
     minutes: float
     note: str = ""
     last: bool = False  # listed after the studies
+    dataset: str = ""  # the recorded file it leaves under data/, if any (course.data.DATASETS)
+    path: str = ""  # that file, relative to data/
+    then: str = ""  # what to copy there afterwards
+
+    def how(self) -> str:
+        """The command and what to do afterwards, as a missing file's error names them."""
+        return f"{self.command}  (on a CUDA machine), then {self.then}"
 
 
 STUDIES = (
@@ -82,7 +89,7 @@ _FACTORIAL_THEN = "copy DIR/token2wav_factorial.json to {path}"
 _DUPLEX = "--device cuda --preset h200 --arms B0,SRc --seconds 8 --trace-cpu-depth 3"
 _DUPLEX_THEN = "copy DIR/duplex_second.json to {path}"
 _SESSIONS_THEN = "copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv beside it"
-#: the device condition the soak and sessions files were recorded under (before the exact one was chosen)
+#: the device condition of the older pinned recordings (before the exact one was chosen)
 _OLDER = "--condition no_tf32_cudnn_det_ws"
 
 RECORDINGS = (
@@ -94,38 +101,37 @@ RECORDINGS = (
               "factorial (exact condition)", 8, "token2wav"),
     # older recordings (earlier commits, named in their provenance), kept because the course compares them
     Recording("factorial_pinned", "token2wav", "h200/token2wav_factorial_pinned_ws.json",
-              f"--device cuda --arms {_FACTORIAL_ARMS} --condition no_tf32_cudnn_det_ws", _FACTORIAL_THEN),
+              f"--device cuda --arms {_FACTORIAL_ARMS} {_OLDER}", _FACTORIAL_THEN),
     Recording("factorial_unpinned", "token2wav", "h200/token2wav_factorial_unpinned.json",
               "--device cuda --arms B0,S,R,Rc,SR,SRc,vendor_graph,vendor_graph_50 --condition no_tf32",
               _FACTORIAL_THEN),
     Recording("duplex_second", "duplex", "h200/duplex_second.json", _DUPLEX, _DUPLEX_THEN, "duplex second", 1.5,
               "duplex"),
-    # built and tested on a CPU (tiny preset) and not yet recorded on the H200: its minutes are an estimate
     Recording("duplex_served", "duplex", "h200/duplex_second_served.json", f"{_DUPLEX} --decode eager,graph",
-              _DUPLEX_THEN, "duplex second, language models also served (static cache + graph decode); "
-              "not recorded yet, minutes estimated", 3, "served"),
+              _DUPLEX_THEN, "duplex second, language models also served (static cache + graph decode)", 1.7,
+              "served"),
     Recording("duplex_second_pinned", "duplex", "h200/duplex_second_pinned_ws.json",
-              f"{_DUPLEX} --condition no_tf32_cudnn_det_ws", _DUPLEX_THEN),
+              f"{_DUPLEX} {_OLDER}", _DUPLEX_THEN),
     Recording("duplex_second_unpinned", "duplex", "h200/duplex_second_unpinned.json", f"{_DUPLEX} --condition no_tf32",
               _DUPLEX_THEN),
-    # not yet re-recorded under the exact condition: the older set-up (cuBLAS workspace pin) reproduces them
+    # one GPU: the B0 reference runs after the arm, as 4 processes sharing it
     Recording("soak", "soak", "h200/soak.json",
-              "--chunks 1800 --turn-every 30 --device cuda:0 --b0-devices cuda:1 --b0-workers 4 --concurrent "
-              f"--timeout 330 {_OLDER}", "copy DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it",
-              "soak (2 GPUs; older recording)", 3.5, "soak", "on a machine with two CUDA devices"),
+              "--chunks 1800 --turn-every 30 --device cuda:0 --b0-devices cuda:0 --b0-workers 4 --no-concurrent "
+              "--timeout 400", "copy DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it",
+              "soak (one GPU)", 5.7, "soak"),
     Recording("sessions", "sessions", "h200/sessions.json",
               "--device cuda --arms SRl,SRc,SRb,B0 --sessions 1,2,3,4,6,8,10,12,14,16,20,24,28,32,40,48,64,80,96,128 "
               "--time-budget 555", _SESSIONS_THEN + " and the lanes trace (trace_SRl_lanes.json.gz)",
               "sessions (B0, SRc, lanes SRl, experimental SRb)", 8, "sessions"),
     Recording("sessions_srb_mixed", "sessions", "h200/sessions_srb_mixed.json",
-              f"--device cuda --arms SRb --workloads mixed --sessions 64,96,112,128 --time-budget 420 {_OLDER}",
-              _SESSIONS_THEN, "sessions, SRb follow-up (mixed past N = 64; older recording)", 2, "srb"),
+              "--device cuda --arms SRb --workloads mixed --sessions 64,96,112,128 --time-budget 130",
+              _SESSIONS_THEN, "sessions, SRb follow-up (mixed past N = 64)", 1.3, "srb"),
     Recording("sessions_staggered", "sessions", "h200/sessions_staggered.json",
               "--device cuda --arms SRc,SRl,SRb,B0 --stagger --sessions 1,2,4,8,12,16,20,24,28,32,40,48,64,96 "
               "--time-budget 550", _SESSIONS_THEN, "sessions, staggered arrivals", 8, "stagger"),
     Recording("sessions_srb_staggered", "sessions", "h200/sessions_srb_staggered.json",
-              f"--device cuda --arms SRb --stagger --workloads speak_heavy --sessions 16,32,48 --time-budget 140 "
-              f"{_OLDER}", _SESSIONS_THEN, "sessions, SRb staggered follow-up (older recording)", 1.5, "srbst"),
+              "--device cuda --arms SRb --stagger --workloads speak_heavy --sessions 16,32,48 --time-budget 85",
+              _SESSIONS_THEN, "sessions, SRb staggered follow-up", 1.3, "srbst"),
     Recording("mimi", "crossarch", "h200/moshi_mimi.json", "--device cuda",
               "copy DIR/moshi_mimi.json to {path} and gzip its frames CSV beside it",
               "cross-architecture (needs moshi==0.2.13)", 1, "crossarch", "on a CUDA machine, moshi installed"),
@@ -134,10 +140,13 @@ RECORDINGS = (
 )
 
 DEVICE_TASKS = (
-    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 2.5, "45 tests, 2026-12-01"),
+    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 3.3, "55 passed, 2026-12-01"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
-               0.5, "an estimate: not recorded yet; then copy $OUT/lesson/graph_lesson.json to data/h200/"),
-    DeviceTask("the course, live", "python -m cadencelab.cli tour $OUT/tour", 5, last=True),
+               0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
+               then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
+    DeviceTask("the course, live", "python -m cadencelab.cli tour $OUT/tour", 3.4,
+               "7 of 7 notebooks ok, 2026-12-01", last=True, dataset="tour_live", path="h200/tour/summary.json",
+               then="copy summary.json and tour.json from $OUT/tour to data/h200/tour/"),
 )
 
 
@@ -147,6 +156,15 @@ def study(name: str) -> Study:
         if s.name == name:
             return s
     raise KeyError(f"no study {name!r}; studies: {', '.join(s.name for s in STUDIES)}")
+
+
+def device_task(dataset: str) -> DeviceTask:
+    """The device task that records ``dataset`` (KeyError lists the known ones)."""
+    for t in DEVICE_TASKS:
+        if t.dataset and t.dataset == dataset:
+            return t
+    raise KeyError(f"no device task records {dataset!r}; they record: "
+                   f"{', '.join(t.dataset for t in DEVICE_TASKS if t.dataset)}")
 
 
 def recording(dataset: str) -> Recording:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .provenance import machine
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -401,8 +402,9 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
         if progress:
             bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
     report = render_report(runs, out)
-    (out / TOUR_RECORD).write_text(json.dumps(dict(digest=digest, notebooks=[p.name for p in paths],
-                                                   parameters=parameters or {}, timeout=timeout), indent=1, default=repr))
+    record = dict(digest=digest, notebooks=[p.name for p in paths], parameters=parameters or {}, timeout=timeout,
+                  provenance=machine())
+    (out / TOUR_RECORD).write_text(json.dumps(record, indent=1, default=repr))
     failed = [r.name for r in runs if not r.ok]
     if failed:
         raise TourFailed(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; see {report}", report)
