@@ -40,3 +40,19 @@ def test_composed_sources_say_composed():
     comp = c.loc[c["origin"] == "composed", "source"].unique()
     assert len(comp) == 2 and all(s.startswith("COMPOSED: paper-GPU") for s in comp)
     assert set(c.loc[c["origin"] == "paper", "source"]) == {"paper (stock)"}
+
+
+def test_served_spread_labels_every_served_run_a_control():
+    """The served-LM recording's spread: eager and served runs side by side, the served LM stages named a
+    control, their launches from the served summary, and the figure's caption and ticks say so."""
+    s = anatomy.stage_spread(served=True).set_index(["arm", "stage"])
+    summary = data.duplex_served_summary()
+    assert set(s.index.get_level_values("arm")) == set(summary.index)
+    for run in summary.index:
+        served = run.endswith(anatomy.SERVED_SUFFIX)
+        assert ("control, not exact" in s.loc[(run, "backbone"), "what"]) == served
+        assert s.loc[(run, "backbone"), "launches"] == summary.loc[run, "backbone_launches"]
+        assert s.loc[(run, "synthesis"), "seconds"] == summary.loc[run, "seconds_timed"]
+    fig = anatomy.stage_spread_figure(served=True)
+    assert {t.name for t in fig.data} == set(summary.index) and "control, not exact" in fig.layout.title.text
+    assert "served idle" in " ".join(fig.layout.xaxis.categoryarray) and "+graphLM runs" in viz.caption(fig)

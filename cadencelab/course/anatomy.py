@@ -24,12 +24,14 @@ from ..viz.options import set_caption
 from . import data
 from .frames import CADENCE_MS
 
-__all__ = ["LM_STAGES", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure", "label_composed",
+__all__ = ["LM_STAGES", "SERVED_SUFFIX", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure", "label_composed",
            "served_frame"]
 
 #: the stages run by stand-in language models in the recorded second
 LM_STAGES = ("backbone", "speech_decoder")
-_ARM_COLORS = {"B0": "#d62728", "SRc": "#2ca02c"}
+_ARM_COLORS = {"B0": "#d62728", "SRc": "#2ca02c", "B0+graphLM": "#ff9896", "SRc+graphLM": "#98df8a"}
+#: how a served run is labelled (cadencelab.bench.duplex: ARM+graphLM)
+SERVED_SUFFIX = "+graphLM"
 WHOLE = "whole second"
 
 
@@ -42,16 +44,20 @@ def duplex_condition(condition: str) -> str:
 
 
 def _what(stage: str, arm: str) -> str:
+    t2w = arm.removesuffix(SERVED_SUFFIX)
     if stage in LM_STAGES:
+        if arm.endswith(SERVED_SUFFIX):
+            return "stand-in LM served: static KV cache, captured decode step (a control, not exact)"
         return "stand-in LM: random weights, eager decoding (same code in both arms)"
     if stage == "synthesis":
-        return f"Token2wav, real size: {'stock runtime' if arm == 'B0' else 'both rules'} ({arm})"
+        return f"Token2wav, real size: {'stock runtime' if t2w == 'B0' else 'both rules'} ({t2w})"
     return "every stage of one second, end to end"
 
 
-def seconds_frame(condition: str = "exact") -> pd.DataFrame:
-    """One row per timed second, arm and top-level stage (plus the whole second): arm, second, stage, dur_ms."""
-    rows = data.duplex_seconds(duplex_condition(condition))
+def seconds_frame(condition: str = "exact", served: bool = False) -> pd.DataFrame:
+    """One row per timed second, arm and top-level stage (plus the whole second): arm, second, stage, dur_ms.
+    ``served``: the recording with the language models also served, one "arm" per run label."""
+    rows = data.duplex_seconds(duplex_condition(condition), served=served)
     timed = rows[~rows["warmup"].astype(bool) & (rows["parent"].fillna("") == "")]
     whole = timed.groupby(["arm", "second"], sort=False).apply(
         lambda d: float((d["start_ms"] + d["dur_ms"]).max() - d["start_ms"].min()), include_groups=False)
@@ -59,12 +65,12 @@ def seconds_frame(condition: str = "exact") -> pd.DataFrame:
     return pd.concat([timed[["arm", "second", "stage", "dur_ms"]], whole], ignore_index=True)
 
 
-def stage_spread(condition: str = "exact") -> pd.DataFrame:
+def stage_spread(condition: str = "exact", served: bool = False) -> pd.DataFrame:
     """Per arm and stage: seconds, min / median / max ms, kernel launches and idle share of the profiled
-    second (NaN for the whole second), and what ran."""
-    cond = duplex_condition(condition)
-    s = data.duplex_summary(cond)
-    g = seconds_frame(cond).groupby(["arm", "stage"], sort=False)["dur_ms"]
+    second (NaN for the whole second), and what ran. ``served``: the served-LM recording's runs."""
+    cond = "exact" if served else duplex_condition(condition)
+    s = data.duplex_served_summary() if served else data.duplex_summary(cond)
+    g = seconds_frame(cond, served).groupby(["arm", "stage"], sort=False)["dur_ms"]
     out = g.agg(seconds="count", min_ms="min", median_ms="median", max_ms="max").reset_index()
     out["launches"] = [s.loc[a].get(f"{st}_launches", float("nan")) for a, st in zip(out["arm"], out["stage"])]
     out["idle_frac"] = [s.loc[a].get(f"{st}_slack_frac", float("nan")) for a, st in zip(out["arm"], out["stage"])]
@@ -73,16 +79,22 @@ def stage_spread(condition: str = "exact") -> pd.DataFrame:
     return out
 
 
-def stage_spread_figure(condition: str = "exact") -> go.Figure:
-    """Every timed second's stage durations as points (arms side by side), the cadence on the whole second."""
-    sec = seconds_frame(condition)
-    spread = stage_spread(condition).set_index(["arm", "stage"])
+def stage_spread_figure(condition: str = "exact", served: bool = False) -> go.Figure:
+    """Every timed second's stage durations as points (arms side by side), the cadence on the whole second.
+    ``served``: the served-LM recording, eager and served runs side by side (served ones labelled a control)."""
+    sec = seconds_frame(condition, served)
+    spread = stage_spread(condition, served).set_index(["arm", "stage"])
     order = [*dict.fromkeys(sec.loc[sec["stage"] != WHOLE, "stage"]), WHOLE]
     ticks = []
     for st in order:
         if st in LM_STAGES:
-            idle = spread.xs(st, level="stage")["idle_frac"].min()
-            ticks.append(f"{st}<br>(stand-in LM, eager,<br>idle ≥ {idle:.0%})")
+            idle = spread.xs(st, level="stage")["idle_frac"]
+            eager = idle[[not a.endswith(SERVED_SUFFIX) for a in idle.index]].min()
+            if served:
+                ticks.append(f"{st}<br>(stand-in LM, eager idle ≥ {eager:.0%};<br>served idle ≥ "
+                             f"{idle[[a.endswith(SERVED_SUFFIX) for a in idle.index]].min():.0%})")
+            else:
+                ticks.append(f"{st}<br>(stand-in LM, eager,<br>idle ≥ {eager:.0%})")
         elif st == "synthesis":
             ticks.append(f"{st}<br>(Token2wav,<br>where the rules act)")
         else:
@@ -94,16 +106,22 @@ def stage_spread_figure(condition: str = "exact") -> go.Figure:
     fig.add_hline(y=CADENCE_MS, line_dash="dash", line_color="black",
                   annotation_text=f"cadence {CADENCE_MS:g} ms", annotation_position="top left")
     n = int(sec.groupby("arm")["second"].nunique().min())
+    what = "with the LMs also served (+graphLM: a control, not exact)" if served else "stage by stage"
     fig.update_layout(boxmode="group", template="plotly_white", legend_title_text="arm", height=480,
-                      title=f"Recorded H200 duplex seconds, stage by stage ({n} timed seconds per arm)",
+                      title=f"Recorded H200 duplex seconds, {what} ({n} timed seconds per arm)",
                       xaxis=dict(title="stage", categoryorder="array", categoryarray=ticks),
                       yaxis=dict(title="duration per second (ms)", rangemode="tozero"), margin=dict(b=110))
     cond = spread.attrs.get("condition", duplex_condition(condition))
-    return set_caption(fig, f"Each point is one timed second of the recorded duplex run (condition {cond!r}); "
-                       "boxes span the quartiles. The backbone and speech decoder are stand-in language models "
-                       "with random weights decoded eagerly: launch-bound, their spread is host jitter in identical "
-                       "code, not an effect of the rules. Synthesis is the real-size Token2wav, the only stage the "
-                       "rules change. The dashed line is the 1 s cadence, which only the whole second must meet.")
+    caption = (f"Each point is one timed second of the recorded duplex run (condition {cond!r}); "
+               "boxes span the quartiles. The backbone and speech decoder are stand-in language models "
+               "with random weights decoded eagerly: launch-bound, their spread is host jitter in identical "
+               "code, not an effect of the rules. Synthesis is the real-size Token2wav, the only stage the "
+               "rules change. The dashed line is the 1 s cadence, which only the whole second must meet.")
+    if served:
+        caption += (" The +graphLM runs serve both language models with a static KV cache and one captured "
+                    "decode step replayed per token: a control, not exact (its tokens part from eager decoding; "
+                    "their Token2wav PCM is compared with B0 fed the same tokens).")
+    return set_caption(fig, caption)
 
 
 def label_composed(frame: pd.DataFrame) -> pd.DataFrame:

@@ -438,9 +438,15 @@ def how_to_record(name: str) -> str:
     return _how(name) or f"{name} holds the paper's published figures: nothing to record"
 
 
-def duplex_seconds(condition: str = "exact") -> pd.DataFrame:
-    """Every recorded stage row of every second (warm-up seconds flagged ``warmup``)."""
-    obj, rel = _duplex(condition)
+def duplex_seconds(condition: str = "exact", served: bool = False) -> pd.DataFrame:
+    """Every recorded stage row of every second (warm-up seconds flagged ``warmup``); ``served``: those of
+    the recording with the language models also served (``h200/duplex_second_served.json``, the exact
+    condition), whose ``arm`` column is the run label ("B0", "SRc+graphLM", ...)."""
+    if served:
+        rel = DATASETS["duplex_served"][0]
+        obj = load_json(rel, _how("duplex_served"))
+    else:
+        obj, rel = _duplex(condition)
     return pd.DataFrame(_need(obj, "rows", rel))
 
 
