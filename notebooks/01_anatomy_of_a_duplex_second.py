@@ -168,10 +168,16 @@ if data.is_recorded("duplex_served"):
     print(f"SRc's second, language models eager -> served: {ms['SRc']:.0f} -> {ms['SRc+graphLM']:.0f} ms "
           f"(backbone {sv.loc['SRc', 'backbone_ms']:.0f} -> {sv.loc['SRc+graphLM', 'backbone_ms']:.0f} ms); "
           f"served tokens: {sv.loc['SRc+graphLM', 'lm_vs_eager']}")
-    show(anatomy.stage_spread_figure(CONDITION, served=True))  # each stage's spread, eager and served side by side
 else:
     print("The served second is not recorded on the H200 yet, so no number here stands in for it. "
           f"Record it with:\n{data.how_to_record('duplex_served')}")
+
+# %%
+if data.is_recorded("duplex_served"):  # each stage's spread, eager and served runs side by side
+    show(anatomy.stage_spread_figure(CONDITION, served=True))
+    b0s = sv.loc["B0+graphLM"]  # what the next paragraph reads: served LMs leave synthesis B0's largest stage
+    assert b0s["synthesis_ms"] > max(b0s[f"{st}_ms"] for st in anatomy.LM_STAGES)
+    assert ms["SRc+graphLM"] < frames.CADENCE_MS, "served LMs + SRc: the whole second inside the cadence"
 
 # %% [markdown]
 # Read the served runs. Once the language models are served the way production serves them, B0's synthesis
@@ -247,10 +253,6 @@ same, seconds = data.duplex_summary(duplex).loc["SRc", "pcm_equal_seconds"].spli
 assert same == seconds and k_backbone > scope.set_index("operator").loc["backbone_decode", "class_budget"]
 comp = over.set_index("source")["over_ms"]
 assert comp.filter(like="H200 SRc").iloc[0] < 0 < comp.filter(like="H200 B0").iloc[0]
-if data.is_recorded("duplex_served"):  # served LMs: B0's synthesis is the largest stage, SRc's second is under it
-    b0s = sv.loc["B0+graphLM"]
-    assert b0s["synthesis_ms"] > max(b0s[f"{st}_ms"] for st in anatomy.LM_STAGES)
-    assert ms["SRc+graphLM"] < frames.CADENCE_MS
 assert feedback.ok or not SOLUTIONS, feedback.message
 print(f"CHECK OK: notebook 1: synthesis B0 {b0['median_ms']:.0f} ms -> SRc {src['median_ms']:.0f} ms per second "
       f"(every SRc second faster, same audio); backbone K = {k_backbone:,}; exercise "
