@@ -309,7 +309,7 @@ def tour_section(path: Path) -> str:
     prov = df.attrs["provenance"]
     ok = int(df["ok"].sum())
     head = (f"The course, live (`{_name(path.parent)}/`, {prov.get('gpu')}, torch {prov.get('torch')}, commit "
-            f"`{prov.get('commit')}`, {prov.get('date', '')[:10]}): `cadencelab tour` ran **{ok} of {len(df)}** "
+            f"`{prov.get('git_commit')}`, {prov.get('date', '')[:10]}): `cadencelab tour` ran **{ok} of {len(df)}** "
             f"notebooks with the GPU cells live and the solutions on, {df['seconds'].sum():.0f} s in all. Each "
             "notebook's check line:")
     rows = ["| notebook | s | check |", "|---|---:|---|"]

@@ -57,7 +57,7 @@ def test_record_writes_provenance_and_reads_back(tmp_path, monkeypatch):
     monkeypatch.setenv("CADENCELAB_COMMIT", "abc123")
     path = gl.record(tmp_path / "out", device="cpu")
     obj = json.loads(path.read_text())
-    assert path.name == "graph_lesson.json" and obj["provenance"]["commit"] == "abc123"
+    assert path.name == "graph_lesson.json" and obj["provenance"]["git_commit"] == "abc123"
     assert {"gpu", "torch", "date"} <= set(obj["provenance"]) and obj["command"] == gl.RECORD_COMMAND
     back = gl.recorded(path)
     for name in gl.SCENARIOS:
@@ -106,7 +106,7 @@ def test_the_recorded_h200_lesson_shows_each_break():
     noise give wrong bits, a moved input is read stale, device-drawn noise replays exactly."""
     rec = gl.recorded()
     assert rec is not None, gl.MISSING
-    assert rec["provenance"]["gpu"].startswith("NVIDIA") and rec["provenance"]["commit"]
+    assert rec["provenance"]["gpu"].startswith("NVIDIA") and rec["provenance"]["git_commit"]
     breaks = gl.breaks_table(rec)
     table = breaks.set_index("scenario")
     assert table.loc["basic_replay", "outcome"] == "exact" and table.loc["new_shape", "outcome"] == "wrong"

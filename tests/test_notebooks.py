@@ -166,7 +166,7 @@ def test_tour_run_is_reused_only_while_its_sources_match(tmp_path):
     record = json.loads((out / tour.TOUR_RECORD).read_text())
     assert record["digest"] == tour.run_digest([src], tour.COURSE_PARAMETERS) and record["notebooks"] == ["01_tiny.py"]
     assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the course with the solutions on
-    assert {"gpu", "torch", "date", "commit"} <= set(record["provenance"])  # where it ran, for a recorded tour
+    assert {"gpu", "torch", "date", "git_commit"} <= set(record["provenance"])  # where it ran, for a recorded tour
     run = tour.load_run(out, src)
     assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: tiny" in run.check
     assert run.title == "A tiny lesson" and run.goals == ["one thing", "another"]

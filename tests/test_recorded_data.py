@@ -288,7 +288,7 @@ def test_recorded_live_tour():
     assert df["ok"].all() and df["error"].isna().all()
     assert all(c.startswith("CHECK OK: notebook") for c in df["check"])
     prov = df.attrs["provenance"]
-    assert prov["gpu"].startswith("NVIDIA") and prov["commit"] and prov["date"]
+    assert prov["gpu"].startswith("NVIDIA") and prov["git_commit"] and prov["date"]
     assert df.attrs["parameters"] == {"SOLUTIONS": True}
 
 

@@ -37,7 +37,8 @@ from ..adapters.token2wav.runtime import FACTORIAL
 from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_arm
 from . import options
-from .common import ArmProcess, InlineArm, built_checkpoint, run_provenance, serve, set_up_device, write_json
+from ..profile.provenance import run_provenance
+from .common import ArmProcess, InlineArm, built_checkpoint, serve, set_up_device, write_json
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
                     opt, positive_float)
 
@@ -244,7 +245,7 @@ def _inline(arm, ckpt, cfg: StudyConfig) -> InlineArm:
 
 def provenance(cfg) -> dict:
     """The Token2wav studies' provenance (this factorial's, the sessions study's and the soak's):
-    :func:`~cadencelab.bench.common.run_provenance` with ``minicpmo``, the device condition and ``cfg``."""
+    :func:`~cadencelab.profile.provenance.run_provenance` with ``minicpmo``, the device condition and ``cfg``."""
     c = CONDITIONS[cfg.condition]
     return dict(**run_provenance(packages=("minicpmo",)),
                 determinism=dict(condition=c.name, **{k: v for k, v in dataclasses.asdict(c).items() if k != "name"}),

@@ -30,7 +30,7 @@ from typing import Callable
 import pandas as pd
 import torch
 
-from .provenance import machine as provenance
+from ..profile.provenance import run_provenance as provenance
 from .studies import device_task
 
 __all__ = ["STEP_COLUMNS", "RNG_COLUMNS", "FILE", "MISSING", "RECORD_COMMAND", "capture", "basic_replay",

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .provenance import machine
+from ..profile.provenance import run_provenance
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -403,7 +403,7 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
             bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
     report = render_report(runs, out)
     record = dict(digest=digest, notebooks=[p.name for p in paths], parameters=parameters or {}, timeout=timeout,
-                  provenance=machine())
+                  provenance=run_provenance())
     (out / TOUR_RECORD).write_text(json.dumps(record, indent=1, default=repr))
     failed = [r.name for r in runs if not r.ok]
     if failed:
