@@ -39,9 +39,11 @@ import numpy as np
 import pandas as pd
 
 from ..adapters.duplex.models import PRESETS
+from ..adapters.duplex.served import DECODE_MODES, run_label
+from ..profile.provenance import run_provenance
 from ..replay.determinism import CONDITIONS
 from . import options
-from .common import run_provenance, write_json
+from .common import write_json
 from .flags import MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, names_in, opt
 
 # ---------------------------------------------------------------------------------------
@@ -59,7 +61,7 @@ class DuplexStudyConfig:
     profile: bool = opt(True, help="one profiled second per arm, its trimmed trace kept")
     condition: str = options.condition()
     backend: str = opt("auto", choices=("auto", "cuda", "eager"), help="replay backend of the Token2wav runtime")
-    decode: tuple = opt(("eager",), parse=names_in(lambda: _decode_modes()),
+    decode: tuple = opt(("eager",), parse=names_in(lambda: DECODE_MODES),
                         help="comma-separated language-model decode modes: eager (the stock HF path) and/or graph "
                              "(static KV cache, decode step replayed as a CUDA graph: a non-exact serving control); "
                              "every arm runs in each, labelled ARM+graphLM for graph")
@@ -80,21 +82,9 @@ def _arms() -> tuple:
     return tuple(ARMS)
 
 
-def _decode_modes() -> tuple:
-    from ..adapters.duplex.served import DECODE_MODES
-
-    return DECODE_MODES
-
-
-def arm_label(arm: str, decode: str) -> str:
-    """An arm's name in the results: the Token2wav arm, with ``+<mode>LM`` when the language models do not
-    decode eagerly ("SRc+graphLM")."""
-    return arm if decode == "eager" else f"{arm}+{decode}LM"
-
-
 def runs(cfg: DuplexStudyConfig) -> list[tuple[str, str, str]]:
     """(label, Token2wav arm, decode mode) in run order: every arm per decode mode, modes in the given order."""
-    return [(arm_label(a, d), a, d) for d in cfg.decode for a in cfg.arms]
+    return [(run_label(a, d), a, d) for d in cfg.decode for a in cfg.arms]
 
 
 def study_preset(cfg: DuplexStudyConfig):
@@ -135,9 +125,9 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
     """Run every arm; write ``duplex_second.json`` (+ rows CSV, traces) under ``cfg.out``; return the result."""
     import torch
 
-    from ..replay.determinism import apply_condition
     from ..adapters.duplex import SECOND_RANGE, DuplexSecond, build_models
     from ..profile.trim import profile_window
+    from ..replay.determinism import apply_condition
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -164,7 +154,6 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
                 torch.cuda.synchronize(device)
                 torch.cuda.reset_peak_memory_stats(device)
             h = DuplexSecond(dcfg, t2w_arm, device, cfg.seed, models=models, backend=cfg.backend, decode=decode)
-            h.arm = arm  # the label its rows carry
             df = h.run(cfg.seconds, warmup=1, progress=True)
             rows.append(df)
             seconds.append(h.seconds_frame().assign(warmup=lambda d: d["second"] < 1))
@@ -243,7 +232,7 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
         if arm in failures:
             summary[arm] = dict(failed=failures[arm].strip().splitlines()[-1])
             continue
-        ref = arm_label(cfg.arms[0], decode)  # PCM is compared within a decode mode: same tokens in
+        ref = run_label(cfg.arms[0], decode)  # PCM is compared within a decode mode: same tokens in
         ref_sha = by_second[ref]["pcm_sha16"] if ref in by_second else pd.Series(dtype=object)
         ts = s[(s["arm"] == arm) & (~s["warmup"].astype(bool))]
         stage = med[(med["arm"] == arm)].set_index("stage")["dur_ms"] if len(med) else pd.Series(dtype=float)
@@ -257,7 +246,7 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
                    peak_MiB=arms_info.get(arm, {}).get("peak_MiB"),
                    pcm_equal_to=ref, pcm_equal_seconds=f"{int((sha.loc[common] == ref_sha.loc[common]).sum())}/{len(common)}")
         row["over_cadence"] = row["second_ms_median"] / 1000.0 - 1.0
-        eager = arm_label(t2w_arm, "eager")
+        eager = run_label(t2w_arm, "eager")
         if decode != "eager" and arm in by_second and eager in by_second:
             row.update(lm_agreement(by_second[eager], by_second[arm]))
         prof = profiles.get(arm)

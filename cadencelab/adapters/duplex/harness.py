@@ -50,7 +50,7 @@ import pandas as pd
 import torch
 
 from .models import CHUNK_TOKENS, DuplexConfig, DuplexModels, build_models, preset, transformers_module
-from .served import DECODE_MODES, GraphDecoder
+from .served import DECODE_MODES, GraphDecoder, run_label
 
 __all__ = ["DuplexSecond", "run_second", "second_totals", "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS"]
 
@@ -161,6 +161,7 @@ class DuplexSecond:
         self.cfg = preset(cfg)
         self.arm = arm
         self.decode = decode
+        self.label = run_label(arm, decode)  # what its rows are called: the arm, "+graphLM" when served
         self.device = torch.device(device)
         self.seed = seed
         if models is not None and (models.cfg != self.cfg or models.device != self.device):
@@ -326,12 +327,12 @@ class DuplexSecond:
         finally:
             self._clock = None
         df = pd.DataFrame(rows)
-        df["source"], df["arm"], df["second"] = "measured", self.arm, self.second
+        df["source"], df["arm"], df["second"] = "measured", self.label, self.second
         df["device"], df["preset"] = str(self.device), self.cfg.name
         df = df.sort_values("start_ms", kind="stable").reset_index(drop=True)[STAGE_COLUMNS]
         top = df[df["parent"] == ""]
         self.history.append(dict(
-            arm=self.arm, second=self.second, chunk_in_turn=self.chunks_in_turn - 1,
+            arm=self.label, second=self.second, chunk_in_turn=self.chunks_in_turn - 1,
             second_ms=float((top["start_ms"] + top["dur_ms"]).max()),
             text_tokens=text[0].tolist(), speech_tokens=tokens,
             pcm_bytes=len(pcm), pcm_sha16=hashlib.sha256(pcm).hexdigest()[:16],
@@ -371,7 +372,7 @@ class DuplexSecond:
         if progress:
             from tqdm.auto import tqdm
 
-            it = tqdm(it, desc=f"duplex {self.arm}", unit="s", leave=False)
+            it = tqdm(it, desc=f"duplex {self.label}", unit="s", leave=False)
         for _ in it:
             frames.append(self.run_second().assign(warmup=False))
         return pd.concat(frames, ignore_index=True)

@@ -5,6 +5,7 @@ one-token decode step captured once as a CUDA graph and replayed per token (no h
                                                     static cache; ``prefill`` eager, ``decode`` replayed
     DECODE_MODES                                    "eager": the HF dynamic cache, one eager forward per
                                                     token (the stock path); "graph": GraphDecoder
+    run_label(arm, decode)                          "SRc" or "SRc+graphLM": how results name a run
 
 The captured step reads the previous token, its position and its output slot from device buffers and
 advances all three itself, so ``decode(first, n)`` is ``n`` graph replays. On a CPU, or when capture
@@ -22,9 +23,15 @@ import torch
 
 from .models import cache_keyword, transformers_module
 
-__all__ = ["GraphDecoder", "DECODE_MODES"]
+__all__ = ["GraphDecoder", "DECODE_MODES", "run_label"]
 
 DECODE_MODES = ("eager", "graph")
+
+
+def run_label(arm: str, decode: str) -> str:
+    """A run's name in results: the Token2wav arm, with ``+<mode>LM`` when the language models do not decode
+    eagerly ("SRc+graphLM")."""
+    return arm if decode == "eager" else f"{arm}+{decode}LM"
 
 
 class GraphDecoder:
