@@ -477,15 +477,12 @@ def crossarch_section(mimi_path: Path, freeze_path: Path) -> str:
 
 
 EXTRA_SECTIONS = [(SOAK, soak_section), (DUPLEX, duplex_section), (SERVED, served_section),
-                  (SESSIONS, sessions_section), (MIMI, lambda p: crossarch_section(p, FREEZE)), (TOUR, tour_section)]
+                  (SESSIONS, sessions_section), (MIMI, lambda p: crossarch_section(p, FREEZE))]
 
 
 def older_label(path: Path) -> str:
     """A lead-in for a study file recorded under another device condition than the exact one."""
-    obj = _read(path)
-    if not isinstance(obj, dict):  # the tour's summary: a run of the notebooks, under no device condition of its own
-        return ""
-    cond = recorded_condition(obj)
+    cond = recorded_condition(_read(path))
     return "" if cond == EXACT else (f"*Older recording, not yet re-recorded under the exact condition (device "
                                      f"condition `{cond}`):* ")
 
@@ -516,6 +513,8 @@ def render(paths=None) -> str:
         if COMPILE.exists():
             parts.append(older_label(COMPILE) + compile_line(COMPILE))
         parts += [older_label(p) + fn(p) for p, fn in EXTRA_SECTIONS if p.exists()]
+        if TOUR.exists():  # a run of the notebooks, under no device condition of its own
+            parts.append(tour_section(TOUR))
     else:
         parts += [table(p) for p in paths[1:]]
     return "\n\n".join(parts)

@@ -148,6 +148,12 @@ def _dataset(kind: str, condition: str = "exact") -> tuple[str, str | None]:
     return DATASETS[name][0], _how(name)
 
 
+def _result(kind: str) -> tuple[dict, str, str | None]:
+    """A recorded dataset's JSON, its path under data/ and how to record it (the exact condition)."""
+    rel, how = _dataset(kind)
+    return load_json(rel, how), rel, how
+
+
 def recorded_condition(obj: dict) -> str:
     """The device condition a recorded study ran under: its provenance's ``determinism.condition``; the
     older files say only whether they were pinned (``deterministic``): the workspace pin, or TF32 off."""
@@ -406,8 +412,7 @@ def duplex_served_summary() -> pd.DataFrame:
     ``h200/duplex_second_served.json``): one row per run label ("B0", "B0+graphLM", ...), with
     ``token2wav_arm``, ``decode``, ``lm_exact``, stage medians, PCM equality within the decode mode and,
     for the served runs, ``lm_tokens_equal_seconds`` / ``lm_token_agreement`` against the eager run."""
-    rel, how = DATASETS["duplex_served"][0], _how("duplex_served")
-    obj = load_json(rel, how)
+    obj, rel, _ = _result("duplex_served")
     return pd.DataFrame.from_dict(_need(obj, "summary", rel), orient="index").rename_axis("arm")
 
 
@@ -415,8 +420,7 @@ def tour_live() -> pd.DataFrame:
     """The course run end to end on a GPU (``cadencelab tour``, ``h200/tour/``): one row per notebook with
     ``title``, ``seconds``, ``ok``, ``figures``, ``check`` (its check cell's line) and ``error``; the tour's
     parameters and provenance (tour.json) in ``attrs``."""
-    rel, how = DATASETS["tour_live"][0], _how("tour_live")
-    rows = load_json(rel, how)
+    rows, rel, how = _result("tour_live")
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "notebook" in r for r in rows):
         raise ValueError(f"{data_dir() / rel}: not a tour summary (a list of per-notebook records with 'notebook')")
     record = load_json(Path(rel).parent / "tour.json", how)
@@ -442,11 +446,7 @@ def duplex_seconds(condition: str = "exact", served: bool = False) -> pd.DataFra
     """Every recorded stage row of every second (warm-up seconds flagged ``warmup``); ``served``: those of
     the recording with the language models also served (``h200/duplex_second_served.json``, the exact
     condition), whose ``arm`` column is the run label ("B0", "SRc+graphLM", ...)."""
-    if served:
-        rel = DATASETS["duplex_served"][0]
-        obj = load_json(rel, _how("duplex_served"))
-    else:
-        obj, rel = _duplex(condition)
+    obj, rel = _result("duplex_served")[:2] if served else _duplex(condition)
     return pd.DataFrame(_need(obj, "rows", rel))
 
 
@@ -499,11 +499,6 @@ def _load_trace_cached(path: str, mtime_ns: int):
 # ---------------------------------------------------------------------------------------
 
 
-def _result(kind: str) -> tuple[dict, str, str | None]:
-    rel, how = _dataset(kind)
-    return load_json(rel, how), rel, how
-
-
 def soak_result() -> dict:
     """The whole recorded soak result (summary, config, turns, arms, failures, provenance)."""
     return _result("soak")[0]
@@ -528,8 +523,7 @@ def soak_chunks() -> pd.DataFrame:
     (allocated, peak, reserved), replays, fallbacks, declared_eager."""
     obj, rel, how = _result("soak")
     name = _need(obj, "chunks_csv", rel)  # the name the study wrote; recording gzips it beside the JSON
-    gz = data_dir() / Path(rel).parent / f"{name}.gz"
-    p = gz if not name.endswith(".gz") and gz.exists() else data_path(Path(rel).parent / name, how)
+    p = data_path(Path(rel).parent / (name if name.endswith(".gz") else f"{name}.gz"), how)
     df = pd.read_csv(p)
     missing = [c for c in ("chunk", "turn", "kind", "warmup", "exact_i16", "latency_ms", "peak_bytes")
                if c not in df.columns]
