@@ -24,14 +24,12 @@ from ..viz.options import set_caption
 from . import data
 from .frames import CADENCE_MS
 
-__all__ = ["LM_STAGES", "SERVED_SUFFIX", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure", "label_composed",
-           "served_frame"]
+__all__ = ["LM_STAGES", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure",
+           "label_composed", "served_frame"]
 
 #: the stages run by stand-in language models in the recorded second
 LM_STAGES = ("backbone", "speech_decoder")
 _ARM_COLORS = {"B0": "#d62728", "SRc": "#2ca02c", "B0+graphLM": "#ff9896", "SRc+graphLM": "#98df8a"}
-#: how a served run is labelled (cadencelab.bench.duplex: ARM+graphLM)
-SERVED_SUFFIX = "+graphLM"
 WHOLE = "whole second"
 
 
@@ -43,10 +41,9 @@ def duplex_condition(condition: str) -> str:
     return condition if data.is_recorded(name) else "exact"
 
 
-def _what(stage: str, arm: str) -> str:
-    t2w = arm.removesuffix(SERVED_SUFFIX)
+def _what(stage: str, t2w: str, decode: str) -> str:
     if stage in LM_STAGES:
-        if arm.endswith(SERVED_SUFFIX):
+        if decode != "eager":
             return "stand-in LM served: static KV cache, captured decode step (a control, not exact)"
         return "stand-in LM: random weights, eager decoding (same code in both arms)"
     if stage == "synthesis":
@@ -67,14 +64,19 @@ def seconds_frame(condition: str = "exact", served: bool = False) -> pd.DataFram
 
 def stage_spread(condition: str = "exact", served: bool = False) -> pd.DataFrame:
     """Per arm and stage: seconds, min / median / max ms, kernel launches and idle share of the profiled
-    second (NaN for the whole second), and what ran. ``served``: the served-LM recording's runs."""
+    second (NaN for the whole second), the run's ``token2wav_arm`` and LM ``decode`` mode, and what ran.
+    ``served``: the served-LM recording's runs (their decode mode from its summary, not from their names)."""
     cond = "exact" if served else duplex_condition(condition)
     s = data.duplex_served_summary() if served else data.duplex_summary(cond)
     g = seconds_frame(cond, served).groupby(["arm", "stage"], sort=False)["dur_ms"]
     out = g.agg(seconds="count", min_ms="min", median_ms="median", max_ms="max").reset_index()
     out["launches"] = [s.loc[a].get(f"{st}_launches", float("nan")) for a, st in zip(out["arm"], out["stage"])]
     out["idle_frac"] = [s.loc[a].get(f"{st}_slack_frac", float("nan")) for a, st in zip(out["arm"], out["stage"])]
-    out["what"] = [_what(st, a) for a, st in zip(out["arm"], out["stage"])]
+    # the Token2wav arm and how the LMs decoded, per run (an eager recording's runs are its arms)
+    runs = s[["token2wav_arm", "decode"]] if served else pd.DataFrame(dict(token2wav_arm=s.index, decode="eager"),
+                                                                      index=s.index)
+    out["token2wav_arm"], out["decode"] = runs.loc[out["arm"]].to_numpy().T
+    out["what"] = [_what(st, t, d) for st, t, d in zip(out["stage"], out["token2wav_arm"], out["decode"])]
     out.attrs["condition"] = cond
     return out
 
@@ -88,13 +90,13 @@ def stage_spread_figure(condition: str = "exact", served: bool = False) -> go.Fi
     ticks = []
     for st in order:
         if st in LM_STAGES:
-            idle = spread.xs(st, level="stage")["idle_frac"]
-            eager = idle[[not a.endswith(SERVED_SUFFIX) for a in idle.index]].min()
+            at = spread.xs(st, level="stage")
+            idle = at.groupby(at["decode"] == "eager")["idle_frac"].min()  # True: eager runs, False: served
             if served:
-                ticks.append(f"{st}<br>(stand-in LM, eager idle ≥ {eager:.0%};<br>served idle ≥ "
-                             f"{idle[[a.endswith(SERVED_SUFFIX) for a in idle.index]].min():.0%})")
+                ticks.append(f"{st}<br>(stand-in LM, eager idle ≥ {idle[True]:.0%};<br>served idle ≥ "
+                             f"{idle[False]:.0%})")
             else:
-                ticks.append(f"{st}<br>(stand-in LM, eager,<br>idle ≥ {eager:.0%})")
+                ticks.append(f"{st}<br>(stand-in LM, eager,<br>idle ≥ {idle[True]:.0%})")
         elif st == "synthesis":
             ticks.append(f"{st}<br>(Token2wav,<br>where the rules act)")
         else:

@@ -33,11 +33,11 @@ _NONE_REASONS = {
 }
 
 
-
 def _fit(text: str, chars: int) -> str:
     """``text`` cut to ``chars`` characters (at least 12) with an ellipsis when longer."""
     chars = max(12, chars)
     return text if len(text) <= chars else text[: chars - 1] + "…"
+
 
 class TimelinePlayer:
     """Walk a chunk op by op, eager and replay side by side, accumulating idle time.
