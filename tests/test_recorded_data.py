@@ -292,6 +292,23 @@ def test_recorded_live_tour():
     assert df.attrs["parameters"] == {"SOLUTIONS": True}
 
 
+def test_a_malformed_or_missing_tour_recording_is_named(tmp_path, monkeypatch):
+    """A tour summary that is not a list of notebook records, or a missing tour.json, raises naming the file
+    (and for a missing file, the command that records it); the data folder is left as it was."""
+    import json
+
+    tour_dir = tmp_path / "data" / "h200" / "tour"
+    tour_dir.mkdir(parents=True)
+    monkeypatch.setenv(data.DATA_ENV, str(tmp_path / "data"))
+    (tour_dir / "summary.json").write_text(json.dumps({"notebook": "01.py"}))
+    with pytest.raises(ValueError, match=r"summary.json: not a tour summary"):
+        data.tour_live()
+    (tour_dir / "summary.json").write_text(json.dumps([{"notebook": "01.py", "ok": True}]))
+    with pytest.raises(FileNotFoundError, match=r"tour\.json[\s\S]*cadencelab.cli tour"):
+        data.tour_live()
+    assert sorted(p.name for p in tour_dir.iterdir()) == ["summary.json"]
+
+
 def test_recorded_duplex_second():
     med = data.duplex_second()
     assert {"backbone", "speech_decoder", "synthesis", "flow", "vocoder"} <= set(med["stage"])
