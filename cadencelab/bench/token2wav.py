@@ -147,7 +147,7 @@ class ArmRunner:
         self.setup_s = time.perf_counter() - t0
         # timed work only on the study's fixed cores (set-up may overlap other arms' on every core)
         self.cores = pin_to_cores(cfg.method().cores)
-        self.host = host_figures(self.device)
+        self.host = None  # measured before the first block, when no other arm is setting up
 
     def _sync(self):
         if self.device.type == "cuda":
@@ -157,6 +157,8 @@ class ArmRunner:
         from ..adapters.token2wav.runtime import chunk_frames
 
         torch, rt, cfg = self.torch, self.rt, self.cfg
+        if self.host is None:
+            self.host = host_figures(self.device)
         apply_condition(self.condition)  # arms sharing a process (--inline) each run under their own flags
         for e in rt.engines.values():
             e.reset_counters()
@@ -206,7 +208,7 @@ class ArmRunner:
         out = dict(arm=self.arm, block=block, rows=rows, peak_bytes=peak,
                    sha_mel=h_mel.hexdigest(), sha_f32=h_f32.hexdigest(), sha_i16=h_i16.hexdigest(),
                    summaries=rt.summaries(), primings=rt.primings,
-                   vendor_graph_fires=dict(rt.vendor_graph_fires),
+                   vendor_graph_fires=dict(rt.vendor_graph_fires), host=self.host,
                    counters=rt.counters().drop(columns=["miss_reasons"], errors="ignore").to_dict("records")
                    if rt.engines else [])
         if profile_path is not None:
@@ -239,7 +241,7 @@ def _profile_rows(prof, arm: str) -> dict:
 
 
 def _ready(r: ArmRunner) -> dict:
-    return dict(setup_s=r.setup_s, determinism=r.determinism, cores=list(r.cores), host=r.host)
+    return dict(setup_s=r.setup_s, determinism=r.determinism, cores=list(r.cores))
 
 
 #: the requests an arm answers, in its process (:func:`serve`) or inline (:class:`InlineArm`)
@@ -341,6 +343,8 @@ def _run_rounds(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress
                     continue
                 res.update(warmup=b == 0, process=r)
                 blocks.append(res)
+                record = next(p for p in processes if p["arm"] == a and p["process"] == r)
+                record.setdefault("host", res.pop("host", None))
         if r == 0 and cfg.profile:
             profiles = _profile_round(cfg, ckpt, out, procs, failures, progress)
         for p in procs.values():
