@@ -442,7 +442,6 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
     timed = bdf[~bdf["warmup"]] if not bdf.empty else bdf
     lat = arm_processes(timed, "steady_latency_ms_median")
     peak = arm_processes(timed, "peak_bytes") if not timed.empty and timed["peak_bytes"].notna().all() else {}
-    procs = pd.DataFrame(processes)
     arms = {}
     for a in cfg.arms:
         ref_arm = reference_of(a, cfg.arms, cfg.condition)
@@ -470,10 +469,9 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
         if a in peak and "B0" in peak and a != "B0":
             pt, lo, hi = ratio_interval(peak[a], peak["B0"], seed=cfg.seed)
             row.update(peak_delta=pt, peak_delta_lo=lo, peak_delta_hi=hi)
-        if len(procs) and "host" in procs:
-            host = pd.DataFrame(list(procs.loc[procs["arm"] == a, "host"]))
-            if len(host):
-                row["host_tiny_ops_per_s_median"] = float(host["tiny_ops_per_s"].median())
+        rates = [p["host"]["tiny_ops_per_s"] for p in processes if p["arm"] == a and p.get("host")]
+        if rates:
+            row["host_tiny_ops_per_s_median"] = float(np.median(rates))
         row.update(profile_fields(profiles.get(a)))
         if row.get("wall_ms_median") and row["steady_wall_ms_median"] == row["steady_wall_ms_median"]:
             row["profiler_wall_ratio"] = row["wall_ms_median"] / row["steady_wall_ms_median"]
