@@ -45,7 +45,7 @@ from . import options
 from ..profile.provenance import run_provenance
 from .common import ArmProcess, InlineArm, built_checkpoint, serve, set_up_device, write_json
 from .measure import (Method, a_a_check, arm_processes, direction, host_figures, interval_halfwidth, parse_cores,
-                      pin_to_cores, point, ratio_interval, round_orders, stop_reason)
+                      pin_to_cores, point, ratio_interval, relative_spread, round_orders, stop_reason)
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
                     opt, positive_float)
 
@@ -531,6 +531,9 @@ def _summary(cfg: StudyConfig, arms: dict, bdf: pd.DataFrame, lat: dict, process
         a_a=a_a, unstable=bool(a_a is not None and not a_a["holds"]),
         processes_per_arm=min((arms[a].get("processes", 0) for a in live), default=0),
         processes_by_arm={a: arms[a].get("processes", 0) for a in live},
+        # pyperf's warning: the process means of an arm spread by more than 10% of their mean
+        spread_across_processes={a: relative_spread(lat[a]) for a in live if a in lat},
+        unstable_arms=sorted(a for a in live if a in lat and relative_spread(lat[a]) > UNSTABLE_SPREAD),
         method=cfg.method().record(),
         host=host_summary(processes),
         peak_reduction_SRc_vs_B0=reduction("SRc", "B0", "peak_MiB_median"),
@@ -552,6 +555,10 @@ def _summary(cfg: StudyConfig, arms: dict, bdf: pd.DataFrame, lat: dict, process
         profiler_wall_ratio={a: r["profiler_wall_ratio"] for a, r in arms.items() if r.get("profiler_wall_ratio")},
     )
     return s
+
+
+#: the spread of an arm's process means (std / mean) above which pyperf calls a system unstable
+UNSTABLE_SPREAD = 0.10
 
 
 def host_summary(processes: list[dict]) -> dict | None:
