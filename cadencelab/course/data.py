@@ -61,7 +61,7 @@ __all__ = [
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
     "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
     "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions", "paper_figures",
-    "duplex_served_summary", "tour_live", "is_recorded", "how_to_record",
+    "duplex_served_summary", "tour_live", "is_recorded", "how_to_record", "result",
 ]
 
 DATA_ENV = "CADENCELAB_DATA"
@@ -146,6 +146,14 @@ def _how(name: str) -> str | None:
 def _dataset(kind: str, condition: str = "exact") -> tuple[str, str | None]:
     name = kind if check_condition(condition) == "exact" else f"{kind}_{condition}"
     return DATASETS[name][0], _how(name)
+
+
+def result(name: str) -> dict:
+    """A recorded dataset's whole JSON (a key of :data:`DATASETS`, e.g. ``"headline"``); a missing file's
+    error names the command that records it."""
+    if name not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
+    return load_json(DATASETS[name][0], _how(name))
 
 
 def _result(kind: str) -> tuple[dict, str, str | None]:
@@ -250,9 +258,10 @@ def factorial_summary(condition: str = "exact") -> dict:
 def pareto_frame(condition: str = "exact", arms: list[str] | None = None) -> pd.DataFrame:
     """The factorial's arms in the columns :func:`cadencelab.viz.pareto` expects.
 
-    lat_ms = steady_latency_ms_median, peak_MiB = peak_MiB_median, exact = bit-exact in every
-    block. The error bars (lat_lo/lat_hi, peak_lo/peak_hi) are the paired bootstrap 95% intervals
-    of each arm's ratio to B0 (``latency_delta_lo/hi``, ``peak_delta_lo/hi``), carried to the arm's
+    lat_ms = latency_ms (the mean over fresh processes; older files: steady_latency_ms_median),
+    peak_MiB = peak_MiB_median, exact = bit-exact in every block. The error bars (lat_lo/lat_hi,
+    peak_lo/peak_hi) are the 95% intervals (hierarchical over processes and blocks; older files: paired
+    over the blocks of one process per arm) of each arm's ratio to B0 (``latency_delta_lo/hi``, ``peak_delta_lo/hi``), carried to the arm's
     own median: ``lat_lo = lat_ms * (1 + latency_delta_lo) / (1 + latency_delta)``. B0, the
     reference, therefore has zero-width bars. Failed arms are left out.
     """
@@ -264,7 +273,8 @@ def pareto_frame(condition: str = "exact", arms: list[str] | None = None) -> pd.
         if missing:
             raise ValueError(f"pareto_frame: arms {missing} not in the recorded factorial ({sorted(df['arm'])})")
         df = df.set_index("arm").loc[list(arms)].reset_index()
-    out = pd.DataFrame({"arm": df["arm"].astype(str), "lat_ms": df["steady_latency_ms_median"].astype(float),
+    lat = df["latency_ms"] if "latency_ms" in df else df["steady_latency_ms_median"]  # older files: chunk medians
+    out = pd.DataFrame({"arm": df["arm"].astype(str), "lat_ms": lat.astype(float),
                         "peak_MiB": df["peak_MiB_median"].astype(float)})
     for value, delta, lo, hi in (("lat_ms", "latency_delta", "lat_lo", "lat_hi"),
                                  ("peak_MiB", "peak_delta", "peak_lo", "peak_hi")):

@@ -84,6 +84,7 @@ STUDIES = (
     Study("sessions", "sessions", ("sessions.json", "sessions.csv", "sessions_chunks.csv", "runs_<arm>.jsonl")),
 )
 
+#: the older recordings' arms (one process per arm then)
 _FACTORIAL_ARMS = "B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50"
 _FACTORIAL_THEN = "copy DIR/token2wav_factorial.json to {path}"
 _DUPLEX = "--device cuda --preset h200 --arms B0,SRc --seconds 8 --trace-cpu-depth 3"
@@ -97,8 +98,16 @@ RECORDINGS = (
               "copy DIR/device_conditions.json to {path} and gzip DIR/device_conditions_chunks.csv beside it",
               "device conditions", 4.5, "conditions"),
     Recording("factorial", "token2wav", "h200/token2wav_factorial.json",
-              f"--device cuda --arms {_FACTORIAL_ARMS},B0@defaults,B0@no_tf32", _FACTORIAL_THEN,
-              "factorial (exact condition)", 8, "token2wav"),
+              "--device cuda --arms B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph_50,B0@defaults --time-budget 440",
+              _FACTORIAL_THEN + " and DIR/token2wav_factorial_blocks.csv and _chunks.csv beside it",
+              "factorial (exact condition; 3 fresh processes per arm)", 8.8, "token2wav"),
+    # the headline and the A/A check alone, with as many fresh processes as the budget allows
+    Recording("headline", "token2wav", "h200/token2wav_headline.json",
+              "--device cuda --arms B0,SRc,B0_repeat --no-profile --max-processes 16 --time-budget 470",
+              "copy DIR/token2wav_factorial.json to {path}, DIR/token2wav_factorial_blocks.csv beside it as "
+              "token2wav_headline_blocks.csv, and gzip DIR/token2wav_factorial_chunks.csv beside it as "
+              "token2wav_headline_chunks.csv.gz", "headline: SRc vs B0 and the A/A check (fresh processes until the "
+              "budget)", 7.7, "headline"),
     # older recordings (earlier commits, named in their provenance), kept because the course compares them
     Recording("factorial_pinned", "token2wav", "h200/token2wav_factorial_pinned_ws.json",
               f"--device cuda --arms {_FACTORIAL_ARMS} {_OLDER}", _FACTORIAL_THEN),

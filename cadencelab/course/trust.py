@@ -1,0 +1,159 @@
+"""Figures you can trust, read from the recorded factorial files: each figure with its interval over
+fresh processes, the A/A check that gates every direction, and why a host-bound figure moves.
+
+    figure_text(pt, lo, hi, unit)    "4.02x [3.44, 4.70]", "+1.0% [-19.3, +25.9]": how every figure is printed
+    claim(lo, hi)                    the direction a change's interval supports ("faster", "slower", "no clear
+                                     difference"), never more
+    arms_frame(name)                 one row per arm: latency (mean over processes), its change against B0
+                                     with the interval, the claim, processes, spread across processes
+    a_a(name)                        the A/A check as recorded (arm, ratio, ci, holds)
+    headline(name)                   SRc vs B0: the speedup, its interval, processes, why the rounds stopped
+    process_frame(name)              one row per arm and process: its blocks' mean, spread, the host's tiny-op rate
+    b0_split(name)                   B0's steady chunk split into device busy, dispatch + launch and other host time
+    predicted_b0_ms(rate, name)      B0's latency on a host with another tiny-op rate, from that split
+
+``name`` is a recorded dataset: ``"headline"`` (B0, SRc and B0_repeat only, the most processes) or
+``"factorial"`` (every arm, at least three processes each). The intervals were computed when the
+study ran (:mod:`cadencelab.profile.intervals`); :func:`process_frame` recomputes nothing but means.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..profile.intervals import CONFIDENCE, arm_processes, direction, hierarchical_bootstrap, point, process_table, relative_spread
+from . import data
+
+__all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "process_frame", "b0_split", "predicted_b0_ms",
+           "is_trusted", "latency_interval", "ceiling_interval"]
+
+
+def _finite(*v) -> bool:
+    return all(x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(x) for x in v)
+
+
+def figure_text(pt: float, lo: float | None = None, hi: float | None = None, unit: str = "x") -> str:
+    """A figure and its 95% interval as the README and notebooks print it: ``unit`` "x" (a ratio),
+    "%" (a change given as a fraction: 0.01 is +1.0%) or "ms". A figure without an interval says so."""
+    if not _finite(pt):
+        return "not recorded"
+    fmt = {"x": lambda v: f"{v:.2f}", "%": lambda v: f"{100 * v:+.1f}", "ms": lambda v: f"{v:.1f}"}.get(unit)
+    if fmt is None:
+        raise ValueError(f"figure_text: unit must be 'x', '%' or 'ms', got {unit!r}")
+    tail = {"x": "x", "%": "%", "ms": " ms"}[unit]
+    if not _finite(lo, hi):
+        return f"{fmt(pt)}{tail} (no interval)"
+    return f"{fmt(pt)}{tail} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def claim(lo: float, hi: float, lower: str = "faster", higher: str = "slower") -> str:
+    """The direction a change's 95% interval supports: ``higher`` only if it lies above 0, ``lower`` only
+    if below, else "no clear difference" (the same rule the study applies)."""
+    return direction(lo, hi, lower, higher)
+
+
+def is_trusted(name: str = "factorial") -> bool:
+    """Whether a recorded factorial was measured with the process method (it has ``processes_per_arm``);
+    the older recordings paired blocks of one process per arm and say less."""
+    return "processes_per_arm" in data.result(name).get("summary", {})
+
+
+def arms_frame(name: str = "factorial") -> pd.DataFrame:
+    """One row per arm of a recorded factorial: ``latency_ms`` (the mean over its processes of each
+    process's mean block median), ``latency_delta`` against B0 with ``latency_delta_lo/hi``, ``claim``,
+    ``processes``, ``spread`` (std / mean of the process means), peak memory and exact blocks."""
+    r = data.result(name)
+    blocks = pd.DataFrame(r.get("blocks", []))
+    per = (arm_processes(blocks[~blocks["warmup"]], "steady_latency_ms_median")
+           if "process" in blocks and len(blocks) else {})
+    spread = {a: relative_spread(v) for a, v in per.items()}
+    rows = []
+    for arm, a in r["arms"].items():
+        if "failed" in a:
+            rows.append(dict(arm=arm, failed=a["failed"]))
+            continue
+        lo, hi = a.get("latency_delta_lo"), a.get("latency_delta_hi")
+        rows.append(dict(arm=arm, latency_ms=a.get("latency_ms", a.get("steady_latency_ms_median")),
+                         latency_delta=a.get("latency_delta"), latency_delta_lo=lo, latency_delta_hi=hi,
+                         claim="reference" if arm == "B0" else claim(lo, hi), processes=a.get("processes", 1),
+                         spread=spread.get(arm, float("nan")), peak_MiB=a.get("peak_MiB_median"),
+                         exact_blocks=a.get("exact_blocks"), blocks=a.get("blocks"), reference=a.get("reference")))
+    return pd.DataFrame(rows)
+
+
+def a_a(name: str = "headline") -> dict | None:
+    """The recorded A/A check: ``{"arm", "reference", "ratio", "ci", "holds"}`` (None: the study had no
+    B0_repeat). When it does not hold, the study claims no direction."""
+    return data.result(name)["summary"].get("a_a")
+
+
+def headline(name: str = "headline") -> dict:
+    """SRc vs B0 from a recorded file: ``speedup``, ``ci``, ``processes`` (per arm, at least),
+    ``stopped`` (why the rounds ended), ``halfwidth`` (of the interval, relative to the point),
+    ``target`` (the method's target half-width) and ``a_a``."""
+    s = data.result(name)["summary"]
+    sp, ci = s.get("speedup_SRc_vs_B0"), s.get("speedup_SRc_vs_B0_ci")
+    hw = max(sp - ci[0], ci[1] - sp) / sp if _finite(sp) and ci else float("nan")
+    return dict(speedup=sp, ci=ci, processes=s.get("processes_per_arm"), stopped=s.get("stopped"), halfwidth=hw,
+                target=(s.get("method") or {}).get("target_halfwidth"), a_a=s.get("a_a"),
+                unstable=s.get("unstable", False), unstable_arms=s.get("unstable_arms", []))
+
+
+def process_frame(name: str = "headline", value: str = "steady_latency_ms_median") -> pd.DataFrame:
+    """One row per arm and process of a recorded factorial (timed blocks only): ``blocks``, ``mean``,
+    ``std``, ``min``, ``max`` of ``value``, and the host's ``tiny_ops_per_s`` measured in that process
+    before its first block."""
+    r = data.result(name)
+    blocks = pd.DataFrame(r["blocks"])
+    if "process" not in blocks:
+        raise ValueError(f"{data.DATASETS[name][0]}: an older recording with one process per arm (no 'process' "
+                         "column); re-record it with the bench's process method")
+    t = process_table(blocks[~blocks["warmup"]], value)
+    rate = {(p["arm"], p["process"]): (p.get("host") or {}).get("tiny_ops_per_s") for p in r.get("processes", [])}
+    t["tiny_ops_per_s"] = [rate.get((a, p), float("nan")) for a, p in zip(t["arm"], t["process"])]
+    return t
+
+
+def b0_split(name: str = "factorial") -> dict | None:
+    """B0's steady chunk split (recorded by the factorial's profiled round): ``device_busy_ms``,
+    ``dispatch_launch_ms`` (its kernel launches at the host's tiny-op rate), ``other_host_ms`` (Python
+    and framework work between launches), ``kernel_launches``, ``tiny_ops_per_s``, ``latency_ms``."""
+    return data.result(name)["summary"].get("b0_split")
+
+
+def predicted_b0_ms(tiny_ops_per_s: float, name: str = "factorial") -> float:
+    """B0's steady-chunk latency on a host whose tiny-op rate is ``tiny_ops_per_s``: its launches at that
+    rate plus the recorded other host time, never below the device-busy floor. A host-bound model: it
+    assumes the Python and framework time scales no differently; the recorded spread says how far to trust it."""
+    if not _finite(tiny_ops_per_s) or tiny_ops_per_s <= 0:
+        raise ValueError(f"tiny_ops_per_s must be a positive number, got {tiny_ops_per_s!r}")
+    s = b0_split(name)
+    if s is None:
+        raise ValueError(f"{data.DATASETS[name][0]} has no B0 split (it needs the profiled round)")
+    return max(s["kernel_launches"] / tiny_ops_per_s * 1e3 + s["other_host_ms"], s["device_busy_ms"] or 0.0)
+
+
+def latency_interval(name: str, arm: str, seed: int = 0) -> tuple[float, float, float]:
+    """An arm's latency in a recorded factorial (ms, the mean over processes of each process's mean block
+    median) and its 95% hierarchical-bootstrap interval: ``(point, lo, hi)``."""
+    blocks = pd.DataFrame(data.result(name)["blocks"])
+    per = arm_processes(blocks[~blocks["warmup"]], "steady_latency_ms_median").get(arm)
+    if not per:
+        raise ValueError(f"{data.DATASETS[name][0]}: no timed blocks of arm {arm!r}")
+    boot = hierarchical_bootstrap(per, 4000, np.random.default_rng(seed))
+    tail = 100 * (1 - CONFIDENCE) / 2
+    return point(per), float(np.percentile(boot, tail)), float(np.percentile(boot, 100 - tail))
+
+
+def ceiling_interval(name: str = "factorial") -> tuple[float, float, float]:
+    """The busy floor's ceiling on any exact replay's speedup, B0 latency / B0 device-busy time, with the
+    interval of B0's latency (the busy time, from one profiled block, barely moves: it is device work)."""
+    floor = data.result(name)["summary"].get("busy_floor")
+    if not floor:
+        raise ValueError(f"{data.DATASETS[name][0]} has no busy floor (it needs the profiled round)")
+    pt, lo, hi = latency_interval(name, "B0")
+    busy = floor["B0_busy_ms"]
+    return pt / busy, lo / busy, hi / busy
