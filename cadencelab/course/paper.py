@@ -22,10 +22,11 @@ import pandas as pd
 
 from . import data
 
-__all__ = ["recovered_share", "paper_vs_recording", "paper_vs_table", "format_figure", "PAPER_VS_COLUMNS"]
+__all__ = ["recovered_share", "paper_vs_recording", "paper_vs_table", "format_figure", "format_recorded",
+           "PAPER_VS_COLUMNS"]
 
-PAPER_VS_COLUMNS = ["key", "figure", "unit", "paper", "paper_hi", "recorded", "paper_setting", "recorded_setting",
-                    "recorded_from", "note"]
+PAPER_VS_COLUMNS = ["key", "figure", "unit", "paper", "paper_hi", "recorded", "recorded_lo", "recorded_hi",
+                    "paper_setting", "recorded_setting", "recorded_from", "note"]
 
 
 def recovered_share(eager: float, replay: float, vendor: float) -> float:
@@ -54,6 +55,26 @@ def format_figure(value: float, unit: str, hi: float | None = None) -> str:
     raise ValueError(f"format_figure: unknown unit {unit!r} (x or fraction)")
 
 
+def format_recorded(value: float, lo: float, hi: float, unit: str, change: bool = True) -> str:
+    """A recorded figure with its 95% interval ("4.02x [3.44, 4.70]", "+1.0% [-18.9, +30.0], no clear
+    difference"); a change (a fraction) also says the direction its interval supports, and only that.
+    Without an interval the note says why."""
+    text = format_figure(value, unit)
+    if _missing(value) or _missing(lo) or _missing(hi):
+        return text
+    if unit == "x":
+        return f"{text} [{lo:.2f}, {hi:.2f}]"
+    if not change:  # a share, not a change: no direction to claim
+        return f"{text} [{lo:.1%}, {hi:.1%}]"
+    word = "no clear difference" if lo <= 0 <= hi else ("higher" if lo > 0 else "lower")
+    return f"{100 * value:+.1f}% [{100 * lo:+.1f}, {100 * hi:+.1f}], {word}"
+
+
+def is_change(key: str) -> bool:
+    """Whether a figure is a change between two arms (a direction can be claimed) rather than a share."""
+    return key.endswith("_delta") or "_than_" in key
+
+
 def _setting(dataset: str, extra: str = "") -> str:
     prov = data.provenance(dataset)
     study = prov.get("study") or prov.get("config") or {}
@@ -68,43 +89,69 @@ def _file(dataset: str) -> str:
     return data.DATASETS[dataset][0]
 
 
-def _factorial_rows(condition: str) -> dict[str, tuple[float, str, str, str]]:
-    """key -> (recorded value, setting, file, note) from the Token2wav factorial."""
+def _factorial_rows(condition: str) -> dict[str, tuple]:
+    """key -> (recorded value, 95% lo, 95% hi, setting, file, note) from the Token2wav factorial (and, for the
+    exact condition, the headline run's speedup, measured over the most processes). Intervals are the
+    recorded ones (over processes and blocks; the older recordings: over one process's blocks)."""
     ds = "factorial" if condition == "exact" else f"factorial_{condition}"
     fac = data.factorial(condition).set_index("arm")
     summ = data.factorial_summary(condition)
     setting, rel = _setting(ds, "seeded random weights"), _file(ds)
-    lat, peak = fac["steady_latency_ms_median"], fac["peak_MiB_median"]
+    nan = math.nan
+
+    def delta(arm, what="latency"):
+        r = fac.loc[arm]
+        return (float(r[f"{what}_delta"]), float(r.get(f"{what}_delta_lo", nan)), float(r.get(f"{what}_delta_hi", nan)))
+
+    sp_ci = summ.get("speedup_SRc_vs_B0_ci") or (nan, nan)
     rows = {
-        "t2w_speedup": (summ["speedup_SRc_vs_B0"], "steady chunk, SRc vs B0"),
-        "t2w_peak_reduction": (summ["peak_reduction_SRc_vs_B0"], "peak allocator memory, SRc vs B0"),
-        "srC_latency_delta": (float(fac.loc["SRc", "latency_delta"]), "paired over blocks"),
-        "srC_peak_delta": (float(fac.loc["SRc", "peak_delta"]), "paired over blocks"),
-        "s_latency_delta": (float(fac.loc["S", "latency_delta"]),
-                            f"95% CI {fac.loc['S', 'latency_delta_lo']:+.1%} .. {fac.loc['S', 'latency_delta_hi']:+.1%}"),
-        "rc_peak_delta": (float(fac.loc["Rc", "peak_delta"]), "paired over blocks"),
+        "t2w_speedup": (summ["speedup_SRc_vs_B0"], *sp_ci, "steady chunk, SRc vs B0"),
+        "t2w_peak_reduction": (summ["peak_reduction_SRc_vs_B0"], nan, nan,
+                               "peak allocator memory, SRc vs B0: the same bytes in every block"),
+        "srC_latency_delta": (*delta("SRc"), "vs B0"),
+        "srC_peak_delta": (*delta("SRc", "peak"), "vs B0"),
+        "s_latency_delta": (*delta("S"), "vs B0"),
+        "rc_peak_delta": (*delta("Rc", "peak"), "vs B0"),
     }
     if "vendor_graph_50" in fac.index:
-        v = "vendor_graph_50"
-        rows["vendor50_latency_delta"] = (float(lat[v] / lat["B0"] - 1), "medians; eager = B0")
-        rows["vendor50_slower_than_srC"] = (float(lat[v] / lat["SRc"] - 1), "medians")
-        rows["vendor50_larger_than_srC"] = (float(peak[v] / peak["SRc"] - 1), "medians")
+        v, peak = "vendor_graph_50", fac["peak_MiB_median"]
+        rows["vendor50_latency_delta"] = (*delta(v), "vs B0")
+        vs = summ.get("speedup_SRc_vs_vendor_graph_50")
+        vs_ci = summ.get("speedup_SRc_vs_vendor_graph_50_ci") or (nan, nan)
+        rows["vendor50_slower_than_srC"] = (vs - 1, vs_ci[0] - 1, vs_ci[1] - 1, "vendor_graph_50 / SRc - 1")
+        rows["vendor50_larger_than_srC"] = (float(peak[v] / peak["SRc"] - 1), nan, nan,
+                                            "peak medians: the same bytes in every block")
     floor = summ.get("busy_floor")
     if floor:
         slack = 1 - floor["B0_busy_ms"] / floor["B0_latency_ms"]
-        rows["eager_slack"] = (slack, "1 - B0 busy / B0 unprofiled latency")
-    return {k: (v, setting, rel, n) for k, (v, n) in rows.items()}
+        lo = hi = nan
+        if "processes_per_arm" in summ:  # B0's latency interval over processes carries to the slack
+            from .trust import latency_interval
+
+            _, lat_lo, lat_hi = latency_interval(ds, "B0")
+            lo, hi = 1 - floor["B0_busy_ms"] / lat_lo, 1 - floor["B0_busy_ms"] / lat_hi
+        rows["eager_slack"] = (slack, lo, hi, "1 - B0 busy / B0 unprofiled latency")
+    out = {k: (v, lo, hi, setting, rel, n) for k, (v, lo, hi, n) in rows.items()}
+    if condition == "exact" and data.is_recorded("headline"):
+        h = data.result("headline")["summary"]
+        out["t2w_speedup"] = (h["speedup_SRc_vs_B0"], *h["speedup_SRc_vs_B0_ci"], _setting("headline", "seeded random "
+                              "weights"), _file("headline"), f"steady chunk, SRc vs B0, {h['processes_per_arm']} fresh "
+                              "processes per arm")
+    return out
 
 
-def _mimi_rows() -> dict[str, tuple[float, str, str, str]]:
+def _mimi_rows() -> dict[str, tuple]:
     arms = data.mimi_arms().set_index("arm")
     lat = arms["latency_ms_median"]
     setting, rel = _setting("mimi", "seeded random weights, encode + decode per 80 ms frame"), _file("mimi")
+    nan = math.nan
     return {
-        "mimi_vendor_speedup": (float(arms.loc["vendor_graph", "speedup_vs_eager"]), setting, rel, "medians"),
-        "mimi_replay_speedup": (float(arms.loc["replay", "speedup_vs_eager"]), setting, rel, "medians"),
-        "mimi_recovered_share": (recovered_share(lat["eager"], lat["replay"], lat["vendor_graph"]), setting, rel,
-                                 "per-frame medians; above 100%: replay saves more than the vendor"),
+        "mimi_vendor_speedup": (float(arms.loc["vendor_graph", "speedup_vs_eager"]), nan, nan, setting, rel,
+                                "medians; an older one-process recording: no interval"),
+        "mimi_replay_speedup": (float(arms.loc["replay", "speedup_vs_eager"]), nan, nan, setting, rel,
+                                "medians; an older one-process recording: no interval"),
+        "mimi_recovered_share": (recovered_share(lat["eager"], lat["replay"], lat["vendor_graph"]), nan, nan, setting,
+                                 rel, "per-frame medians; above 100%: replay saves more than the vendor; no interval"),
     }
 
 
@@ -113,6 +160,7 @@ def _live_synthesis_row(condition: str) -> dict:
     paper = data.paper_duplex_second("live_synthesis").set_index("arm")["dur_ms"]
     row = dict(key="live_synthesis_speedup", figure="Duplex second: synthesis segment, stock vs both rules (speed)",
                unit="x", paper=float(paper["stock"] / paper["duplexcadence"]), paper_hi=math.nan,
+               recorded_lo=math.nan, recorded_hi=math.nan,
                paper_setting="live MiniCPM-o 4.5 path, paper's GPU", recorded=math.nan, recorded_setting="",
                recorded_from="", note="")
     try:
@@ -144,10 +192,11 @@ def paper_vs_recording(condition: str = "exact") -> pd.DataFrame:
             pass
     rows = []
     for key, f in figs.iterrows():
-        value, setting, rel, note = got.get(key, (math.nan, "", "", "not recorded in this data folder"))
+        value, lo, hi, setting, rel, note = got.get(key, (math.nan, math.nan, math.nan, "", "",
+                                                          "not recorded in this data folder"))
         note = "; ".join(n for n in (note, f["note"] and f"paper: {f['note']}") if n)
         rows.append(dict(key=key, figure=f["figure"], unit=f["unit"], paper=float(f["value"]),
-                         paper_hi=float(f["value_hi"]), recorded=value,
+                         paper_hi=float(f["value_hi"]), recorded=value, recorded_lo=lo, recorded_hi=hi,
                          paper_setting=f"{f['setting']}; {f['where']}", recorded_setting=setting, recorded_from=rel,
                          note=note))
     rows.append(_live_synthesis_row(condition))
@@ -161,7 +210,8 @@ def paper_vs_table(condition: str = "exact") -> pd.DataFrame:
     return pd.DataFrame({
         "figure": df["figure"],
         "paper": [format_figure(r.paper, r.unit, r.paper_hi) for r in df.itertuples()],
-        "this recording": [format_figure(r.recorded, r.unit) for r in df.itertuples()],
+        "this recording": [format_recorded(r.recorded, r.recorded_lo, r.recorded_hi, r.unit, is_change(r.key))
+                           for r in df.itertuples()],
         "note": df["note"],
         "recorded in": df["recorded_from"].replace("", "-"),
     })
