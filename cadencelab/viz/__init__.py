@@ -17,6 +17,7 @@
     audit_figure    per call, did each shadow audit agree; the output's max |diff| vs stock
     misses_figure   calls per shape class: replayed, or eager by miss reason
     idle_progress   idle and busy time accumulating kernel by kernel, eager vs replay
+    process_means   one point per fresh process (its mean, its block range) per arm
 
 Every figure stores a caption (what it shows, how to read it) that ``caption(fig)`` returns.
 """
@@ -37,6 +38,7 @@ from .options import (
     require_columns,
     wrap_label,
 )
+from .processes import process_means
 from .progress import idle_progress
 from .reliability import soak_panel
 from .state import audit_figure, pointer_figure
@@ -52,7 +54,7 @@ from .waterfall import waterfall
 
 __all__ = [
     "waterfall", "kernel_timeline", "rho_bars", "catalog_grid", "pareto", "pareto_frontier", "capacity_lines",
-    "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress", "catalog_heatmap", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
+    "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress", "process_means", "catalog_heatmap", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
     "place_labels", "metric_title", "caption", "annotation_boxes", "boxes_overlap",
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
     "require_columns", "wrap_label",
