@@ -134,7 +134,9 @@ def test_rules_panel_live_measures_under_its_condition(monkeypatch):
 def test_rules_panel_widgets_drive_the_callbacks():
     p = panels.rules_panel()  # the recorded H200 factorial
     rec = data.pareto_frame("exact").set_index("arm")
-    assert "arm SRc" in p.readout.value and "8/8 blocks" in p.readout.value
+    n = int(data.factorial("exact").set_index("arm").loc["SRc", "blocks"])
+    assert "arm SRc" in p.readout.value and f"{n}/{n} blocks" in p.readout.value
+    assert "faster" in p.readout.value  # the change against B0 with the claim its interval supports
     before = _selected(p.figure())
     assert before == pytest.approx((rec.loc["SRc", "lat_ms"], rec.loc["SRc", "peak_MiB"]))
     p.controls["state_rule"].value = False  # what a click does
@@ -399,3 +401,21 @@ def test_live_factorial_on_cuda_measures_peak_and_gates_on_b0():
     assert df.attrs["failed"] == {} and t["exact"].all() and (t["exact_blocks"] == 2).all()
     assert (t["peak_MiB"] > 0).all() and (t["lat_ms"] > 0).all()
     assert t.loc["S", "peak_MiB"] <= t.loc["B0", "peak_MiB"]  # the state rule sizes workspaces to demand (teaching: not measured yet)
+
+
+def test_live_factorial_alternates_runs_and_gives_an_interval_over_them():
+    """The live method at a small scale: arms alternate within each run, each run a sample; the change
+    against B0 carries an interval over runs and claims only what it supports."""
+    order = []
+    df = live.live_factorial(config="teaching", arms=("B0", "SRc"), blocks=1, chunks_per_turn=2, device="cpu",
+                             condition="exact", runs=2, progress=order.append)
+    t = df.set_index("arm")
+    assert [m.split(":")[0] for m in order] == ["live B0", "live SRc", "live SRc", "live B0"]  # rotated per run
+    assert (t["runs"] == 2).all() and (t["exact_blocks"] == 2).all() and t["exact"].all()
+    assert t.loc["B0", "claim"] == "reference"
+    lo, hi = t.loc["SRc", "latency_delta_lo"], t.loc["SRc", "latency_delta_hi"]
+    assert lo <= t.loc["SRc", "latency_delta"] <= hi
+    assert t.loc["SRc", "claim"] == ("no clear difference" if lo <= 0 <= hi else "faster" if hi < 0 else "slower")
+    assert "2 alternating run(s)" in df.attrs["source"]
+    with pytest.raises(ValueError, match="runs"):
+        live.live_factorial(arms=("B0",), device="cpu", runs=0)

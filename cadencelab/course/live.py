@@ -25,6 +25,7 @@ from ..adapters.token2wav.turns import chunk_pieces
 from ..contract import T2W_CLOCKS
 from ..profile import profile_stream, summary
 from ..profile.events import timeline_events
+from ..profile.intervals import direction, point, ratio_interval
 from ..replay.determinism import apply_condition
 from . import data
 
@@ -84,8 +85,14 @@ def _stream_turns(rt, prompt, pieces, turns: int, device, seed: int) -> list[dic
 
 def live_factorial(n_steps: int | None = None, config: str = "real", arms=FACTORIAL_ARMS, blocks: int = 1,
                    chunks_per_turn: int = 3, progress=None, condition: str = "exact", device: str = "cuda",
-                   seed: int = 0) -> pd.DataFrame:
-    """Measure the factorial on this machine, in this process, one arm after another -> a rules-panel frame.
+                   seed: int = 0, runs: int = 3) -> pd.DataFrame:
+    """Measure the factorial on this machine, in this process -> a rules-panel frame.
+
+    The study's method at a small scale: ``runs`` short runs, the arms in alternation within each (the
+    order rotating each run), every arm built afresh for each run; each run is one sample, so
+    ``latency_delta_lo/hi`` resample runs and then turns within them (``cadencelab.profile.intervals``),
+    and ``claim`` says only what that interval supports. One process cannot sample what differs between
+    processes, so the live interval is narrower than the recorded study's.
 
     Each arm is built by ``build_runtime`` (seeded weights, the arm's envelope, ``n_steps`` solver
     steps; None: the clocks'), streams one warm-up turn (its classes captured) and then ``blocks``
@@ -108,53 +115,75 @@ def live_factorial(n_steps: int | None = None, config: str = "real", arms=FACTOR
     arms = tuple(arms)
     if "B0" not in arms:
         raise ValueError(f"live_factorial: arms must include B0 (the exactness gate's reference), got {arms}")
-    if blocks < 1 or chunks_per_turn < 2:
-        raise ValueError(f"live_factorial: blocks must be >= 1 and chunks_per_turn >= 2, got {blocks}, {chunks_per_turn}")
+    if blocks < 1 or chunks_per_turn < 2 or runs < 1:
+        raise ValueError(f"live_factorial: blocks and runs must be >= 1 and chunks_per_turn >= 2, got {blocks}, "
+                         f"{runs}, {chunks_per_turn}")
     apply_condition(data.DEVICE_CONDITIONS[condition])
     cfg = token2wav_config(config)
     say = progress or (lambda *_: None)
-    runs, failed = {}, {}
-    for arm in arms:
-        rt = None
-        try:
-            rt, prompt = build_runtime(cfg, arm, seed, dev, n_timesteps=n_steps)
-            c = rt.clocks
-            toks = np.random.default_rng([seed, 7]).integers(0, cfg.vocab_size, c.tokens_per_chunk * chunks_per_turn)
-            pieces = list(chunk_pieces(toks.tolist(), c))
-            runs[arm] = _stream_turns(rt, prompt, pieces, 1 + blocks, dev, seed)[1:]  # the first turn warms up
-            say(f"live {arm}: {blocks} block(s) done")
-        except Exception as e:  # one arm failing keeps the others
-            failed[arm] = f"{type(e).__name__}: {e}"[:300]
-            say(f"live {arm} failed: {failed[arm]}")
-        finally:
-            del rt
-            if dev.type == "cuda":  # the arm's graphs and buffers back to the device before the next arm
-                gc.collect()
-                torch.cuda.empty_cache()
-    frame = factorial_frame(runs)
+    measured, failed = {}, {}
+    for r in range(runs):
+        order = arms[r % len(arms):] + arms[: r % len(arms)]  # no arm always first
+        for arm in order:
+            if arm in failed:
+                continue
+            rt = None
+            try:
+                rt, prompt = build_runtime(cfg, arm, seed, dev, n_timesteps=n_steps)
+                c = rt.clocks
+                toks = np.random.default_rng([seed, 7]).integers(0, cfg.vocab_size, c.tokens_per_chunk * chunks_per_turn)
+                pieces = list(chunk_pieces(toks.tolist(), c))
+                turns = _stream_turns(rt, prompt, pieces, 1 + blocks, dev, seed)[1:]  # the first turn warms up
+                measured.setdefault(arm, []).append(turns)
+                say(f"live {arm}: run {r + 1} of {runs} done")
+            except Exception as e:  # one arm failing keeps the others
+                failed[arm] = f"{type(e).__name__}: {e}"[:300]
+                measured.pop(arm, None)
+                say(f"live {arm} failed: {failed[arm]}")
+            finally:
+                del rt
+                if dev.type == "cuda":  # the arm's graphs and buffers back to the device before the next arm
+                    gc.collect()
+                    torch.cuda.empty_cache()
+    frame = factorial_frame(measured)
     frame.attrs["n_steps"] = T2W_CLOCKS.with_(n_steps=n_steps).n_steps
     frame.attrs["failed"] = failed
     where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "this CPU"
-    frame.attrs["source"] = f"live on {where} ({config} config, {blocks} block(s), {condition} kernels)"
+    frame.attrs["source"] = (f"live on {where} ({config} config, {runs} alternating run(s) of {blocks} block(s), "
+                             f"{condition} kernels)")
     return frame
 
 
-def factorial_frame(runs: dict[str, list[dict]]) -> pd.DataFrame:
-    """Per arm (runs: arm -> its timed turns): median steady latency and peak, turns whose PCM digest
-    equals B0's, latency and peak deltas against B0."""
+def factorial_frame(runs: dict[str, list]) -> pd.DataFrame:
+    """Per arm (``runs``: arm -> its runs, each a list of timed turns; a plain list of turns is one run):
+    lat_ms (the mean over runs of each run's mean turn median), peak, turns whose PCM digest equals B0's
+    (turn by turn, run by run), latency_delta against B0 with ``latency_delta_lo/hi`` (resampling runs,
+    then turns: NaN with one run and one turn), ``claim`` and ``runs``; peak_delta against B0."""
+    runs = {a: (r if r and isinstance(r[0], list) else [r]) for a, r in runs.items()}
+
+    def medians(run):
+        return [float(np.median([x["latency_ms"] for x in t["rows"] if x["kind"] == "steady"])) for t in run]
+
     ref = runs.get("B0")
+    lat = {a: [medians(run) for run in rs] for a, rs in runs.items()}
     rows = []
-    for arm, turns in runs.items():
-        steady = [r["latency_ms"] for t in turns for r in t["rows"] if r["kind"] == "steady"]
-        exact_blocks = sum(t["sha256"] == b["sha256"] for t, b in zip(turns, ref)) if ref is not None else 0
-        rows.append(dict(arm=arm, lat_ms=float(np.median(steady)),
-                         peak_MiB=float(np.median([t["peak_MiB"] for t in turns])),
-                         exact=ref is not None and exact_blocks == len(turns), exact_blocks=int(exact_blocks),
-                         blocks=len(turns)))
-    df = pd.DataFrame(rows, columns=["arm", "lat_ms", "peak_MiB", "exact", "exact_blocks", "blocks"])
+    for arm, rs in runs.items():
+        turns = [t for run in rs for t in run]
+        ref_turns = [t for run in ref for t in run] if ref is not None else []
+        exact_blocks = sum(t["sha256"] == b["sha256"] for t, b in zip(turns, ref_turns))
+        row = dict(arm=arm, lat_ms=point(lat[arm]), peak_MiB=float(np.median([t["peak_MiB"] for t in turns])),
+                   exact=ref is not None and exact_blocks == len(turns), exact_blocks=int(exact_blocks),
+                   blocks=len(turns), runs=len(rs))
+        if ref is not None:
+            pt, lo, hi = (0.0, 0.0, 0.0) if arm == "B0" else ratio_interval(lat[arm], lat["B0"])
+            enough = arm == "B0" or sum(map(len, lat[arm])) > 1
+            row.update(latency_delta=pt, latency_delta_lo=lo if enough else float("nan"),
+                       latency_delta_hi=hi if enough else float("nan"),
+                       claim="reference" if arm == "B0" else direction(lo, hi) if enough else "no interval (one turn)")
+        rows.append(row)
+    df = pd.DataFrame(rows)
     if (df["arm"] == "B0").any():
         b0 = df.set_index("arm").loc["B0"]
-        df["latency_delta"] = df["lat_ms"] / b0["lat_ms"] - 1.0
         df["peak_delta"] = df["peak_MiB"] / b0["peak_MiB"] - 1.0
     return df
 

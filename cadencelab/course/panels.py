@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 
 from .. import viz
 from ..contract import T2W_CLOCKS, catalog, region_table, trajectory
+from ..profile.intervals import direction
 from ..viz.options import require_columns
 from .display import html_table, ipywidgets_module, render
 from .frames import PANEL_ARMS, SLIDER_RANGES, arm_for, clock_params, derive_clock_table, rules_frame, token2wav_at
@@ -217,6 +218,7 @@ class RulesPanel:
         out = dict(arm=self.arm, lat_ms=float(r["lat_ms"]), peak_MiB=float(r["peak_MiB"]),
                    exact=bool(r.get("exact", True)), exact_blocks=r.get("exact_blocks"), blocks=r.get("blocks"),
                    latency_delta=r.get("latency_delta"), peak_delta=r.get("peak_delta"),
+                   latency_delta_lo=r.get("latency_delta_lo"), latency_delta_hi=r.get("latency_delta_hi"),
                    replay=r.get("replay") or {}, measured_at_steps=measured_at,
                    source=source, note=note)
         out.update(self.derived())
@@ -291,7 +293,10 @@ class RulesPanel:
                   and not (isinstance(p["blocks"], float) and math.isnan(p["blocks"])) else "")
         delta = ""
         if p.get("latency_delta") is not None and p.get("peak_delta") is not None:
-            delta = f"; vs B0: latency {100 * p['latency_delta']:+.1f}%, peak {100 * p['peak_delta']:+.1f}%"
+            lo, hi = p.get("latency_delta_lo"), p.get("latency_delta_hi")
+            ci = (f" [{100 * lo:+.1f}, {100 * hi:+.1f}], {direction(lo, hi)}"
+                  if p["arm"] != "B0" and lo is not None and hi is not None and lo == lo and hi == hi else "")
+            delta = f"; vs B0: latency {100 * p['latency_delta']:+.1f}%{ci}, peak {100 * p['peak_delta']:+.1f}%"
         replay = "".join(f"<br>&nbsp;&nbsp;{v}" for v in (p["replay"] or {}).values())
         note = f"<br><i>{p['note']}</i>" if p["note"] else ""
         return (f"<div class='cadencelab-readout'><b>arm {p['arm']}</b>: {p['lat_ms']:.1f} ms per steady chunk, "
