@@ -189,23 +189,29 @@ def test_waterfall_cadence_label_inside_each_panel():
     assert len(cad) == 2 and len(titles) == 2
     assert all(a.yref.endswith("domain") and a.y == 1 and a.yanchor == "top" for a in cad)  # under the top edge
     assert all(t.yanchor == "bottom" for t in titles)                                        # facet titles above it
-    assert fig.layout.xaxis.title.text == "time in the second (ms)"
+    assert fig.layout.xaxis2.title.text == "time in the second (ms)"                       # under the bottom panel
 
 
-def test_waterfall_facet_titles_wrap_to_their_panels():
-    """Notebook 1's composed seconds: three long panel titles side by side must not run into each other."""
+def test_waterfall_facets_stack_with_whole_titles_and_no_legend():
+    """Notebook 1's composed seconds: three long panel titles must neither wrap against the main title nor run
+    into each other, and no legend may take the width: panels stack on one time axis, each title on one line."""
     from cadencelab.course import anatomy, frames
 
     composed = anatomy.label_composed(frames.anatomy_frame("exact", compose=True))
-    fig = viz.waterfall(composed, options=viz.WaterfallOptions(layout="facets"))
+    fig = viz.waterfall(composed, options=viz.WaterfallOptions(layout="facets", title="COMPOSED seconds"))
     sources = list(dict.fromkeys(composed["source"]))
-    titles = [a for a in fig.layout.annotations if a.text.replace("<br>", " ") in sources]
-    assert len(titles) == len(sources) == 3 and any("<br>" in t.text for t in titles)
+    titles = [a for a in fig.layout.annotations if a.text in sources]
+    assert [t.text for t in titles] == sources                       # whole, one line each (no <br>)
+    assert all(t.x == 0 and t.xanchor == "left" and t.yanchor == "bottom" for t in titles)
+    assert fig.layout.showlegend is False                             # the titles name the sources
+    domains = [fig.layout[f"yaxis{'' if i == 1 else i}"].domain for i in range(1, len(sources) + 1)]
+    assert all(a[0] > b[1] for a, b in zip(domains, domains[1:]))    # stacked top to bottom, apart
+    assert len({tr.xaxis for tr in fig.data}) == len(sources) and fig.layout.xaxis.matches == "x3"  # one time axis
+    assert fig.layout.xaxis3.title.text == "time in the second (ms)"
     alone = go.Figure(fig)
     alone.layout.annotations = titles  # the titles alone (paper coordinates)
     boxes = annotation_boxes(alone)
     assert not [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if boxes_overlap(a, b)]
-    assert fig.layout.margin.t > 100  # room above the panels for the wrapped lines
     assert viz.wrap_label("short", 300) == "short" and viz.wrap_label("a b c d e f g h i j", 60) == "a b c d<br>e f g h<br>i j"
 
 
