@@ -205,12 +205,18 @@ _REPORT_JS = """() => {
   const doc = document.documentElement;
   const cells = [...document.querySelectorAll('td, th')].map(c => c.innerText.trim());
   const text = document.body.innerText;
-  const wide = [...document.querySelectorAll('.output table')].filter(t => t.offsetWidth > t.parentElement.clientWidth + 1)
-    .map(t => ({width: t.offsetWidth, scrolls: getComputedStyle(t.parentElement).overflowX}));
+  const prose = document.body.cloneNode(true);  // what is not code: printed source may hold a docstring's reST
+  prose.querySelectorAll('pre, code, script, style').forEach(e => e.remove());
+  const wide = [...document.querySelectorAll('.output table')]
+    .filter(t => t.offsetWidth > t.closest('.output').clientWidth + 1)
+    .map(t => ({width: t.offsetWidth, scrolls: getComputedStyle(t.closest('.output')).overflowX}));
   return {
     pageScroll: doc.scrollWidth - doc.clientWidth,
-    cut: cells.filter(c => c.length > 3 && (c.endsWith('…') || c.endsWith('...'))).slice(0, 10),
-    rst: (text.match(/``[^`\\n]+``/g) || []).slice(0, 10),
+    cut: cells.filter(c => c.length > 3 && c.endsWith('…')).slice(0, 10),  // a name shortened with an ellipsis
+    // pandas' tables not rendered by course.display.frame_html: those cut cells to pandas' display limit ("...")
+    unfitted: [...document.querySelectorAll('.output table.dataframe')].filter(t => !t.closest('.cadencelab-frame'))
+      .map(t => t.innerText.slice(0, 60)).slice(0, 10),
+    rst: (prose.textContent.match(/``[^`\\n]+``/g) || []).slice(0, 10),
     temp: (text.match(/\\S*(ipykernel_|\\/tmp\\/)\\S*/g) || []).slice(0, 10),
     wide: wide,
     narrow: [...document.querySelectorAll('.output td')].filter(c => c.innerText.trim().length > 32
@@ -260,6 +266,7 @@ def _read_report(page_path: Path, shot: Path | None = None) -> tuple[dict, list]
 def _assert_reads_well(seen: dict, labels: list) -> None:
     assert seen["pageScroll"] <= 0, f"the page scrolls sideways by {seen['pageScroll']} px at 1400 px"
     assert not seen["cut"], f"table cells cut short: {seen['cut']}"
+    assert not seen["unfitted"], f"tables shown without course.display.frame_html (cells cut at 50): {seen['unfitted']}"
     assert not seen["rst"], f"raw reST markup on the page: {seen['rst']}"
     assert not seen["temp"], f"temporary paths on the page: {seen['temp']}"
     assert all(w["scrolls"] in ("auto", "scroll") for w in seen["wide"]), f"a wide table not in a scroll block: {seen['wide']}"

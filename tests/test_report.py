@@ -113,7 +113,7 @@ def test_report_states_measured_wall_times(tmp_path):
     assert report.cell_seconds(run.nb) == pytest.approx(2.75)
     page = report.render_report([run], tmp_path, wall_s=12.345, pngs=False).read_text()
     assert "9.65&nbsp;s (cells&nbsp;2.75&nbsp;s)" in page      # per notebook: wall, and its cells' share
-    assert "the tour ran 12.3&nbsp;s up to this page" in page and "9.7&nbsp;s of measured wall time" in page
+    assert "the tour ran 12.3&nbsp;s before writing this page" in page and "9.7&nbsp;s of measured wall time" in page
     assert "no PNGs: not asked for" in page
     row = json.loads((tmp_path / "summary.json").read_text())[0]
     assert row["seconds"] == 9.65 and row["cell_seconds"] == 2.75

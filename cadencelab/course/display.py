@@ -16,14 +16,18 @@ import re
 
 import pandas as pd
 
-__all__ = ["ipywidgets_module", "render", "html_table", "show", "CAPTION_METADATA", "LONG_CELL_CHARS",
-           "fit_table_html", "frame_html", "install_table_format"]
+__all__ = ["ipywidgets_module", "render", "html_table", "show", "CAPTION_METADATA", "FRAME_CLASS",
+           "LONG_CELL_CHARS", "fit_table_html", "frame_html", "install_table_format"]
 
 #: the output metadata key that marks a caption :func:`show` displayed under its figure (the HTML report
 #: prints captions from the figure itself and skips these, so a caption appears once)
 CAPTION_METADATA = "cadencelab_caption"
+#: the class of the block :func:`frame_html` wraps a table in (the report's browser test finds its tables by it)
+FRAME_CLASS = "cadencelab-frame"
 #: a table cell longer than this many characters is given a readable width and wraps inside it
 LONG_CELL_CHARS = 32
+#: a word of such a cell longer than this may break after its underscores (a kernel name); shorter ones stay whole
+LONG_WORD_CHARS = 20
 #: the style of such a cell: at least a short line wide, at most a readable one; a name longer than the
 #: line breaks (after an underscore where it has one) rather than widening the table
 LONG_CELL_STYLE = "min-width: 12em; max-width: 28em; overflow-wrap: anywhere; white-space: normal; text-align: left"
@@ -33,9 +37,14 @@ _TH = re.compile(r"(<th(?:\s[^>]*)?>)(.*?)(</th>)", re.S)
 _TAG = re.compile(r"(<[^>]+>)")
 
 
-def _soft_breaks(cell: str) -> str:
-    """``cell`` (escaped HTML) with a break opportunity (``<wbr>``) after each underscore of its text."""
-    return "".join(p if p.startswith("<") else p.replace("_", "_<wbr>") for p in _TAG.split(cell))
+def _soft_breaks(cell: str, longer_than: int = 0) -> str:
+    """``cell`` (escaped HTML) with a break opportunity (``<wbr>``) after each underscore of each word of its
+    text longer than ``longer_than`` characters."""
+    def words(text: str) -> str:
+        return re.sub(r"\S+", lambda m: m.group(0).replace("_", "_<wbr>") if len(m.group(0)) > longer_than
+                      else m.group(0), text)
+
+    return "".join(p if p.startswith("<") else words(p) for p in _TAG.split(cell))
 
 
 def _plain(cell: str) -> str:
@@ -45,13 +54,14 @@ def _plain(cell: str) -> str:
 def fit_table_html(table: str) -> str:
     """An HTML table (pandas' markup: ``<td>`` cells) fitted to a text column: a cell longer than
     :data:`LONG_CELL_CHARS` characters gets :data:`LONG_CELL_STYLE` (it wraps at word boundaries within a
-    readable width; a long name breaks after an underscore), and header text may break after an underscore.
+    readable width; a name longer than :data:`LONG_WORD_CHARS` breaks after an underscore), and header text
+    may break after any underscore.
     Nothing is cut: every character of every cell stays."""
     def td(m: re.Match) -> str:
         cell = m.group(1)
         if len(_plain(cell)) <= LONG_CELL_CHARS:
             return m.group(0)
-        return f"<td style=\"{LONG_CELL_STYLE}\">{_soft_breaks(cell)}</td>"
+        return f"<td style=\"{LONG_CELL_STYLE}\">{_soft_breaks(cell, LONG_WORD_CHARS)}</td>"
 
     out = _TD.sub(td, table)
     return _TH.sub(lambda m: m.group(1) + _soft_breaks(m.group(2)) + m.group(3), out)
@@ -59,15 +69,16 @@ def fit_table_html(table: str) -> str:
 
 def frame_html(df: pd.DataFrame) -> str:
     """``df`` as the notebook shows it (pandas' HTML, its row and column limits kept) with no cell cut to
-    ``display.max_colwidth``, fitted by :func:`fit_table_html`. A frame with no rows is one line saying so
-    and naming its columns (a headers-only table reads as a rendering fault)."""
+    ``display.max_colwidth``, fitted by :func:`fit_table_html`, in a block of class :data:`FRAME_CLASS`.
+    A frame with no rows is one line saying so and naming its columns (a headers-only table reads as a
+    rendering fault)."""
     if len(df) == 0:
         cols = ", ".join(str(c) for c in df.columns)
         return (f"<p class='cadencelab-empty'><i>(no rows)</i> an empty {_html.escape(type(df).__name__)}"
                 + (f" with columns {_html.escape(cols)}" if cols else "") + "</p>")
     with pd.option_context("display.max_colwidth", None):
         table = df._repr_html_()
-    return fit_table_html(table) if table else _html.escape(repr(df))
+    return f"<div class='{FRAME_CLASS}'>{fit_table_html(table) if table else _html.escape(repr(df))}</div>"
 
 
 def _series_text(s: pd.Series, p, cycle: bool) -> None:

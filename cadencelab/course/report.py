@@ -66,6 +66,12 @@ def _markdown(text: str) -> str:
     return mistune.html(text)
 
 
+def _inline_markdown(text: str) -> str:
+    """One line of markdown (a learning goal: *emphasis*, `code`) as inline HTML, without a paragraph."""
+    out = _markdown(text).strip()
+    return out[3:-4] if out.startswith("<p>") and out.endswith("</p>") else out
+
+
 def figure_caption(fig: dict) -> str:
     """The caption a figure function stored in the figure's ``layout.meta`` (empty when none)."""
     meta = (fig.get("layout") or {}).get("meta")
@@ -221,7 +227,7 @@ def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wal
     ``out_dir/summary.json`` and, with ``pngs``, every figure as ``out_dir/figures/<name>.png``; returns the
     page's path.
 
-    wall_s: the tour's measured wall time up to this page (the page says it beside the notebooks' sum)."""
+    wall_s: the tour's measured wall time before the page is written (said beside the notebooks' sum)."""
     from plotly.offline import get_plotlyjs
 
     out_dir = Path(out_dir)
@@ -245,7 +251,7 @@ def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wal
         rows.append(f"<tr><td><a href='#nb{i}'>{html.escape(r.title)}</a></td>"
                     f"<td class='num'>{_time_cells(r.seconds, cells[-1])}</td>"
                     f"<td class='num'>{len(r.figures)}</td><td>{status}</td><td>{html.escape(check_line)}</td></tr>")
-        goals = "".join(f"<li>{html.escape(g)}</li>" for g in r.goals)
+        goals = "".join(f"<li>{_inline_markdown(g)}</li>" for g in r.goals)
         body, _ = cells_html(r.nb, prefix, links) if r.nb is not None else ("", 0)
         err = f"<h3>Error</h3><pre>{html.escape(r.error)}</pre>" if r.error else ""
         sections.append(
@@ -260,7 +266,7 @@ def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wal
     timing = (f"{total:.1f}&nbsp;s of measured wall time over the {len(runs)} notebooks (each from its kernel's "
               "start to its shutdown; cells: the time its code cells ran)")
     if wall_s is not None:
-        timing = f"the tour ran {wall_s:.1f}&nbsp;s up to this page: " + timing
+        timing = f"the tour ran {wall_s:.1f}&nbsp;s before writing this page: " + timing
     fig_note = (f"every figure also as a PNG in <a href='{FIGURES_DIR}/'>{FIGURES_DIR}/</a>" if not png_note
                 else html.escape(png_note))
     page = (
