@@ -99,7 +99,8 @@ def test_preflight_names_a_notebook_cell_as_ipython_does(monkeypatch):
 def _run(seconds=9.6543, with_figure=True):
     """A made-up executed notebook: one capacity figure, its cell timed by the kernel at 2.75 s."""
     fig = viz.capacity_lines(pd.DataFrame({"sessions": [1, 2], "arm": ["B0", "B0"], "p95_chunk_ms": [300.0, 900]}))
-    outs = [nbformat.v4.new_output("display_data", data={report.PLOTLY_MIME: fig.to_plotly_json()})] if with_figure else []
+    outs = ([nbformat.v4.new_output("display_data", data={report.PLOTLY_MIME: fig.to_plotly_json()})]
+            if with_figure else [])
     code = nbformat.v4.new_code_cell("fig", outputs=outs)
     code.metadata["execution"] = {"iopub.execute_input": "2026-12-02T05:21:45.500000Z",
                                   "iopub.status.idle": "2026-12-02T05:21:48.250000Z"}

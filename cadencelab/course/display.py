@@ -16,14 +16,12 @@ import re
 
 import pandas as pd
 
-__all__ = ["ipywidgets_module", "render", "html_table", "show", "CAPTION_METADATA", "FRAME_CLASS",
-           "LONG_CELL_CHARS", "fit_table_html", "frame_html", "install_table_format"]
+__all__ = ["ipywidgets_module", "render", "html_table", "show", "CAPTION_METADATA", "LONG_CELL_CHARS",
+           "fit_table_html", "frame_html", "install_table_format"]
 
 #: the output metadata key that marks a caption :func:`show` displayed under its figure (the HTML report
 #: prints captions from the figure itself and skips these, so a caption appears once)
 CAPTION_METADATA = "cadencelab_caption"
-#: the class of the block :func:`frame_html` wraps a table in (the report's browser test finds its tables by it)
-FRAME_CLASS = "cadencelab-frame"
 #: a table cell longer than this many characters is given a readable width and wraps inside it
 LONG_CELL_CHARS = 32
 #: a word of such a cell longer than this may break after its underscores (a kernel name); shorter ones stay whole
@@ -69,16 +67,15 @@ def fit_table_html(table: str) -> str:
 
 def frame_html(df: pd.DataFrame) -> str:
     """``df`` as the notebook shows it (pandas' HTML, its row and column limits kept) with no cell cut to
-    ``display.max_colwidth``, fitted by :func:`fit_table_html`, in a block of class :data:`FRAME_CLASS`.
-    A frame with no rows is one line saying so and naming its columns (a headers-only table reads as a
-    rendering fault)."""
+    ``display.max_colwidth``, fitted by :func:`fit_table_html`. A frame with no rows is one line saying so and
+    naming its columns (a headers-only table reads as a rendering fault)."""
     if len(df) == 0:
         cols = ", ".join(str(c) for c in df.columns)
         return (f"<p class='cadencelab-empty'><i>(no rows)</i> an empty {_html.escape(type(df).__name__)}"
                 + (f" with columns {_html.escape(cols)}" if cols else "") + "</p>")
     with pd.option_context("display.max_colwidth", None):
         table = df._repr_html_()
-    return f"<div class='{FRAME_CLASS}'>{fit_table_html(table) if table else _html.escape(repr(df))}</div>"
+    return fit_table_html(table) if table else _html.escape(repr(df))
 
 
 def _series_text(s: pd.Series, p, cycle: bool) -> None:

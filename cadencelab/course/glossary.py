@@ -135,7 +135,8 @@ def to_html(df: pd.DataFrame | None = None, notebook: int | None = None) -> str:
     g = glossary() if df is None else df
     if notebook is not None:
         g = g[g["notebooks"].map(lambda n: notebook in n)]
+    code = "<code>{}</code>"
     items = "".join(f"<dt id='glossary-{html.escape(r.term.replace(' ', '-'))}'><b>{html.escape(r.term)}</b> "
-                    f"<small>({html.escape(r.kind)})</small></dt><dd>{_rst_inline(html.escape(r.definition), '<code>{}</code>')} "
+                    f"<small>({html.escape(r.kind)})</small></dt><dd>{_rst_inline(html.escape(r.definition), code)} "
                     f"<small><code>{html.escape(r.source)}</code></small></dd>" for r in g.itertuples())
     return f"<h3>Glossary</h3><dl class='cadencelab-glossary'>{items}</dl>"
