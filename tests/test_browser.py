@@ -219,8 +219,12 @@ _REPORT_JS = """() => {
     rst: (prose.textContent.match(/``[^`\\n]+``/g) || []).slice(0, 10),
     temp: (text.match(/\\S*(ipykernel_|\\/tmp\\/)\\S*/g) || []).slice(0, 10),
     wide: wide,
-    narrow: [...document.querySelectorAll('.output td')].filter(c => c.innerText.trim().length > 32
-      && c.getBoundingClientRect().width < 150).map(c => c.innerText.slice(0, 40)).slice(0, 10),
+    // squeezed: a long cell under 150 px, or a short phrase broken over lines
+    narrow: [...document.querySelectorAll('.output td')].filter(c => { const t = c.innerText.trim();
+      if (t.length > 32) return c.getBoundingClientRect().width < 150;
+      const r = document.createRange(); r.selectNodeContents(c);
+      return t.includes(' ') && new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1; })
+      .map(c => c.innerText.slice(0, 40)).slice(0, 10),
     tables: document.querySelectorAll('.output table').length,
     figures: document.querySelectorAll('.js-plotly-plot').length,
   };

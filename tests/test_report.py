@@ -39,7 +39,8 @@ def test_frame_html_keeps_every_character_and_fits_long_cells():
     assert "..." not in html.replace("<wbr>", "")
     long_td = re.search(r"<td style=\"([^\"]+)\">control", html)
     assert long_td and long_td.group(1) == display.LONG_CELL_STYLE  # wraps in a readable width
-    assert "<td>B0</td>" in html                                       # short cells are left alone
+    assert "<td>B0</td>" in html                                       # a short word is left alone,
+    assert '<td style="white-space: nowrap">stock runtime</td>' in html  # a short phrase kept on one line
     assert "steady_<wbr>latency_<wbr>ms_<wbr>median" in html           # a header may break after "_"
 
 
@@ -50,6 +51,7 @@ def test_fit_table_html_breaks_a_long_name_after_underscores_and_leaves_tags_alo
     assert "<a href='x_y'>" in out and out.count("_<wbr>") == name.count("_") + 1
     assert "<thead>" in out  # the header row's own tag is not taken for a cell
     assert re.sub(r"<[^>]+>", "", out).endswith(name)
+    assert display.fit_table_html(out) == out  # the report fits a notebook's fitted tables again: no change
 
 
 def test_an_empty_frame_is_a_line_not_a_headers_only_table():

@@ -37,12 +37,12 @@ _TAG = re.compile(r"(<[^>]+>)")
 
 def _soft_breaks(cell: str, longer_than: int = 0) -> str:
     """``cell`` (escaped HTML) with a break opportunity (``<wbr>``) after each underscore of each word of its
-    text longer than ``longer_than`` characters."""
+    text longer than ``longer_than`` characters (the ones it had are placed anew: fitting twice changes nothing)."""
     def words(text: str) -> str:
         return re.sub(r"\S+", lambda m: m.group(0).replace("_", "_<wbr>") if len(m.group(0)) > longer_than
                       else m.group(0), text)
 
-    return "".join(p if p.startswith("<") else words(p) for p in _TAG.split(cell))
+    return "".join(p if p.startswith("<") else words(p) for p in _TAG.split(cell.replace("<wbr>", "")))
 
 
 def _plain(cell: str) -> str:
@@ -52,13 +52,14 @@ def _plain(cell: str) -> str:
 def fit_table_html(table: str) -> str:
     """An HTML table (pandas' markup: ``<td>`` cells) fitted to a text column: a cell longer than
     :data:`LONG_CELL_CHARS` characters gets :data:`LONG_CELL_STYLE` (it wraps at word boundaries within a
-    readable width; a name longer than :data:`LONG_WORD_CHARS` breaks after an underscore), and header text
-    may break after any underscore.
+    readable width; a name longer than :data:`LONG_WORD_CHARS` breaks after an underscore), a shorter phrase
+    stays on one line, and header text may break after any underscore.
     Nothing is cut: every character of every cell stays."""
     def td(m: re.Match) -> str:
         cell = m.group(1)
-        if len(_plain(cell)) <= LONG_CELL_CHARS:
-            return m.group(0)
+        text = _plain(cell)
+        if len(text) <= LONG_CELL_CHARS:  # a short phrase reads on one line: never squeezed into a column of words
+            return f"<td style=\"white-space: nowrap\">{cell}</td>" if " " in text.strip() else m.group(0)
         return f"<td style=\"{LONG_CELL_STYLE}\">{_soft_breaks(cell, LONG_WORD_CHARS)}</td>"
 
     out = _TD.sub(td, table)

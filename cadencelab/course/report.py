@@ -48,7 +48,7 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: {_COLUM
 h1 {{ margin-bottom: 0.2em; }} .meta {{ color: #666; }}
 table.runs {{ border-collapse: collapse; margin: 1em 0; }} table.runs td, table.runs th {{ padding: 4px 10px;
   border-bottom: 1px solid #ddd; text-align: left; vertical-align: top; }}
-table.runs td.num {{ white-space: nowrap; text-align: right; }}
+table.runs td.num, table.runs td.name {{ white-space: nowrap; }} table.runs td.num {{ text-align: right; }}
 .ok {{ color: #18794e; font-weight: bold; }} .fail {{ color: #c62828; font-weight: bold; }}
 section {{ border-top: 2px solid #eee; margin-top: 2em; padding-top: 1em; }}
 pre {{ background: #f6f8fa; padding: 0.8em; overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; }}
@@ -248,7 +248,7 @@ def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wal
         status = "<span class='ok'>OK</span>" if r.ok else "<span class='fail'>FAILED</span>"
         check_line = next((ln for ln in r.check.splitlines() if check_marker in ln), "")
         cells.append(cell_seconds(r.nb) if r.nb is not None else None)
-        rows.append(f"<tr><td><a href='#nb{i}'>{html.escape(r.title)}</a></td>"
+        rows.append(f"<tr><td class='name'><a href='#nb{i}'>{html.escape(r.title)}</a></td>"
                     f"<td class='num'>{_time_cells(r.seconds, cells[-1])}</td>"
                     f"<td class='num'>{len(r.figures)}</td><td>{status}</td><td>{html.escape(check_line)}</td></tr>")
         goals = "".join(f"<li>{_inline_markdown(g)}</li>" for g in r.goals)
