@@ -62,7 +62,7 @@ def test_an_empty_frame_is_a_line_not_a_headers_only_table():
 def test_install_table_format_takes_over_dataframes_in_ipython_only():
     from IPython.core.interactiveshell import InteractiveShell
 
-    assert display.install_table_format() is False  # no IPython running here: nothing changes
+    assert display.install_table_format(object()) is False  # not an IPython shell: nothing changes
     shell = InteractiveShell.instance()
     try:
         assert display.install_table_format(shell) is True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html as _html
 import re
+import sys
 
 import pandas as pd
 
@@ -87,12 +88,9 @@ def _series_text(s: pd.Series, p, cycle: bool) -> None:
 def install_table_format(shell=None) -> bool:
     """Have ``shell`` (default: the running IPython, if any) show DataFrames through :func:`frame_html` and
     Series uncut; True when installed. Outside IPython nothing changes (the CLI's printed tables are kept)."""
-    if shell is None:
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return False
-        shell = get_ipython()
+    if shell is None:  # a kernel has IPython imported already: never import it here (the CLI stays light)
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
     if shell is None or not hasattr(shell, "display_formatter"):
         return False
     formatters = shell.display_formatter.formatters
