@@ -194,3 +194,151 @@ def test_rules_panel_in_jupyterlab(lab, tmp_path):
     if dest:
         Path(dest).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(dest) / shot.name)
+
+
+# ----------------------------------------------------------------------------------------------
+# The tour's HTML report, read as a person reads it: Chromium at a 1400 px viewport
+# ----------------------------------------------------------------------------------------------
+
+#: what the page must not show, checked in the browser (innerText: what a reader sees)
+_REPORT_JS = """() => {
+  const doc = document.documentElement;
+  const cells = [...document.querySelectorAll('td, th')].map(c => c.innerText.trim());
+  const text = document.body.innerText;
+  const prose = document.body.cloneNode(true);  // what is not code: printed source may hold a docstring's reST
+  prose.querySelectorAll('pre, code, script, style').forEach(e => e.remove());
+  const wide = [...document.querySelectorAll('.output table')]
+    .filter(t => t.offsetWidth > t.closest('.output').clientWidth + 1)
+    .map(t => ({width: t.offsetWidth, scrolls: getComputedStyle(t.closest('.output')).overflowX}));
+  return {
+    pageScroll: doc.scrollWidth - doc.clientWidth,
+    // cut: a name shortened with an ellipsis, or a cell pandas cut to its 50-character display limit (47
+    // characters and "..."; a question's own " ..." blank, after a space, is not a cut)
+    cut: cells.filter(c => c.length > 3 && (c.endsWith('…')
+      || (c.length === 50 && c.endsWith('...') && !c.endsWith(' ...')))).slice(0, 10),
+    rst: (prose.textContent.match(/``[^`\\n]+``/g) || []).slice(0, 10),
+    temp: (text.match(/\\S*(ipykernel_|\\/tmp\\/)\\S*/g) || []).slice(0, 10),
+    wide: wide,
+    // squeezed: a long cell under 150 px, or a short phrase broken over lines
+    narrow: [...document.querySelectorAll('.output td')].filter(c => { const t = c.innerText.trim();
+      if (t.length > 32) return c.getBoundingClientRect().width < 150;
+      const r = document.createRange(); r.selectNodeContents(c);
+      return t.includes(' ') && new Set([...r.getClientRects()].map(x => Math.round(x.top))).size > 1; })
+      .map(c => c.innerText.slice(0, 40)).slice(0, 10),
+    tables: document.querySelectorAll('.output table').length,
+    figures: document.querySelectorAll('.js-plotly-plot').length,
+  };
+}"""
+
+#: per figure on the page, the pairs of its text boxes that overlap: the title, each annotation (panel titles,
+#: line labels) and the legend, as Chromium laid them out
+_LABELS_JS = """() => {
+  const out = [];
+  const over = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+    const boxes = [];
+    const add = (el, what) => { if (!el) return; const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.height > 0) boxes.push([what, r]); };
+    add(plot.querySelector('.g-gtitle text'), 'title');
+    plot.querySelectorAll('.annotation-text-g').forEach(a => add(a, 'annotation: ' + a.textContent.slice(0, 40)));
+    add(plot.querySelector('.legend .bg'), 'legend');
+    for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++)
+      if (over(boxes[i][1], boxes[j][1])) out.push([plot.id, boxes[i][0], boxes[j][0]]);
+  }
+  return out;
+}"""
+
+
+def _read_report(page_path: Path, shot: Path | None = None) -> tuple[dict, list]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(page_path.resolve().as_uri(), wait_until="load")
+            page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].every(p => p._fullLayout)",
+                                   timeout=120_000)
+            seen, labels = page.evaluate(_REPORT_JS), page.evaluate(_LABELS_JS)
+            if shot is not None:
+                page.screenshot(path=str(shot), full_page=False)
+        finally:
+            browser.close()
+    return seen, labels
+
+
+def _assert_reads_well(seen: dict, labels: list) -> None:
+    assert seen["pageScroll"] <= 0, f"the page scrolls sideways by {seen['pageScroll']} px at 1400 px"
+    assert not seen["cut"], f"table cells cut short: {seen['cut']}"
+    assert not seen["rst"], f"raw reST markup on the page: {seen['rst']}"
+    assert not seen["temp"], f"temporary paths on the page: {seen['temp']}"
+    assert all(w["scrolls"] in ("auto", "scroll") for w in seen["wide"]), f"wide table, no scroll block: {seen['wide']}"
+    assert not seen["narrow"], f"long cells squeezed under 150 px: {seen['narrow']}"
+    assert not labels, f"figure labels that overlap (figure, one, other): {labels}"
+
+
+def _tour_report() -> Path | None:
+    """index.html of the tour in $CADENCELAB_TOUR_DIR when that tour was made from these sources (as the
+    notebook tests decide it), else None."""
+    from cadencelab.course import tour
+
+    where = os.environ.get("CADENCELAB_TOUR_DIR")
+    if not where or not (Path(where) / "index.html").is_file():
+        return None
+    first = tour.course()[0]
+    return Path(where) / "index.html" if tour.load_run(where, first) is not None else None
+
+
+def test_tour_report_reads_well_at_1400px(tmp_path):
+    """The tour's report (the one in $CADENCELAB_TOUR_DIR, as CI makes it, else a tour of notebooks 2 and 7
+    made here): no sideways page scroll at a 1400 px viewport, no table cell cut with an ellipsis, no raw reST
+    markup, no temporary path, every wide table in a scroll block of its own, and no two labels of a figure
+    (title, panel titles, line labels, legend) on top of each other."""
+    from cadencelab.course import tour
+
+    report = _tour_report()
+    if report is None:  # no tour to read: make a small one (the glossary, the K chart, the preflight tables)
+        nbs = [p for p in tour.course() if p.name.startswith(("02_", "07_"))]
+        try:
+            report = tour.run_tour(tmp_path / "tour", progress=False, notebooks=nbs)
+        except tour.TourFailed as e:
+            report = e.report
+    seen, labels = _read_report(report, tmp_path / "report_top.png")
+    assert seen["tables"] > 0 and seen["figures"] > 0, seen
+    _assert_reads_well(seen, labels)
+
+
+def test_report_fits_wide_and_long_tables(tmp_path):
+    """A report of a made-up notebook with the hard cases: a 24-column table, sentences and a 120-character
+    kernel name in cells, an empty table, a glossary docstring in reST, a preflight site in a notebook cell.
+    Read in Chromium it keeps every character, scrolls only the wide table's own block, wraps the long cells."""
+    import nbformat
+    import pandas as pd
+
+    from cadencelab.course import display, report
+    from cadencelab.course.tour import NotebookRun
+
+    kernel = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16_stage4_warpsize2x2x1"
+    sentence = "control: the stock runtime again, in another process, to check that the reference holds " * 2
+    wide = pd.DataFrame({f"column_number_{i}": [1.5, 2.5] for i in range(24)})
+    long = pd.DataFrame({"arm": ["B0", "SRc"], "what it is": [sentence, "short"], "kernel": [kernel, "k"],
+                         "steady_latency_ms_median": [306.2, 60.1]})
+    empty = pd.DataFrame(columns=["kind", "severity", "op"])
+
+    def html_out(df):
+        return nbformat.v4.new_output("execute_result", data={"text/html": display.frame_html(df)}, execution_count=1)
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Made up\n\nYou will learn:\n- to read tables"),
+        nbformat.v4.new_code_cell("wide", outputs=[html_out(wide)]),
+        nbformat.v4.new_code_cell("long", outputs=[html_out(long)]),
+        nbformat.v4.new_code_cell("empty", outputs=[html_out(empty)]),
+    ])
+    run = NotebookRun(Path("99_made_up.py"), "Made up", ["to read tables"], seconds=1.234, check="CHECK OK", nb=nb)
+    page = report.render_report([run], tmp_path, pngs=False)
+    text = page.read_text()
+    assert sentence.strip() in text.replace("<wbr>", "") and kernel in text.replace("<wbr>", "")
+    assert "(no rows)" in text and "1.23&nbsp;s" in text
+    seen, labels = _read_report(page)
+    assert len(seen["wide"]) == 1 and seen["wide"][0]["width"] > 1100, seen["wide"]  # only the 24 columns overflow
+    _assert_reads_well(seen, labels)

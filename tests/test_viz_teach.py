@@ -189,23 +189,29 @@ def test_waterfall_cadence_label_inside_each_panel():
     assert len(cad) == 2 and len(titles) == 2
     assert all(a.yref.endswith("domain") and a.y == 1 and a.yanchor == "top" for a in cad)  # under the top edge
     assert all(t.yanchor == "bottom" for t in titles)                                        # facet titles above it
-    assert fig.layout.xaxis.title.text == "time in the second (ms)"
+    assert fig.layout.xaxis2.title.text == "time in the second (ms)"                       # under the bottom panel
 
 
-def test_waterfall_facet_titles_wrap_to_their_panels():
-    """Notebook 1's composed seconds: three long panel titles side by side must not run into each other."""
+def test_waterfall_facets_stack_with_whole_titles_and_no_legend():
+    """Notebook 1's composed seconds: three long panel titles must neither wrap against the main title nor run
+    into each other, and no legend may take the width: panels stack on one time axis, each title on one line."""
     from cadencelab.course import anatomy, frames
 
     composed = anatomy.label_composed(frames.anatomy_frame("exact", compose=True))
-    fig = viz.waterfall(composed, options=viz.WaterfallOptions(layout="facets"))
+    fig = viz.waterfall(composed, options=viz.WaterfallOptions(layout="facets", title="COMPOSED seconds"))
     sources = list(dict.fromkeys(composed["source"]))
-    titles = [a for a in fig.layout.annotations if a.text.replace("<br>", " ") in sources]
-    assert len(titles) == len(sources) == 3 and any("<br>" in t.text for t in titles)
+    titles = [a for a in fig.layout.annotations if a.text in sources]
+    assert [t.text for t in titles] == sources                       # whole, one line each (no <br>)
+    assert all(t.x == 0 and t.xanchor == "left" and t.yanchor == "bottom" for t in titles)
+    assert fig.layout.showlegend is False                             # the titles name the sources
+    domains = [fig.layout[f"yaxis{'' if i == 1 else i}"].domain for i in range(1, len(sources) + 1)]
+    assert all(a[0] > b[1] for a, b in zip(domains, domains[1:]))    # stacked top to bottom, apart
+    assert len({tr.xaxis for tr in fig.data}) == len(sources) and fig.layout.xaxis.matches == "x3"  # one time axis
+    assert fig.layout.xaxis3.title.text == "time in the second (ms)"
     alone = go.Figure(fig)
     alone.layout.annotations = titles  # the titles alone (paper coordinates)
     boxes = annotation_boxes(alone)
     assert not [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if boxes_overlap(a, b)]
-    assert fig.layout.margin.t > 100  # room above the panels for the wrapped lines
     assert viz.wrap_label("short", 300) == "short" and viz.wrap_label("a b c d e f g h i j", 60) == "a b c d<br>e f g h<br>i j"
 
 
@@ -235,3 +241,54 @@ def test_every_figure_has_a_caption_and_titled_axes(streams):
         assert titles and all(any(u in t for u in UNIT) or t in ("state region", "variant", "arm", "stage")
                               for t in titles), titles
         _no_raw_titles(fig)
+
+
+def test_line_labels_sit_beside_the_line_off_the_data():
+    """Notebook 5's session plots and notebook 1's stage spread: the cadence label sits right of the plot, beside
+    the line's end, with its unit ("cadence 1000 ms", never "cadence (ms) 1000"), so no curve or box can cross it;
+    the capacity legend sits under the plot, not in the right margin the label uses."""
+    from cadencelab.course import anatomy, capacity
+
+    for fig in (capacity.capacity_figure("speak_heavy"), anatomy.stage_spread_figure("exact")):
+        lab = [a for a in fig.layout.annotations if a.text.startswith("cadence")]
+        assert len(lab) == 1 and lab[0].text == "cadence<br>1000 ms", [a.text for a in fig.layout.annotations]
+        assert (lab[0].xref, lab[0].x, lab[0].xanchor, lab[0].yref, lab[0].y) == ("paper", 1, "left", "y", 1000)
+        assert fig.layout.margin.r >= len("1000 ms") * 7  # the margin holds it
+    cap = capacity.capacity_figure("speak_heavy")
+    assert cap.layout.legend.orientation == "h" and cap.layout.legend.y < 0
+    assert "dashed: the cadence (1000 ms)" in viz.caption(cap)
+    assert viz.metric_unit("p95_chunk_ms") == "ms" and viz.metric_unit("goodput") == ""
+
+
+def test_soak_warmup_is_named_in_the_legend_not_on_the_lines():
+    """Notebook 4's soak: no 'warm-up' text on the plot (the peak line struck it through), a legend entry instead."""
+    fig = viz.soak_panel(data.soak_chunks())
+    assert not [a for a in fig.layout.annotations if "warm" in str(a.text)]
+    shaded = [s for s in fig.layout.shapes if s.name and s.name.startswith("warm-up")]
+    assert len(shaded) == 2 and [s.showlegend for s in shaded] == [True, False]
+    assert shaded[0].name == "warm-up (chunks 0-63, shaded)"
+
+
+def test_counts_get_whole_number_ticks():
+    """Notebook 2's K chart: a count of classes is ticked 0, 1, 2, ..., never 3.2 or 3.4."""
+    from cadencelab.course.predict import Prediction, reveal, reveal_figure
+
+    k = reveal_figure(reveal(Prediction("K", unit="classes", value={"a": 3, "b": 3}), {"a": 4, "b": 4}))
+    assert (k.layout.yaxis.dtick, k.layout.yaxis.tickformat, k.layout.yaxis.rangemode) == (1, "d", "tozero")
+    ms = reveal_figure(reveal(Prediction("busy", unit="ms", value={"a": 200.0}), {"a": 57.25}))
+    assert ms.layout.yaxis.dtick is None and ms.layout.yaxis.tickformat is None  # a time keeps plotly's ticks
+    wide = viz.integer_axis(go.Figure(), [8, 11510])
+    assert wide.layout.yaxis.dtick is None and wide.layout.yaxis.tickformat == "d"  # whole steps, plotly's choice
+
+
+def test_kernel_timeline_caption_speaks_of_an_idle_row_only_when_drawn():
+    """Notebook 5's lanes figure has no idle row: its caption must not describe one."""
+    from cadencelab.course.frames import lanes_window
+
+    lanes = viz.kernel_timeline(lanes_window(data.recorded_trace("SRl", "lanes")), label="name")
+    assert "idle row" not in viz.caption(lanes) and "one row per CUDA stream" in viz.caption(lanes)
+    assert lanes.layout.legend.title.text == "op kind"
+    k = pd.DataFrame({"name": ["a", "b"], "start_ns": [0, 2000], "end_ns": [1000, 3000]})
+    g = pd.DataFrame({"start_ns": [1000], "end_ns": [2000], "category": ["host_wait"]})
+    with_gaps = viz.kernel_timeline(k, gaps_df=g)
+    assert "idle row" in viz.caption(with_gaps) and with_gaps.layout.legend.title.text == "op kind / idle gap"

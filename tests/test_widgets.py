@@ -296,7 +296,7 @@ def test_timeline_player_widgets_drive_show():
     eager, replay = _kernels()
     p = player.timeline_player(eager, replay)
     p.slider.value = 2
-    assert p.k == 2 and "host_wait_us" in p.readout.value
+    assert p.k == 2 and "host_wait_us" in p.readout.value.replace("<wbr>", "")  # headers may break after "_"
     p.fwd.click()
     assert p.k == 3 and p.slider.value == 3
     p.back.click()

@@ -16,3 +16,9 @@
     glossary        the course's terms as a DataFrame, and as markdown / HTML
     sample_encoder  notebook 7's streaming encoder, for its declaration exercise
 """
+
+from .display import install_table_format as _install_table_format
+
+# Inside a notebook kernel, tables show every cell whole and fitted to the page (course.display.frame_html);
+# elsewhere (the CLI, scripts) nothing changes.
+_install_table_format()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..viz.options import set_caption
+from ..viz.options import label_hline_outside, set_caption
 from . import data
 from .frames import CADENCE_MS
 
@@ -105,11 +105,12 @@ def stage_spread_figure(condition: str = "exact", served: bool = False) -> go.Fi
     for arm, d in sec.groupby("arm", sort=False):
         fig.add_trace(go.Box(x=d["stage"].map(dict(zip(order, ticks))), y=d["dur_ms"], name=arm, boxpoints="all",
                              pointpos=0, jitter=0.3, marker=dict(color=_ARM_COLORS.get(arm)), line=dict(width=1)))
-    fig.add_hline(y=CADENCE_MS, line_dash="dash", line_color="black",
-                  annotation_text=f"cadence {CADENCE_MS:g} ms", annotation_position="top left")
+    fig.add_hline(y=CADENCE_MS, line_dash="dash", line_color="black")
+    label_hline_outside(fig, CADENCE_MS, f"cadence<br>{CADENCE_MS:g} ms")  # beside the line's end, off the boxes
     n = int(sec.groupby("arm")["second"].nunique().min())
     what = "with the LMs also served (+graphLM: a control, not exact)" if served else "stage by stage"
     fig.update_layout(boxmode="group", template="plotly_white", legend_title_text="arm", height=480,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
                       title=f"Recorded H200 duplex seconds, {what} ({n} timed seconds per arm)",
                       xaxis=dict(title="stage", categoryorder="array", categoryarray=ticks),
                       yaxis=dict(title="duration per second (ms)", rangemode="tozero"), margin=dict(b=110))

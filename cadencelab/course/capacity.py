@@ -64,7 +64,7 @@ def capacity_figure(workload: str, dataset: str = "sessions", metric: str = "p95
     cap = _ran(capacity_by_reference(workload, dataset=dataset))
     fig = viz.capacity_lines(cap, metric=metric, options=CapacityOptions(
         title=f"{workload.replace('_', '-')}, {DATASETS[dataset]}: {viz.metric_title(metric)} vs sessions",
-        hline_label="cadence (ms)"))
+        hline_label="cadence"))
     bounds = capacity_bounds(dataset)
     low = bounds[(bounds["workload"] == workload) & (bounds["bound"] == "lower_bound")]
     raw = _ran(data.sessions_capacity(workload, dataset=dataset)).assign(label=cap["arm"].to_numpy())

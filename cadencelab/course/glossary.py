@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import re
 
 import pandas as pd
 
@@ -94,6 +95,15 @@ def _terms() -> list[dict]:
     return rows
 
 
+#: reST inline code in a docstring: ``literal`` and :role:`target` (a leading ~ shortens the target)
+_RST_CODE = re.compile(r"``(.+?)``|:[a-z]+:`~?([^`]+)`")
+
+
+def _rst_inline(text: str, code: str) -> str:
+    """``text`` with reST inline code written as ``code`` formats it ("`{}`" for markdown)."""
+    return _RST_CODE.sub(lambda m: code.format(m.group(1) or m.group(2)), text)
+
+
 def glossary() -> pd.DataFrame:
     """The course's terms: term, kind, definition, notebooks (where it is used), source (where it is defined)."""
     df = pd.DataFrame(_arms() + _terms(), columns=GLOSSARY_COLUMNS)
@@ -116,7 +126,7 @@ def to_markdown(df: pd.DataFrame | None = None, notebook: int | None = None) -> 
         g = g[g["notebooks"].map(lambda n: notebook in n)]
     lines = ["## Glossary", ""]
     for r in g.itertuples():
-        lines.append(f"- **{r.term}** ({r.kind}): {r.definition}  \n  *source: `{r.source}`*")
+        lines.append(f"- **{r.term}** ({r.kind}): {_rst_inline(r.definition, '`{}`')}  \n  *source: `{r.source}`*")
     return "\n".join(lines)
 
 
@@ -125,7 +135,8 @@ def to_html(df: pd.DataFrame | None = None, notebook: int | None = None) -> str:
     g = glossary() if df is None else df
     if notebook is not None:
         g = g[g["notebooks"].map(lambda n: notebook in n)]
+    code = "<code>{}</code>"
     items = "".join(f"<dt id='glossary-{html.escape(r.term.replace(' ', '-'))}'><b>{html.escape(r.term)}</b> "
-                    f"<small>({html.escape(r.kind)})</small></dt><dd>{html.escape(r.definition)} "
+                    f"<small>({html.escape(r.kind)})</small></dt><dd>{_rst_inline(html.escape(r.definition), code)} "
                     f"<small><code>{html.escape(r.source)}</code></small></dd>" for r in g.itertuples())
     return f"<h3>Glossary</h3><dl class='cadencelab-glossary'>{items}</dl>"

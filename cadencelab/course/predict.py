@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..viz.options import FigureOptions, require_columns
+from ..viz.options import FigureOptions, integer_axis, require_columns
 
 __all__ = ["Prediction", "kernel_present", "reveal", "reveal_figure", "REVEAL_COLUMNS", "interval_verdict",
            "pareto_quadrants", "NO_CLEAR_DIFFERENCE", "REL_TOL"]
@@ -212,6 +212,7 @@ def reveal_figure(df: pd.DataFrame, options: FigureOptions | None = None) -> go.
                              text=df["verdict"], hovertemplate="%{x}: %{y} (%{text})<extra></extra>"))
     unit = df["unit"].iloc[0]
     fig.update_layout(yaxis_title=unit or None, xaxis_title=None)
+    integer_axis(fig, [*df["measured"], *pd.to_numeric(df["predicted"], errors="coerce")])  # a count: whole ticks
     return opts.apply(fig, title)
 
 

@@ -365,10 +365,12 @@ def load_run(out_dir: str | os.PathLike, source: str | os.PathLike, parameters: 
 # ---------------------------------------------------------------------------------------
 
 def render_report(runs: list[NotebookRun], out_dir: Path, started: float | None = None) -> Path:
-    """Write ``out_dir/index.html`` for ``runs`` (see :mod:`cadencelab.course.report`)."""
+    """Write ``out_dir/index.html`` for ``runs`` (see :mod:`cadencelab.course.report`); ``started``: the
+    tour's ``time.perf_counter()`` at its start, so the page states the tour's measured wall time."""
     from .report import render_report as _render
 
-    return _render(runs, out_dir, check_marker=CHECK_MARKER)
+    wall = None if started is None else time.perf_counter() - started
+    return _render(runs, out_dir, check_marker=CHECK_MARKER, wall_s=wall)
 
 
 def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list | None = None, timeout: int = 300,
@@ -385,6 +387,7 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     import nbformat
     from tqdm.auto import tqdm
 
+    started = time.perf_counter()
     out = check_tour_dir(out_dir)
     parameters = COURSE_PARAMETERS if parameters is None else parameters
     paths = [Path(p) for p in (notebooks or course())]
@@ -401,7 +404,7 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
         runs.append(r)
         if progress:
             bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
-    report = render_report(runs, out)
+    report = render_report(runs, out, started=started)
     record = dict(digest=digest, notebooks=[p.name for p in paths], parameters=parameters or {}, timeout=timeout,
                   provenance=run_provenance())
     (out / TOUR_RECORD).write_text(json.dumps(record, indent=1, default=repr))

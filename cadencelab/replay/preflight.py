@@ -123,7 +123,8 @@ class Site:
 
     @property
     def where(self) -> str:
-        return f"{_short(self.file)}:{self.line}"
+        where = _short(self.file)
+        return f"{where}, line {self.line}" if where.startswith("cell In[") else f"{where}:{self.line}"
 
     def source(self, limit: int = 160) -> str:
         """The source lines of the call this frame was executing, whitespace collapsed."""
@@ -135,7 +136,18 @@ class Site:
 _UNKNOWN = Site("?", 0, 0, None, None)
 
 
+def _notebook_cell(path: str) -> str | None:
+    """"cell In[17]" for the temporary file IPython compiled a notebook cell into (ipykernel_*/*.py), as its own
+    tracebacks name it; None for any other file."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    count = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(path) if shell else None
+    return f"cell In[{count}]" if count is not None else None
+
+
 def _short(path: str) -> str:
+    cell = _notebook_cell(path)
+    if cell is not None:
+        return cell
     for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
         if marker in path:
             return path.split(marker, 1)[1]

@@ -35,6 +35,8 @@ from .options import (
     annotation_boxes,
     boxes_overlap,
     caption,
+    integer_axis,
+    label_hline_outside,
     require_columns,
     wrap_label,
 )
@@ -46,6 +48,7 @@ from .timeline import kernel_pairs, kernel_timeline
 from .tradeoffs import (
     capacity_lines,
     metric_title,
+    metric_unit,
     pareto,
     pareto_frontier,
     place_labels,
@@ -57,5 +60,5 @@ __all__ = [
     "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress", "process_means", "catalog_heatmap", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
     "place_labels", "metric_title", "caption", "annotation_boxes", "boxes_overlap",
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
-    "require_columns", "wrap_label",
+    "require_columns", "wrap_label", "integer_axis", "label_hline_outside", "metric_unit",
 ]

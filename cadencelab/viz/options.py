@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 __all__ = [
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "TIME_UNITS", "ParetoOptions", "CapacityOptions",
     "require_columns", "IDLE_COLORS", "OP_KIND_COLORS", "set_caption", "caption", "log_ticks",
-    "annotation_boxes", "boxes_overlap", "plot_area_px", "to_paper", "wrap_label",
+    "annotation_boxes", "boxes_overlap", "plot_area_px", "to_paper", "wrap_label", "label_hline_outside",
+    "integer_axis",
 ]
 
 IDLE_COLORS = {"host_wait": "#d62728", "kernel_wait": "#ff7f0e", "other": "#7f7f7f"}
@@ -208,3 +209,31 @@ def _strip_tags(s: str) -> str:
 def boxes_overlap(a: tuple, b: tuple) -> bool:
     """True when two (…, x0, y0, x1, y1) boxes share area."""
     return a[-4] < b[-2] and b[-4] < a[-2] and a[-3] < b[-1] and b[-3] < a[-1]
+
+
+def label_hline_outside(fig: go.Figure, y: float, text: str) -> go.Figure:
+    """Label a horizontal line at ``y`` (first y axis) right of the plotting area, beside the line's end,
+    and widen the right margin to hold it: no trace can cross the label there. The legend must not sit on
+    the right (put it under the plot)."""
+    lines = str(text).split("<br>")
+    need = int(max(len(_strip_tags(t)) for t in lines) * CHAR_PX) + 16
+    fig.add_annotation(x=1, xref="paper", xanchor="left", xshift=6, y=y, yref="y", yanchor="middle",
+                       text=text, showarrow=False, align="left")
+    right = fig.layout.margin.r
+    fig.update_layout(margin=dict(r=max(need, right if right is not None else 0)))
+    return fig
+
+
+def integer_axis(fig: go.Figure, values, axis: str = "y") -> go.Figure:
+    """An axis of counts: when every one of ``values`` is a whole number, ticks fall on whole numbers only
+    (one per unit over a short range, plotly's choice of whole steps otherwise) and the axis starts at 0."""
+    import math
+
+    vals = [float(v) for v in values if pd.notna(v)]
+    if not vals or any(not math.isfinite(v) or v != int(v) for v in vals):
+        return fig
+    ticks = dict(tickformat="d", rangemode="tozero" if min(vals) >= 0 else "normal")
+    if max(vals + [0.0]) - min(vals + [0.0]) <= 12:
+        ticks.update(dtick=1, tick0=0)
+    getattr(fig, f"update_{axis}axes")(**ticks)
+    return fig

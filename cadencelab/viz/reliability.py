@@ -46,10 +46,12 @@ def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) ->
         fig.add_trace(go.Scatter(x=bad["chunk"], y=bad["latency_ms"], name="PCM differs", mode="markers",
                                  marker=dict(symbol="x", color="red", size=9)), 2, 1)
     warm = df[df["warmup"].astype(bool)]
-    if len(warm):
-        fig.add_vrect(x0=float(warm["chunk"].min()) - 0.5, x1=float(warm["chunk"].max()) + 0.5,
-                      fillcolor="grey", opacity=0.15, line_width=0, annotation_text="warm-up",
-                      annotation_position="top left")
+    if len(warm):  # named in the legend, not on the plot: no label can sit on the lines it shades
+        name = f"warm-up (chunks {int(warm['chunk'].min())}-{int(warm['chunk'].max())}, shaded)"
+        for row in (1, 2):
+            fig.add_vrect(x0=float(warm["chunk"].min()) - 0.5, x1=float(warm["chunk"].max()) + 0.5, row=row, col=1,
+                          fillcolor="grey", opacity=0.15, line_width=0, name=name, legendgroup="warm-up",
+                          showlegend=row == 1)
     lat = pd.to_numeric(df["latency_ms"], errors="coerce")
     if "latency_ms_ref" in df.columns:
         lat = pd.concat([lat, pd.to_numeric(df["latency_ms_ref"], errors="coerce")])

@@ -138,13 +138,16 @@ def kernel_timeline(kernels_df: pd.DataFrame, gaps_df: pd.DataFrame | None = Non
         fig.update_xaxes(matches="x" if i > 1 else None, row=i, col=1)
     fig.update_xaxes(title_text=f"time since window start ({unit})", row=len(variants), col=1)
     fig.update_yaxes(title_text="CUDA stream" if "stream" in k.columns else None)
-    fig.update_layout(barmode="overlay", dragmode="zoom", legend_title_text="op kind / idle gap",
-                      height=opts.height or 180 + 160 * len(variants))
-    set_caption(fig, "Each bar is one device op on its CUDA stream, coloured by what it is (kernel; copy kernel: a "
-                     "copy or fill run as a kernel, as inside a CUDA graph; memcpy by direction; memset). The idle "
-                     "row colours the gaps by what the device waited for (host_wait: the next launch was not "
-                     f"issued yet; kernel_wait: launch or queue latency). Every panel shares one time axis in {unit} "
-                     "from its own window start, so equal lengths are equal times across panels.")
+    fig.update_layout(barmode="overlay", dragmode="zoom", legend_title_text="op kind / idle gap" if seen_cats
+                      else "op kind", height=opts.height or 180 + 160 * len(variants))
+    where = "one row per CUDA stream" if "stream" in k.columns else "one row for the device"
+    idle = (" The idle row colours the gaps by what the device waited for (host_wait: the next launch was not "
+            "issued yet; kernel_wait: launch or queue latency)." if seen_cats else
+            " A gap between the bars of a row: nothing ran on that row then.")
+    across = (f" Every panel shares one time axis in {unit} from its own window start, so equal lengths are equal "
+              "times across panels." if len(variants) > 1 else f" Time in {unit} from the window start.")
+    set_caption(fig, f"Each bar is one device op ({where}), coloured by what it is (kernel; copy kernel: a copy or "
+                     "fill run as a kernel, as inside a CUDA graph; memcpy by direction; memset)." + idle + across)
     return opts.apply(fig, "Kernel timeline")
 
 

@@ -12,6 +12,7 @@ from .options import (
     CapacityOptions,
     ParetoOptions,
     boxes_overlap,
+    label_hline_outside,
     plot_area_px,
     require_columns,
     require_rows,
@@ -19,7 +20,8 @@ from .options import (
     to_paper,
 )
 
-__all__ = ["pareto", "pareto_frontier", "capacity_lines", "place_labels", "metric_title", "METRIC_TITLES"]
+__all__ = ["pareto", "pareto_frontier", "capacity_lines", "place_labels", "metric_title", "metric_unit",
+           "METRIC_TITLES"]
 
 
 def _errors(df: pd.DataFrame, value: str, lo: str, hi: str, where: str) -> dict | None:
@@ -213,14 +215,18 @@ def capacity_lines(df: pd.DataFrame, metric: str = "p95_chunk_ms", cadence_ms: f
             x=d["sessions"], y=d[metric], name=str(arm), mode="lines+markers" if opts.markers else "lines",
             error_y=_errors(d, metric, f"{metric}_lo", f"{metric}_hi", "capacity_lines"),
         ))
-    if cadence_ms is not None:
-        fig.add_hline(y=float(cadence_ms), line_dash="dash", line_color="black",
-                      annotation_text=f"{opts.hline_label} {cadence_ms:g}", annotation_position="top left")
-    fig.update_layout(xaxis_title="concurrent sessions N", yaxis_title=metric_title(metric), legend_title_text="arm")
+    unit = metric_unit(metric)
+    line = f"{opts.hline_label} ({cadence_ms:g}{' ' + unit if unit else ''})" if cadence_ms is not None else ""
+    if cadence_ms is not None:  # labelled right of the plot, beside the line's end: no curve can cross it there
+        fig.add_hline(y=float(cadence_ms), line_dash="dash", line_color="black")
+        label_hline_outside(fig, float(cadence_ms), f"{opts.hline_label}<br>{cadence_ms:g}{' ' + unit if unit else ''}")
+    # the legend under the plot, so the right margin is the line label's alone
+    fig.update_layout(xaxis_title="concurrent sessions N", yaxis_title=metric_title(metric), legend_title_text="arm",
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0), margin=dict(b=140))
     if df["sessions"].max() <= 16:
         fig.update_xaxes(dtick=1)
     set_caption(fig, f"{metric_title(metric)} as more sessions share one device, one line per arm"
-                     + (f"; dashed: the {opts.hline_label} ({cadence_ms:g})." if cadence_ms is not None else "."))
+                     + (f"; dashed: the {line}." if cadence_ms is not None else "."))
     return opts.apply(fig, f"{metric_title(metric)} vs sessions")
 
 
@@ -232,6 +238,12 @@ METRIC_TITLES = {
 }
 _UNITS = {"ms": "ms", "us": "µs", "ns": "ns", "MiB": "MiB", "GiB": "GiB", "bytes": "bytes", "frac": "fraction",
           "s": "s", "pct": "%"}
+
+
+def metric_unit(metric: str) -> str:
+    """The unit a column name ends in ("p95_chunk_ms" -> "ms", "peak_MiB" -> "MiB"); "" when none."""
+    unit = str(metric).rpartition("_")[2]
+    return _UNITS.get(unit, "") if "_" in str(metric) else ""
 
 
 def metric_title(metric: str) -> str:

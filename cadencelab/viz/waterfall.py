@@ -10,6 +10,9 @@ from .options import LINE_PX, WaterfallOptions, plot_area_px, require_columns, r
 
 __all__ = ["waterfall"]
 
+#: facets: px per stage row of a panel, and the gap between panels (a fraction of the plotting height)
+ROW_PX, FACET_GAP = 42, 0.12
+
 
 def _stage_order(df: pd.DataFrame, opts: WaterfallOptions) -> list[str]:
     if opts.stage_order is not None:
@@ -35,7 +38,8 @@ def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
     """Horizontal bars, one per stage (columns stage, start_ms, dur_ms; optional source).
 
     With a ``source`` column (e.g. "measured" vs "paper") each source is one trace, drawn side by
-    side in each stage row (``layout="grouped"``) or in its own panel (``layout="facets"``).
+    side in each stage row (``layout="grouped"``) or in its own panel (``layout="facets"``: the panels
+    stacked on one time axis, each titled with its source above it, left-aligned; no legend).
     A vertical line marks ``cadence_ms`` (None: no line). Traces: one per source.
     """
     opts = options or WaterfallOptions()
@@ -51,28 +55,27 @@ def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
     sources = list(dict.fromkeys(df["source"]))
     order = _stage_order(df, opts)
 
-    if opts.layout == "facets" and len(sources) > 1:
-        spacing = 0.04
-        fig = make_subplots(rows=1, cols=len(sources), shared_yaxes=True, horizontal_spacing=spacing,
+    facets = opts.layout == "facets" and len(sources) > 1
+    if facets:  # one panel per source, stacked on one time axis: each title has the figure's whole width
+        fig = make_subplots(rows=len(sources), cols=1, shared_xaxes=True, vertical_spacing=FACET_GAP,
                             subplot_titles=sources)
-        opts.apply(fig)  # its width decides how the panel titles wrap
-        panel_px = plot_area_px(fig)[0] * (1 - spacing * (len(sources) - 1)) / len(sources)
+        opts.apply(fig)  # its width decides whether a panel title must wrap
         lines = 1
-        for a in fig.layout.annotations:  # the subplot titles: wrapped to their panel, never into the next
-            a.text = wrap_label(a.text, panel_px)
+        for a in fig.layout.annotations:  # the panel titles: left-aligned, wrapped to the panel if ever needed
+            a.update(text=wrap_label(a.text, plot_area_px(fig)[0]), x=0, xanchor="left")
             lines = max(lines, a.text.count("<br>") + 1)
-        if lines > 1:
-            fig.update_layout(margin=dict(t=100 + int(LINE_PX) * (lines - 1)))
         for i, src in enumerate(sources, start=1):
-            fig.add_trace(_bar(df[df["source"] == src], src), row=1, col=i)
-            fig.update_xaxes(title_text="time in the second (ms)", row=1, col=i)
+            fig.add_trace(_bar(df[df["source"] == src], src, showlegend=False), row=i, col=1)
+        fig.update_xaxes(title_text="time in the second (ms)", row=len(sources), col=1)
+        fig.update_layout(height=opts.height or 150 + len(sources) * (ROW_PX * len(order) + 30 * lines),
+                          margin=dict(t=90 + int(LINE_PX) * (lines - 1)))
     else:
         fig = go.Figure([_bar(df[df["source"] == src], src) for src in sources])
         fig.update_layout(barmode="group")
         fig.update_xaxes(title_text="time in the second (ms)")
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1])
     fig.update_yaxes(title_text="stage")
-    panels = len(sources) if opts.layout == "facets" and len(sources) > 1 else 1
+    panels = len(sources) if facets else 1
     if cadence_ms is not None:
         fig.add_vline(x=float(cadence_ms), line_dash="dash", line_color="black")
         for i in range(1, panels + 1):  # the label sits inside each panel, under its top edge: never on a title
@@ -80,8 +83,11 @@ def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
             fig.add_annotation(x=float(cadence_ms), xref=f"x{sfx}", y=1, yref=f"y{sfx} domain", yanchor="top",
                                xanchor="left", xshift=3, showarrow=False, text=f"cadence {cadence_ms:g} ms",
                                font=dict(size=11), bgcolor="rgba(255,255,255,0.8)")
-    fig.update_layout(legend_title_text="source" if len(sources) > 1 else None, showlegend=len(sources) > 1)
+    # a legend only where colours tell sources apart: facets name theirs in the panel titles
+    fig.update_layout(legend_title_text="source" if len(sources) > 1 else None,
+                      showlegend=len(sources) > 1 and not facets)
     set_caption(fig, "When each stage of the second runs (bars: start to end, ms into the second)"
                      + (f"; dashed: the {cadence_ms:g} ms cadence the second must fit in." if cadence_ms is not None
-                        else ".") + (" One bar per source in each stage row." if len(sources) > 1 else ""))
+                        else ".") + (" One bar per source in each stage row." if len(sources) > 1 and not facets
+                        else " One panel per source, on one time axis." if facets else ""))
     return opts.apply(fig, "Stage waterfall")
