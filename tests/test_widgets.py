@@ -350,7 +350,7 @@ def test_live_cpu_fallback_walks_host_ops():
 def test_live_factorial_on_the_cpu_gates_on_b0():
     """The live factorial builds each arm through build_runtime; SRc's PCM equals B0's, turn by turn."""
     df = live.live_factorial(config="teaching", arms=("B0", "SRc"), blocks=1, chunks_per_turn=2, device="cpu",
-                             condition="exact")
+                             condition="exact", runs=1)
     t = df.set_index("arm")
     assert list(t.index) == ["B0", "SRc"] and t["exact"].all() and (t["exact_blocks"] == 1).all()
     assert (t["lat_ms"] > 0).all() and t.loc["B0", "latency_delta"] == 0.0
