@@ -134,3 +134,28 @@ def test_process_tables_keep_values_per_process():
     t = measure.process_table(blocks, "v")
     assert list(t.loc[t["arm"] == "B0", "mean"]) == [2.0, 5.0]
     assert measure.arm_processes(pd.DataFrame(), "v") == {}
+
+
+def test_factorial_runs_every_arm_in_rounds_of_fresh_runtimes(tmp_path):
+    """The factorial on the CPU (inline: each round builds every arm afresh): every arm in every round, the
+    blocks of a round interleaved, the A/A check and the headline with intervals, the stopping reason."""
+    from cadencelab.bench.token2wav import StudyConfig, run_study
+
+    cfg = StudyConfig(config="teaching", device="cpu", arms=("B0", "SRc", "B0_repeat"), blocks=1, chunks_per_turn=2,
+                      profile=False, processes=False, min_processes=2, max_processes=2, out=str(tmp_path))
+    res = run_study(cfg, progress=lambda m: None)
+    s = res["summary"]
+    assert s["processes_per_arm"] == 2 and s["processes_by_arm"] == {"B0": 2, "SRc": 2, "B0_repeat": 2}
+    assert s["stopped"] == "max processes" and s["method"]["min_processes"] == 2
+    assert s["a_a"]["arm"] == "B0_repeat" and len(s["a_a"]["ci"]) == 2
+    lo, hi = s["speedup_SRc_vs_B0_ci"]
+    assert lo <= s["speedup_SRc_vs_B0"] <= hi
+    assert s["non_exact_arms"] == [] and s["exact_blocks_all_arms"] == {"SRc": 2, "B0_repeat": 2}
+    assert s["b0_cross_process_exact"] == {"blocks": 1, "agree": 1, "processes": 2}
+    blocks = pd.DataFrame(res["blocks"])
+    assert set(zip(blocks["arm"], blocks["process"])) == {(a, p) for a in cfg.arms for p in range(2)}
+    assert all(p.get("host", {}).get("tiny_ops_per_s", 0) > 0 for p in res["processes"])
+    arms = res["arms"]
+    assert arms["B0"]["latency_delta"] == 0.0 and arms["SRc"]["latency_direction"] in (
+        "faster", "slower", "no clear difference")
+    assert (tmp_path / "token2wav_factorial.json").exists() and (tmp_path / "token2wav_factorial_blocks.csv").exists()

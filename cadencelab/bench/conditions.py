@@ -45,7 +45,9 @@ class ConditionsConfig:
                                type=int_range(1, MAX_CHUNKS))
     n_timesteps: int = options.steps()
     seed: int = options.seed()
-    processes: bool = options.processes("a fresh process per arm (off: the arms run in this process, a CPU smoke)")
+    processes: bool = options.processes("fresh processes per arm (off: the arms run in this process, a CPU smoke)")
+    min_processes: int = options.min_processes()  # every arm, every condition: rounds of fresh processes
+    cores: str = options.cores()
     block_timeout_s: float = opt(240.0, flag="--block-timeout", type=positive_float,
                                  help="seconds an arm may take for one block")
     out: str = options.out("conditions")
@@ -68,7 +70,8 @@ def run_conditions(cfg: ConditionsConfig, progress=print) -> dict:
     study = StudyConfig(config=cfg.config, device=cfg.device, arms=cfg.arm_names(), condition=EXACT,
                         blocks=cfg.blocks, chunks_per_turn=cfg.chunks_per_turn, n_timesteps=cfg.n_timesteps,
                         seed=cfg.seed, profile=False, processes=cfg.processes, block_timeout_s=cfg.block_timeout_s,
-                        out=str(raw))
+                        min_processes=cfg.min_processes, max_processes=cfg.min_processes, cores=cfg.cores,
+                        extend_arms=(), out=str(raw))
     res = run_study(study, progress)
     rows = condition_rows(res, cfg)
     summary = summarise(rows)
