@@ -29,7 +29,7 @@ def test_widget_starts_from_the_value_and_is_read_back():
     pytest.importorskip("ipywidgets")
     p = Prediction("busy ms", unit="ms", value={"eager": 50.0, "replay": 50.0}, build=True)
     assert p.widget is not None and p.answers() == {"eager": 50.0, "replay": 50.0}
-    p.inputs["replay"].value = 57.0
+    p.inputs["replay"].value = "57"
     df = reveal(p, {"eager": 57.2, "replay": 57.8})
     assert df.set_index("key")["predicted"].to_dict() == {"eager": 50.0, "replay": 57.0}
     assert df.set_index("key")["verdict"].to_dict() == {"eager": "under", "replay": "close"}

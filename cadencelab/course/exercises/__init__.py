@@ -87,7 +87,7 @@ EXERCISES: dict[str, Exercise] = {e.name: e for e in (
 
 def exercises_table() -> pd.DataFrame:
     """One row per exercise: name, notebook, question, the mistakes it diagnoses."""
-    rows = [dict(name=e.name, notebook=e.notebook, question=e.question, mistakes=[m.name for m in e.mistakes])
+    rows = [dict(name=e.name, notebook=e.notebook, question=e.prompt, mistakes=[m.name for m in e.mistakes])
             for e in EXERCISES.values()]
     rows.append(dict(name="declaration", notebook=7, question=check_declaration.__doc__.splitlines()[0],
                      mistakes=list(DECLARATION_MISTAKES)))

@@ -93,7 +93,7 @@ def _diagnose(diff: pd.DataFrame) -> tuple[str, str]:
         return "context_size", DECLARATION_MISTAKES["context_size"]
     if f == "clocks.samples.ratio":
         return "hop_ratio", DECLARATION_MISTAKES["hop_ratio"]
-    return "", f"field {f}: got {got!r}, expected {diff['expected'].iloc[0]!r}."
+    return "", f"field {f} = {got!r} is not what the model needs: read it again from the sizes and the model."
 
 
 def _certify_on(declare: Callable, sizes, which: str) -> dict:
