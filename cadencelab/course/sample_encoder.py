@@ -15,6 +15,8 @@ call commits all it carries.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass
 
@@ -25,7 +27,7 @@ from ..contract import Admission, Clock, Declaration, Fixed, Operator, PromptRet
 from ..replay import At
 
 __all__ = ["Sizes", "VISIBLE", "HIDDEN", "SampleEncoder", "encode", "stock_step", "reference_declaration", "steps",
-           "traffic", "SIGNAL_FRAMES"]
+           "traffic", "SIGNAL_FRAMES", "with_policy"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +127,11 @@ def traffic(s: Sizes, seed: int = 1, device="cpu") -> Traffic:
     g = torch.Generator().manual_seed(seed)
     signals = [torch.randn(1, s.hop * n, generator=g).to(device) for n in SIGNAL_FRAMES]
     return Traffic.stream(reference_declaration(s), signals, clock="samples")
+
+
+def with_policy(decl: Declaration, region: str, policy) -> Declaration:
+    """``decl`` with region ``region`` under another retention ``policy`` (a wrong declaration, on purpose)."""
+    if region not in {r.name for r in decl.regions}:
+        raise ValueError(f"with_policy: no region {region!r}; the declaration has {[r.name for r in decl.regions]}")
+    regions = tuple(dataclasses.replace(r, policy=policy) if r.name == region else r for r in decl.regions)
+    return dataclasses.replace(decl, regions=regions)

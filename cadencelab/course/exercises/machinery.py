@@ -226,15 +226,24 @@ class Exercise:
             return dict(part=part, answer=value, expected=HIDDEN, correct=False, mistake="", hint=f"{part}: {e}.")
         if _same(self.kind, got, exp, self.rel_tol, self.abs_tol):
             return dict(part=part, answer=got, expected=got, correct=True, mistake="", hint="")
+        best = None  # the slip the answer is closest to, in units of that slip's tolerance
         for m, wrong in slips:
             if part not in wrong:
                 continue
             w = _normalize(self.kind, wrong[part], self.choices)
-            if not _same(self.kind, w, exp, self.rel_tol, self.abs_tol) and \
-                    _same(self.kind, got, w, self.rel_tol, self.abs_tol, self._slip_scale(w, exp)):
-                hint = m.hint.format(part=part, answer=_show(got), **_fields(ctx))
-                return dict(part=part, answer=got, expected=HIDDEN, correct=False, mistake=m.name,
-                            hint=f"{part} = {_show(got)}: {hint}")
+            scale = self._slip_scale(w, exp)
+            if _same(self.kind, w, exp, self.rel_tol, self.abs_tol) or \
+                    not _same(self.kind, got, w, self.rel_tol, self.abs_tol, scale):
+                continue
+            tol = max(self.abs_tol * scale, self.rel_tol * abs(w)) if self.kind == "number" else 0.0
+            off = abs(got - w) / tol if tol else 0.0
+            if best is None or off < best[0]:
+                best = (off, m)
+        if best is not None:
+            m = best[1]
+            hint = m.hint.format(part=part, answer=_show(got), **_fields(ctx))
+            return dict(part=part, answer=got, expected=HIDDEN, correct=False, mistake=m.name,
+                        hint=f"{part} = {_show(got)}: {hint}")
         return dict(part=part, answer=got, expected=HIDDEN, correct=False, mistake="",
                     hint=f"{part} = {_show(got)} is not right: none of the usual slips gives it; "
                          f"recompute it step by step. {tolerance_text(self.kind, self.rel_tol, self.abs_tol)}")
