@@ -36,6 +36,8 @@ REL_TOL = 0.1
 NO_CLEAR_DIFFERENCE = "no clear difference"
 REVEAL_COLUMNS = ["question", "key", "unit", "predicted", "measured", "error", "rel_error", "verdict"]
 _SINGLE = "value"  # the key of a prediction with one answer
+#: a reveal whose values span this ratio or more is drawn on a log axis
+LOG_SPAN = 100
 #: the verdict of a reveal asked before every part of its prediction was given: the measurement stays hidden
 NOT_PREDICTED = "predict first"
 #: the predictions the headless tour makes (injected as parameters: a student in the lab starts blank);
@@ -279,6 +281,9 @@ def reveal_figure(df: pd.DataFrame, options: FigureOptions | None = None) -> go.
                              text=df["verdict"], hovertemplate="%{x}: %{y} (%{text})<extra></extra>"))
     unit = df["unit"].iloc[0]
     fig.update_layout(yaxis_title=unit or None, xaxis_title=None)
+    values = pd.concat([df["measured"], df["predicted"]]).astype(float)
+    if (values > 0).all() and values.max() / values.min() >= LOG_SPAN:  # 8 beside 11,510: both visible
+        fig.update_yaxes(type="log", title=f"{unit} (log scale)" if unit else "log scale")
     return opts.apply(fig, title)
 
 
