@@ -91,6 +91,7 @@ def _by_running(name: str) -> Callable:
 
 #: exercise name -> inputs -> a correct answer
 SOLVERS: dict[str, Callable] = {
+    "own_profile": _by_running("own_profile"),
     "launch_cost": _solve_launch_cost,
     "t2w_extents": _solve_extents,
     "t2w_K": _solve_K,
@@ -104,9 +105,12 @@ SOLVERS: dict[str, Callable] = {
 
 
 def solution(name: str, **inputs):
-    """A correct answer to exercise ``name`` (``declaration``: the right declaration function)."""
+    """A correct answer to exercise ``name`` (``declaration``: the right declaration function; ``wrapper``:
+    the capture task's ``make_wrapper``; ``adapter``: the capstone's declaration function)."""
     if name == "declaration":
         return declaration_solution
+    if name == "wrapper":
+        return wrapper_solution
     if name not in SOLVERS:
         raise KeyError(f"no exercise {name!r}; known: {sorted([*SOLVERS, 'declaration'])}")
     return SOLVERS[name](**inputs)
@@ -116,6 +120,8 @@ def planted(name: str) -> list[tuple[str, dict, object]]:
     """(mistake, inputs, wrong answer) for each mistake planted in exercise ``name``."""
     if name == "declaration":
         return [(m, {}, f) for m, f in PLANTED_DECLARATIONS.items()]
+    if name == "wrapper":
+        return [(m, {}, f) for m, f in PLANTED_WRAPPERS.items()]
     e = ex.EXERCISES[name]
     return [(m.name, dict(m.plant), e.planted(m.name)) for m in e.mistakes]
 
@@ -169,3 +175,44 @@ def solutions_table() -> pd.DataFrame:
             rows.append(dict(exercise=name, solution_passes=ok, mistake=mistake, inputs=inputs,
                              fired=fb.mistakes, hint_fires=(not fb.ok) and mistake in fb.mistakes))
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# the capture task: the wrapper and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def _wrapper(model, capture, copy: bool = True, clone: bool = True, key=lambda x: tuple(x.shape),
+             recapture: bool = False, use_graphs: bool = True):
+    """One captured graph per exact shape, replayed; each keyword plants one slip."""
+    graphs = {}
+
+    def run(x):
+        if not use_graphs:
+            return model(x)
+        k = key(x)
+        if k not in graphs or recapture:
+            static_x = x.clone()
+            graphs[k] = (static_x, *capture(model, static_x))
+        static_x, graph, static_y = graphs[k]
+        if copy:
+            static_x.copy_(x)
+        graph.replay()
+        return static_y.clone() if clone else static_y
+
+    return run
+
+
+def wrapper_solution(model, capture):
+    """The capture task's answer: a graph per exact shape, ``copy_`` in, replay, ``clone`` out."""
+    return _wrapper(model, capture)
+
+
+#: mistake name -> a make_wrapper that makes it
+PLANTED_WRAPPERS: dict[str, Callable] = {
+    "stale_input": lambda m, c: _wrapper(m, c, copy=False),
+    "aliased_output": lambda m, c: _wrapper(m, c, clone=False),
+    "shape_mismatch": lambda m, c: _wrapper(m, c, key=lambda x: "one graph"),
+    "recaptured": lambda m, c: _wrapper(m, c, recapture=True),
+    "never_replayed": lambda m, c: _wrapper(m, c, use_graphs=False),
+}
