@@ -72,7 +72,7 @@ def grade(check: Callable, answer, **inputs) -> Feedback:
     """
     if not callable(check):
         raise TypeError(f"grade: expected a check_... function, got {type(check).__name__}")
-    blank = _all_blank(answer) or (_name(check) == "declaration" and _returns_blank(answer))
+    blank = _all_blank(answer) or _returns_blank(_name(check), answer)
     if answers_on() and blank:
         fb = check(_course_answer(_name(check), inputs), **inputs)
         fb.course_answer = True
@@ -91,16 +91,22 @@ def grade(check: Callable, answer, **inputs) -> Feedback:
     return Feedback(_name(check), pd.DataFrame(rows, columns=FEEDBACK_COLUMNS))
 
 
-def _returns_blank(declare) -> bool:
-    """A declaration function whose body still returns the blank (checked on the shown sizes)."""
-    from . import sample_encoder as se
-
-    if not callable(declare):
-        return False
+def _returns_blank(name: str, fn) -> bool:
+    """A function answer (a declaration, a wrapper, an adapter's pair) whose body still returns the blank."""
     try:
-        return is_blank(declare(se.VISIBLE))
+        if name == "declaration" and callable(fn):
+            from . import sample_encoder as se
+
+            return is_blank(fn(se.VISIBLE))
+        if name == "wrapper" and callable(fn):
+            return is_blank(fn(None, None))
+        if name == "adapter" and isinstance(fn, tuple) and len(fn) == 2:
+            from . import capstone
+
+            return is_blank(fn[0]) or is_blank(fn[1]) or is_blank(fn[0](capstone.SHOWN)) or is_blank(fn[1](None))
     except Exception:  # a half-written function: the checker reports what it raised
         return False
+    return False
 
 
 def verdict(feedback: Feedback) -> str:
@@ -121,13 +127,16 @@ def verdict(feedback: Feedback) -> str:
     return "not answered yet" if blank else "not solved yet"
 
 
-def certified(declare: Callable, feedback: Feedback) -> Callable:
-    """``declare`` when its feedback certifies it, else the course's stand-in (printed as such), so the
-    cells after notebook 7's exercise run either way."""
-    from . import sample_encoder as se
-
+def certified(answer, feedback: Feedback):
+    """``answer`` when its feedback certifies it, else the course's stand-in (printed as such), so the cells
+    after an adapter exercise (notebook 7's declaration, notebook 9's adapter) run either way."""
     if feedback.ok and not getattr(feedback, "course_answer", False):
-        return declare
-    print("the cells below use the course's own declaration "
-          + ("(yours is not certified yet)" if not feedback.ok else "(the exercise cell was left blank)"))
-    return se.reference_declaration
+        return answer
+    print("the cells below use the course's own " + ("declaration" if feedback.exercise == "declaration" else
+                                                     "adapter")
+          + (" (yours is not certified yet)" if not feedback.ok else " (the exercise cell was left blank)"))
+    if feedback.exercise == "declaration":
+        from . import sample_encoder as se
+
+        return se.reference_declaration
+    return _course_answer(feedback.exercise, {})

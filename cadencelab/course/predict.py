@@ -51,6 +51,7 @@ TOUR_PREDICTIONS = {
     "PREDICT_CLASSES": {"K (steady classes)": 2, "admitted signatures": 8},
     "PREDICT_SLACK": {"stock torch.cat": 0.5, "carry": 0.5},
     "PREDICT_SPEEDUP": 2.0,
+    "PREDICT_DECODER_K": 2,
 }
 
 

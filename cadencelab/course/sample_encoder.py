@@ -16,7 +16,6 @@ call commits all it carries.
 from __future__ import annotations
 
 import dataclasses
-
 import math
 from dataclasses import dataclass
 

@@ -111,6 +111,8 @@ def solution(name: str, **inputs):
         return declaration_solution
     if name == "wrapper":
         return wrapper_solution
+    if name == "adapter":
+        return adapter_solution
     if name not in SOLVERS:
         raise KeyError(f"no exercise {name!r}; known: {sorted([*SOLVERS, 'declaration'])}")
     return SOLVERS[name](**inputs)
@@ -122,6 +124,8 @@ def planted(name: str) -> list[tuple[str, dict, object]]:
         return [(m, {}, f) for m, f in PLANTED_DECLARATIONS.items()]
     if name == "wrapper":
         return [(m, {}, f) for m, f in PLANTED_WRAPPERS.items()]
+    if name == "adapter":
+        return [(m, {}, a) for m, a in PLANTED_ADAPTERS.items()]
     e = ex.EXERCISES[name]
     return [(m.name, dict(m.plant), e.planted(m.name)) for m in e.mistakes]
 
@@ -215,4 +219,55 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
     "shape_mismatch": lambda m, c: _wrapper(m, c, key=lambda x: "one graph"),
     "recaptured": lambda m, c: _wrapper(m, c, recapture=True),
     "never_replayed": lambda m, c: _wrapper(m, c, use_graphs=False),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# the capstone: the sliding-window decoder's adapter and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
+    from .capstone import _reference
+
+    d = _reference(s)
+    regions = []
+    for r in d.regions:
+        if r.name == "kv" and (kv_policy is not None or window is not None):
+            r = _replace(r, policy=kv_policy or SlidingWindow(window))
+        if r.name == "tail" and tail_clock != "samples":
+            r = _replace(r, clock=tail_clock)
+        regions.append(r)
+    clocks = d.clocks if offset is None else tuple(_replace(c, offset=offset) if c.name == "frames" else c
+                                                   for c in d.clocks)
+    return _replace(d, regions=tuple(regions), clocks=clocks)
+
+
+def _replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def _decoder_step(model, whole_cache: bool = False):
+    from .capstone import decode
+
+    def step(x, caches, last):
+        out, kv, raw = decode(model, x, caches["kv"], caches["tail"], last)
+        if whole_cache:  # the stock habit: hand back the concatenated cache instead of the new frames
+            kv = __import__("torch").cat([caches["kv"], kv], dim=2)
+        return out, {"kv": kv, "tail": raw}
+
+    return step
+
+
+#: the capstone's answer: (declare, make_step)
+adapter_solution = (_decoder_declaration, _decoder_step)
+
+#: mistake name -> an adapter that makes it
+PLANTED_ADAPTERS: dict[str, tuple] = {
+    "sink_assumed": (lambda s: _decoder_declaration(s, kv_policy=PromptRetained(2, s.window - 2)), _decoder_step),
+    "no_lookahead": (lambda s: _decoder_declaration(s, offset=0), _decoder_step),
+    "literal_size": (lambda s: _decoder_declaration(s, window=9), _decoder_step),
+    "whole_cache_returned": (_decoder_declaration, lambda m: _decoder_step(m, whole_cache=True)),
 }
