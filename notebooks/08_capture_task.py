@@ -100,7 +100,8 @@ feedback
 # ## The leaderboard
 #
 # The eager reference and your submission, timed on this machine over the same hidden traffic (the best of
-# five passes: the least disturbed). Exactness comes first: a fast wrong answer ranks below a slow right one.
+# three passes each, alternated: the least disturbed). Exactness comes first: a fast wrong answer ranks
+# below a slow right one.
 
 # %%
 board = task.leaderboard(feedback, device=DEVICE)

@@ -216,3 +216,100 @@ def test_the_tour_gives_every_kernel_the_switch():
         for name in re.findall(r"^(PREDICT_\w+) = (.*)$", text, flags=re.M):
             assert name[1].startswith("None"), f"{path.name}: {name[0]} starts filled in: {name[1]}"
             assert name[0] in TOUR_PREDICTIONS, f"{path.name}: the tour makes no prediction {name[0]}"
+
+
+# ---------------------------------------------------------------------------------------
+# the graded tasks whose answers are functions: the capture wrapper (nb 8) and the capstone adapter (nb 9)
+# ---------------------------------------------------------------------------------------
+
+
+def test_the_capture_wrapper_is_graded_on_hidden_shapes():
+    import torch
+
+    from cadencelab.course import capture_task as task
+
+    fb = task.check_wrapper(sol.wrapper_solution)
+    assert fb.ok and fb.row["exact"] and fb.row["captures"] == fb.row["hidden_shapes"] and fb.row["replays"] > 0
+    shown = {tuple(x.shape) for x in task.shown_traffic()}
+    hidden = {tuple(x.shape) for x in task._hidden(torch.device("cpu"), 64)}
+    assert hidden - shown, "the grader streams shapes the notebook never shows"
+
+    def other_style(model, capture):  # the same wrapper written another way: zeros buffer, slice assignment
+        cache = {}
+
+        def run(x):
+            if x.shape not in cache:
+                buf = torch.zeros_like(x)
+                cache[x.shape] = (buf, *capture(model, buf))
+            buf, graph, out = cache[x.shape]
+            buf[...] = x
+            graph.replay()
+            return out.detach().clone()
+
+        return run
+
+    assert task.check_wrapper(other_style).ok
+    board = task.leaderboard(fb)
+    assert list(board.columns) == task.LEADERBOARD_COLUMNS and board["exact"].all() and len(board) == 2
+
+
+@pytest.mark.parametrize("mistake", list(sol.PLANTED_WRAPPERS))
+def test_each_wrapper_slip_is_named(mistake):
+    from cadencelab.course import capture_task as task
+
+    fb = task.check_wrapper(sol.PLANTED_WRAPPERS[mistake])
+    assert not fb.ok and fb.mistakes == [mistake], fb.table
+    assert task.WRAPPER_MISTAKES[mistake] in fb.message
+
+
+def test_a_garbage_wrapper_shows_no_output_value():
+    from cadencelab.course import capture_task as task
+
+    def garbage(model, capture):
+        return lambda x: x * 0 + 3.25
+
+    fb = task.check_wrapper(garbage)
+    assert not fb.ok and fb.mistakes and "3.25" not in fb.message and "tensor(" not in _feedback_text(fb)
+    assert grading.verdict(task.check_wrapper(...)) == "not answered yet"
+
+
+def test_the_capstone_adapter_is_certified_on_hidden_traffic_and_sizes():
+    from cadencelab.course import capstone
+
+    fb = capstone.check_adapter(sol.solution("adapter"))
+    assert fb.ok and list(fb.table["part"]) == ["shown sizes", "hidden sizes"]
+    declare, _ = sol.solution("adapter")
+
+    def step_other_style(model):  # the same step, the regions' frames returned in another order and names
+        def step(x, caches, last):
+            y, kv_frames, samples = capstone.decode(model, x, caches["kv"], caches["tail"], last)
+            return y, dict(tail=samples, kv=kv_frames)
+
+        return step
+
+    assert capstone.check_adapter((declare, step_other_style)).ok
+
+
+@pytest.mark.parametrize("mistake", list(sol.PLANTED_ADAPTERS))
+def test_each_adapter_slip_fails_with_a_named_clause_or_field(mistake):
+    from cadencelab.course import capstone
+
+    fb = capstone.check_adapter(sol.PLANTED_ADAPTERS[mistake])
+    assert not fb.ok and fb.mistakes, fb.table
+    assert all(h for h in fb.table.loc[~fb.table["correct"], "hint"])
+    if mistake == "literal_size":
+        assert fb.mistakes == ["literal_size"] and "regions.kv.policy" in fb.message
+    for s in (capstone.SHOWN, capstone.HIDDEN):  # the right window never appears as a value
+        assert f"SlidingWindow(window={s.window}" not in _feedback_text(fb)
+    assert "frames for region" not in fb.table.set_index("part").loc["hidden sizes", "hint"]  # hidden stays hidden
+
+
+def test_blank_adapter_and_answers_switched_on(monkeypatch):
+    from cadencelab.course import capstone
+
+    blank = (lambda s: ..., lambda m: ...)
+    monkeypatch.delenv(grading.SOLUTIONS_ENV, raising=False)
+    assert grading.verdict(grading.grade(capstone.check_adapter, blank)) == "not answered yet"
+    monkeypatch.setenv(grading.SOLUTIONS_ENV, "1")
+    fb = grading.grade(capstone.check_adapter, blank)
+    assert fb.ok and grading.certified(blank, fb) == sol.adapter_solution
