@@ -38,7 +38,7 @@ from IPython.display import HTML, display
 
 from cadencelab import viz
 from cadencelab.adapters import teaching
-from cadencelab.course import exercises, glossary, grading
+from cadencelab.course import exercises, glossary, grading, handson
 from cadencelab.course.predict import Prediction, reveal
 from cadencelab.state import ShadowAuditor
 
@@ -121,8 +121,9 @@ caught = dict(elementwise=strict.first_divergence.call, frames=lenient.first_div
 print(f"elementwise audit flags call {caught['elementwise']}, the order-blind frame-set audit call {caught['frames']}"
       f" (chunk {caught['frames'] + 1} counted from 1); a tolerance check first rejects an output at call "
       f"{caught['output']}")
+close = handson.allclose_table(stock, wrong)  # |diff| over allclose's bound: relative, as allclose is
 viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
-                  "frame sets (order-blind)": pd.DataFrame(lenient.records)}, teaching.bit_exact(stock, wrong))
+                  "frame sets (order-blind)": pd.DataFrame(lenient.records)}, close)
 
 # %% [markdown]
 # Read it carefully. The elementwise audit flags the very first retention: the frames are in the wrong
@@ -191,6 +192,8 @@ lengths
 assert teaching.bit_exact(stock, carry)["equal"].all() and auditor.ok and auditor.agreements == len(carry.table)
 assert carry.table["cache_ptr"].nunique() == 1 and stock.table["cache_ptr"].nunique() > 1
 assert caught["elementwise"] < min(caught["frames"], caught["output"]), "the elementwise audit flags first"
+assert close["allclose"].tolist() == [r <= 1 for r in close["allclose_ratio"]]  # the line is allclose's own bound
+assert int(close.loc[~close["allclose"], "call"].min()) == caught["output"]
 assert blind.ok and not teaching.bit_exact(stock, misdeclared)["equal"].any(), "the audit checks the declared cut"
 bound = T2W_CLOCKS.prompt_frames + T2W_CLOCKS.retained_frames
 assert [ln for ln, _ in lengths] == [min(T2W_CLOCKS.prompt_frames + (i + 1) * n * T2W_CLOCKS.frames_per_token, bound)

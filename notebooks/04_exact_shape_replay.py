@@ -239,7 +239,8 @@ keys = ["chunks", "turns", "warmup_turns", "exact_chunks", "peak_growth_bytes_af
 pd.Series({k: soak[k] for k in keys})
 
 # %%
-fig = viz.soak_panel(data.soak_chunks(), viz.FigureOptions(height=560))
+fig = viz.soak_panel(data.soak_chunks(), viz.FigureOptions(height=560), arm=f"{soak['arm']} latency",
+                     reference=f"{soak['reference_arm']} latency ({soak['reference_processes']} processes)")
 where = "beside the arm" if soak["concurrent"] else "after the arm"
 note = (f"condition {data.recorded_condition(soak_file)}; latency NOT comparable: B0 ran as "
         f"{soak['reference_processes']} processes on {', '.join(soak['reference_devices'])}, {where}")

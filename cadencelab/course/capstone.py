@@ -30,7 +30,8 @@ from ..replay import At
 from .exercises.declaration import declaration_diff
 from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
 
-__all__ = ["DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step", "check_adapter", "certificate",
+__all__ = ["certified_declaration", "DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step",
+           "check_adapter", "certificate",
            "shown_traffic", "ADAPTER_HINTS", "FRAMES"]
 
 
@@ -101,7 +102,7 @@ def _stock(m: WindowDecoder):
     return stock
 
 
-def _reference(s: DecoderSizes) -> Declaration:
+def certified_declaration(s: DecoderSizes) -> Declaration:
     """The declaration the checker diagnoses against (the capstone's answer; not shown in the notebook)."""
     clocks = (Clock("calls", "decoder call"),
               Clock("frames", "latent frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
@@ -116,8 +117,8 @@ def _reference(s: DecoderSizes) -> Declaration:
 
 def _traffic(s: DecoderSizes, lengths, seed: int, device: str = "cpu") -> Traffic:
     g = torch.Generator().manual_seed(seed)
-    return Traffic.stream(_reference(s), [torch.randn(1, n, s.dim, generator=g).to(device) for n in lengths],
-                          clock="frames")
+    signals = [torch.randn(1, n, s.dim, generator=g).to(device) for n in lengths]
+    return Traffic.stream(certified_declaration(s), signals, clock="frames")
 
 
 def shown_traffic(s: DecoderSizes = SHOWN) -> Traffic:
@@ -161,7 +162,7 @@ def _certify(declare: Callable, make_step: Callable, s: DecoderSizes, which: str
         return {**row, "hint": f"{which}: fill this in (declare and make_step), then run the cell again."}
     if not isinstance(decl, Declaration):
         return {**row, "answer": type(decl).__name__, "hint": f"{which}: declare must return a Declaration"}
-    diff = declaration_diff(decl, _reference(s))
+    diff = declaration_diff(decl, certified_declaration(s))
     try:
         cert = certify(decl, step, _stock(model), _traffic(s, lengths, seed, device), frames=FRAMES,
                        modules=[model], backend=backend, device=device)

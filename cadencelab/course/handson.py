@@ -11,6 +11,7 @@ bookkeeping) is the host orchestrating. :func:`host_ops_as_kernels` turns a CPU 
     profile_teaching_chunk()  that chunk under torch.profiler, as a Trace (what the notebook has you write)
     host_ops_as_kernels(t)    the trace with its innermost CPU ops as the "kernels"
     busy_idle_figure(s)       wall split into busy and idle per variant, from summary rows
+    allclose_table(ref, run)  per call: bitwise equal, max |diff|, and |diff| over torch.allclose's own bound
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import plotly.graph_objects as go
 from ..profile import Trace, load_trace
 from ..profile.trace import KERNEL_COLUMNS, LAUNCH_COLUMNS
 
-__all__ = ["teaching_chunk", "profile_teaching_chunk", "host_ops_as_kernels", "busy_idle_figure", "WINDOW"]
+__all__ = ["teaching_chunk", "profile_teaching_chunk", "host_ops_as_kernels", "busy_idle_figure", "allclose_table",
+           "WINDOW"]
 
 #: the record_function range a profiled chunk sits in
 WINDOW = "chunk"
@@ -107,3 +109,20 @@ def busy_idle_figure(summaries: dict) -> go.Figure:
     return set_caption(fig, "Each bar is one profiled chunk's window; busy is the union of the innermost ops' "
                             "intervals (on a CPU they stand in for kernels), idle the rest of its wall time. One "
                             "profiled chunk each: a single measurement, run it again to see it move.")
+
+
+def allclose_table(reference, candidate, rtol: float = 1e-5, atol: float = 1e-8) -> pd.DataFrame:
+    """Per call of two stream runs: equal (torch.equal), max_abs_diff, allclose_ratio (the worst element's
+    |diff| over ``atol + rtol * |candidate|``, the bound of ``torch.allclose(reference, candidate)``: it passes
+    exactly when the ratio is <= 1), allclose."""
+    import torch
+
+    if len(reference.outputs) != len(candidate.outputs):
+        raise ValueError(f"allclose_table: {len(reference.outputs)} reference calls vs {len(candidate.outputs)}")
+    rows = []
+    for i, (a, b) in enumerate(zip(reference.outputs, candidate.outputs)):
+        diff = (b.double() - a.double()).abs()
+        ratio = float((diff / (atol + rtol * b.double().abs())).max())
+        rows.append(dict(call=i, equal=bool(torch.equal(a, b)), max_abs_diff=float(diff.max()), allclose_ratio=ratio,
+                         allclose=bool(torch.allclose(a, b, rtol=rtol, atol=atol))))
+    return pd.DataFrame(rows)

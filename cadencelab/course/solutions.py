@@ -228,9 +228,9 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
 
 
 def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
-    from .capstone import _reference
+    from .capstone import certified_declaration
 
-    d = _reference(s)
+    d = certified_declaration(s)
     regions = []
     for r in d.regions:
         if r.name == "kv" and (kv_policy is not None or window is not None):

@@ -95,10 +95,4 @@ def exercises_table() -> pd.DataFrame:
             for e in EXERCISES.values()]
     rows.append(dict(name="declaration", notebook=7, question=check_declaration.__doc__.splitlines()[0],
                      mistakes=list(DECLARATION_MISTAKES)))
-    from .. import capstone, capture_task  # the graded tasks of notebooks 8 and 9 (whole functions, not values)
-
-    rows.append(dict(name="wrapper", notebook=8, question=capture_task.grade_wrapper.__doc__.splitlines()[0],
-                     mistakes=list(capture_task.WRAPPER_MISTAKES)))
-    rows.append(dict(name="adapter", notebook=9, question=capstone.check_adapter.__doc__.splitlines()[0],
-                     mistakes=["refused", "literal_size", *capstone.ADAPTER_HINTS]))
     return pd.DataFrame(rows).sort_values("notebook", kind="stable").reset_index(drop=True)
