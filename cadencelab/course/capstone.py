@@ -29,6 +29,7 @@ from ..contract import Admission, Clock, Declaration, DeclarationError, Fixed, O
 from ..replay import At
 from .exercises.declaration import declaration_diff
 from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
+from .sample_encoder import seed_weights
 
 __all__ = ["certified_declaration", "DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step",
            "check_adapter", "certificate",
@@ -65,10 +66,7 @@ class WindowDecoder(torch.nn.Module):
         self.qkv, self.out = torch.nn.Linear(s.dim, 3 * s.dim), torch.nn.Linear(s.dim, s.dim)
         self.to_samples = torch.nn.Linear(s.dim, s.hop)
         self.filt = torch.nn.Conv1d(1, 1, s.taps, bias=False)  # no padding: the cache is the left context
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+        seed_weights(self, seed)
 
 
 def decode(m: WindowDecoder, x, kv, tail, last):

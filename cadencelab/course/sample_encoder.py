@@ -26,7 +26,7 @@ from ..contract import Admission, Clock, Declaration, Fixed, Operator, PromptRet
 from ..replay import At
 
 __all__ = ["Sizes", "VISIBLE", "HIDDEN", "SampleEncoder", "encode", "stock_step", "reference_declaration", "steps",
-           "traffic", "SIGNAL_FRAMES", "with_policy"]
+           "traffic", "SIGNAL_FRAMES", "with_policy", "seed_weights"]
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,16 @@ class SampleEncoder(torch.nn.Module):
         self.s = s
         self.front = torch.nn.Conv1d(1, s.dim, s.kernel, stride=s.hop)  # no padding: the cache is the context
         self.qkv, self.out = torch.nn.Linear(s.dim, 3 * s.dim), torch.nn.Linear(s.dim, s.dim)
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+        seed_weights(self, seed)
+
+
+def seed_weights(module: torch.nn.Module, seed: int, scale: float = 0.5) -> None:
+    """Every parameter of ``module`` drawn from N(0, scale^2) with one seeded generator (the same weights on
+    every machine)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * scale)
 
 
 def encode(m: SampleEncoder, x, kv, ctx, last):
