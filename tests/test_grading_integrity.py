@@ -313,3 +313,18 @@ def test_blank_adapter_and_answers_switched_on(monkeypatch):
     monkeypatch.setenv(grading.SOLUTIONS_ENV, "1")
     fb = grading.grade(capstone.check_adapter, blank)
     assert fb.ok and grading.certified(blank, fb) == sol.adapter_solution
+
+
+@pytest.mark.cuda
+def test_the_capture_task_and_the_capstone_on_a_gpu():
+    """Live: the wrapper replays real CUDA graphs (exact, one capture per shape, faster than eager), and the
+    capstone's adapter is certified with real graphs."""
+    from cadencelab.course import capstone
+    from cadencelab.course import capture_task as task
+
+    fb = task.check_wrapper(sol.wrapper_solution, device="cuda")
+    assert fb.ok and fb.row["device"].startswith("cuda") and fb.row["speedup"] > 1, fb.row
+    for mistake, wrong in sol.PLANTED_WRAPPERS.items():
+        assert task.check_wrapper(wrong, device="cuda").mistakes == [mistake]
+    assert capstone.check_adapter(sol.adapter_solution, backend="cuda", device="cuda").ok
+    assert capstone.certificate(sol.adapter_solution, backend="cuda", device="cuda").ok

@@ -71,11 +71,11 @@ def _terms() -> list[dict]:
              definition="what a model states about itself before any traffic: its clocks and their rates, its state "
                         "regions with their retention policies, the operators that read them, and the admission "
                         "predicate; the catalog, envelopes, rho and checks C1-C3 are derived from it alone",
-             notebooks=(2, 7, 8), source="cadencelab.contract.Declaration"),
+             notebooks=(2, 7, 9), source="cadencelab.contract.Declaration"),
         dict(term="lookahead", kind="clocks",
              definition="frames (or tokens) a call reads beyond the ones it commits: they shape its output but stay "
                         "for the next call; declared as the offset of the clock, so a call reads f_call = f_chunk + "
-                        "lookahead", notebooks=(2, 7), source="cadencelab.contract.Clock (offset)"),
+                        "lookahead", notebooks=(2, 7, 9), source="cadencelab.contract.Clock (offset)"),
         dict(term="flush", kind="clocks",
              definition="a turn's final call: it commits everything it holds, its lookahead included, so its size "
                         "ranges up to f_call; flushes above the admission predicate run eagerly (outside_catalog)",
@@ -121,15 +121,20 @@ def _terms() -> list[dict]:
              definition="the buffer that holds one retained region for a whole turn, owned by the contract: allocated "
                         "once to the declared envelope, retention written in place at one address, elementwise "
                         "identical to the stock concatenate-and-cut",
-             notebooks=(3, 7), source="cadencelab.state.Carry"),
+             notebooks=(0, 3, 7, 9), source="cadencelab.state.Carry"),
         dict(term="shadow audit", kind="state",
              definition="the stock concatenation and cut run beside every retention and compared with the carry "
                         "elementwise; it counts agreements and records the first divergence (call, region, index)",
-             notebooks=(3, 7), source="cadencelab.state.ShadowAuditor"),
+             notebooks=(3, 7, 9), source="cadencelab.state.ShadowAuditor"),
         dict(term="exact-shape replay", kind="replay",
              definition="one CUDA graph per catalog signature, captured at exact shapes (no padding) and admitted "
                         "call by call (signature, addresses, randomness); anything else runs eagerly",
              notebooks=(4, 8), source="cadencelab.replay.engine"),
+        dict(term="CUDA graph", kind="replay",
+             definition="a recording of one call's kernels with their arguments, addresses included, replayed with "
+                        "one launch: it reads the buffers it was captured on (copy new values into the static input) "
+                        "and writes the same output buffer every replay (clone what you keep)",
+             notebooks=(4, 8), source="torch.cuda.CUDAGraph; cadencelab.course.graph_lesson.capture"),
         dict(term="TF32", kind="device",
              definition="TensorFloat-32: the GPU's matmul / convolution mode that rounds inputs to a 10-bit mantissa "
                         "for speed; whether it is on changes results, so every arm runs under one device condition",
