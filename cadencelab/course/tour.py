@@ -1,11 +1,12 @@
 """The course, headless or in JupyterLab.
 
-    run_tour(out_dir)    execute the seven notebooks (nbclient, kernel python3), keep the executed
+    run_tour(out_dir)    execute the course's notebooks (nbclient, kernel python3), keep the executed
                          copies (.ipynb) in out_dir/notebooks/, and write out_dir/index.html: per notebook its
                          title, learning goals, prose, figures with their captions and check-cell result,
                          and the glossary (:mod:`cadencelab.course.report`). Works offline: plotly.js is
                          embedded once in the page. Without parameters it runs the course with
-                         :data:`COURSE_PARAMETERS` (the exercise cells take the shipped solutions).
+                         :data:`COURSE_PARAMETERS` (a student's predictions) and every kernel gets
+                         :data:`COURSE_ENV` (the course's answers switched on, so blank exercises are graded).
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
 
@@ -386,7 +387,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
              parameters: dict | None = None) -> Path:
     """Execute the course and write ``out_dir/index.html``; returns its path.
 
-    parameters: injected after each notebook's parameters cell (None: :data:`COURSE_PARAMETERS`, the solutions on).
+    parameters: injected after each notebook's parameters cell (None: :data:`COURSE_PARAMETERS`, the predictions);
+    every kernel gets :data:`COURSE_ENV` (the course's answers switched on).
 
     progress: a tqdm bar over the notebooks (on stderr). Executed notebooks (with outputs) are
     kept in ``out_dir/notebooks/``, a machine-readable ``summary.json`` beside the page.
