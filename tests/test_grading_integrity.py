@@ -200,6 +200,8 @@ def test_the_answers_are_switched_on_from_outside(monkeypatch):
     assert grading.verdict(grading.grade(ex.check_K, wrong)) == "not solved yet"  # no bare AssertionError
     fb = grading.grade(ex.check_declaration, lambda s: ...)
     assert fb.ok and grading.certified(lambda s: ..., fb) is se.reference_declaration
+    assert grading.grade(ex.check_paired_interval, dict(lo=..., hi=..., verdict=...)).ok  # two exercises, one cell
+    assert grading.grade(ex.check_own_profile, dict(busy_ms=..., slack=...)).ok
 
 
 def test_the_tour_gives_every_kernel_the_switch():
