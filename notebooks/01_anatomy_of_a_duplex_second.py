@@ -131,6 +131,8 @@ window = anatomy.profiled_window(CONDITION).set_index(["arm", "range"])
 flow = window.loc[("SRc", "flow")]
 print(f"SRc flow replay: {flow['idle_ms']:.1f} ms idle over {flow['kernels']:,} kernels = "
       f"{1e3 * flow['idle_ms'] / flow['kernels']:.1f} µs between consecutive kernels")
+syn_w = window.xs("synthesis", level="range")  # the profiled window is whole: the same device work in both arms
+assert abs(syn_w["kernels"]["SRc"] / syn_w["kernels"]["B0"] - 1) < 0.01 and flow["idle_ms"] / flow["kernels"] < 5e-3
 window.round(3)
 
 # %% [markdown]
@@ -271,8 +273,6 @@ assert src["max_ms"] < b0["min_ms"] and src["launches"] < b0["launches"], "synth
 same, seconds = data.duplex_summary(duplex).loc["SRc", "pcm_equal_seconds"].split("/")
 assert same == seconds and k_backbone > scope.set_index("operator").loc["backbone_decode", "class_budget"]
 assert int(seconds) == count.loc["SRc", "run"] == src["seconds"] + count.loc["SRc", "warmup"], "8/8 vs 7 timed"
-syn_w = window.xs("synthesis", level="range")  # the profiled window is whole: the same device work in both arms
-assert abs(syn_w["kernels"]["SRc"] / syn_w["kernels"]["B0"] - 1) < 0.01 and flow["idle_ms"] / flow["kernels"] < 5e-3
 comp = over.set_index("source")["over_ms"]
 assert comp.filter(like="H200 SRc").iloc[0] < 0 < comp.filter(like="H200 B0").iloc[0]
 print(f"CHECK OK: notebook 1: synthesis B0 {b0['median_ms']:.0f} ms -> SRc {src['median_ms']:.0f} ms per second "

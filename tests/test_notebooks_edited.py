@@ -31,7 +31,10 @@ def _edited(tmp_path: Path, stem: str, blank: str, typed: str) -> Path:
 
 @pytest.mark.parametrize("right", [True, False])
 def test_an_edited_notebook_2_ends_in_its_check(tmp_path, right):
-    k = {p: int(v) + (0 if right else 1) for p, v in sol.solution("t2w_K").items()}  # numpy-free ints
+    exercise = dict(f_retained=200, f_chunk=60)  # the notebook's EXERCISE configuration (asserted below)
+    assert f"EXERCISE = dict(f_retained={exercise['f_retained']}, f_chunk={exercise['f_chunk']})" in \
+        next((ROOT / "notebooks").glob("02_*.py")).read_text(encoding="utf-8")
+    k = {p: int(v) + (0 if right else 1) for p, v in sol.solution("t2w_K", **exercise).items()}  # plain ints
     path = _edited(tmp_path, "02_", 'answer_K = {"flow_chunk": ..., "estimator_step": ..., "flow_encoder": ..., '
                                     '"vocoder_core": ...}', f"answer_K = {k!r}")
     run = tour.execute_notebook(path, env=LAB, cwd=ROOT / "notebooks")
