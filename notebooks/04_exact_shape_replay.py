@@ -226,8 +226,8 @@ else:
 # and how long the GPU took for them. After the warm-up turns (one capture per class), the only eager calls
 # should be the declared ones: the prompt priming and the flush above the admission predicate. One caveat,
 # printed from the file: the B0 reference ran as several processes sharing one GPU, each slowed by the others,
-# so the latencies in the figure are **not comparable** (exactness and memory are; notebook 5 has the like-
-# for-like speedup).
+# so the latencies in the figure are **not comparable** (exactness and memory are; notebook 5 has the
+# like-for-like speedup).
 
 # %%
 soak, soak_file = data.soak_summary(), data.soak_result()
