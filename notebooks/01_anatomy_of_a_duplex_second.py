@@ -217,7 +217,8 @@ if data.is_recorded("duplex_served"):  # each stage's spread, eager and served r
 # %%
 composed = anatomy.label_composed(frames.anatomy_frame(CONDITION, compose=True))
 opts = viz.WaterfallOptions(layout="facets", title="COMPOSED seconds: paper-GPU earlier stages + H200 synthesis")
-show(viz.waterfall(composed, options=opts))
+fig = viz.waterfall(composed, options=opts)  # the panel titles name the sources: no legend, the title above them
+show(fig.update_layout(showlegend=False, margin=dict(t=170), title=dict(y=0.98, yanchor="top")))
 over = frames.overrun_table(composed)
 over
 
