@@ -143,5 +143,6 @@ s = mine.iloc[-1]
 assert s["busy_us"] <= s["wall_us"] and abs(s["slack_frac"] - (1 - s["busy_us"] / s["wall_us"])) < 1e-9
 assert (host.kernels["dur_ns"] <= s["wall_us"] * 1e3).all() and len(host.kernels) < len(trace.cpu_ops)
 assert profile.summary(trace, "chunk")["busy_us"].isna().all(), "a CPU trace alone has no device busy time"
+assert min(slack.values()) > 0.5, "most of a small chunk's wall time is between operations, in both runtimes"
 print(f"CHECK OK: notebook 0: one chunk {s['wall_us'] / 1e3:.1f} ms, busy {s['busy_us'] / 1e3:.1f} ms, slack "
       f"{s['slack_frac']:.2f} over {len(host.kernels)} innermost ops; exercise {grading.verdict(feedback)}")
