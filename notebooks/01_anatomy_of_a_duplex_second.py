@@ -28,8 +28,7 @@ import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
-SOLUTIONS = False  # True: the exercise cells take the course's solutions (the tour and CI set it)
-PREDICT_LAUNCHES = {"B0": 1000, "SRc": 100}  # your prediction: kernel launches per synthesis chunk
+PREDICT_LAUNCHES = None  # your prediction, e.g. {"B0": ..., "SRc": ...}, or type it in the boxes below
 
 # %%
 import pandas as pd
@@ -37,7 +36,7 @@ from IPython.display import HTML, display
 
 from cadencelab import viz
 from cadencelab.contract import backbone_declaration, derive
-from cadencelab.course import anatomy, data, exercises, frames, glossary, grading, solutions
+from cadencelab.course import anatomy, data, exercises, frames, glossary, grading
 from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal, reveal_figure
 
@@ -68,7 +67,7 @@ viz.waterfall(paper, options=viz.WaterfallOptions(title="The paper's duplex seco
 
 # %%
 guess = Prediction("Kernel launches per synthesis chunk (one chunk per second)", unit="launches",
-                   value=PREDICT_LAUNCHES)
+                   value=PREDICT_LAUNCHES, parts=["B0", "SRc"])
 guess
 
 # %% [markdown]
@@ -112,32 +111,46 @@ show(fig)
 # Use `data.duplex_summary()` (columns `synthesis_ms_median`, `synthesis_slack_frac`: the idle share of the
 # synthesis stage in the profiled second, and `synthesis_launches`). Compute (1) B0's synthesis idle per
 # second in ms, (2) the host cost per kernel launch that idle implies, in µs, (3) the idle SRc's launches
-# alone would then predict, in ms. Replace each `...`, run the cell, read the feedback.
+# alone would then predict, in ms. Replace each `...`, run the cell, read the feedback. Each part is graded
+# within 5% of the right value (three significant figures are plenty).
 
 # %%
 duplex = anatomy.duplex_condition(CONDITION)  # the recording that has a duplex second
 answer = dict(b0_idle_ms=..., per_launch_us=..., src_predicted_idle_ms=...)
-if SOLUTIONS:
-    answer = solutions.solution("launch_cost", condition=duplex)
 feedback = grading.grade(exercises.check_launch_cost, answer, condition=duplex)
 feedback
 
 # %% [markdown]
-# SRc's measured idle is larger than its few launches predict: what remains is not launch cost but gaps
-# between kernels inside the graph replays, which the device dispatches itself (notebook 6 looks inside).
+# SRc's measured idle is larger than its few launches predict. Is the profiled window whole? It holds the
+# same device work in both arms (kernels and busy time below), so the idle is not work the window missed.
+# SRc's idle sits inside the flow graph's replay, spread over its kernels: a microsecond or two between
+# consecutive kernels, which the device dispatches itself (notebook 6 looks inside).
+
+# %%
+window = anatomy.profiled_window(CONDITION).set_index(["arm", "range"])
+flow = window.loc[("SRc", "flow")]
+print(f"SRc flow replay: {flow['idle_ms']:.1f} ms idle over {flow['kernels']:,} kernels = "
+      f"{1e3 * flow['idle_ms'] / flow['kernels']:.1f} µs between consecutive kernels")
+syn_w = window.xs("synthesis", level="range")  # the profiled window is whole: the same device work in both arms
+assert abs(syn_w["kernels"]["SRc"] / syn_w["kernels"]["B0"] - 1) < 0.01 and flow["idle_ms"] / flow["kernels"] < 5e-3
+window.round(3)
+
+# %% [markdown]
 #
 # ## What the rules change: synthesis only
 #
 # Compare the arms only where the rules act: the range of each arm's synthesis over its timed seconds,
 # with the launches behind them. Is the slowest SRc second faster than the fastest B0 one? And is the
-# audio the same? (`pcm_equal_seconds`: seconds whose PCM hash equals B0's.)
+# audio the same? (`pcm_equal_seconds`: seconds whose PCM hash equals B0's, counted over every unprofiled
+# second run, the warm-up second included: one more than the timed seconds of the spread.)
 
 # %%
 syn = spread[spread["stage"] == "synthesis"].set_index("arm")
 b0, src = syn.loc["B0"], syn.loc["SRc"]
 print(f"synthesis per second: B0 {b0['min_ms']:.0f}-{b0['max_ms']:.0f} ms ({b0['launches']:,.0f} launches), "
       f"SRc {src['min_ms']:.0f}-{src['max_ms']:.0f} ms ({src['launches']:,.0f} launches)")
-data.duplex_summary(duplex)[["pcm_equal_to", "pcm_equal_seconds"]]
+count = anatomy.seconds_count(CONDITION)
+data.duplex_summary(duplex)[["pcm_equal_to", "pcm_equal_seconds"]].join(count)
 
 # %% [markdown]
 # ## Why the exact scope stops before the language models
@@ -168,6 +181,8 @@ if data.is_recorded("duplex_served"):
     print(f"SRc's second, language models eager -> served: {ms['SRc']:.0f} -> {ms['SRc+graphLM']:.0f} ms "
           f"(backbone {sv.loc['SRc', 'backbone_ms']:.0f} -> {sv.loc['SRc+graphLM', 'backbone_ms']:.0f} ms); "
           f"served tokens: {sv.loc['SRc+graphLM', 'lm_vs_eager']}")
+    print(f"B0's synthesis beside eager LMs {sv.loc['B0', 'synthesis_ms']:.0f} ms, beside served LMs "
+          f"{sv.loc['B0+graphLM', 'synthesis_ms']:.0f} ms: the same code; see the note under the figure")
 else:
     print("The served second is not recorded on the H200 yet, so no number here stands in for it. "
           f"Record it with:\n{data.how_to_record('duplex_served')}")
@@ -185,6 +200,12 @@ if data.is_recorded("duplex_served"):  # each stage's spread, eager and served r
 # down to a handful of replays, and only then does the whole second sit well inside the cadence. The
 # served tokens are not eager's (last column of the table), so each served run's audio is compared with
 # B0 fed the same tokens, never with the eager runs.
+#
+# One difference this recording does not explain: B0's synthesis runs the same code and launches in both
+# recordings, yet its median is larger beside the served language models than beside the eager ones (the
+# line printed above; it is also larger than in the first duplex recording). Nothing here measures why (GPU
+# clocks, the captured decode graphs' memory, host contention are candidates), so no claim below rests on
+# that number: SRc's synthesis, the quantity the rules change, is the same within a few ms in every run.
 
 # %% [markdown]
 # ## Where the tail overruns: a *composed* second
@@ -196,7 +217,8 @@ if data.is_recorded("duplex_served"):  # each stage's spread, eager and served r
 # %%
 composed = anatomy.label_composed(frames.anatomy_frame(CONDITION, compose=True))
 opts = viz.WaterfallOptions(layout="facets", title="COMPOSED seconds: paper-GPU earlier stages + H200 synthesis")
-show(viz.waterfall(composed, options=opts))
+fig = viz.waterfall(composed, options=opts)  # the panel titles name the sources: no legend, the title above them
+show(fig.update_layout(showlegend=False, margin=dict(t=170), title=dict(y=0.98, yanchor="top")))
 over = frames.overrun_table(composed)
 over
 
@@ -251,9 +273,8 @@ assert (lm["B0"] == lm["SRc"]).all(), "the stand-in LMs run the same code (same 
 assert src["max_ms"] < b0["min_ms"] and src["launches"] < b0["launches"], "synthesis: every SRc second faster"
 same, seconds = data.duplex_summary(duplex).loc["SRc", "pcm_equal_seconds"].split("/")
 assert same == seconds and k_backbone > scope.set_index("operator").loc["backbone_decode", "class_budget"]
+assert int(seconds) == count.loc["SRc", "run"] == src["seconds"] + count.loc["SRc", "warmup"], "8/8 vs 7 timed"
 comp = over.set_index("source")["over_ms"]
 assert comp.filter(like="H200 SRc").iloc[0] < 0 < comp.filter(like="H200 B0").iloc[0]
-assert feedback.ok or not SOLUTIONS, feedback.message
 print(f"CHECK OK: notebook 1: synthesis B0 {b0['median_ms']:.0f} ms -> SRc {src['median_ms']:.0f} ms per second "
-      f"(every SRc second faster, same audio); backbone K = {k_backbone:,}; exercise "
-      f"{'solved' if feedback.ok else 'not answered yet'}")
+      f"(every SRc second faster, same audio); backbone K = {k_backbone:,}; exercise {grading.verdict(feedback)}")

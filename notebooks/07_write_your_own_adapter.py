@@ -34,9 +34,8 @@ LIVE = torch.cuda.is_available()  # run the GPU-only cells live
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
 BACKEND = "cuda" if LIVE else "eager"  # the replay engine's backend
 DEVICE = "cuda" if LIVE else "cpu"
-SOLUTIONS = False  # True: the exercise cells take the shipped solutions (the tour and CI set it)
-# your prediction before the catalog is derived (the widget starts from these)
-PREDICT_CLASSES = {"K (steady classes)": 2, "admitted signatures": 8}
+# your prediction before the catalog is derived: {"K (steady classes)": ..., "admitted signatures": ...}, or the boxes
+PREDICT_CLASSES = None
 
 # %%
 import inspect
@@ -44,7 +43,7 @@ import inspect
 from IPython.display import HTML, display
 
 from cadencelab import viz
-from cadencelab.course import data, glossary, paper, solutions
+from cadencelab.course import data, glossary, grading, paper
 from cadencelab.course import sample_encoder as se
 from cadencelab.course.exercises import check_declaration
 from cadencelab.course.frames import catalog_figure
@@ -53,7 +52,7 @@ from cadencelab.course.predict import Prediction, reveal
 # %%
 from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
 from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,  # noqa: F401
-                                 catalog, catalog_counts, catalog_width)  # the declaration's parts, for your answer
+                                 SlidingWindow, catalog, catalog_counts, catalog_width)  # parts for your answer
 from cadencelab.replay import At
 from cadencelab.replay.preflight import preflight
 
@@ -116,22 +115,15 @@ def declaration(s: Sizes) -> Declaration:
 
 
 # %%
-if SOLUTIONS:  # the tour and CI: the shipped solution
-    declaration = solutions.solution("declaration")
-feedback = check_declaration(declaration)
-print(feedback.message)
-feedback.table
+feedback = grading.grade(check_declaration, declaration)
+feedback
 
 # %% [markdown]
-# Until your declaration is certified, the cells below run on the course's reference declaration (the
-# exercise's answer, `se.reference_declaration`), so Run All works either way; once yours passes, they run
-# on yours.
+# Until your declaration is certified, the cells below run on a declaration the course supplies, so Run All
+# works either way; once yours passes, they run on yours.
 
 # %%
-if not feedback.ok or SOLUTIONS:
-    declaration = se.reference_declaration
-    print("using the reference declaration " + ("(yours is not certified yet)" if not feedback.ok else
-                                                "(the solution written out in full)"))
+declaration = grading.certified(declaration, feedback)
 
 
 # %% [markdown]
@@ -167,10 +159,12 @@ print("adapter lines (declaration + step):", adapter_lines(declaration, steps))
 # Before the catalog is derived: the K|V cache starts empty, grows 6 frames per call, and is cut to the
 # sink (2) + window (10) once it passes 12; a turn's final call carries whatever is left. How many steady
 # shape classes (K) does the encoder have, and how many distinct signatures are admitted in all (steady
-# calls and final calls, each one a graph at most)? Enter your numbers (`PREDICT_CLASSES` in the parameters).
+# calls and final calls, each one a graph at most)? Enter your numbers in the boxes (or `PREDICT_CLASSES` in the
+# parameters); the reveal waits for them.
 
 # %%
-guess = Prediction("The encoder's catalog", unit="classes", value=PREDICT_CLASSES)
+guess = Prediction("The encoder's catalog", unit="classes", value=PREDICT_CLASSES,
+                   parts=["K (steady classes)", "admitted signatures"])
 guess
 
 # %% [markdown]
@@ -261,7 +255,7 @@ viz.misses_figure(cert.runtime.engine.counters())
 # catalog clause fails too: the stock model was observed at extents the wrong declaration does not derive.)
 
 # %%
-forgot_sink = solutions.PLANTED_DECLARATIONS["forgot_sink"](s)  # kv as SlidingWindow(s.window): no sink
+forgot_sink = se.with_policy(decl, "kv", SlidingWindow(s.window))  # kv as a plain window: no sink
 bad = certify(forgot_sink, step, stock, traffic, frames=frames, modules=[model], backend=BACKEND, device=DEVICE)
 bad.table
 
@@ -347,6 +341,6 @@ assert bad.exact["equal"].iloc[:first.call + 1].all() and first.call < diverged 
 assert exact_table(want, run.outputs)["equal"].all() and run.table["path"].str.startswith("replay").any()
 assert (cross["exact_blocks"] == cross["blocks"]).all() and share > 0.5
 assert fz.loc["carry", "exact_blocks"] == fz.loc["carry", "blocks"] and fz.loc["overlap_recompute", "max_abs_diff"] > 0
-assert feedback.ok == SOLUTIONS and (SOLUTIONS or "fill this in" in feedback.message)
 print(f"CHECK OK: notebook 7: a {n_lines}-line adapter certified ({BACKEND} backend); the forgotten sink "
-      f"caught at call {first.call}, region '{first.region}', before the output diverged at call {diverged}")
+      f"caught at call {first.call}, region '{first.region}', before the output diverged at call {diverged}; "
+      f"exercise {grading.verdict(feedback)}")

@@ -29,7 +29,7 @@ def test_widget_starts_from_the_value_and_is_read_back():
     pytest.importorskip("ipywidgets")
     p = Prediction("busy ms", unit="ms", value={"eager": 50.0, "replay": 50.0}, build=True)
     assert p.widget is not None and p.answers() == {"eager": 50.0, "replay": 50.0}
-    p.inputs["replay"].value = 57.0
+    p.inputs["replay"].value = "57"
     df = reveal(p, {"eager": 57.2, "replay": 57.8})
     assert df.set_index("key")["predicted"].to_dict() == {"eager": 50.0, "replay": 57.0}
     assert df.set_index("key")["verdict"].to_dict() == {"eager": "under", "replay": "close"}
@@ -78,3 +78,39 @@ def test_glossary_covers_the_course_terms_from_the_code():
     assert "**probe**" in md and "**SRl**" not in md and "<dt id='glossary-SRl'>" in html
     with pytest.raises(KeyError, match="no glossary term 'B9'"):
         gl.term("B9")
+
+
+def test_a_blank_prediction_starts_empty_and_the_reveal_refuses():
+    from cadencelab.course.predict import NOT_PREDICTED, is_refused
+
+    p = Prediction("launches", unit="launches", value=None, parts=["B0", "SRc"], build=False)
+    assert p.answers() == {"B0": None, "SRc": None} and not p.given
+    df = reveal(p, {"B0": 11510, "SRc": 8})
+    assert is_refused(df) and set(df["verdict"]) == {NOT_PREDICTED} and df["measured"].isna().all()  # withheld
+    fig = reveal_figure(df)
+    assert "Predict first" in fig.layout.annotations[0].text and not fig.data
+    with pytest.raises(ValueError, match="the question asks for"):
+        Prediction("launches", value={"B0": 1}, parts=["B0", "SRc"], build=False)
+
+
+def test_blank_boxes_in_the_lab_then_typed_answers():
+    pytest.importorskip("ipywidgets")
+    p = Prediction("launches", unit="launches", value=None, parts=["B0", "SRc"], build=True)
+    assert all(w.value == "" for w in p.inputs.values()) and not p.given
+    p.inputs["B0"].value, p.inputs["SRc"].value = "1,000", "8"
+    df = reveal(p, {"B0": 11510, "SRc": 8})
+    assert df.set_index("key")["verdict"].to_dict() == {"B0": "under", "SRc": "close"}
+    p.inputs["B0"].value = "lots"
+    with pytest.raises(ValueError, match="'lots', not a number"):
+        p.answers()
+    c = Prediction("where", choices=("a", "b"), value=None, build=True)
+    assert c.inputs["value"].value is None and not c.given
+
+
+def test_a_reveal_spanning_orders_of_magnitude_is_drawn_on_a_log_axis():
+    from cadencelab.course.predict import TOUR_PREDICTIONS
+
+    p = Prediction("launches", unit="launches", value=TOUR_PREDICTIONS["PREDICT_LAUNCHES"], build=False)
+    fig = reveal_figure(reveal(p, {"B0": 11510, "SRc": 8}))
+    assert fig.layout.yaxis.type == "log"  # SRc's 8 visible beside B0's 11,510
+    assert reveal_figure(reveal(Prediction("x", value=110, build=False), 100)).layout.yaxis.type != "log"

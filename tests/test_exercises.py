@@ -33,7 +33,7 @@ def test_every_planted_mistake_fires_its_hint(name, mistake):
 
 def test_every_exercise_has_planted_mistakes_and_every_notebook_an_exercise():
     t = ex.exercises_table()
-    assert set(t["notebook"]) == {1, 2, 3, 4, 5, 6, 7}
+    assert set(t["notebook"]) == set(range(8))  # (8 and 9 grade whole functions: tests/test_grading_integrity.py)
     assert all(len(m) > 0 for m in t["mistakes"])
     assert {m for m, _, _ in sol.planted("declaration")} == set(ex.DECLARATION_MISTAKES)
 
@@ -42,7 +42,7 @@ def test_K_hint_names_the_slip_and_the_numbers():
     fb = ex.check_K({"flow_chunk": 2, "estimator_step": 21, "flow_encoder": 3, "vocoder_core": 2})
     t = fb.table.set_index("part")
     assert t.loc["flow_chunk", "mistake"] == "plus_one_forgotten"
-    assert t.loc["flow_chunk", "hint"].startswith("flow_chunk = 2, expected 3:")
+    assert t.loc["flow_chunk", "hint"].startswith("flow_chunk = 2:") and "expected" not in t.loc["flow_chunk", "hint"]
     assert t.loc["estimator_step", "mistake"] == "per_step_growth" and "per call or per solver step" in \
         t.loc["estimator_step", "hint"]
     assert t.loc[["flow_encoder", "vocoder_core"], "correct"].all()
@@ -58,7 +58,7 @@ def test_expected_answers_follow_the_chosen_clocks():
 def test_unmatched_wrong_answer_gets_a_generic_hint():
     fb = ex.check_extents({"estimator_att_cache": [1, 2], "vocoder_mel_cache": [0, 8]})
     row = fb.table.set_index("part").loc["estimator_att_cache"]
-    assert not row["correct"] and row["mistake"] == "" and "expected {302, 352, 402}" in row["hint"]
+    assert not row["correct"] and row["mistake"] == "" and "302" not in row["hint"] and "recompute" in row["hint"]
 
 
 def test_bad_input_is_named():

@@ -103,7 +103,7 @@ def test_duration_and_launch_cost_figures(streams, chunk):
     fig = viz.launch_cost_bars(est)
     assert [t.name for t in fig.data] == ["launch calls × per-call cost (estimate)", "measured idle (wall − busy)",
                                           "of which host wait"]
-    assert fig.data[0].text[0].startswith("12,527 calls × ")
+    assert fig.data[0].text[0].startswith("12,527 host calls (11,506 launches + 1,021 copies) × ")
     assert fig.layout.yaxis.title.text == "time per window (ms)"
     assert "profiled / unprofiled wall: B0 2.03x" in viz.caption(fig)
     assert "B0 0.88 profiled vs 0.76 without it" in viz.caption(fig)

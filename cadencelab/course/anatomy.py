@@ -10,6 +10,9 @@ off as a measured one, so these frames keep every timed second:
     seconds_frame        every timed second's stage durations and its whole length (one row per stage)
     stage_spread_figure  those points per stage, arms side by side, what ran named under each stage
     label_composed       a composed frame's sources named for what they are (paper GPU + H200)
+    profiled_window      per arm, the profiled second's synthesis ranges: kernels, busy, wall, idle share
+                         (is the window whole? the same device work in both arms)
+    seconds_count        per arm, the seconds run: warm-up, timed, and the profiled one after them
     served_frame         the second with its language models served (static cache + graph decode) beside
                          eager decoding: stage medians and spread, and how far the served tokens part from
                          eager (a non-exact control, labelled in every row)
@@ -25,7 +28,7 @@ from . import data
 from .frames import CADENCE_MS
 
 __all__ = ["LM_STAGES", "duplex_condition", "seconds_frame", "stage_spread", "stage_spread_figure",
-           "label_composed", "served_frame"]
+           "label_composed", "served_frame", "profiled_window", "seconds_count"]
 
 #: the stages run by stand-in language models in the recorded second
 LM_STAGES = ("backbone", "speech_decoder")
@@ -49,6 +52,29 @@ def _what(stage: str, t2w: str, decode: str) -> str:
     if stage == "synthesis":
         return f"Token2wav, real size: {'stock runtime' if t2w == 'B0' else 'both rules'} ({t2w})"
     return "every stage of one second, end to end"
+
+
+def profiled_window(condition: str = "exact", ranges: tuple = ("synthesis", "flow", "vocoder")) -> pd.DataFrame:
+    """Per arm and range of the profiled second: kernels, launches, busy_ms, wall_ms, idle_ms, slack_frac."""
+    obj, rel = data._duplex(duplex_condition(condition))
+    rows = []
+    for arm, prof in data._need(obj, "profiles", rel).items():
+        for st in prof["stages"]:
+            if st["range"] in ranges:
+                rows.append(dict(arm=arm, range=st["range"], kernels=st["kernels"],
+                                 launches=st["kernel_launches"] + st["graph_launches"], busy_ms=st["busy_us"] / 1e3,
+                                 wall_ms=st["wall_us"] / 1e3, idle_ms=(st["wall_us"] - st["busy_us"]) / 1e3,
+                                 slack_frac=st["slack_frac"]))
+    return pd.DataFrame(rows)
+
+
+def seconds_count(condition: str = "exact") -> pd.DataFrame:
+    """Per arm: the unprofiled seconds run (warm-up and timed, the ones whose audio is hashed) and how many
+    of them were warm-up; the profiled second runs after them."""
+    rows = data.duplex_seconds(duplex_condition(condition))
+    top = rows[rows["parent"].fillna("") == ""].drop_duplicates(["arm", "second"])
+    g = top.groupby("arm")["warmup"]
+    return pd.DataFrame(dict(run=g.size(), warmup=g.sum().astype(int), timed=g.size() - g.sum().astype(int)))
 
 
 def seconds_frame(condition: str = "exact", served: bool = False) -> pd.DataFrame:

@@ -45,17 +45,42 @@ def _arms() -> list[dict]:
     return rows
 
 
+def _checks() -> list[dict]:
+    """C1-C3 as the derivation names them (its check table on the shipped declaration)."""
+    from ..contract import checks, token2wav_declaration
+
+    t = checks(token2wav_declaration())
+    return [dict(term=r.check, kind="contract",
+                 definition=f"property {r.check}, {r.name}: one of the three a model must have for the two rules to be "
+                            f"lossless (the derivation checks C1-C3 from a declaration; Token2wav: {r.reason})",
+                 notebooks=(2,), source="cadencelab.contract.checks") for r in t.itertuples()]
+
+
 def _terms() -> list[dict]:
-    from ..contract import PRIMING, Token2wavClocks, catalog_counts, envelope, rho_table
-    from ..contract.policies import PromptRetained
-    from ..profile import summary
-    from ..replay import engine
+    from ..contract import PRIMING, Token2wavClocks
     from ..replay.determinism import CONDITIONS, EXACT
-    from ..state import Carry, ShadowAuditor
+    from .frames import CADENCE_MS
 
     chunk = Token2wavClocks.chunk_frames.__doc__.split(": ", 1)[-1]
     call = Token2wavClocks.call_frames.__doc__.split(": ", 1)[-1]
     rows = [
+        dict(term="cadence", kind="clocks",
+             definition=f"the interval a full-duplex model must answer within: one second of its speech every "
+                        f"{CADENCE_MS / 1e3:g} s of the person's; a second that takes longer overruns it",
+             notebooks=(1, 5), source="cadencelab.course.frames.CADENCE_MS"),
+        dict(term="declaration", kind="contract",
+             definition="what a model states about itself before any traffic: its clocks and their rates, its state "
+                        "regions with their retention policies, the operators that read them, and the admission "
+                        "predicate; the catalog, envelopes, rho and checks C1-C3 are derived from it alone",
+             notebooks=(2, 7, 9), source="cadencelab.contract.Declaration"),
+        dict(term="lookahead", kind="clocks",
+             definition="frames (or tokens) a call reads beyond the ones it commits: they shape its output but stay "
+                        "for the next call; declared as the offset of the clock, so a call reads f_call = f_chunk + "
+                        "lookahead", notebooks=(2, 7, 9), source="cadencelab.contract.Clock (offset)"),
+        dict(term="flush", kind="clocks",
+             definition="a turn's final call: it commits everything it holds, its lookahead included, so its size "
+                        "ranges up to f_call; flushes above the admission predicate run eagerly (outside_catalog)",
+             notebooks=(2, 4, 7), source="cadencelab.contract.Operator (flush)"),
         dict(term="probe", kind="replay",
              definition="the first call of a shape class, run eagerly while the engine watches the host and device "
                         "random generators; host draws reject the class for good, otherwise it is captured and the "
@@ -66,33 +91,71 @@ def _terms() -> list[dict]:
                         f"'{PRIMING}'", notebooks=(4, 7), source="cadencelab.contract.PRIMING"),
         dict(term="f_chunk vs f_call", kind="clocks", definition=f"f_chunk: {chunk} f_call: {call}",
              notebooks=(2, 4), source="cadencelab.contract.Token2wavClocks.chunk_frames / call_frames"),
-        dict(term="envelope", kind="state", definition=_doc(envelope) + " (the extent the state rule allocates: A "
-             "for a retained region, A + f_call for an attended workspace)",
+        dict(term="envelope", kind="state",
+             definition="the extents a region's size moves between: A- (lowest cached extent), A (highest, the "
+                        "retention bound) and A_attended = A + f_call; the state rule allocates A for a retained "
+                        "region and A + f_call for an attended workspace",
              notebooks=(2,), source="cadencelab.contract.envelope"),
-        dict(term="retention bound", kind="state", definition=_doc(PromptRetained),
+        dict(term="retention bound", kind="state",
+             definition="the most a retained cache ever holds: an immutable prompt plus a fixed number of history "
+                        "frames (PromptRetained(prompt, retained)); older history is cut at each call",
              notebooks=(2, 3), source="cadencelab.contract.PromptRetained"),
         dict(term="K vs catalog size", kind="replay",
              definition="K: steady shape classes, one per cached extent a region passes through, K = ceil(W / s) + 1. "
-                        "The catalog adds the flush classes; " + _doc(catalog_counts, 1),
+                        "The catalog size adds the admitted flush classes (and priming); each admitted class is one "
+                        "captured graph at most",
              notebooks=(2, 4), source="cadencelab.contract.catalog_counts"),
-        dict(term="rho_r", kind="state", definition=_doc(rho_table), notebooks=(2, 5),
-             source="cadencelab.contract.rho_table"),
+        dict(term="rho_r", kind="state",
+             definition="over-reservation of region r: the bytes the stock code reserves over the bytes its declared "
+                        "live extent needs (1 when the stock code already allocates to demand)",
+             notebooks=(2, 5), source="cadencelab.contract.rho_table"),
+        dict(term="busy time", kind="profile",
+             definition="the time the device is executing something in a window: the union of its kernels' and "
+                        "copies' intervals (overlaps counted once)",
+             notebooks=(0, 1, 6), source="cadencelab.profile.summary (busy_us)"),
         dict(term="slack", kind="profile",
-             definition="orchestration slack: the idle share of a window's wall time, (wall - busy) / wall; "
-                        + _doc(summary, 0), notebooks=(1, 6), source="cadencelab.profile.summary"),
-        dict(term="carry", kind="state", definition=_doc(Carry) + " Retention is written in place, at one address, "
-             "elementwise identical to the stock cut.", notebooks=(3, 7), source="cadencelab.state.Carry"),
+             definition="orchestration slack: the idle share of a window's wall time, (wall - busy) / wall; its idle "
+                        "splits into host_wait (the device finished, the next launch not issued yet), kernel_wait "
+                        "and other",
+             notebooks=(0, 1, 6), source="cadencelab.profile.summary (slack_frac)"),
+        dict(term="carry", kind="state",
+             definition="the buffer that holds one retained region for a whole turn, owned by the contract: allocated "
+                        "once to the declared envelope, retention written in place at one address, elementwise "
+                        "identical to the stock concatenate-and-cut",
+             notebooks=(0, 3, 7, 9), source="cadencelab.state.Carry"),
         dict(term="shadow audit", kind="state",
-             definition="the stock concatenation and cut run beside every retention, compared with the carry "
-                        "elementwise; " + _doc(ShadowAuditor), notebooks=(3, 7), source="cadencelab.state.ShadowAuditor"),
-        dict(term="exact-shape replay", kind="replay", definition=_doc(engine).split("\n")[0],
-             notebooks=(4,), source="cadencelab.replay.engine"),
+             definition="the stock concatenation and cut run beside every retention and compared with the carry "
+                        "elementwise; it counts agreements and records the first divergence (call, region, index)",
+             notebooks=(3, 7, 9), source="cadencelab.state.ShadowAuditor"),
+        dict(term="exact-shape replay", kind="replay",
+             definition="one CUDA graph per catalog signature, captured at exact shapes (no padding) and admitted "
+                        "call by call (signature, addresses, randomness); anything else runs eagerly",
+             notebooks=(4, 8), source="cadencelab.replay.engine"),
+        dict(term="CUDA graph", kind="replay",
+             definition="a recording of one call's kernels with their arguments, addresses included, replayed with "
+                        "one launch: it reads the buffers it was captured on (copy new values into the static input) "
+                        "and writes the same output buffer every replay (clone what you keep)",
+             notebooks=(4, 8), source="torch.cuda.CUDAGraph; cadencelab.course.graph_lesson.capture"),
+        dict(term="TF32", kind="device",
+             definition="TensorFloat-32: the GPU's matmul / convolution mode that rounds inputs to a 10-bit mantissa "
+                        "for speed; whether it is on changes results, so every arm runs under one device condition",
+             notebooks=(5,), source="cadencelab.replay.determinism (conditions)"),
         dict(term="exact condition", kind="device",
              definition=f"the least kernel-selection pinning under which every arm is bit-exact across processes: "
                         f"'{EXACT}' ({CONDITIONS[EXACT].description})",
              notebooks=(5,), source="cadencelab.replay.determinism.EXACT"),
+        dict(term="paired bootstrap", kind="statistics",
+             definition="the interval of an arm's change against B0 from timed blocks run in pairs (the arms "
+                        "interleaved): the block pairs are resampled together with replacement, each resample's "
+                        "ratio of the arm's mean to B0's taken, and the 2.5th and 97.5th percentiles reported; an "
+                        "interval that includes 0 cannot tell the arms apart",
+             notebooks=(5,), source="cadencelab.bench.token2wav.bootstrap_ratio"),
+        dict(term="goodput", kind="capacity",
+             definition="seconds of audio served per second of wall time by the sessions that hold the cadence; "
+                        "its plateau over the number of sessions is an arm's capacity",
+             notebooks=(5,), source="cadencelab.course.capacity.goodput_plateau"),
     ]
-    return rows
+    return rows + _checks()
 
 
 #: reST inline code in a docstring: ``literal`` and :role:`target` (a leading ~ shortens the target)

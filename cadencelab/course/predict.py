@@ -1,9 +1,11 @@
 """Predict, then measure: a prediction asked before a reveal, and the reveal beside the measurement.
 
 A :class:`Prediction` holds a question, its unit and the student's answer. In JupyterLab (a kernel
-and ipywidgets present) it shows one input per key (a number box, or a dropdown for a choice); the
-value it starts from is the one given, which a notebook takes from its ``parameters`` cell, so the
-headless tour runs with that value and nothing waits for a click.
+and ipywidgets present) it shows one input per key (a number box, or a dropdown for a choice). A
+notebook takes the value from its ``parameters`` cell, which is blank (None) in the lab: the boxes
+start empty, and :func:`reveal` refuses (it shows no measurement, only "predict first") until every
+box holds an answer. The headless tour injects its predictions (:data:`TOUR_PREDICTIONS`) into the
+parameters, so it runs with those and nothing waits for a click.
 
     >>> p = Prediction("Kernel launches per steady chunk, stock runtime?", unit="launches", value=1000, build=False)
     >>> reveal(p, 11506).iloc[0]["verdict"]
@@ -26,7 +28,7 @@ import plotly.graph_objects as go
 from ..viz.options import FigureOptions, integer_axis, require_columns
 
 __all__ = ["Prediction", "kernel_present", "reveal", "reveal_figure", "REVEAL_COLUMNS", "interval_verdict",
-           "pareto_quadrants", "NO_CLEAR_DIFFERENCE", "REL_TOL"]
+           "pareto_quadrants", "NO_CLEAR_DIFFERENCE", "REL_TOL", "NOT_PREDICTED", "TOUR_PREDICTIONS", "is_refused"]
 
 #: default relative tolerance of a numeric reveal: within it the prediction is "close"
 REL_TOL = 0.1
@@ -34,6 +36,27 @@ REL_TOL = 0.1
 NO_CLEAR_DIFFERENCE = "no clear difference"
 REVEAL_COLUMNS = ["question", "key", "unit", "predicted", "measured", "error", "rel_error", "verdict"]
 _SINGLE = "value"  # the key of a prediction with one answer
+#: a reveal whose values span this ratio or more is drawn on a log axis
+LOG_SPAN = 100
+#: the verdict of a reveal asked before every part of its prediction was given: the measurement stays hidden
+NOT_PREDICTED = "predict first"
+#: the predictions the headless tour makes (injected as parameters: a student in the lab starts blank);
+#: a naive student's guesses, so the reveals show a miss as well as a hit
+TOUR_PREDICTIONS = {
+    "PREDICT_LAUNCHES": {"B0": 1000, "SRc": 100},
+    "PREDICT_K": {"f_retained=150": 3, "f_chunk=40": 3},
+    "PREDICT_ADDRESSES": {"stock torch.cat": 1, "carry": 1},
+    "PREDICT_MOVED": "the new input's answer",
+    "PREDICT_BUSY_MS": {"eager": 200.0, "replay": 60.0},
+    "PREDICT_CLASSES": {"K (steady classes)": 2, "admitted signatures": 8},
+    "PREDICT_SLACK": {"stock torch.cat": 0.5, "carry": 0.5},
+    "PREDICT_SPEEDUP": 2.0,
+    "PREDICT_DECODER_K": 2,
+}
+
+
+def _blank(v) -> bool:
+    return v is None or v is Ellipsis or (isinstance(v, str) and not v.strip())
 
 
 def kernel_present() -> bool:
@@ -57,8 +80,10 @@ class Prediction:
     question: what to predict, in words.
     unit:     the answer's unit ("launches", "ms", "classes"; "" for a choice).
     value:    the answer used headless, and the widget's starting value: a number or a choice, or a
-              mapping key -> answer for a question about several things (one input per key).
+              mapping key -> answer for a question about several things (one input per key); None
+              (or None per key) while not predicted yet: the boxes start empty.
     choices:  the allowed answers of a categorical question (None: numeric).
+    parts:    the keys of a question about several things, for a blank ``value`` (None).
     build:    build the widget (None: when a kernel and ipywidgets are present).
     """
 
@@ -67,6 +92,7 @@ class Prediction:
     value: Any = None
     choices: Sequence[str] | None = None
     build: bool | None = None
+    parts: Sequence[str] | None = None
     widget: Any = field(default=None, repr=False)
     inputs: dict = field(default_factory=dict, repr=False)
 
@@ -77,6 +103,10 @@ class Prediction:
             self.choices = tuple(self.choices)
             if not self.choices or not all(isinstance(c, str) for c in self.choices):
                 raise ValueError(f"Prediction: choices must be a non-empty list of strings, got {self.choices!r}")
+        if self.parts is not None:
+            self.parts = tuple(str(k) for k in self.parts)
+            if not self.parts:
+                raise ValueError("Prediction: parts is empty; give one key per thing predicted")
         values = self._as_map(self.value)
         for k, v in values.items():
             self._validate(k, v)
@@ -85,15 +115,21 @@ class Prediction:
             self._build(values)
 
     # -- answers ---------------------------------------------------------------------------
-    @staticmethod
-    def _as_map(value) -> dict:
+    def _as_map(self, value) -> dict:
         if isinstance(value, Mapping):
             if not value:
                 raise ValueError("Prediction: value is an empty mapping; give one answer per key")
-            return {str(k): v for k, v in value.items()}
+            got = {str(k): v for k, v in value.items()}
+            if self.parts is not None and set(got) != set(self.parts):
+                raise ValueError(f"Prediction: value has keys {sorted(got)}, the question asks for {list(self.parts)}")
+            return got
+        if _blank(value) and self.parts is not None:
+            return dict.fromkeys(self.parts)
         return {_SINGLE: value}
 
     def _validate(self, key: str, v) -> None:
+        if _blank(v):
+            return  # not predicted yet
         where = "value" if key == _SINGLE else f"value[{key!r}]"
         if self.choices is not None:
             if v not in self.choices:
@@ -106,13 +142,18 @@ class Prediction:
         return list(self._as_map(self.value))
 
     def answers(self) -> dict:
-        """key -> the current answer (the widget's value when a widget was built)."""
+        """key -> the current answer (the widget's value when a widget was built; None where still blank)."""
         out = self._as_map(self.value)
         for k, w in self.inputs.items():
-            out[k] = w.value
+            out[k] = _read_box(w.value, self.choices is None, k)
         for k, v in out.items():
             self._validate(k, v)
-        return out
+        return {k: None if _blank(v) else v for k, v in out.items()}
+
+    @property
+    def given(self) -> bool:
+        """True when every key holds an answer."""
+        return all(v is not None for v in self.answers().values())
 
     @property
     def answer(self):
@@ -126,11 +167,13 @@ class Prediction:
 
         for k, v in values.items():
             label = self.unit if k == _SINGLE else k
+            style = {"description_width": "initial"}
             if self.choices is not None:
-                self.inputs[k] = w.Dropdown(options=list(self.choices), value=v, description=label,
-                                            style={"description_width": "initial"})
+                self.inputs[k] = w.Dropdown(options=list(self.choices), value=None if _blank(v) else v,
+                                            description=label, style=style)
             else:
-                self.inputs[k] = w.FloatText(value=float(v), description=label, style={"description_width": "initial"})
+                self.inputs[k] = w.Text(value="" if _blank(v) else f"{v:g}", placeholder="your number",
+                                        description=label, style=style)
         self.widget = w.VBox([w.HTML(f"<b>Predict:</b> {self.question}"), *self.inputs.values()])
 
     def _ipython_display_(self):
@@ -138,8 +181,22 @@ class Prediction:
 
         if self.widget is not None:
             display(self.widget)
+        elif not self.given:
+            print(f"Predict: {self.question}\n  not predicted yet: set the PREDICT_ value in the parameters cell")
         else:
             print(f"Predict: {self.question}\n  your answer: {self.answer} {self.unit}".rstrip())
+
+
+def _read_box(v, numeric: bool, key: str):
+    """A widget's value: a typed number box parsed (blank stays None), a dropdown as it is."""
+    if not numeric or not isinstance(v, str):
+        return v
+    if not v.strip():
+        return None
+    try:
+        return float(v.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise ValueError(f"Prediction: the box {key!r} holds {v!r}, not a number") from None
 
 
 def _measured_map(prediction: Prediction, measured) -> dict:
@@ -160,13 +217,20 @@ def reveal(prediction: Prediction, measured, rel_tol: float = REL_TOL, abs_tol: 
 
     Columns: question, key, unit, predicted, measured, error (predicted - measured), rel_error
     (error / |measured|), verdict. Numeric: "close" when |error| <= max(abs_tol, rel_tol x |measured|),
-    else "over" or "under"; a choice: "right" or "wrong" (error NaN).
+    else "over" or "under"; a choice: "right" or "wrong" (error NaN). Refuses while any part is not
+    predicted: every verdict is :data:`NOT_PREDICTED` and the measurement is withheld (NaN).
     """
     if not isinstance(prediction, Prediction):
         raise TypeError(f"reveal: expected a Prediction, got {type(prediction).__name__}")
     if not (_is_number(rel_tol) and rel_tol >= 0 and _is_number(abs_tol) and abs_tol >= 0):
         raise ValueError(f"reveal: tolerances must be non-negative numbers, got rel_tol={rel_tol!r}, abs_tol={abs_tol!r}")
     got = _measured_map(prediction, measured)
+    if not prediction.given:  # refuse: the measurement stays hidden until every part is predicted
+        df = pd.DataFrame(dict(question=prediction.question, key=list(got), unit=prediction.unit,
+                               predicted=[prediction.answers()[k] for k in got], measured=math.nan,
+                               error=math.nan, rel_error=math.nan, verdict=NOT_PREDICTED))
+        df.attrs["refused"] = True
+        return df[REVEAL_COLUMNS]
     rows = []
     for k, p in prediction.answers().items():
         m = got[k]
@@ -196,6 +260,13 @@ def reveal_figure(df: pd.DataFrame, options: FigureOptions | None = None) -> go.
     require_columns(df, REVEAL_COLUMNS, "reveal_figure")
     opts = options or FigureOptions()
     title = df["question"].iloc[0] if len(df) else "prediction"
+    if is_refused(df):
+        fig = go.Figure()
+        fig.add_annotation(text="Predict first: give every part of the prediction above, then run this cell again.",
+                           showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return opts.apply(fig, title)
     numeric = pd.to_numeric(df["measured"], errors="coerce").notna().all() and df["error"].notna().all()
     if not numeric:
         fig = go.Figure(go.Table(
@@ -212,8 +283,17 @@ def reveal_figure(df: pd.DataFrame, options: FigureOptions | None = None) -> go.
                              text=df["verdict"], hovertemplate="%{x}: %{y} (%{text})<extra></extra>"))
     unit = df["unit"].iloc[0]
     fig.update_layout(yaxis_title=unit or None, xaxis_title=None)
-    integer_axis(fig, [*df["measured"], *pd.to_numeric(df["predicted"], errors="coerce")])  # a count: whole ticks
+    values = pd.concat([df["measured"], pd.to_numeric(df["predicted"], errors="coerce")]).astype(float).dropna()
+    if len(values) and (values > 0).all() and values.max() / values.min() >= LOG_SPAN:  # 8 beside 11,510: both visible
+        fig.update_yaxes(type="log", title=f"{unit} (log scale)" if unit else "log scale")
+    else:
+        integer_axis(fig, [*df["measured"], *pd.to_numeric(df["predicted"], errors="coerce")])  # a count: whole ticks
     return opts.apply(fig, title)
+
+
+def is_refused(df: pd.DataFrame) -> bool:
+    """True for a reveal made before the prediction was given (its measurement withheld)."""
+    return bool(len(df)) and (df["verdict"] == NOT_PREDICTED).any()
 
 
 # ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ call commits all it carries.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from ..contract import Admission, Clock, Declaration, Fixed, Operator, PromptRet
 from ..replay import At
 
 __all__ = ["Sizes", "VISIBLE", "HIDDEN", "SampleEncoder", "encode", "stock_step", "reference_declaration", "steps",
-           "traffic", "SIGNAL_FRAMES"]
+           "traffic", "SIGNAL_FRAMES", "with_policy", "seed_weights"]
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,16 @@ class SampleEncoder(torch.nn.Module):
         self.s = s
         self.front = torch.nn.Conv1d(1, s.dim, s.kernel, stride=s.hop)  # no padding: the cache is the context
         self.qkv, self.out = torch.nn.Linear(s.dim, 3 * s.dim), torch.nn.Linear(s.dim, s.dim)
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+        seed_weights(self, seed)
+
+
+def seed_weights(module: torch.nn.Module, seed: int, scale: float = 0.5) -> None:
+    """Every parameter of ``module`` drawn from N(0, scale^2) with one seeded generator (the same weights on
+    every machine)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * scale)
 
 
 def encode(m: SampleEncoder, x, kv, ctx, last):
@@ -125,3 +132,11 @@ def traffic(s: Sizes, seed: int = 1, device="cpu") -> Traffic:
     g = torch.Generator().manual_seed(seed)
     signals = [torch.randn(1, s.hop * n, generator=g).to(device) for n in SIGNAL_FRAMES]
     return Traffic.stream(reference_declaration(s), signals, clock="samples")
+
+
+def with_policy(decl: Declaration, region: str, policy) -> Declaration:
+    """``decl`` with region ``region`` under another retention ``policy`` (a wrong declaration, on purpose)."""
+    if region not in {r.name for r in decl.regions}:
+        raise ValueError(f"with_policy: no region {region!r}; the declaration has {[r.name for r in decl.regions]}")
+    regions = tuple(dataclasses.replace(r, policy=policy) if r.name == region else r for r in decl.regions)
+    return dataclasses.replace(decl, regions=regions)

@@ -91,6 +91,7 @@ def _by_running(name: str) -> Callable:
 
 #: exercise name -> inputs -> a correct answer
 SOLVERS: dict[str, Callable] = {
+    "own_profile": _by_running("own_profile"),
     "launch_cost": _solve_launch_cost,
     "t2w_extents": _solve_extents,
     "t2w_K": _solve_K,
@@ -104,9 +105,14 @@ SOLVERS: dict[str, Callable] = {
 
 
 def solution(name: str, **inputs):
-    """A correct answer to exercise ``name`` (``declaration``: the right declaration function)."""
+    """A correct answer to exercise ``name`` (``declaration``: the right declaration function; ``wrapper``:
+    the capture task's ``make_wrapper``; ``adapter``: the capstone's declaration function)."""
     if name == "declaration":
         return declaration_solution
+    if name == "wrapper":
+        return wrapper_solution
+    if name == "adapter":
+        return adapter_solution
     if name not in SOLVERS:
         raise KeyError(f"no exercise {name!r}; known: {sorted([*SOLVERS, 'declaration'])}")
     return SOLVERS[name](**inputs)
@@ -116,6 +122,10 @@ def planted(name: str) -> list[tuple[str, dict, object]]:
     """(mistake, inputs, wrong answer) for each mistake planted in exercise ``name``."""
     if name == "declaration":
         return [(m, {}, f) for m, f in PLANTED_DECLARATIONS.items()]
+    if name == "wrapper":
+        return [(m, {}, f) for m, f in PLANTED_WRAPPERS.items()]
+    if name == "adapter":
+        return [(m, {}, a) for m, a in PLANTED_ADAPTERS.items()]
     e = ex.EXERCISES[name]
     return [(m.name, dict(m.plant), e.planted(m.name)) for m in e.mistakes]
 
@@ -169,3 +179,95 @@ def solutions_table() -> pd.DataFrame:
             rows.append(dict(exercise=name, solution_passes=ok, mistake=mistake, inputs=inputs,
                              fired=fb.mistakes, hint_fires=(not fb.ok) and mistake in fb.mistakes))
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# the capture task: the wrapper and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def _wrapper(model, capture, copy: bool = True, clone: bool = True, key=lambda x: tuple(x.shape),
+             recapture: bool = False, use_graphs: bool = True):
+    """One captured graph per exact shape, replayed; each keyword plants one slip."""
+    graphs = {}
+
+    def run(x):
+        if not use_graphs:
+            return model(x)
+        k = key(x)
+        if k not in graphs or recapture:
+            static_x = x.clone()
+            graphs[k] = (static_x, *capture(model, static_x))
+        static_x, graph, static_y = graphs[k]
+        if copy:
+            static_x.copy_(x)
+        graph.replay()
+        return static_y.clone() if clone else static_y
+
+    return run
+
+
+def wrapper_solution(model, capture):
+    """The capture task's answer: a graph per exact shape, ``copy_`` in, replay, ``clone`` out."""
+    return _wrapper(model, capture)
+
+
+#: mistake name -> a make_wrapper that makes it
+PLANTED_WRAPPERS: dict[str, Callable] = {
+    "stale_input": lambda m, c: _wrapper(m, c, copy=False),
+    "aliased_output": lambda m, c: _wrapper(m, c, clone=False),
+    "shape_mismatch": lambda m, c: _wrapper(m, c, key=lambda x: "one graph"),
+    "recaptured": lambda m, c: _wrapper(m, c, recapture=True),
+    "never_replayed": lambda m, c: _wrapper(m, c, use_graphs=False),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# the capstone: the sliding-window decoder's adapter and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
+    from .capstone import certified_declaration
+
+    d = certified_declaration(s)
+    regions = []
+    for r in d.regions:
+        if r.name == "kv" and (kv_policy is not None or window is not None):
+            r = _replace(r, policy=kv_policy or SlidingWindow(window))
+        if r.name == "tail" and tail_clock != "samples":
+            r = _replace(r, clock=tail_clock)
+        regions.append(r)
+    clocks = d.clocks if offset is None else tuple(_replace(c, offset=offset) if c.name == "frames" else c
+                                                   for c in d.clocks)
+    return _replace(d, regions=tuple(regions), clocks=clocks)
+
+
+def _replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def _decoder_step(model, whole_cache: bool = False):
+    from .capstone import decode
+
+    def step(x, caches, last):
+        out, kv, raw = decode(model, x, caches["kv"], caches["tail"], last)
+        if whole_cache:  # the stock habit: hand back the concatenated cache instead of the new frames
+            kv = __import__("torch").cat([caches["kv"], kv], dim=2)
+        return out, {"kv": kv, "tail": raw}
+
+    return step
+
+
+#: the capstone's answer: (declare, make_step)
+adapter_solution = (_decoder_declaration, _decoder_step)
+
+#: mistake name -> an adapter that makes it
+PLANTED_ADAPTERS: dict[str, tuple] = {
+    "sink_assumed": (lambda s: _decoder_declaration(s, kv_policy=PromptRetained(2, s.window - 2)), _decoder_step),
+    "no_lookahead": (lambda s: _decoder_declaration(s, offset=0), _decoder_step),
+    "literal_size": (lambda s: _decoder_declaration(s, window=9), _decoder_step),
+    "whole_cache_returned": (_decoder_declaration, lambda m: _decoder_step(m, whole_cache=True)),
+}

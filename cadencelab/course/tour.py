@@ -1,11 +1,12 @@
 """The course, headless or in JupyterLab.
 
-    run_tour(out_dir)    execute the seven notebooks (nbclient, kernel python3), keep the executed
+    run_tour(out_dir)    execute the course's notebooks (nbclient, kernel python3), keep the executed
                          copies (.ipynb) in out_dir/notebooks/, and write out_dir/index.html: per notebook its
                          title, learning goals, prose, figures with their captions and check-cell result,
                          and the glossary (:mod:`cadencelab.course.report`). Works offline: plotly.js is
                          embedded once in the page. Without parameters it runs the course with
-                         :data:`COURSE_PARAMETERS` (the exercise cells take the shipped solutions).
+                         :data:`COURSE_PARAMETERS` (a student's predictions) and every kernel gets
+                         :data:`COURSE_ENV` (the course's answers switched on, so blank exercises are graded).
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
 
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ..profile.provenance import run_provenance
+from .grading import SOLUTIONS_ENV
+from .predict import TOUR_PREDICTIONS
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -48,6 +51,7 @@ from .sources import (
 
 __all__ = [
     "CHECK_MARKER",
+    "COURSE_ENV",
     "COURSE_PARAMETERS",
     "LAB_CONTENTS_MANAGER",
     "LAB_OVERRIDES",
@@ -78,9 +82,12 @@ __all__ = [
 
 #: what every notebook's final check cell prints when its assertions hold
 CHECK_MARKER = "CHECK OK"
-#: parameters the tour (and so CI) runs the course with when given none: the exercise cells take the
-#: shipped solutions (:mod:`cadencelab.course.solutions`); a student in the lab gets the blanks
-COURSE_PARAMETERS = {"SOLUTIONS": True}
+#: parameters the tour (and so CI) runs the course with when given none: a student's predictions (the
+#: lab starts them blank); SOLUTIONS is read by notebook 5 only, until it reads the switch below
+COURSE_PARAMETERS = {"SOLUTIONS": True, **TOUR_PREDICTIONS}
+#: the environment the tour (and so CI) gives every kernel: the course's answers switched on from outside,
+#: so a blank exercise cell is graded with them (:mod:`cadencelab.course.grading`); the lab sets nothing
+COURSE_ENV = {SOLUTIONS_ENV: "1"}
 KERNEL = "python3"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
@@ -245,8 +252,12 @@ def _client_class():
 
 
 def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: dict | None = None,
-                     kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None) -> NotebookRun:
+                     kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None,
+                     env: dict | None = None) -> NotebookRun:
     """Execute one notebook top to bottom; errors are recorded, not raised.
+
+    env: variables set for the kernel on top of :func:`kernel_env` (None: :data:`COURSE_ENV`, the
+    course's answers on; ``{SOLUTIONS_ENV: "0"}`` runs a student's blank notebook).
 
     timeout: seconds per cell. The check output is the text printed by the cell tagged
     ``check`` (or, without a tag, by the last code cell).
@@ -260,7 +271,7 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     run = NotebookRun(path, title or path.stem, goals, nb=nb)
     t0 = time.perf_counter()
     try:
-        client.execute(env=kernel_env())
+        client.execute(env={**kernel_env(), **(COURSE_ENV if env is None else env)})
     except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
         run.error = f"{type(e).__name__}: {e}"
     run.seconds = time.perf_counter() - t0
@@ -318,6 +329,7 @@ def run_digest(notebooks: list, parameters: dict | None = None) -> str:
     extra = sorted({p.parent / "jupytext.toml" for p in paths})
     h = hashlib.sha256()
     h.update(json.dumps(sorted((parameters or {}).items()), default=repr).encode())
+    h.update(json.dumps(sorted(COURSE_ENV.items())).encode())  # the environment every run of the tour gets
     for group, files in (("notebooks", paths + extra),
                          ("package", [f for f in _digest_files([Path(__file__).resolve().parent]) if f.suffix == ".py"]),
                          ("data", data_files)):
@@ -377,7 +389,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
              parameters: dict | None = None) -> Path:
     """Execute the course and write ``out_dir/index.html``; returns its path.
 
-    parameters: injected after each notebook's parameters cell (None: :data:`COURSE_PARAMETERS`, the solutions on).
+    parameters: injected after each notebook's parameters cell (None: :data:`COURSE_PARAMETERS`, the predictions);
+    every kernel gets :data:`COURSE_ENV` (the course's answers switched on).
 
     progress: a tqdm bar over the notebooks (on stderr). Executed notebooks (with outputs) are
     kept in ``out_dir/notebooks/``, a machine-readable ``summary.json`` beside the page.

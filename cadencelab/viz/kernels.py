@@ -63,14 +63,17 @@ def launch_cost_bars(est_df: pd.DataFrame, options: FigureOptions | None = None)
     """Per variant: launches x per-launch cost next to the measured idle and host-wait time (ms).
 
     ``est_df``: :func:`cadencelab.profile.launch_cost_estimate` output. Each estimate bar is
-    labelled "N calls × c µs". Traces: estimated launch cost, measured idle, of which host wait.
+    labelled "N host calls (L launches + C copies) × c µs". Traces: estimated launch cost, measured idle, of which host wait.
     """
     opts = options or FigureOptions()
     require_columns(est_df, ["variant", "host_calls", "per_launch_us", "est_launch_ms", "idle_ms", "host_wait_ms"],
                     "launch_cost_bars")
     require_rows(est_df, "launch_cost_bars")
     v = est_df["variant"].astype(str).tolist()
-    label = [f"{int(n):,} calls × {c:.1f} µs" for n, c in zip(est_df["host_calls"], est_df["per_launch_us"])]
+    launches = (est_df["kernel_launches"] + est_df["graph_launches"] if {"kernel_launches", "graph_launches"} <=
+                set(est_df.columns) else est_df["host_calls"])  # host calls = launches + copies / memsets
+    label = [f"{int(n):,} host calls ({int(k):,} launches + {int(n - k):,} copies) × {c:.1f} µs"
+             for n, k, c in zip(est_df["host_calls"], launches, est_df["per_launch_us"])]
     fig = go.Figure([
         go.Bar(x=v, y=est_df["est_launch_ms"], name="launch calls × per-call cost (estimate)", text=label,
                textposition="outside", marker_color="#ff7f0e"),

@@ -18,13 +18,15 @@ from .options import (
 __all__ = ["soak_panel"]
 
 
-def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) -> go.Figure:
+def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None, arm: str = "arm",
+               reference: str = "reference") -> go.Figure:
     """Two stacked panels over the chunk index: allocator peak / allocated MiB (top) and chunk
     latency of the arm and the reference (bottom, log scale). The warm-up is shaded; a chunk whose
     int16 PCM differs from the reference is marked with a red x on both panels.
 
     Columns: chunk, warmup, exact_i16, peak_bytes, allocated_bytes, latency_ms; optional
-    latency_ms_ref. (``cadencelab.course.data.soak_chunks()`` has them.) Traces: 3-5.
+    latency_ms_ref. (``cadencelab.course.data.soak_chunks()`` has them.) Traces: 3-5. ``arm`` / ``reference``:
+    what the latency traces are called in the legend (e.g. "SRc", "B0, 4 processes").
     """
     opts = options or FigureOptions()
     require_columns(chunks_df, ["chunk", "warmup", "exact_i16", "peak_bytes", "allocated_bytes", "latency_ms"],
@@ -35,11 +37,11 @@ def soak_panel(chunks_df: pd.DataFrame, options: FigureOptions | None = None) ->
     fig.add_trace(go.Scatter(x=df["chunk"], y=df["peak_bytes"] / MiB, name="peak allocated", mode="lines"), 1, 1)
     fig.add_trace(go.Scatter(x=df["chunk"], y=df["allocated_bytes"] / MiB, name="allocated", mode="lines",
                              line=dict(dash="dot")), 1, 1)
-    fig.add_trace(go.Scatter(x=df["chunk"], y=df["latency_ms"], name="arm", mode="markers",
+    fig.add_trace(go.Scatter(x=df["chunk"], y=df["latency_ms"], name=arm, mode="markers",
                              marker=dict(size=3)), 2, 1)
     if "latency_ms_ref" in df.columns:
         ref = pd.to_numeric(df["latency_ms_ref"], errors="coerce")
-        fig.add_trace(go.Scatter(x=df["chunk"], y=ref, name="reference", mode="markers",
+        fig.add_trace(go.Scatter(x=df["chunk"], y=ref, name=reference, mode="markers",
                                  marker=dict(size=3, opacity=0.5)), 2, 1)
     bad = df[~df["exact_i16"].astype(bool)]
     if len(bad):

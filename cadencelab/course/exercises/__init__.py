@@ -7,6 +7,7 @@ inputs, so a wrong answer that equals it gets that slip's hint ("K = 2, expected
 extents, the first included"). A check returns a :class:`Feedback` whose table has one row per
 part of the answer.
 
+    notebook 0  check_own_profile        busy and slack of a chunk you profiled yourself (CPU)
     notebook 1  check_launch_cost        idle per launch from the recorded duplex second
     notebook 2  check_extents            cached extents a region passes through
                 check_K                  steady shape classes per operator
@@ -32,6 +33,7 @@ from .carry_replay import AUDIT_CATCH, GRAPH_BREAKS, OUTCOMES, check_audit_catch
 from .clocks import EXTENT_REGIONS, EXTENTS, K_CLASSES, RHO, RHO_REGIONS, check_extents, check_K, check_rho
 from .declaration import DECLARATION_MISTAKES, check_declaration, declaration_diff
 from .machinery import FEEDBACK_COLUMNS, FILL_IN, Exercise, Feedback, Mistake, is_blank
+from .profiling import OWN_PROFILE, check_own_profile
 from .recorded import (
     INTERVAL_VERDICT,
     LAUNCH_COST,
@@ -57,6 +59,7 @@ __all__ = [
     "K_CLASSES",
     "LAUNCH_COST",
     "NO_CLEAR_DIFFERENCE",
+    "OWN_PROFILE",
     "OUTCOMES",
     "PAIRED_INTERVAL",
     "RHO",
@@ -72,6 +75,7 @@ __all__ = [
     "check_extents",
     "check_graph_breaks",
     "check_launch_cost",
+    "check_own_profile",
     "check_paired_interval",
     "check_rho",
     "check_slack",
@@ -82,12 +86,12 @@ __all__ = [
 ]
 
 EXERCISES: dict[str, Exercise] = {e.name: e for e in (
-    LAUNCH_COST, EXTENTS, K_CLASSES, RHO, AUDIT_CATCH, GRAPH_BREAKS, PAIRED_INTERVAL, INTERVAL_VERDICT, SLACK)}
+    OWN_PROFILE, LAUNCH_COST, EXTENTS, K_CLASSES, RHO, AUDIT_CATCH, GRAPH_BREAKS, PAIRED_INTERVAL, INTERVAL_VERDICT, SLACK)}
 
 
 def exercises_table() -> pd.DataFrame:
     """One row per exercise: name, notebook, question, the mistakes it diagnoses."""
-    rows = [dict(name=e.name, notebook=e.notebook, question=e.question, mistakes=[m.name for m in e.mistakes])
+    rows = [dict(name=e.name, notebook=e.notebook, question=e.prompt, mistakes=[m.name for m in e.mistakes])
             for e in EXERCISES.values()]
     rows.append(dict(name="declaration", notebook=7, question=check_declaration.__doc__.splitlines()[0],
                      mistakes=list(DECLARATION_MISTAKES)))

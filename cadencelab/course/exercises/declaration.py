@@ -93,7 +93,7 @@ def _diagnose(diff: pd.DataFrame) -> tuple[str, str]:
         return "context_size", DECLARATION_MISTAKES["context_size"]
     if f == "clocks.samples.ratio":
         return "hop_ratio", DECLARATION_MISTAKES["hop_ratio"]
-    return "", f"field {f}: got {got!r}, expected {diff['expected'].iloc[0]!r}."
+    return "", f"field {f} = {got!r} is not what the model needs: read it again from the sizes and the model."
 
 
 def _certify_on(declare: Callable, sizes, which: str) -> dict:
@@ -162,5 +162,6 @@ def check_declaration(declare: Callable) -> Feedback:
     table = pd.DataFrame([dict(part=r["config"], answer=r["detail"], expected="certified", correct=r["certified"],
                                mistake=r["mistake"], hint=r["hint"]) for r in rows], columns=FEEDBACK_COLUMNS)
     fb = Feedback("declaration", table)
-    fb.diffs = {r["config"]: r.get("diff") for r in rows}
+    # the fields that differ and what was given; the right values stay hidden
+    fb.diffs = {r["config"]: None if r.get("diff") is None else r["diff"].drop(columns="expected") for r in rows}
     return fb

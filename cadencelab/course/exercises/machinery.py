@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["FEEDBACK_COLUMNS", "FILL_IN", "Exercise", "Feedback", "Mistake", "is_blank"]
+__all__ = ["FEEDBACK_COLUMNS", "FILL_IN", "HIDDEN", "Exercise", "Feedback", "Mistake", "choice_key", "is_blank",
+           "tolerance_text"]
 
 
 FEEDBACK_COLUMNS = ["part", "answer", "expected", "correct", "mistake", "hint"]
@@ -36,7 +39,8 @@ class Mistake:
 
     wrong: context -> {part: the answer this slip produces}; parts where it equals the right
            answer are not diagnosable by it (the slip changes nothing there).
-    hint:  the feedback, formatted with {part}, {answer} and {expected}.
+    hint:  the feedback, formatted with {part}, {answer} and the context's ``hint_fields`` (inputs the
+           notebook shows, never the right answer).
     plant: exercise inputs under which the slip changes the answer (the solutions test plants it there).
     """
 
@@ -80,20 +84,44 @@ class Feedback:
         return head + self.table.to_html(index=False, border=0)
 
 
-def _same(kind: str, a, b, rel_tol: float, abs_tol: float) -> bool:
+#: what a feedback table shows in the ``expected`` column of a part: the right answer stays hidden
+HIDDEN = "(hidden)"
+
+
+def _scalar(v):
+    """A plain Python number (or the value unchanged) from numpy / pandas / torch scalars and 0-d arrays."""
+    if isinstance(v, numbers.Number) and not isinstance(v, (int, float, bool)) and hasattr(v, "item"):
+        return v.item()  # numpy / pandas scalars
+    if hasattr(v, "item") and getattr(v, "shape", None) == () and not isinstance(v, (str, bytes)):
+        return v.item()  # a 0-d numpy array or torch tensor
+    return v
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _same(kind: str, a, b, rel_tol: float, abs_tol: float, scale: float = 1.0) -> bool:
+    """a equals b within the tolerance, the absolute part taken on b's scale (``scale`` x the answer's)."""
     if kind == "number":
-        return abs(a - b) <= max(abs_tol, rel_tol * abs(b))
+        return abs(a - b) <= max(abs_tol * scale, rel_tol * abs(b)) * (1 + 1e-9)
     return a == b
+
+
+def choice_key(value: str) -> str:
+    """The spelling-free form of a choice: case, surrounding blanks, and runs of spaces / _ / - ignored."""
+    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
 
 
 def _normalize(kind: str, value, choices=()):
     """The answer in the form it is compared in; raises ValueError naming what was typed."""
+    value = _scalar(value)
     if kind == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not _is_real(value) or not math.isfinite(value):
             raise ValueError(f"{value!r} is not a finite number")
         return float(value)
     if kind == "integer":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if not _is_real(value) or not math.isfinite(value) or value != int(value):
             raise ValueError(f"{value!r} is not a whole number")
         return int(value)
     if kind == "extents":
@@ -101,15 +129,41 @@ def _normalize(kind: str, value, choices=()):
             raise ValueError(f"{value!r} is not a list of extents")
         out = []
         for v in value:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
-                raise ValueError(f"{v!r} in {value!r} is not a whole number of frames")
+            v = _scalar(v)
+            if not _is_real(v) or not math.isfinite(v) or v != int(v):
+                raise ValueError(f"{v!r} in the list is not a whole number of frames")
             out.append(int(v))
         return tuple(sorted(set(out)))
     if kind == "choice":
-        if not isinstance(value, str) or value.strip().lower() not in choices:
+        keys = {choice_key(c): c for c in choices}
+        if not isinstance(value, str) or choice_key(value) not in keys:
             raise ValueError(f"{value!r} is not one of {list(choices)}")
-        return value.strip().lower()
+        return keys[choice_key(value)]
     raise ValueError(f"unknown answer kind {kind!r}")
+
+
+def _as_mapping(answer):
+    """A pandas Series (or a one-row frame) as the mapping part -> value it stands for."""
+    if isinstance(answer, pd.DataFrame) and len(answer) == 1:
+        return answer.iloc[0].to_dict()
+    if isinstance(answer, pd.Series):
+        return answer.to_dict()
+    return answer
+
+
+def tolerance_text(kind: str, rel_tol: float = 0.0, abs_tol: float = 0.0) -> str:
+    """How close an answer must be, in words (the sentence every numeric question ends with)."""
+    if kind == "integer":
+        return "Whole numbers."
+    if kind == "extents":
+        return "Lists of whole numbers of frames, in any order."
+    if kind == "choice":
+        return "One of the choices per part (case, spaces, _ and - do not matter)."
+    if rel_tol and abs_tol:
+        return f"Within {rel_tol:.0%} or {abs_tol:g}, whichever is larger."
+    if rel_tol:
+        return f"Within {rel_tol:.0%} of the right value."
+    return f"Within {abs_tol:g} of the right value." if abs_tol else "Exact."
 
 
 @dataclass(frozen=True)
@@ -149,19 +203,64 @@ class Exercise:
             self._cache[key] = self.prepare(**inputs)
         return self._cache[key]
 
+    @property
+    def prompt(self) -> str:
+        """The question with the tolerance it is graded to (what a notebook shows)."""
+        return f"{self.question} {tolerance_text(self.kind, self.rel_tol, self.abs_tol)}"
+
     def answer_key(self, **inputs) -> dict:
         """{part: right answer} for these inputs."""
         return self.expected(self.context(**inputs))
 
+    def _slip_scale(self, wrong, exp) -> float:
+        """How a slip rescales the answer (x 100 for a percent slip): its tolerance is taken on that scale."""
+        if self.kind != "number" or not exp or not wrong:
+            return 1.0
+        return abs(wrong / exp)
+
+    def _row(self, part, value, exp, slips, ctx) -> dict:
+        """One part graded: correct, a named slip with its hint, or a hint that names no value."""
+        try:
+            got = _normalize(self.kind, value, self.choices)
+        except ValueError as e:
+            return dict(part=part, answer=value, expected=HIDDEN, correct=False, mistake="", hint=f"{part}: {e}.")
+        if _same(self.kind, got, exp, self.rel_tol, self.abs_tol):
+            return dict(part=part, answer=got, expected=got, correct=True, mistake="", hint="")
+        best = None  # the slip the answer is closest to, in units of that slip's tolerance
+        for m, wrong in slips:
+            if part not in wrong:
+                continue
+            w = _normalize(self.kind, wrong[part], self.choices)
+            scale = self._slip_scale(w, exp)
+            if _same(self.kind, w, exp, self.rel_tol, self.abs_tol) or \
+                    not _same(self.kind, got, w, self.rel_tol, self.abs_tol, scale):
+                continue
+            tol = max(self.abs_tol * scale, self.rel_tol * abs(w)) if self.kind == "number" else 0.0
+            off = abs(got - w) / tol if tol else 0.0
+            if best is None or off < best[0]:
+                best = (off, m)
+        if best is not None:
+            m = best[1]
+            hint = m.hint.format(part=part, answer=_show(got), **_fields(ctx))
+            return dict(part=part, answer=got, expected=HIDDEN, correct=False, mistake=m.name,
+                        hint=f"{part} = {_show(got)}: {hint}")
+        return dict(part=part, answer=got, expected=HIDDEN, correct=False, mistake="",
+                    hint=f"{part} = {_show(got)} is not right: none of the usual slips gives it; "
+                         f"recompute it step by step. {tolerance_text(self.kind, self.rel_tol, self.abs_tol)}")
+
     def check(self, answer, **inputs) -> Feedback:
-        """Grade ``answer`` (a mapping part -> value, or a bare value for a one-part exercise)."""
+        """Grade ``answer`` (a mapping or Series part -> value, or a bare value for a one-part exercise).
+
+        The feedback names the slip an answer matches and how to fix it; it never shows the right value.
+        """
         ctx = self.context(**inputs)
         want = self.expected(ctx)
+        answer = _as_mapping(answer)
         if is_blank(answer):  # nothing filled in yet: every part asks for an answer
             answer = dict.fromkeys(want, ...)
         if not isinstance(answer, Mapping):
             if len(want) != 1:
-                raise ValueError(f"{self.name}: give a mapping of the parts {list(want)}, got {answer!r}")
+                raise ValueError(f"{self.name}: give a mapping of the parts {list(want)}, got {type(answer).__name__}")
             answer = {next(iter(want)): answer}
         unknown = [p for p in answer if p not in want]
         if unknown:
@@ -170,34 +269,13 @@ class Exercise:
         rows = []
         for part, exp in want.items():
             if part not in answer:
-                rows.append(dict(part=part, answer=None, expected=exp, correct=False, mistake="",
+                rows.append(dict(part=part, answer=None, expected=HIDDEN, correct=False, mistake="",
                                  hint=f"{part}: no answer given."))
-                continue
-            if is_blank(answer[part]):
-                rows.append(dict(part=part, answer=None, expected="(hidden until answered)", correct=False,
+            elif is_blank(answer[part]):
+                rows.append(dict(part=part, answer=None, expected=HIDDEN, correct=False,
                                  mistake="", hint=FILL_IN.format(part=part)))
-                continue
-            try:
-                got = _normalize(self.kind, answer[part], self.choices)
-            except ValueError as e:
-                rows.append(dict(part=part, answer=answer[part], expected=exp, correct=False, mistake="",
-                                 hint=f"{part}: {e}."))
-                continue
-            if _same(self.kind, got, exp, self.rel_tol, self.abs_tol):
-                rows.append(dict(part=part, answer=got, expected=exp, correct=True, mistake="", hint=""))
-                continue
-            name, hint = "", f"{part} = {_show(got)}, expected {_show(exp)}: recompute it step by step."
-            for m, wrong in slips:
-                if part not in wrong:
-                    continue
-                w = _normalize(self.kind, wrong[part], self.choices)
-                if not _same(self.kind, w, exp, self.rel_tol, self.abs_tol) and \
-                        _same(self.kind, got, w, self.rel_tol, self.abs_tol):
-                    name = m.name
-                    hint = f"{part} = {_show(got)}, expected {_show(exp)}: " + m.hint.format(
-                        part=part, answer=_show(got), expected=_show(exp), **_fields(ctx))
-                    break
-            rows.append(dict(part=part, answer=got, expected=exp, correct=False, mistake=name, hint=hint))
+            else:
+                rows.append(self._row(part, answer[part], exp, slips, ctx))
         return Feedback(self.name, pd.DataFrame(rows, columns=FEEDBACK_COLUMNS))
 
     def planted(self, mistake: str, **inputs) -> dict:

@@ -1,0 +1,255 @@
+"""The capture task: write the capture-and-replay wrapper of a small model, graded like a leaderboard problem.
+
+The student writes ``make_wrapper(model, capture)``: it returns a function ``x -> model(x)`` that keeps one
+captured graph per exact input shape and replays it (``capture(fn, static_x)`` gives ``(graph,
+static_y)``; ``graph.replay()`` recomputes ``static_y`` from whatever ``static_x`` holds). :func:`grade_wrapper`
+runs it on traffic the student never sees (hidden shapes, fresh values every call, shapes that come back),
+compares every output with eager bit for bit (``torch.equal``), checks that earlier outputs were not
+overwritten afterwards, counts captures and replays, and times both: one leaderboard row.
+
+On CUDA ``capture`` is the real recipe (side-stream warm-up, ``torch.cuda.graph``; the one notebook 4 shows).
+On a CPU it is :class:`SimulatedGraph`: a stand-in with a CUDA graph's semantics, so the grader stays
+meaningful there: replay reads the static input's *current values* (forget the ``copy_`` and you get a stale
+answer) and writes into the *same* static output (return it without ``clone`` and the next call overwrites
+it), and a graph only fits the shape it was captured at.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from .exercises.machinery import FEEDBACK_COLUMNS, HIDDEN, Feedback, is_blank
+
+__all__ = ["TaskModel", "SimulatedGraph", "Capturer", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
+           "leaderboard", "slip_submissions", "WRAPPER_MISTAKES", "eager_wrapper", "LEADERBOARD_COLUMNS"]
+
+#: the mistakes the grader names, each with its hint (never the right outputs)
+WRAPPER_MISTAKES = {
+    "stale_input": "replay reads the static input's current values: copy_ each call's x into it before replay "
+                   "(a graph does not see a new tensor you pass, only the buffer it was captured on).",
+    "aliased_output": "an earlier output changed after a later call: replay writes into the same static output, "
+                      "so return a clone of it.",
+    "shape_mismatch": "a graph fits only the shape it was captured at: keep one (graph, static input, static "
+                      "output) per exact shape, keyed by x.shape.",
+    "recaptured": "more captures than distinct shapes: capture once per shape and replay afterwards (a capture "
+                  "costs many eager calls).",
+    "never_replayed": "no graph was replayed: the wrapper ran eagerly; capture per shape, then replay.",
+}
+#: timed passes over the hidden traffic per submission (the best one counts)
+REPEATS = 3
+LEADERBOARD_COLUMNS = ["submission", "exact", "calls", "hidden_shapes", "captures", "replays", "us_per_call",
+                       "eager_us_per_call", "speedup", "device"]
+
+
+class TaskModel(torch.nn.Module):
+    """The task's model: a pre-norm two-layer MLP block over (batch, frames, dim), residual added."""
+
+    def __init__(self, dim: int = 64, hidden: int = 256):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(dim)
+        self.up = torch.nn.Linear(dim, hidden)
+        self.down = torch.nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+def make_model(device: str = "cpu", seed: int = 0, dim: int = 64) -> TaskModel:
+    """The task's model with seeded weights, in eval mode, on ``device``."""
+    torch.manual_seed(seed)
+    return TaskModel(dim).to(device).eval()
+
+
+class SimulatedGraph:
+    """A CUDA graph's semantics on a CPU: replay recomputes ``fn(static_x)`` into the same ``static_y``."""
+
+    def __init__(self, fn: Callable, static_x: torch.Tensor):
+        self.fn, self.static_x, self.shape = fn, static_x, tuple(static_x.shape)
+        with torch.no_grad():
+            self.static_y = fn(static_x).clone()
+        self.replays = 0
+
+    def replay(self) -> None:
+        if tuple(self.static_x.shape) != self.shape:
+            raise RuntimeError(f"graph captured at shape {self.shape} replayed on {tuple(self.static_x.shape)}")
+        with torch.no_grad():
+            self.static_y.copy_(self.fn(self.static_x))
+        self.replays += 1
+
+
+@dataclass
+class Capturer:
+    """The ``capture(fn, static_x) -> (graph, static_y)`` a wrapper is given; counts captures and replays."""
+
+    device: torch.device
+    graphs: list = field(default_factory=list)
+
+    def __call__(self, fn: Callable, static_x: torch.Tensor):
+        if self.device.type == "cuda":
+            from .graph_lesson import capture
+
+            graph, static_y = capture(fn, static_x)
+        else:
+            graph = SimulatedGraph(fn, static_x)
+            static_y = graph.static_y
+        self.graphs.append(_Counted(graph))
+        return self.graphs[-1], static_y
+
+    @property
+    def captures(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def replays(self) -> int:
+        return sum(g.replays for g in self.graphs)
+
+
+class _Counted:
+    """A graph whose replays are counted (the CUDA graph object does not count them)."""
+
+    def __init__(self, graph):
+        self.graph, self.replays = graph, 0
+
+    def replay(self) -> None:
+        self.graph.replay()
+        self.replays += 1
+
+
+def _traffic(lengths, dim: int, device, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(1, int(t), dim, generator=g).to(device) for t in lengths]
+
+
+def shown_traffic(device: str = "cpu", dim: int = 64) -> list[torch.Tensor]:
+    """The traffic the notebook shows: three frame counts, each seen twice with new values."""
+    return _traffic([8, 8, 12, 8, 16, 12], dim, torch.device(device), seed=1)
+
+
+def _hidden(device, dim: int) -> list[torch.Tensor]:
+    """The grader's traffic, not shown: other frame counts, shapes that come back, fresh values every call."""
+    g = torch.Generator().manual_seed(20261202)
+    sizes = torch.randint(3, 41, (5,), generator=g).tolist()
+    order = torch.randint(0, len(sizes), (16,), generator=g).tolist()
+    return _traffic([sizes[i] for i in order], dim, device, seed=7)
+
+
+def eager_wrapper(model, capture):
+    """The reference submission: no graphs at all (what a wrapper must equal, and beat on a GPU)."""
+    return model
+
+
+def _pass_us(fn: Callable, xs: list, device) -> float:
+    """µs per call of one pass of ``fn`` over ``xs``."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for x in xs:
+        fn(x)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - t0) * 1e6 / max(1, len(xs))
+
+
+def _race(eager: Callable, fn: Callable, xs: list, device, repeats: int = REPEATS) -> tuple[float, float]:
+    """(eager, fn) µs per call: passes alternated so both see the same machine, the best of ``repeats`` each
+    (the least disturbed, as timeit does); on a CPU with one intra-op thread, so a shared machine's other
+    processes do not stall the thread pool."""
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            best = [float("inf"), float("inf")]
+            for _ in range(repeats):
+                for i, f in enumerate((eager, fn)):
+                    best[i] = min(best[i], _pass_us(f, xs, device))
+    finally:
+        torch.set_num_threads(threads)
+    return best[0], best[1]
+
+
+def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your wrapper",
+                  traffic: list | None = None) -> Feedback:
+    """Grade ``make_wrapper(model, capture)`` on the hidden traffic: exact, never stale, never aliased, one
+    capture per shape, replayed; timed against eager. The Feedback's ``row`` is its leaderboard row."""
+    dev = torch.device(device)
+    if is_blank(make_wrapper):
+        return _feedback([dict(part="wrapper", answer=None, expected=HIDDEN, correct=False, mistake="",
+                               hint="wrapper: fill this in (write make_wrapper, then run the cell again).")], None)
+    if not callable(make_wrapper):
+        raise TypeError(f"grade_wrapper: expected a function make_wrapper(model, capture), "
+                        f"got {type(make_wrapper).__name__}")
+    model = make_model(device)
+    xs = traffic if traffic is not None else _hidden(dev, model.up.in_features)
+    with torch.no_grad():
+        want = [model(x.clone()) for x in xs]
+    cap = Capturer(dev)
+    try:
+        fn = make_wrapper(model, cap)
+        if is_blank(fn):
+            return grade_wrapper(..., device)
+        right_now, got = [], []
+        with torch.no_grad():
+            for x, w in zip(xs, want):  # each output checked when it is returned...
+                y = fn(x.clone())
+                got.append(y)
+                right_now.append(bool(y.shape == w.shape and torch.equal(y, w)))
+        captures = cap.captures
+        eager_us, us = _race(model, fn, xs, dev)  # every shape captured by now
+    except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size
+        bad = "shape" in str(e) or "size" in str(e)
+        return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False,
+                               mistake="shape_mismatch" if bad else "",
+                               hint=f"exact: the wrapper raised {type(e).__name__}: {str(e)[:120]}. "
+                                    + (WRAPPER_MISTAKES["shape_mismatch"] if bad else ""))], None)
+    later = [bool(torch.equal(g, w)) for g, w in zip(got, want)]  # ...and again after every call ran
+    shapes = len({tuple(x.shape) for x in xs})
+    exact = all(right_now) and all(later)
+    rows = [_row("exact", True, "") if exact else _row("exact", False, "stale_input" if not all(right_now)
+                                                       else "aliased_output")]
+    if captures > shapes:
+        rows.append(_row("captures", False, "recaptured"))
+    elif captures == 0 or cap.replays == 0:
+        rows.append(_row("captures", False, "never_replayed"))
+    else:
+        rows.append(_row("captures", True, ""))
+    row = dict(submission=name, exact=exact, calls=len(xs), hidden_shapes=shapes, captures=captures,
+               replays=cap.replays, us_per_call=us, eager_us_per_call=eager_us, speedup=eager_us / us,
+               device=str(dev))
+    return _feedback(rows, row)
+
+
+def slip_submissions() -> list:
+    """(mistake, make_wrapper) for each slip the grader names: submissions the course ships to be graded."""
+    from .solutions import PLANTED_WRAPPERS
+
+    return list(PLANTED_WRAPPERS.items())
+
+
+def check_wrapper(make_wrapper: Callable, device: str = "cpu") -> Feedback:
+    """The capture task's checker (what a notebook grades through ``grading.grade``): :func:`grade_wrapper`."""
+    return grade_wrapper(make_wrapper, device)
+
+
+def _row(part: str, ok: bool, mistake: str) -> dict:
+    hint = "" if ok else f"{part}: " + WRAPPER_MISTAKES[mistake]
+    return dict(part=part, answer="ok" if ok else mistake, expected=HIDDEN, correct=ok, mistake=mistake, hint=hint)
+
+
+def _feedback(rows: list, row: dict | None) -> Feedback:
+    fb = Feedback("capture_wrapper", pd.DataFrame(rows, columns=FEEDBACK_COLUMNS))
+    fb.row = row
+    return fb
+
+
+def leaderboard(*feedbacks: Feedback, device: str = "cpu") -> pd.DataFrame:
+    """The eager reference and each graded submission, fastest exact one first (a row per submission)."""
+    ref = grade_wrapper(eager_wrapper, device, name="eager (reference)").row
+    rows = [ref] + [fb.row for fb in feedbacks if getattr(fb, "row", None)]
+    df = pd.DataFrame(rows, columns=LEADERBOARD_COLUMNS)
+    return df.sort_values(["exact", "us_per_call"], ascending=[False, True], kind="stable").reset_index(drop=True)

@@ -1,0 +1,140 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 8 · The capture task: make it faster, keep it exact
+#
+# A performance problem in the style of a kernel leaderboard: you get a model, a reference (eager), and a
+# grader that runs your submission on traffic you never see. Your job is the wrapper notebook 4 built by
+# hand, for a model of your own: one captured graph per exact input shape, replayed. It is graded on three
+# things, in this order: **exact** (every output `torch.equal` to eager, at the call and after later calls),
+# **captures** (once per shape, then replays), and **time** per call against eager (a leaderboard table).
+#
+# **You will learn**
+# - to write a capture-and-replay wrapper: static input, `copy_` in, replay, `clone` out, one graph per shape;
+# - the three ways such a wrapper goes wrong silently (stale input, aliased output, one graph for every shape),
+#   each caught by the grader by name;
+# - to read a leaderboard honestly: on a CPU the graphs are simulated and cannot be faster; on a GPU they are.
+#
+# Runs on a CPU (a simulated graph with a CUDA graph's semantics: the grader stays meaningful); with a GPU
+# (`LIVE`) the same wrapper captures real CUDA graphs and is timed on the device.
+
+# %% tags=["parameters"]
+# parameters: the tour and CI may override these (papermill style)
+import torch
+
+LIVE = torch.cuda.is_available()  # capture real CUDA graphs
+DEVICE = "cuda" if LIVE else "cpu"
+PREDICT_SPEEDUP = None  # your prediction: your wrapper's speedup over eager on this machine (e.g. 2.0)
+
+# %%
+import inspect
+
+from IPython.display import HTML, display
+
+from cadencelab.course import capture_task as task
+from cadencelab.course import glossary, grading
+from cadencelab.course.display import show
+from cadencelab.course.predict import Prediction, reveal, reveal_figure
+
+HTML(glossary.to_html(notebook=8))  # the terms this notebook uses
+
+# %% [markdown]
+# ## The problem
+#
+# The model: a pre-norm MLP block over `(1, frames, dim)`; `frames` changes from call to call (each call is
+# one chunk of a stream), and the same sizes come back. The reference is eager. Shown traffic: a few calls;
+# the grader's traffic has other sizes, other values, and more calls.
+
+# %%
+print(inspect.getsource(task.TaskModel))
+model = task.make_model(DEVICE)
+shown = task.shown_traffic(DEVICE)
+print("shown calls, frames per call:", [x.shape[1] for x in shown])
+
+# %% [markdown]
+# The tool you are given: `capture(fn, static_x)` returns `(graph, static_y)`. After it, `graph.replay()`
+# recomputes `static_y` from **whatever `static_x` holds now**, into **the same `static_y` tensor**. On CUDA
+# this is notebook 4's recipe (side-stream warm-up, `torch.cuda.graph`); on a CPU a simulated graph with
+# the same semantics:
+
+# %%
+print(inspect.getsource(task.SimulatedGraph))
+
+# %% [markdown]
+# ## Your submission
+#
+# Write `make_wrapper(model, capture)`: it returns a function `run(x)` that gives `model(x)`, keeping one
+# `(static input, graph, static output)` per exact `x.shape`. Hints: `static_x = x.clone()` before the first
+# capture of a shape; on every call, copy the new values in; replay; hand back something the next call
+# cannot overwrite.
+
+# %%
+def make_wrapper(model, capture):
+    """Your capture-and-replay wrapper: one graph per exact input shape."""
+    return ...  # a function run(x) -> model(x)
+
+
+# %% [markdown]
+# Predict before you grade: how much faster than eager will your wrapper be on this machine?
+
+# %%
+guess = Prediction("Your wrapper's speedup over eager on this machine", unit="x", value=PREDICT_SPEEDUP)
+guess
+
+# %% [markdown]
+# ## Grade it
+#
+# The grader runs your wrapper on the hidden traffic and names what went wrong (never the outputs).
+
+# %%
+feedback = grading.grade(task.check_wrapper, make_wrapper, device=DEVICE)
+feedback
+
+# %% [markdown]
+# ## The leaderboard
+#
+# The eager reference and your submission, timed on this machine over the same hidden traffic (the best of
+# three passes each, alternated: the least disturbed). Exactness comes first: a fast wrong answer ranks
+# below a slow right one.
+
+# %%
+board = task.leaderboard(feedback, device=DEVICE)
+display(board)
+mine = board[board["submission"] != "eager (reference)"]
+if len(mine):
+    show(reveal_figure(reveal(guess, float(mine["speedup"].iloc[0]), rel_tol=0.25)))
+
+# %% [markdown]
+# Read the board honestly. On a CPU the graph is simulated: replay runs the same operations as eager, plus
+# the copies in and out and the wrapper's own Python, so the wrapper cannot win there: expect a speedup
+# below 1 (and a timer that moves from run to run on a shared machine). What the CPU grade *does* certify is
+# the part that is hard to see: exact on shapes you never saw, no stale input, no aliased output, one capture
+# per shape. On a GPU the same wrapper replays real CUDA graphs, one launch per call instead of one per
+# kernel: that is where the speedup appears.
+#
+# ## The slips the grader names
+#
+# Three of them are silent without a grader: no error, a plausible tensor, the wrong values. The course
+# ships one submission per slip; each is graded here beside the one above:
+
+# %%
+slips = {name: grading.grade(task.check_wrapper, wrong, device=DEVICE) for name, wrong in task.slip_submissions()}
+{name: fb.mistakes for name, fb in slips.items()}
+
+# %% [markdown]
+# ## Check
+#
+# Run the next cell: it asserts what this notebook taught and prints `CHECK OK` when it holds.
+
+# %% tags=["check"]
+assert all(not fb.ok and fb.mistakes == [name] for name, fb in slips.items()), "each slip is named"
+assert board.loc[board["submission"] == "eager (reference)", "exact"].all()
+assert LIVE or mine.empty or mine["speedup"].iloc[0] < 1.5, "a simulated graph cannot beat eager on a CPU"
+print(f"CHECK OK: notebook 8: {len(slips)} slips named by the grader on hidden shapes; your wrapper: "
+      f"{grading.verdict(feedback)}" + (f", {mine['speedup'].iloc[0]:.2f}x eager on {DEVICE}" if len(mine) else ""))

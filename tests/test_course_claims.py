@@ -1,0 +1,102 @@
+"""Claims the notebooks make, each checked against the data (or the derivation) it rests on, so a sentence
+the data contradicts fails here: notebooks 1, 2, 3, 4 and 6, and the glossary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cadencelab.course import anatomy, data, glossary
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _source(stem: str) -> str:
+    return next((ROOT / "notebooks").glob(f"{stem}*.py")).read_text(encoding="utf-8")
+
+
+def test_nb1_the_profiled_window_is_whole_before_srcs_idle_is_read_as_in_graph_gaps():
+    w = anatomy.profiled_window().set_index(["arm", "range"])
+    b0, src = w.loc[("B0", "synthesis")], w.loc[("SRc", "synthesis")]
+    assert abs(src["kernels"] / b0["kernels"] - 1) < 0.01 and abs(src["busy_ms"] / b0["busy_ms"] - 1) < 0.02
+    flow = w.loc[("SRc", "flow")]
+    assert flow["launches"] == 1 and flow["idle_ms"] / flow["kernels"] < 5e-3  # µs between replayed kernels
+    assert "same device work in both arms" in _source("01_")
+
+
+def test_nb1_pcm_equal_counts_warmup_and_timed_seconds():
+    count = anatomy.seconds_count()
+    spread = anatomy.stage_spread().query("stage == 'synthesis'").set_index("arm")
+    for arm, row in data.duplex_summary().iterrows():
+        same, total = map(int, row["pcm_equal_seconds"].split("/"))
+        assert total == count.loc[arm, "run"] == spread.loc[arm, "seconds"] + count.loc[arm, "warmup"]
+
+
+def test_nb1_b0_synthesis_beside_served_lms_is_stated_not_explained():
+    if not data.is_recorded("duplex_served"):
+        pytest.skip("no served recording")
+    sv = anatomy.served_frame()
+    assert sv.loc["B0+graphLM", "synthesis_ms"] > sv.loc["B0", "synthesis_ms"]  # what the note says
+    src = sv.loc[["SRc", "SRc+graphLM"], "synthesis_ms"]
+    assert src.max() - src.min() < 5  # "SRc's synthesis ... the same within a few ms in every run"
+    assert "Nothing here measures why" in _source("01_")
+
+
+def test_nb2_the_two_attended_extents():
+    from cadencelab.contract import region_table, token2wav_declaration, trajectory
+
+    d = token2wav_declaration()
+    p = d.params
+    t = region_table(d).set_index("region").loc["estimator_att_cache"]
+    assert trajectory(d, "estimator_att_cache")["attended"].max() == t["A"] + p["f_chunk"]
+    assert t["A_attended"] == t["A"] + p["f_call"] and p["f_call"] > p["f_chunk"]
+
+
+def test_nb3_the_tolerance_line_is_allclose_own_bound():
+    from cadencelab.adapters import teaching
+    from cadencelab.course import handson
+
+    cfg = teaching.TeachingConfig()
+    model, stream = teaching.TinyStreamer(cfg), teaching.make_stream(cfg)
+    stock = teaching.TeachingRuntime(model, state_rule=False).run(stream)
+    wrong = teaching.TeachingRuntime(model, layout="chronological").run(stream)
+    t = handson.allclose_table(stock, wrong)
+    assert t["allclose"].tolist() == [r <= 1 for r in t["allclose_ratio"]]
+    # the relative bound matters: some call is rejected with a max |diff| below an absolute 1e-5 line
+    assert ((~t["allclose"]) & (t["max_abs_diff"] < 1e-5)).any()
+
+
+def test_nb4_the_soak_is_chunks_back_to_back_not_half_an_hour():
+    soak, chunks = data.soak_summary(), data.soak_chunks()
+    wall_s = chunks["wall_ms"].sum() / 1e3
+    assert wall_s < soak["chunks"] / 4  # seconds of audio (one per chunk) streamed far faster than real time
+    text = _source("04_")
+    assert "half an hour" not in text and "back to back" in text
+    assert 'BACKEND="auto"` gives the engine\'s eager' in text.replace("\n# ", " ")
+
+
+def test_nb6_the_launch_estimate_and_the_two_profiler_overheads():
+    from cadencelab.course.live import chunk_timelines
+    from cadencelab.profile import compare
+
+    tl = chunk_timelines("recorded")
+    fac = data.factorial().set_index("arm")
+    unprof = {v: 1e3 * float(fac.loc[a, "steady_wall_ms_median"]) for v, a in (("eager", "B0"), ("replay", "SRc"))}
+    est = compare.launch_cost_estimate(tl.traces, "chunk", unprofiled_wall_us=unprof).set_index("variant")
+    assert (est["est_over_idle"] < 1).all()
+    assert est.loc["eager", "profiler_overhead"] > fac.loc["B0", "profiler_wall_ratio"]  # the slower eager chunk
+    copies = est["host_calls"] - est["kernel_launches"] - est["graph_launches"]
+    assert (copies >= 0).all() and copies["eager"] > 0  # host calls = launches + copies
+    text = _source("06_")
+    assert "est_over_idle" in text and '"slack_frac", "host_wait_us"' not in text.split("## Exercise")[0]
+
+
+def test_the_glossary_has_the_course_terms_in_sentences():
+    g = glossary.glossary().set_index("term")
+    for term in ("cadence", "declaration", "flush", "lookahead", "C1", "C2", "C3", "TF32", "paired bootstrap",
+                 "goodput", "busy time", "slack"):
+        assert term in g.index, term
+    raw = [t for t, d in g["definition"].items() if d.startswith(("(", "An immutable", "A contract-owned",
+                                                                  "One row per", "Counts agreements"))]
+    assert not raw, f"entries that are a docstring pasted in: {raw}"
