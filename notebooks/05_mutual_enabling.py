@@ -30,16 +30,15 @@ import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
-SOLUTIONS = False  # True: the exercise cells take the shipped solutions (the tour and CI set it)
-# your prediction before the reveal, one place per arm (the widget starts from these)
-PREDICT_PLACES = {"S": "faster, less memory", "R": "faster, no clear difference", "Rc": "faster, no clear difference"}
+# your prediction before the reveal, one place per arm (the widget starts from these; None: choose in the widget)
+PREDICT_PLACES = None
 
 # %%
 import pandas as pd
 from IPython.display import HTML, display
 
 from cadencelab import viz
-from cadencelab.course import capacity, data, glossary, panels, paper, predict, solutions, trust
+from cadencelab.course import capacity, data, glossary, grading, panels, paper, predict, trust
 from cadencelab.course.display import show
 from cadencelab.course.exercises import check_paired_interval
 from cadencelab.course.frames import lanes_window
@@ -108,12 +107,8 @@ places
 
 # %%
 answer = {"lo": ..., "hi": ..., "verdict": ...}
-if SOLUTIONS:  # the tour and CI: the shipped solution, computed from the same file
-    answer = {**solutions.solution("paired_interval", condition=CONDITION),
-              **solutions.solution("paired_interval_verdict", condition=CONDITION)}
-feedback = check_paired_interval(answer, arm="S", condition=CONDITION)
-print(feedback.message)
-feedback.table
+feedback = grading.grade(check_paired_interval, answer, arm="S", condition=CONDITION)
+feedback
 
 # %% [markdown]
 # ## Noise, and the A/A check that gates every claim
@@ -392,7 +387,7 @@ pts, at = {p["arm"]: p for p in panel.history}, places.set_index("arm")["place"]
 assert {"B0", "S", "R", "Rc", "SR", "SRc"} <= set(pts) and len(shown) == 3
 assert at["R"] == at["Rc"] == "faster, more memory" and at["SR"] == at["SRc"] == "faster, less memory"
 assert at["S"].endswith("less memory") and not at["S"].startswith("faster")  # memory, not speed
-assert feedback.ok == SOLUTIONS and (SOLUTIONS or "fill this in" in feedback.message)
+graded = grading.verdict(feedback)
 assert CONDITION == "unpinned" or all(p["exact"] for p in pts.values())
 assert set(bounds.loc[bounds["bound"] == "lower_bound", "shown"].str[:2]) <= {">="}
 assert 1 < overlap["overlap"].iloc[0] < overlap["streams"].iloc[0]  # lanes overlap, the device saturates
@@ -400,5 +395,5 @@ assert data.sessions_summary()["all_checked_chunks_exact"] and len(agree) == len
 assert aa["holds"] and aa["ci"][0] <= 0 <= aa["ci"][1] and head["ci"][0] < head["speedup"] < head["ci"][1]
 spread = procs.groupby("arm")["mean"].agg(lambda m: m.std() / m.mean())
 assert spread["SRc"] < 0.01 < 0.1 < spread["B0"] and abs(corr) < 0.5  # the width is B0's; the rate does not explain it
-print(f"CHECK OK: notebook 5: SRc {pts['SRc']['lat_ms']:.1f} ms / {pts['SRc']['peak_MiB']:.0f} MiB vs "
+print(f"CHECK OK: notebook 5 (exercise: {graded}): SRc {pts['SRc']['lat_ms']:.1f} ms / {pts['SRc']['peak_MiB']:.0f} MiB vs "
       f"B0 {pts['B0']['lat_ms']:.1f} ms / {pts['B0']['peak_MiB']:.0f} MiB; Rc peak {pts['Rc']['peak_MiB']:.0f} MiB")

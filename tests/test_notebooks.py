@@ -129,7 +129,7 @@ def test_anatomy_runs_on_an_older_recording_with_blank_exercises():
     from cadencelab.course import grading
 
     run = tour.execute_notebook(_source("01_anatomy_of_a_duplex_second"), timeout=300,
-                                parameters={"CONDITION": "unpinned", "SOLUTIONS": False},
+                                parameters={"CONDITION": "unpinned"},
                                 env={grading.SOLUTIONS_ENV: "0"})  # a student's lab: no answers, no predictions
     assert run.error is None, run.error[-3000:]
     assert tour.CHECK_MARKER in run.check and "exercise not answered yet" in run.check, run.check

@@ -52,6 +52,7 @@ TOUR_PREDICTIONS = {
     "PREDICT_SLACK": {"stock torch.cat": 0.5, "carry": 0.5},
     "PREDICT_SPEEDUP": 2.0,
     "PREDICT_DECODER_K": 2,
+    "PREDICT_PLACES": {"S": "faster, less memory", "R": "faster, no clear difference", "Rc": "faster, no clear difference"},
 }
 
 

@@ -83,8 +83,8 @@ __all__ = [
 #: what every notebook's final check cell prints when its assertions hold
 CHECK_MARKER = "CHECK OK"
 #: parameters the tour (and so CI) runs the course with when given none: a student's predictions (the
-#: lab starts them blank); SOLUTIONS is read by notebook 5 only, until it reads the switch below
-COURSE_PARAMETERS = {"SOLUTIONS": True, **TOUR_PREDICTIONS}
+#: lab starts them blank)
+COURSE_PARAMETERS = dict(TOUR_PREDICTIONS)
 #: the environment the tour (and so CI) gives every kernel: the course's answers switched on from outside,
 #: so a blank exercise cell is graded with them (:mod:`cadencelab.course.grading`); the lab sets nothing
 COURSE_ENV = {SOLUTIONS_ENV: "1"}
