@@ -122,10 +122,10 @@ def _result(failures=None, non_exact=False):
         rows = [dict(arm=arm, block=b, turn=0, chunk=0, kind="steady", tokens=28, frames=50, latency_ms=1.0,
                      wall_ms=1.0, sha_mel=sha, sha_i16=sha)]
         return dict(arm=arm, block=b, rows=rows, peak_bytes=None, sha_mel=sha, sha_f32=sha, sha_i16=sha,
-                    summaries={}, primings=2, vendor_graph_fires={}, counters=[], warmup=b == 0)
+                    summaries={}, primings=2, vendor_graph_fires={}, counters=[], warmup=b == 0, process=0)
 
     blocks = [block(a, b, "x" if (a == "SRc" and non_exact and b == 1) else "h") for b in (0, 1) for a in ("B0", "SRc")]
-    return analyse(cfg, blocks, {}, dict(failures or {}), {})
+    return analyse(cfg, blocks, {}, dict(failures or {}), [])
 
 
 @pytest.mark.parametrize("failures, non_exact, rc, names", [
