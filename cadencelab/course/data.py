@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..profile.outputs import DATA_ENV
 from ..replay.determinism import EXACT
 from .studies import DEVICE_TASKS, RECORDINGS
 
@@ -64,7 +65,6 @@ __all__ = [
     "duplex_served_summary", "tour_live", "is_recorded", "how_to_record",
 ]
 
-DATA_ENV = "CADENCELAB_DATA"
 #: the columns cadencelab.viz.pareto reads (intervals as bounds, not half-widths)
 PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]
 CONDITIONS = ("exact", "pinned", "unpinned")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..profile.outputs import OutputRefused, guard_output
 from ..profile.provenance import run_provenance
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
@@ -418,6 +419,10 @@ def check_tour_dir(out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise TourRefused(f"{out}: exists and is not a folder")
+    try:
+        guard_output(out, "OUT_DIR")
+    except OutputRefused as e:
+        raise TourRefused(e.reason) from None
     target = (out / "notebooks").resolve()
     src = [repo_root().resolve()]
     try:
