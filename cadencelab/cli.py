@@ -64,6 +64,35 @@ def _declaration(args):
         raise FlagError(typed or "--model", f"not a valid {args.model} declaration ({e.reason}; field {e.field})") from e
 
 
+def given_flags(args) -> str:
+    """The declaration flags typed (``--steps 100``), or ``--model NAME`` when none was."""
+    typed = [f"{flag} {getattr(args, name)}" for name, flag in _T2W_FLAGS if getattr(args, name, None) is not None]
+    return ", ".join(typed) or f"--model {args.model}"
+
+
+def _past_the_stock(decl, typed: str) -> list[str]:
+    """One warning per region whose declared demand exceeds the stock runtime's reserve (ρ < 1), naming
+    the region, both shapes and the ratio; refused (FlagError naming ``typed``) when the declared state
+    needs more memory than this machine has free on any device."""
+    import torch
+
+    from .contract.derivation import region_table
+    from .state.alloc import format_bytes, free_bytes
+
+    t = region_table(decl)
+    own = t[t["resident_in"].isna()]
+    need = float(own["demand_bytes"].sum())
+    free = max([free_bytes("cpu")] + [free_bytes(f"cuda:{i}") for i in range(torch.cuda.device_count())])
+    if not math.isfinite(need) or need > free:
+        big = own.loc[own["demand_bytes"].idxmax()]
+        raise FlagError(typed, f"the declared state needs {format_bytes(need)} (largest region {big['region']!r} at "
+                               f"{tuple(big['demand_shape'])}, {format_bytes(big['demand_bytes'])}), more than the "
+                               f"{format_bytes(free)} free on this machine's largest device")
+    return [f"region {r.region!r}: declared demand {tuple(r.demand_shape)} ({format_bytes(r.demand_bytes)}) is "
+            f"{1 / r.rho:.3g} x the stock reserve {tuple(r.stock_shape)} ({format_bytes(r.stock_bytes)}): ρ {r.rho:.2g} < 1, "
+            f"the stock runtime cannot hold it ({typed})" for r in t.itertuples() if r.rho == r.rho and r.rho < 1]
+
+
 def catalog_summary(derivation) -> str:
     """Class counts per operator and kind (admitted / eager), one line per operator."""
     cat = derivation.catalog
@@ -128,7 +157,10 @@ def cmd_catalog(args) -> int:
     decl = _declaration(args)
     if decl is None:
         return 2
+    past = _past_the_stock(decl, given_flags(args))
     der = derive(decl, k_max=args.k_max)
+    for line in past:
+        print(f"cadencelab catalog: warning: {line}", file=sys.stderr)
     print(der.report())
     print()
     print(catalog_summary(der))

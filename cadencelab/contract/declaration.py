@@ -15,11 +15,12 @@ and the declaration holds the resolved values.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .clocks import Clock, in_units_of, per_call, validate_clocks
-from .errors import DeclarationError
+from .errors import DeclarationError, check_name
 from .policies import POLICIES
 
 LIFETIMES = ("call", "turn", "stream")
@@ -84,8 +85,7 @@ class Region:
         return self.lifetime in ("turn", "stream")
 
     def validate(self, where: str, clocks: Mapping[str, Clock], dims: Mapping[str, int]) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise DeclarationError(f"{where}.name", "a region needs a non-empty name")
+        check_name(f"{where}.name", self.name, "a region")
         if not isinstance(self.clock, str) or self.clock not in clocks:
             raise DeclarationError(f"{where}.clock", f"unknown clock {self.clock!r}")
         if not isinstance(self.shape, tuple) or not self.shape:
@@ -175,8 +175,7 @@ class Operator:
     description: str = ""
 
     def validate(self, where: str, clocks: Mapping[str, Clock], regions: Mapping[str, Region]) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise DeclarationError(f"{where}.name", "an operator needs a non-empty name")
+        check_name(f"{where}.name", self.name, "an operator")
         if not isinstance(self.reads, tuple):
             raise DeclarationError(f"{where}.reads", f"must be a tuple of region names, got {self.reads!r}")
         for j, r in enumerate(self.reads):
@@ -205,6 +204,8 @@ class Operator:
         for k, v in self.scalars.items():
             if not isinstance(v, (int, float, bool, str, type(None))):
                 raise DeclarationError(f"{where}.scalars.{k}", f"must be a plain scalar, got {type(v).__name__}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise DeclarationError(f"{where}.scalars.{k}", f"must be finite (a NaN or infinity keys no class), got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -273,8 +274,7 @@ class Declaration:
 
     # -- validation ------------------------------------------------------------------
     def validate(self) -> None:
-        if not isinstance(self.model, str) or not self.model:
-            raise DeclarationError("model", "a declaration needs a model name")
+        check_name("model", self.model, "a declaration")
         for name in ("clocks", "regions", "operators", "constants"):
             if not isinstance(getattr(self, name), tuple):
                 raise DeclarationError(name, f"must be a tuple, got {type(getattr(self, name)).__name__}")
@@ -288,6 +288,7 @@ class Declaration:
         for k, v in self.dims.items():
             if not isinstance(k, str):
                 raise DeclarationError(f"dims.{k}", f"dim names must be strings, got {type(k).__name__}")
+            check_name(f"dims.{k}", k, "a dim")
             if not _is_int(v) or v <= 0:
                 raise DeclarationError(f"dims.{k}", f"must be a positive integer, got {v!r}")
             if k in clocks:
