@@ -219,7 +219,7 @@ def test_captured_decode_step_replays_what_it_runs_eagerly():
     (lambda d, v: d.decode(torch.zeros(1, 1, dtype=torch.long), 1.5), "n = 1.5 is not an integer"),
     (lambda d, v: d.decode(torch.zeros(1, 1, dtype=torch.long), True), "n = True"),
     (lambda d, v: d.decode(torch.zeros(1, 1, dtype=torch.long), -1), "n = -1"),
-    (lambda d, v: d.decode(torch.full((1, 1), v), 2), f"token id"),
+    (lambda d, v: d.decode(torch.full((1, 1), v), 2), "token id"),
     (lambda d, v: d.decode(torch.zeros(1, 2, dtype=torch.long), 2), "one integer token id"),
     (lambda d, v: d.decode(torch.zeros(1, 1), 2), "one integer token id"),
     (lambda d, v: d.decode(3, 2), "one integer token id"),

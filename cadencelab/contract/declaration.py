@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .clocks import Clock, in_units_of, per_call, validate_clocks
-from .errors import DeclarationError, check_name
+from .errors import MAX_NAME, DeclarationError, check_name
 from .policies import POLICIES
 
 LIFETIMES = ("call", "turn", "stream")
@@ -28,6 +28,12 @@ MUTABILITY = ("immutable", "mutable")
 ROLES = ("state", "workspace", "constant")
 ENVELOPES = ("retained", "attended")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8, "int16": 2, "int8": 1, "bool": 1}
+
+
+def _where(kind: str, i: int, name) -> str:
+    """``regions[3](name)``, the name left out when it could not be printed on one line."""
+    ok = isinstance(name, str) and name.isprintable() and 0 < len(name) <= MAX_NAME
+    return f"{kind}[{i}]({name})" if ok else f"{kind}[{i}]"
 
 
 def _is_int(v) -> bool:
@@ -298,7 +304,7 @@ class Declaration:
         for i, r in enumerate(self.regions):
             if not isinstance(r, Region):
                 raise DeclarationError(f"regions[{i}]", f"expected a Region, got {type(r).__name__}")
-            where = f"regions[{i}]({r.name})" if isinstance(r.name, str) else f"regions[{i}]"
+            where = _where("regions", i, r.name)
             r = self._resolve_region(r, clocks)
             resolved.append(r)
             r.validate(where, clocks, self.dims)
@@ -309,16 +315,16 @@ class Declaration:
             if r.resident_in is not None:
                 host = regions.get(r.resident_in) if isinstance(r.resident_in, str) else None
                 if host is None:
-                    raise DeclarationError(f"regions[{i}]({r.name}).resident_in", f"unknown region '{r.resident_in}'")
+                    raise DeclarationError(f"{_where('regions', i, r.name)}.resident_in", f"unknown region '{r.resident_in}'")
                 if host.resident_in is not None:
-                    raise DeclarationError(f"regions[{i}]({r.name}).resident_in", "nested residency is not supported")
+                    raise DeclarationError(f"{_where('regions', i, r.name)}.resident_in", "nested residency is not supported")
         object.__setattr__(self, "regions", tuple(resolved))
         names = set()
         ops = []
         for i, o in enumerate(self.operators):
             if not isinstance(o, Operator):
                 raise DeclarationError(f"operators[{i}]", f"expected an Operator, got {type(o).__name__}")
-            where = f"operators[{i}]({o.name})"
+            where = _where("operators", i, o.name)
             o = self._resolve_operator(o, where, clocks)
             ops.append(o)
             o.validate(where, clocks, regions)
@@ -343,7 +349,7 @@ class Declaration:
                 if o.clock == self.admission.clock and o.call > self.admission.max_call:
                     raise DeclarationError(
                         "admission.max_call",
-                        f"{self.admission.max_call} admits no steady call of operators[{i}]({o.name}), which "
+                        f"{self.admission.max_call} admits no steady call of {_where('operators', i, o.name)}, which "
                         f"advances {o.call} '{o.clock}' per call; the admission must be >= the steady call",
                     )
         for i, c in enumerate(self.constants):

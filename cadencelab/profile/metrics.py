@@ -312,12 +312,17 @@ def _bounds(pair, what: str) -> tuple[int, int]:
         ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
         ok = ok or (isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer())
         if not ok:
-            raise ValueError(f"{what}: {name} must be a whole number of ns, got {v!r}")
+            raise ValueError(f"{what}: {name} must be a whole number of ns, got {_plain(v)!r}")
         out.append(int(v))
     if out[1] < out[0]:
         raise ValueError(f"{what}: end {out[1]} ns precedes start {out[0]} ns (a window is [start, end) with "
                          f"end >= start)")
     return out[0], out[1]
+
+
+def _plain(v):
+    """A numpy scalar as its Python value (for messages)."""
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _column(frame: pd.DataFrame, col: str) -> np.ndarray:
@@ -326,7 +331,7 @@ def _column(frame: pd.DataFrame, col: str) -> np.ndarray:
     bad = np.flatnonzero(v.isna().to_numpy() | ~np.isfinite(v.to_numpy(float)) | (v.to_numpy(float) % 1 != 0))
     if len(bad):
         i = int(bad[0])
-        raise ValueError(f"window frame: {col} of row {i} is {frame[col].iloc[i]!r}, not a whole number of ns")
+        raise ValueError(f"window frame: {col} of row {i} is {_plain(frame[col].iloc[i])!r}, not a whole number of ns")
     return v.to_numpy(np.int64)
 
 
