@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
-from cadencelab.adapters.token2wav.lanes import LaneExecutor, LanePool, check_lanes_fit
+from cadencelab.adapters.token2wav.lanes import LaneExecutor, LanePool
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 from cadencelab.adapters.token2wav.sessions import SessionManager
-from cadencelab.state.alloc import AllocationRefused
+from cadencelab.state.alloc import AllocationRefused, check_copies_fit
 
 VOCAB = TEACHING.vocab_size
 SEEDS = (11, 12)
@@ -149,7 +149,7 @@ def test_lane_executor_refuses_before_queueing(weights, prompts):
 
 
 @pytest.mark.parametrize("lanes, error, names", [
-    (100_000, AllocationRefused, "lanes=100000 need at least 100000 x"),
+    (100_000, AllocationRefused, "LanePool: lanes=100000 need at least 100000 x"),
     (10**12, AllocationRefused, "at most"),
     (0, ValueError, "integer >= 1, got 0"), (-3, ValueError, "got -3"), (True, ValueError, "got True"),
     (2.5, ValueError, "got 2.5"), ("2", ValueError, "got '2'"),
@@ -167,13 +167,13 @@ def test_lane_pool_size_is_bounded_before_any_lane_is_built(weights, monkeypatch
 
 
 def test_lane_bound_comes_from_free_memory(weights, monkeypatch):
-    import cadencelab.adapters.token2wav.lanes as lanes_mod
+    import cadencelab.state.alloc as alloc
 
     per_lane = sum(b.numel() * b.element_size() for m in weights for b in m.buffers())
-    monkeypatch.setattr(lanes_mod, "free_bytes", lambda device: 3 * per_lane + 1)
-    check_lanes_fit(*weights, "cpu", 3)
-    with pytest.raises(AllocationRefused, match="at most 3 lanes fit"):
-        check_lanes_fit(*weights, "cpu", 4)
+    monkeypatch.setattr(alloc, "free_bytes", lambda device: 3 * per_lane + 1)
+    check_copies_fit(weights, "cpu", 3, "LanePool: lanes")
+    with pytest.raises(AllocationRefused, match="lanes=4 need at least 4 x .*at most 3 fit"):
+        check_copies_fit(weights, "cpu", 4, "LanePool: lanes")
 
 
 # -- session managers and the runtime ----------------------------------------------------------------------

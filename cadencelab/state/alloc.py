@@ -11,7 +11,8 @@ import torch
 
 from ..contract.derivation import demand_shape, region_table
 
-__all__ = ["AllocationRefused", "free_bytes", "format_bytes", "check_fits", "allocation_plan", "allocate"]
+__all__ = ["AllocationRefused", "free_bytes", "format_bytes", "check_fits", "check_copies_fit", "allocation_plan",
+           "allocate"]
 
 
 class AllocationRefused(MemoryError):
@@ -52,6 +53,18 @@ def check_fits(need: float, device, what: str) -> None:
     if not math.isfinite(need) or need > free:
         raise AllocationRefused(f"{what} needs {format_bytes(need)} ({need:.4g} bytes); "
                                 f"{format_bytes(free)} is free on {torch.device(device)}")
+
+
+def check_copies_fit(modules, device, copies: int, what: str) -> None:
+    """Refuse ``copies`` copies of ``modules``' buffers (a lane pool's lanes: each owns the solver caches and
+    workspaces, the parameters are shared) before any is made, when they exceed the memory free on
+    ``device``; the error names ``what``, the copies asked for, the bytes per copy and how many fit."""
+    per = sum(b.numel() * b.element_size() for m in modules for b in m.buffers())
+    free = free_bytes(device)
+    fit = free // per if per else copies
+    if copies > fit:
+        raise AllocationRefused(f"{what}={copies} need at least {copies} x {format_bytes(per)} of buffers; "
+                                f"{format_bytes(free)} is free on {torch.device(device)}: at most {fit} fit")
 
 
 def allocation_plan(decl) -> pd.DataFrame:

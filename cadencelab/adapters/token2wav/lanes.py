@@ -49,7 +49,7 @@ from typing import Sequence
 
 import torch
 
-from ...state.alloc import AllocationRefused, free_bytes
+from ...state.alloc import check_copies_fit
 from .sessions import RngState, Session, SessionManager, check_new_session
 from .turns import check_flag, check_tokens
 
@@ -179,8 +179,7 @@ class LanePool:
         spec = ARMS[arm] if isinstance(arm, str) else arm
         if not spec.state_rule or spec.replay != "chunk":
             raise ValueError(f"LanePool: lanes serve the chunk-replay state-rule arm (SRc), got {spec.name!r}")
-        lanes = int(lanes)
-        check_lanes_fit(flow, hift, device, lanes)
+        check_copies_fit((flow, hift), device, lanes := int(lanes), "LanePool: lanes")  # each lane owns its buffers
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.lock = LaneLock()
@@ -296,8 +295,7 @@ class LanePool:
         return s
 
     def close(self, session: Session) -> None:
-        """Drop a session (parked first if a lane holds it); its snapshot returns to the allocator. Closing
-        it again does nothing."""
+        """Drop a session (parked first if a lane holds it; closed already: nothing); its snapshot is freed."""
         if isinstance(session, Session) and session.closed:
             return
         self._check_own(session, "close")
@@ -365,12 +363,9 @@ class LanePool:
 
     def stream(self, session: Session, tokens, last_chunk: bool = False, lane: int | None = None,
                return_waveform: bool = False) -> ChunkResult:
-        """One chunk of ``session`` on ``lane`` (default: :func:`route`'s pick), from the calling thread.
-        Every argument is checked before any state changes: a refused call leaves no trace."""
-        tokens = self._check_chunk(session, tokens, last_chunk, "stream")
-        if lane is not None:
-            self._check_lane(lane)
-            lane = int(lane)
+        """One chunk of ``session`` on ``lane`` (default: :func:`route`'s pick), from the calling thread; every
+        argument is checked before any state changes (a refused call leaves no trace)."""
+        tokens, lane = self._check_chunk(session, tokens, last_chunk, "stream", lane)
         if lane is None:
             lane = self.assign(session)
         else:
@@ -442,31 +437,17 @@ class LanePool:
         if not isinstance(session, Session) or self.sessions.get(session.sid) is not session:
             raise ValueError(f"LanePool.{what}: {str(session)[:80]} is not an open session of this pool")
 
-    def _check_lane(self, lane) -> None:
-        n = len(self.lanes)
-        if isinstance(lane, bool) or not isinstance(lane, numbers.Integral) or not 0 <= lane < n:
-            raise ValueError(f"LanePool.stream: lane {lane!r} is not a lane of this pool (an integer in 0..{n - 1})")
-
-    def _check_chunk(self, session: Session, tokens, last_chunk, what: str) -> list[int]:
-        """One chunk's arguments, checked before anything is routed or counted; the tokens as a list."""
+    def _check_chunk(self, session: Session, tokens, last_chunk, what: str, lane=None) -> tuple[list[int], int | None]:
+        """One chunk's arguments and the lane asked for, checked before anything is routed or counted."""
         if isinstance(session, Session) and session.closed:
             raise ValueError(f"session {session.sid} is closed")
         self._check_own(session, what)
         check_flag(last_chunk, "last_chunk", f"LanePool.{what}")
-        return check_tokens(tokens, self.lanes[0].runtime.vocab_size, f"LanePool.{what}")
+        n = len(self.lanes)
+        if lane is not None and (isinstance(lane, bool) or not isinstance(lane, numbers.Integral) or not 0 <= lane < n):
+            raise ValueError(f"LanePool.{what}: lane {lane!r} is not a lane of this pool (an integer in 0..{n - 1})")
+        return check_tokens(tokens, self.lanes[0].runtime.vocab_size, f"LanePool.{what}"), None if lane is None else int(lane)
 
-
-def check_lanes_fit(flow, hift, device, lanes: int) -> None:
-    """Refuse ``lanes`` lanes before any is built when their buffers alone (every lane owns a copy of the
-    modules' buffers: solver caches, workspaces) exceed the memory free on ``device``; the error names
-    the lanes asked for, the bytes per lane and how many fit."""
-    per_lane = sum(b.numel() * b.element_size() for m in (flow, hift) for b in m.buffers())
-    free = free_bytes(device)
-    fit = free // per_lane if per_lane else lanes
-    if lanes > fit:
-        raise AllocationRefused(f"LanePool: lanes={lanes} need at least {lanes} x {per_lane / 2**20:.1f} MiB of "
-                                f"lane buffers; {free / 2**30:.1f} GiB is free on {torch.device(device)}: at most "
-                                f"{fit} lanes fit")
 
 
 class LaneExecutor:
@@ -485,7 +466,7 @@ class LaneExecutor:
             t.start()
 
     def submit(self, session: Session, tokens, last_chunk: bool = False) -> Future:
-        tokens = self.pool._check_chunk(session, tokens, last_chunk, "submit")
+        tokens = self.pool._check_chunk(session, tokens, last_chunk, "submit")[0]
         fut: Future = Future()
         lane = self.pool.assign(session)
         self._queues[lane].put((session, tokens, last_chunk, fut, time.perf_counter()))
