@@ -279,3 +279,26 @@ def test_the_writers_themselves_refuse_the_data_folder(target):
         with pytest.raises(OutputRefused, match="recorded data folder"):
             write()
     assert (path.read_bytes() if path.exists() else None) == before
+
+
+def test_a_split_soak_needs_no_overwrite(tmp_path, monkeypatch):
+    """The reference alone writes only its rows (no summary), so the arm's run into the same folder compares
+    without --overwrite; a second arm run would replace the summary, and is refused without it."""
+    import contextlib
+
+    from cadencelab.bench import soak
+
+    def fake_arms(cfg, turns, ckpt, out, meta, failures, progress):
+        for arm in cfg.arms:
+            (out / f"rows_{arm}_0.jsonl").write_text("")
+
+    monkeypatch.setattr(soak, "built_checkpoint", lambda *a, **k: contextlib.nullcontext("ckpt"))
+    monkeypatch.setattr(soak, "_run_arms", fake_arms)
+    cfg = dict(config="teaching", device="cpu", chunks=4, turn_every=2, out=str(tmp_path))
+    soak.run_soak(soak.SoakConfig(arms=("B0",), **cfg), progress=lambda m: None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows_B0_0.jsonl"]
+    soak.run_soak(soak.SoakConfig(arms=("SRc",), **cfg), progress=lambda m: None)
+    assert (tmp_path / "soak.json").exists() and (tmp_path / "rows_B0_0.jsonl").exists()
+    with pytest.raises(OutputRefused, match="rows_SRc_0.jsonl, soak.json, soak_chunks.csv"):
+        soak.run_soak(soak.SoakConfig(arms=("SRc",), **cfg), progress=lambda m: None)
+    soak.run_soak(soak.SoakConfig(arms=("SRc",), overwrite=True, **cfg), progress=lambda m: None)

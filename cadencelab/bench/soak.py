@@ -341,7 +341,9 @@ def reference_rows(path: str, arm: str) -> pd.DataFrame:
 
 
 def run_soak(cfg: SoakConfig, progress=print) -> dict:
-    """Run the soak; write ``soak.json`` and ``soak_chunks.csv`` under ``cfg.out``; return the result."""
+    """Run the soak; write ``soak.json`` and ``soak_chunks.csv`` under ``cfg.out`` (a run of the reference
+    alone writes only its rows); return the result. The output folder is checked first
+    (:func:`~cadencelab.bench.common.check_out`): never the recorded data, nothing replaced without ``overwrite``."""
     import torch
 
     from ..adapters.token2wav import REAL, TEACHING
@@ -350,8 +352,11 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
     if unknown:
         raise ValueError(f"--arms may name the arm ({cfg.arm}) and the reference ({cfg.reference_arm}), "
                          f"got {sorted(unknown)}")
-    # the summary and the rows of the arms that run now are written afresh; other arms' rows are inputs
-    out = check_out(cfg, (RESULT_JSON, RESULT_CSV, *(f"rows_{arm}_*.jsonl" for arm in cfg.arms)))
+    # the rows of the arms that run now are written afresh (other arms' rows are inputs), and the summary unless
+    # only the reference runs (its rows are then the result: the arm's run into the same folder compares)
+    reference_only = bool(cfg.arms) and cfg.arm not in cfg.arms
+    summary = () if reference_only else (RESULT_JSON, RESULT_CSV)
+    out = check_out(cfg, (*summary, *(f"rows_{arm}_*.jsonl" for arm in cfg.arms)))
     mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
     turns = plan_turns(cfg, mcfg.vocab_size)
     progress(f"soak: {cfg.chunks} chunks in {len(turns)} turns ({cfg.arm} vs {cfg.reference_arm}, {cfg.config}, "
@@ -375,7 +380,8 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
     result = analyse(cfg, turns, arm_rows, ref_rows, meta, failures)
     result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start,
                                 torch_threads=torch.get_num_threads())
-    write_results(result, out)
+    if summary:
+        write_results(result, out)
     return result
 
 
