@@ -73,14 +73,14 @@ def given_flags(args) -> str:
 def _past_the_stock(decl, typed: str) -> list[str]:
     """One warning per region whose declared demand exceeds the stock runtime's reserve (ρ < 1), naming
     the region, both shapes and the ratio; refused (FlagError naming ``typed``) when the declared state
-    needs more memory than this machine has free on any device."""
+    (its bounded regions) needs more memory than this machine has free on any device."""
     import torch
 
     from .contract.derivation import region_table
     from .state.alloc import format_bytes, free_bytes
 
     t = region_table(decl)
-    own = t[t["resident_in"].isna()]
+    own = t[t["resident_in"].isna() & t["bounded"]]  # an unbounded region is the C2 check's finding, not a size
     need = float(own["demand_bytes"].sum())
     free = max([free_bytes("cpu")] + [free_bytes(f"cuda:{i}") for i in range(torch.cuda.device_count())])
     if not math.isfinite(need) or need > free:
