@@ -69,9 +69,9 @@ def test_a_path_out_of_the_data_folder_is_refused(folder, rel):
 
 #: (file under h200/, its bytes, the loader, what the one line says)
 MALFORMED = [
-    ("soak.json", b"[1, 2]", data.soak_summary, "expected a JSON object at the top, got a array"),
+    ("soak.json", b"[1, 2]", data.soak_summary, "expected a JSON object at the top, got an array"),
     ("soak.json", b'"text"', data.soak_summary, "got a string"),
-    ("soak.json", b"null", data.soak_summary, "got a null"),
+    ("soak.json", b"null", data.soak_summary, "got null"),
     ("soak.json", b"\xff\xfe{}", data.soak_summary, "not UTF-8 text (byte 0)"),
     ("soak.json", b"", data.soak_summary, "not valid JSON"),
     ("soak.json", b'{"summary": ', data.soak_summary, "not valid JSON"),
@@ -90,8 +90,9 @@ MALFORMED = [
     ("moshi_mimi.json", json.dumps({"arms": {"eager": 3}}).encode(), data.mimi_arms, "'arms'['eager']"),
     ("sessions.json", json.dumps({"capacity": {"x": 1}}).encode(), data.sessions_capacity, "'capacity'"),
     ("device_conditions.json", json.dumps({"conditions": None, "summary": {}}).encode(), data.device_conditions,
-     "'conditions' must be a JSON array, got a null"),
-    ("tour/summary.json", json.dumps({"notebook": "x"}).encode(), data.tour_live, "expected a JSON array"),
+     "'conditions' must be a JSON array, got null"),
+    ("tour/summary.json", json.dumps({"notebook": "x"}).encode(), data.tour_live, "not a tour summary"),
+    ("tour/summary.json", b"[1, 2]", data.tour_live, "not a tour summary"),
 ]
 
 

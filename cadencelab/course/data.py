@@ -211,7 +211,7 @@ def load_json(relative: str | os.PathLike, how: str | None = None, top: type = d
     p = data_path(relative, how)
     obj = _load_json_cached(str(p), p.stat().st_mtime_ns)
     if not isinstance(obj, top):
-        raise ValueError(f"{p}: expected a JSON {_JSON_NAMES[top]} at the top, got a {_json_name(obj)}")
+        raise ValueError(f"{p}: expected a JSON {_JSON_NAMES[top]} at the top, got {_json_name(obj)}")
     return obj
 
 
@@ -219,8 +219,10 @@ _JSON_NAMES = {dict: "object", list: "array", str: "string"}
 
 
 def _json_name(v) -> str:
-    return _JSON_NAMES.get(type(v), "number" if isinstance(v, (int, float)) and not isinstance(v, bool)
+    """What a JSON value is, with its article: "an object", "an array", "a string", "a number", "null", ..."""
+    name = _JSON_NAMES.get(type(v), "number" if isinstance(v, (int, float)) and not isinstance(v, bool)
                            else "null" if v is None else type(v).__name__)
+    return name if name == "null" else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def _pick(df: pd.DataFrame, column: str, value, rel: str) -> pd.DataFrame:
@@ -244,12 +246,12 @@ def _need(obj: dict, key: str, rel: str):
     v, shape = obj[key], _SHAPES.get(key, list)
     outer = dict if shape == "records" else shape
     if not isinstance(v, outer):
-        raise ValueError(f"{path}: {key!r} must be a JSON {_JSON_NAMES[outer]}, got a {_json_name(v)}")
+        raise ValueError(f"{path}: {key!r} must be a JSON {_JSON_NAMES[outer]}, got {_json_name(v)}")
     if shape in ("records", list):
         items = v.items() if shape == "records" else enumerate(v)
         bad = next(((k, r) for k, r in items if not isinstance(r, dict)), None)
         if bad is not None:
-            raise ValueError(f"{path}: {key!r}[{bad[0]!r}] must be a record (a JSON object), got a {_json_name(bad[1])}")
+            raise ValueError(f"{path}: {key!r}[{bad[0]!r}] must be a record (a JSON object), got {_json_name(bad[1])}")
     return v
 
 
@@ -476,7 +478,7 @@ def tour_live() -> pd.DataFrame:
     """The course run end to end on a GPU (``cadencelab tour``, ``h200/tour/``): one row per notebook with
     ``title``, ``seconds``, ``ok``, ``figures``, ``check`` (its check cell's line) and ``error``; the tour's
     parameters and provenance (tour.json) in ``attrs``."""
-    rows, rel, how = _result("tour_live", list)
+    rows, rel, how = _result("tour_live", object)  # checked here, with what a tour summary is
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "notebook" in r for r in rows):
         raise ValueError(f"{data_dir() / rel}: not a tour summary (a list of per-notebook records with 'notebook')")
     record = load_json(Path(rel).parent / "tour.json", how)
