@@ -150,8 +150,6 @@ def check_out_file(flag: str, text: str, overwrite: bool = False) -> str:
     if text and p.is_dir():
         raise FlagError(flag, f"{text!r} is a folder (expected a file name)")
     _guarded(flag, text, file=True, overwrite=overwrite)
-    if p.is_dir():
-        raise FlagError(flag, f"{text!r} is a folder (expected a file name)")
     _writable_dir(flag, p.parent if str(p.parent) else Path("."))
     if p.exists() and not os.access(p, os.W_OK):
         raise FlagError(flag, f"{text!r} cannot be written: no write permission")
