@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from .course import tour
+from .profile.outputs import guard_output, write_atomic
 from .contract.examples import T2W_CLOCKS
 from .bench.flags import (MAX_PROFILE_CHUNKS, MAX_SEED, FlagError, OneLineParser, check_device, check_out_dir,
                           check_out_file, check_steps, int_range, run_main)
@@ -61,6 +62,35 @@ def _declaration(args):
         return EXAMPLES[args.model](**given)
     except DeclarationError as e:  # a combination the declaration refuses: name what was typed
         raise FlagError(typed or "--model", f"not a valid {args.model} declaration ({e.reason}; field {e.field})") from e
+
+
+def given_flags(args) -> str:
+    """The declaration flags typed (``--steps 100``), or ``--model NAME`` when none was."""
+    typed = [f"{flag} {getattr(args, name)}" for name, flag in _T2W_FLAGS if getattr(args, name, None) is not None]
+    return ", ".join(typed) or f"--model {args.model}"
+
+
+def _past_the_stock(decl, typed: str) -> list[str]:
+    """One warning per region whose declared demand exceeds the stock runtime's reserve (ρ < 1), naming
+    the region, both shapes and the ratio; refused (FlagError naming ``typed``) when the declared state
+    (its bounded regions) needs more memory than this machine has free on any device."""
+    import torch
+
+    from .contract.derivation import region_table
+    from .state.alloc import format_bytes, free_bytes
+
+    t = region_table(decl)
+    own = t[t["resident_in"].isna() & t["bounded"]]  # an unbounded region is the C2 check's finding, not a size
+    need = float(own["demand_bytes"].sum())
+    free = max([free_bytes("cpu")] + [free_bytes(f"cuda:{i}") for i in range(torch.cuda.device_count())])
+    if not math.isfinite(need) or need > free:
+        big = own.loc[own["demand_bytes"].idxmax()]
+        raise FlagError(typed, f"the declared state needs {format_bytes(need)} (largest region {big['region']!r} at "
+                               f"{tuple(big['demand_shape'])}, {format_bytes(big['demand_bytes'])}), more than the "
+                               f"{format_bytes(free)} free on this machine's largest device")
+    return [f"region {r.region!r}: declared demand {tuple(r.demand_shape)} ({format_bytes(r.demand_bytes)}) is "
+            f"{1 / r.rho:.3g} x the stock reserve {tuple(r.stock_shape)} ({format_bytes(r.stock_bytes)}): ρ {r.rho:.2g} < 1, "
+            f"the stock runtime cannot hold it ({typed})" for r in t.itertuples() if r.rho == r.rho and r.rho < 1]
 
 
 def catalog_summary(derivation) -> str:
@@ -122,19 +152,20 @@ def derivation_dict(derivation) -> dict:
 def cmd_catalog(args) -> int:
     from .contract import derive
 
-    if args.json:
-        check_out_file("--json", args.json)
+    if args.json is not None:  # '' is refused, not ignored
+        check_out_file("--json", args.json, overwrite=args.overwrite)
     decl = _declaration(args)
     if decl is None:
         return 2
+    past = _past_the_stock(decl, given_flags(args))
     der = derive(decl, k_max=args.k_max)
+    for line in past:
+        print(f"cadencelab catalog: warning: {line}", file=sys.stderr)
     print(der.report())
     print()
     print(catalog_summary(der))
-    if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(derivation_dict(der), indent=1))
+    if args.json is not None:
+        path = write_atomic(args.json, json.dumps(derivation_dict(der), indent=1))
         print(f"\nwrote {path}")
     return 0
 
@@ -170,12 +201,15 @@ def cmd_profile(args) -> int:
 
     from .adapters.token2wav import REAL, TEACHING
     from .adapters.token2wav.runtime import build_runtime
+    from .bench.common import write_csv
     from .profile import export_chrome_trace
     from .profile.capture import profiled
 
     check_device("--device", args.device)
     check_steps("--steps", args.steps)
     check_out_dir("--out", args.out)
+    stem = f"token2wav_{args.config}_{args.arm}"
+    guard_output(args.out, "--out", results=(f"{stem}*",), overwrite=args.overwrite)
     cfg = TEACHING if args.config == "teaching" else REAL
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
@@ -193,12 +227,10 @@ def cmd_profile(args) -> int:
     rt.ranges = False
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"token2wav_{args.config}_{args.arm}"
     trace_path = export_chrome_trace(prof, out / f"{stem}.pt.trace.json.gz")
     chunks = _chunk_rows(prof, plan)
     csv_path = out / f"{stem}_chunks.csv"
-    chunks.to_csv(csv_path, index=False)
+    write_csv(chunks, csv_path)
     print(_profile_table(chunks, args, device))
     print(f"\ntrace:   {trace_path}  (open in https://ui.perfetto.dev or chrome://tracing)")
     print(f"summary: {csv_path}")
@@ -285,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--steps", dest="n_steps", type=int_range(1), help=f"token2wav: solver steps ({t2w.n_steps})")
     c.add_argument("--k-max", type=int_range(1), default=K_MAX, help=f"affordable catalog width (default {K_MAX})")
     c.add_argument("--json", metavar="FILE", help="also write region_table/catalog/checks/verdict as JSON")
+    c.add_argument("--overwrite", action="store_true", help="replace an existing --json file (never in data/)")
     c.set_defaults(fn=cmd_catalog)
 
     sub.add_parser("bench", add_help=False, help="benchmark studies (python -m cadencelab.bench ...)")
@@ -297,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--steps", type=int, default=T2W_CLOCKS.n_steps, help="solver steps")
     pr.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
     pr.add_argument("--out", default=os.path.join("out", "profile"))
+    pr.add_argument("--overwrite", action="store_true", help="replace this config and arm's files in --out")
     pr.set_defaults(fn=cmd_profile)
 
     lab = sub.add_parser("lab", help="open the notebooks in JupyterLab")

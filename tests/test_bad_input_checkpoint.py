@@ -48,6 +48,12 @@ CASES = [
     ("int_key", BASE.replace("hidden_size: 128", "1: 128"), ["flow.decoder.estimator", "not a name"]),
     ("python_tag", "x: !!python/object/apply:os.system ['true']\n" + BASE, ["malformed YAML"]),
     ("unknown_class", BASE.replace("!new:cosyvoice2.flow.decoder_dit.DiT", "!new:os.system"), ["unknown class"]),
+    # layer types the vendor encoder cannot build: refused naming the key and what it accepts
+    ("input_layer_unknown", _set("input_layer", "conv2d"), ["flow.encoder.input_layer", "one of linear", "'conv2d'"]),
+    ("input_layer_empty", _set("input_layer", "''"), ["flow.encoder.input_layer", "got ''"]),
+    ("pos_enc_unknown", _set("pos_enc_layer_type", "abs_pos"), ["flow.encoder.pos_enc_layer_type", "rel_pos_espnet"]),
+    ("attention_unknown", _set("selfattention_layer_type", "selfattn"),
+     ["flow.encoder.selfattention_layer_type", "rel_selfattn"]),
 ]
 
 

@@ -48,6 +48,16 @@ CASES = [
     ("pid_huge", _doc(_ev(pid=10**30)), ["traceEvents[1]", "'pid'"]),
     ("name_huge_no_dur", json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "n" * 100_000, "ts": 1}]}),
      ["traceEvents[0]", "without 'dur'"]),
+    # wrong types are refused with the event's index, never dropped from the frames
+    ("ph_number", _doc(_ev(ph=5)), ["traceEvents[1]", "'ph' that is not a string", "got 5"]),
+    ("ph_list", _doc(_ev(ph=["X"])), ["traceEvents[1]", "'ph' that is not a string"]),
+    ("ph_bool", _doc(_ev(ph=True)), ["traceEvents[1]", "'ph' that is not a string"]),
+    ("args_string", _doc(_ev(args="correlation=1")), ["traceEvents[1]", "'args' that is not a JSON object", "str"]),
+    ("args_list", _doc(_ev(args=[1, 2])), ["traceEvents[1]", "'args' that is not a JSON object", "list"]),
+    ("args_number_on_metadata", _doc(dict(ph="M", name="process_name", pid=0, args=3)),
+     ["traceEvents[1]", "'args' that is not a JSON object"]),
+    ("name_number", _doc(_ev(name=12)), ["traceEvents[1]", "'name' that is not a string"]),
+    ("name_object", _doc(_ev(name={"k": 1})), ["traceEvents[1]", "'name' that is not a string"]),
 ]
 
 
@@ -125,3 +135,17 @@ def test_summary_check_is_not_an_assert():
 
     src = inspect.getsource(metrics.summary)
     assert "assert " not in src and "does not add up" in src
+
+
+def test_a_refused_event_is_never_silently_dropped(tmp_path):
+    """Two launches of 20 and 30 us: with one of them mistyped the load is refused, never summarised as one."""
+    good = [_ev(ts=0.0, dur=20.0), _ev(ts=100.0, dur=30.0, args={"correlation": 2})]
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps({"traceEvents": good}))
+    t = load_trace(path)
+    assert len(t.kernels) == 2 and int(t.kernels["dur_ns"].sum()) == 50_000
+    for i, bad in enumerate([dict(ph=5), dict(args="x"), dict(args=["x"])]):
+        path = tmp_path / f"bad{i}.json"
+        path.write_text(json.dumps({"traceEvents": [good[0], {**good[1], **bad}]}))
+        with pytest.raises(TraceError, match=r"traceEvents\[1\]"):
+            load_trace(path)

@@ -261,3 +261,28 @@ def test_an_undeclared_batch_size_keeps_no_workspace(modules, prompts):
     assert set(bt.workspace_bytes()) == set()  # B = 3 ran eagerly on a workspace for that call only
     bt.stream(ss[:2], [_tokens(i, 1) for i in range(2)])
     assert set(bt.workspace_bytes()) == {2}
+
+
+def test_a_refused_batched_call_leaves_no_trace(modules, prompts):
+    """Wrong tokens or last_chunk for one session of a batch are refused (naming the session) before anything
+    is counted or run; the right calls after them give what they give alone, with the same counters."""
+    bad = [([TEACHING.vocab_size] * 28, False, "session 1: token 0"), ([1, -1], False, "session 1: token 1 is -1"),
+           ([], False, "session 1: no tokens"), ("ab", False, "session 1: tokens must be a sequence"),
+           (list(range(28)), "yes", "last_chunk must be True or False")]
+
+    def run(wrong: bool):
+        bt = _batched(modules, replay=True)
+        torch.manual_seed(7)
+        ss = [bt.open(i, prompts[i]) for i in range(2)]
+        out = []
+        for k in range(2):
+            if wrong:
+                for tokens, last, says in bad:
+                    with pytest.raises(ValueError, match=says):
+                        bt.stream(ss, [_tokens(0, k), tokens], last_chunk=last)
+            out += [(b, s.last_mel) for b, s in zip(bt.stream(ss, [_tokens(i, k) for i in range(2)]), ss)]
+        return out, dict(bt.calls), bt.counters().to_dict("records")
+
+    (got, calls, counters), (ref, ref_calls, ref_counters) = run(True), run(False)
+    assert calls == ref_calls and counters == ref_counters
+    assert all(a[0] == b[0] and torch.equal(a[1], b[1]) for a, b in zip(got, ref))

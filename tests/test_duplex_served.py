@@ -121,7 +121,7 @@ def test_bad_use_is_refused_with_the_reason(models):
     dec.prefill(input_ids=torch.zeros(1, 14, dtype=torch.long))
     with pytest.raises(ValueError, match="exceed max_len 16"):
         dec.decode(torch.zeros(1, 1, dtype=torch.long), 3)
-    with pytest.raises(ValueError, match="outside 0..4"):
+    with pytest.raises(ValueError, match="not an integer in 0..4"):
         dec.decode(torch.zeros(1, 1, dtype=torch.long), 5)
     with pytest.raises(ValueError, match="exceed max_len 16"):
         dec.prefill(input_ids=torch.zeros(1, 3, dtype=torch.long))
@@ -201,3 +201,59 @@ def test_captured_decode_step_replays_what_it_runs_eagerly():
     h.run(3, warmup=1)
     for d in h.decoders.values():
         assert d.capture_error is None and d.eager_steps == 0 and d.replays > 0
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda d, v: d.prefill(input_ids=torch.full((1, 3), v)), "token id"),
+    (lambda d, v: d.prefill(input_ids=torch.tensor([[0, -1]])), "token id -1"),
+    (lambda d, v: d.prefill(input_ids=torch.zeros(1, 0, dtype=torch.long)), "no positions"),
+    (lambda d, v: d.prefill(input_ids=torch.zeros(2, 3, dtype=torch.long)), "one sequence"),
+    (lambda d, v: d.prefill(input_ids=torch.zeros(3, dtype=torch.long)), "(1, T) integer token ids"),
+    (lambda d, v: d.prefill(input_ids=torch.zeros(1, 3)), "(1, T) integer token ids"),
+    (lambda d, v: d.prefill(input_ids=[[1, 2]]), "must be a tensor"),
+    (lambda d, v: d.prefill(), "exactly one of input_ids or inputs_embeds"),
+    (lambda d, v: d.prefill(input_ids=torch.zeros(1, 2, dtype=torch.long), inputs_embeds=torch.zeros(1, 2, 8)),
+     "exactly one"),
+    (lambda d, v: d.prefill(inputs_embeds=torch.zeros(1, 2, 3)), "embeddings"),
+    (lambda d, v: d.prefill(inputs_embeds=torch.zeros(2, 2, d.hidden.shape[-1])), "one sequence"),
+    (lambda d, v: d.decode(torch.zeros(1, 1, dtype=torch.long), 1.5), "n = 1.5 is not an integer"),
+    (lambda d, v: d.decode(torch.zeros(1, 1, dtype=torch.long), True), "n = True"),
+    (lambda d, v: d.decode(torch.zeros(1, 1, dtype=torch.long), -1), "n = -1"),
+    (lambda d, v: d.decode(torch.full((1, 1), v), 2), "token id"),
+    (lambda d, v: d.decode(torch.zeros(1, 2, dtype=torch.long), 2), "one integer token id"),
+    (lambda d, v: d.decode(torch.zeros(1, 1), 2), "one integer token id"),
+    (lambda d, v: d.decode(3, 2), "one integer token id"),
+    (lambda d, v: d.first_token(torch.zeros(2, 1, d.hidden.shape[-1])), "hidden must be (1, 1,"),
+])
+def test_graph_decoder_refuses_bad_input_and_keeps_its_state(models, call, says):
+    """Each wrong call is refused with one line before anything moves; the next right calls give what they
+    give alone (ids >= the vocabulary, fractional n, an empty prefill, a batch of two, ...)."""
+    ids = torch.randint(0, models.cfg.backbone.vocab, (1, 6), generator=torch.Generator().manual_seed(5))
+
+    def right(dec):
+        return _served(dec, models.backbone, 4, input_ids=ids)
+
+    alone = right(GraphDecoder(models.backbone, 32, 3, models.cache_kw))
+    dec = GraphDecoder(models.backbone, 32, 3, models.cache_kw)
+    dec.prefill(input_ids=ids[:, :2])
+    dec.reset()
+    before = (dec.length, dec.eager_steps, dec.replays, dec.ids.clone(), dec.pos.clone(), dec.slot.clone())
+    with pytest.raises(ValueError, match=said(says)) as e:
+        call(dec, dec.vocab)
+    assert "\n" not in str(e.value)
+    assert (dec.length, dec.eager_steps, dec.replays) == before[:3]
+    assert all(torch.equal(a, b) for a, b in zip((dec.ids, dec.pos, dec.slot), before[3:]))
+    got = right(dec)
+    assert all(torch.equal(a, b) for a, b in zip(got, alone))
+
+
+def said(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+@pytest.mark.parametrize("max_len, steps", [(16, 2.5), (16.0, 2), (16, 0), (1, 2), (16, True), ("16", 2)])
+def test_graph_decoder_sizes_are_whole_numbers(models, max_len, steps):
+    with pytest.raises(ValueError, match="must be an integer >= 1 and max_len"):
+        GraphDecoder(models.backbone, max_len, steps, models.cache_kw)

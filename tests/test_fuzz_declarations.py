@@ -276,7 +276,7 @@ def policies(draw, call_max: int = 0):
         return Ring(draw(st.integers(max(1, call_max), max(1, call_max) + 24)), layout)
     if kind == "prompt":
         return PromptRetained(draw(st.integers(0, 16)), draw(st.integers(1, 24)), layout)
-    return Fixed(draw(st.integers(0, 12)), layout)
+    return Fixed(draw(st.integers(1, 12)), layout)  # a fixed region of 0 frames is refused
 
 
 def _initial_bound(policy) -> int:

@@ -104,7 +104,7 @@ def test_pool_refuses_arms_without_chunk_replay_and_state():
     flow, hift = build_token2wav(TEACHING, 0, envelope=runtime_envelope("B0"))
     with pytest.raises(ValueError, match="SRc"):
         LanePool(flow, hift, "cpu", 2, "B0", cfg=TEACHING, backend="eager")
-    with pytest.raises(ValueError, match="lanes must be >= 1"):
+    with pytest.raises(ValueError, match="lanes must be an integer >= 1"):
         LanePool(flow, hift, "cpu", 0, "SRc", cfg=TEACHING, backend="eager")
 
 

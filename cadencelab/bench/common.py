@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..contract import T2W_CLOCKS
+from ..profile.outputs import atomic_path, guard_output, write_atomic
 from ..profile.provenance import run_provenance
 
 #: a Token2wav stream call (from the clocks): a chunk plus its lookahead, the chunk dropped after each steady call
@@ -206,13 +207,33 @@ def strict(o):
 
 
 def write_json(obj, path, strict_json: bool = True) -> None:
-    """``obj`` as indented JSON at ``path``, numpy scalars as their Python values. With
+    """``obj`` as indented JSON at ``path``, numpy scalars as their Python values, written atomically
+    (:func:`~cadencelab.profile.outputs.write_atomic`: a failed run leaves the old file whole). With
     ``strict_json`` NaN and infinities become null (:func:`strict`); without, they stay the
     ``NaN`` / ``Infinity`` literals Python's json writes (the studies whose recorded files, and
     the loaders of those files, have them)."""
     text = (json.dumps(strict(obj), indent=1, default=json_default, allow_nan=False) if strict_json
             else json.dumps(obj, indent=1, default=json_default))
-    Path(path).write_text(text)
+    write_atomic(path, text)
+
+
+def write_csv(frame, path) -> None:
+    """A DataFrame (or records) as CSV at ``path`` without the index, gzipped when ``path`` ends with
+    ``.gz``, written atomically (:func:`~cadencelab.profile.outputs.atomic_path`)."""
+    import pandas as pd
+
+    frame = frame if isinstance(frame, pd.DataFrame) else pd.DataFrame(frame)
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, compression="gzip" if str(path).endswith(".gz") else None)
+
+
+def check_out(cfg, results: tuple[str, ...]) -> Path:
+    """A study's output folder ``cfg.out``, checked by :func:`~cadencelab.profile.outputs.guard_output`
+    before anything runs (never in the recorded data folder; none of the files matching ``results``
+    there unless ``cfg.overwrite``), then made."""
+    out = guard_output(cfg.out, "--out", results=results, overwrite=getattr(cfg, "overwrite", False))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def json_default(o):

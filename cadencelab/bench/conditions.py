@@ -20,13 +20,12 @@ import dataclasses
 import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from ..replay.determinism import CONDITIONS, EXACT, split_arm
 from . import options
-from .common import write_json
+from .common import check_out, write_csv, write_json
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, check_names, config_from_args, failed_line,
                     int_range, opt, positive_float)
 from .token2wav import StudyConfig, run_study
@@ -51,6 +50,7 @@ class ConditionsConfig:
     block_timeout_s: float = opt(240.0, flag="--block-timeout", type=positive_float,
                                  help="seconds an arm may take for one block")
     out: str = options.out("conditions")
+    overwrite: bool = options.overwrite()
 
     def arm_names(self) -> tuple:
         """Every (arm, condition) pair as a factorial arm: the exact condition's arms keep their plain
@@ -65,20 +65,20 @@ def run_conditions(cfg: ConditionsConfig, progress=print) -> dict:
     unknown = [c for c in cfg.conditions if c not in CONDITIONS]
     if unknown:
         raise ValueError(f"unknown conditions {unknown}; known: {', '.join(CONDITIONS)}")
-    out = Path(cfg.out)
+    out = check_out(cfg, ("device_conditions*",))
     raw = out / "factorial"
     study = StudyConfig(config=cfg.config, device=cfg.device, arms=cfg.arm_names(), condition=EXACT,
                         blocks=cfg.blocks, chunks_per_turn=cfg.chunks_per_turn, n_timesteps=cfg.n_timesteps,
                         seed=cfg.seed, profile=False, processes=cfg.processes, block_timeout_s=cfg.block_timeout_s,
                         min_processes=cfg.min_processes, max_processes=cfg.min_processes, cores=cfg.cores,
-                        extend_arms=(), out=str(raw))
+                        extend_arms=(), out=str(raw), overwrite=cfg.overwrite)
     res = run_study(study, progress)
     rows = condition_rows(res, cfg)
     summary = summarise(rows)
     result = dict(summary=summary, conditions=rows.to_dict("records"), arms=res["arms"],
                   provenance=dict(res["provenance"], study=dataclasses.asdict(cfg)))
     write_json(result, out / "device_conditions.json", strict_json=True)
-    pd.DataFrame(res["chunks"]).to_csv(out / "device_conditions_chunks.csv", index=False)
+    write_csv(res["chunks"], out / "device_conditions_chunks.csv")
     return result
 
 

@@ -16,12 +16,10 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-import pandas as pd
 
 from . import options
-from .common import json_default, write_json
+from .common import check_out, json_default, write_csv, write_json
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, names_in, opt,
                     positive_float)
 from .freeze_style import FREEZE_GATED, run_freeze
@@ -29,6 +27,8 @@ from .moshi_mimi import MIMI_ARMS, run_mimi
 
 #: the models of the study, each a module of its own
 MODELS = ("mimi", "freeze")
+#: per model: its runner, its rows' key and the stem of its files
+_MODELS = (("mimi", run_mimi, "frames", "moshi_mimi"), ("freeze", run_freeze, "chunks", "freeze_style"))
 
 
 @dataclass
@@ -48,6 +48,7 @@ class CrossArchConfig:
     setup_timeout_s: float = 180.0
     condition: str = options.condition()
     out: str = options.out("crossarch")
+    overwrite: bool = options.overwrite()
 
 
 # ---------------------------------------------------------------------------------------
@@ -57,18 +58,15 @@ class CrossArchConfig:
 
 def run_study(cfg: CrossArchConfig, progress=print) -> dict:
     """Run the selected models; write their JSON and CSV files; return {model: result}."""
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    models = [m for m in _MODELS if m[0] in cfg.models]
+    out = check_out(cfg, tuple(f"{stem}*" for *_, stem in models))
     results = {}
-    for model, run, rows, stem in (("mimi", run_mimi, "frames", "moshi_mimi"),
-                                   ("freeze", run_freeze, "chunks", "freeze_style")):
-        if model not in cfg.models:
-            continue
+    for model, run, rows, stem in models:
         r = run(cfg, progress)
         csv = f"{stem}_{rows}.csv"  # the JSON names its rows' CSV beside it
         write_json({k: v for k, v in r.items() if k != rows} | {f"{rows}_csv": csv}, out / f"{stem}.json",
                    strict_json=False)
-        pd.DataFrame(r[rows]).to_csv(out / csv, index=False)
+        write_csv(r[rows], out / csv)
         results[model] = r
     return results
 

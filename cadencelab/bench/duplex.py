@@ -43,7 +43,7 @@ from ..adapters.duplex.served import DECODE_MODES, run_label
 from ..profile.provenance import run_provenance
 from ..replay.determinism import CONDITIONS
 from . import options
-from .common import write_json
+from .common import check_out, write_csv, write_json
 from .flags import MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, names_in, opt
 
 # ---------------------------------------------------------------------------------------
@@ -74,6 +74,7 @@ class DuplexStudyConfig:
     trace_cpu_depth: int | None = opt(None, type=int_range(0), help="keep host ops only up to this nesting depth in "
                                       "the kept traces (smaller files; default: all)")
     out: str = options.out("duplex")
+    overwrite: bool = options.overwrite()
 
 
 def _arms() -> tuple:
@@ -129,8 +130,7 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
     from ..profile.trim import profile_window
     from ..replay.determinism import apply_condition
 
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_out(cfg, ("duplex_second*", "trace_duplex_*"))
     device = torch.device(cfg.device)
     cuda = device.type == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -283,7 +283,7 @@ def lm_agreement(eager: pd.DataFrame, other: pd.DataFrame) -> dict:
 
 def write_results(result: dict, out: Path) -> None:
     write_json(result, out / "duplex_second.json")  # NaN -> null: the file stays strict JSON
-    pd.DataFrame(result["rows"]).to_csv(out / "duplex_second_rows.csv", index=False)
+    write_csv(result["rows"], out / "duplex_second_rows.csv")
 
 
 def table(result: dict) -> str:

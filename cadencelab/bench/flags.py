@@ -18,6 +18,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..profile.outputs import OutputRefused, guard_output
+
 #: environment variable that turns the one-line error back into a traceback
 DEBUG_ENV = "CADENCELAB_DEBUG"
 #: largest seed the studies take: every derived seed (``1_000_003 * (seed + 1) + ...``) stays in torch's 64-bit range
@@ -126,21 +128,28 @@ def _writable_dir(flag: str, path: Path) -> None:
         raise FlagError(flag, f"{str(path)!r} cannot be written: no write permission on {str(probe)!r}")
 
 
+def _guarded(flag: str, text: str, **kw: Any) -> None:
+    """:func:`~cadencelab.profile.outputs.guard_output` as a :class:`FlagError` (never the recorded data folder)."""
+    try:
+        guard_output(text, flag, **kw)
+    except OutputRefused as e:
+        raise FlagError(flag, e.reason) from None
+
+
 def check_out_dir(flag: str, text: str) -> str:
-    """An output folder that exists or can be made, and can be written."""
-    if not text:
-        raise FlagError(flag, "is empty")
+    """An output folder that exists or can be made, and can be written, outside the recorded data folder."""
+    _guarded(flag, text)
     _writable_dir(flag, Path(text))
     return text
 
 
-def check_out_file(flag: str, text: str) -> str:
-    """An output file path that is not a folder and whose folder exists or can be made."""
-    if not text:
-        raise FlagError(flag, "is empty")
-    p = Path(text)
-    if p.is_dir():
+def check_out_file(flag: str, text: str, overwrite: bool = False) -> str:
+    """An output file path outside the recorded data folder, not a folder, whose folder exists or can
+    be made, and which does not exist yet unless ``overwrite``."""
+    p = Path(text or "")
+    if text and p.is_dir():
         raise FlagError(flag, f"{text!r} is a folder (expected a file name)")
+    _guarded(flag, text, file=True, overwrite=overwrite)
     _writable_dir(flag, p.parent if str(p.parent) else Path("."))
     if p.exists() and not os.access(p, os.W_OK):
         raise FlagError(flag, f"{text!r} cannot be written: no write permission")
@@ -197,7 +206,7 @@ def run_main(prog: str, fn: Callable[[list[str]], int], argv: list[str]) -> int:
             raise
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except FlagError as e:
+    except (FlagError, OutputRefused) as e:
         if debug:
             raise
         print(f"{prog}: error: {e}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Config fields several studies share, each a :func:`~cadencelab.bench.flags.opt` field: its default,
 help, parser and check written once here (the model config, device, seed, device condition, solver
-steps, output folder and the process-per-arm switch)."""
+steps, output folder, the overwrite switch and the process-per-arm switch)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from ..replay.determinism import CONDITIONS, EXACT
 from .common import default_out
 from .flags import MAX_SEED, check_device, check_out_dir, check_steps, int_range, opt, positive_float
 
-__all__ = ["MODEL_CONFIGS", "model_config", "device", "seed", "condition", "steps", "out", "processes", "min_processes",
-           "max_processes", "time_budget", "target_halfwidth", "cores"]
+__all__ = ["MODEL_CONFIGS", "model_config", "device", "seed", "condition", "steps", "out", "overwrite", "processes",
+           "min_processes", "max_processes", "time_budget", "target_halfwidth", "cores"]
 
 #: the Token2wav model configs a study can build (cadencelab.adapters.token2wav REAL / TEACHING)
 MODEL_CONFIGS = ("real", "teaching")
@@ -43,6 +43,11 @@ def steps() -> Any:
 
 def out(study: str) -> Any:
     return opt(default_factory=lambda: default_out(study), help="output folder", check=check_out_dir)
+
+
+def overwrite() -> Any:
+    return opt(False, help="replace result files an earlier run left in the output folder (never in the recorded "
+                           "data folder)")
 
 
 def processes(help: str = "one fresh process per arm", **option: Any) -> Any:

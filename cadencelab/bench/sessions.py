@@ -62,7 +62,7 @@ from pathlib import Path
 
 
 from . import options
-from .common import ArmProcess, built_checkpoint, json_default, write_json
+from .common import ArmProcess, built_checkpoint, check_out, json_default, write_csv, write_json
 from .flags import (MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, ints_in, names_in, opt,
                     positive_float)
 from .sessions_analysis import analyse
@@ -105,6 +105,7 @@ class SessionsConfig:
     stagger: bool = opt(False, help="spread each second's arrivals evenly over the second: session i of N at "
                                     "t + i / N (off: all at the whole second)")
     out: str = options.out("sessions")
+    overwrite: bool = options.overwrite()
 
     def __post_init__(self):
         from ..adapters.token2wav.runtime import ARMS
@@ -254,8 +255,7 @@ def run_study(cfg: SessionsConfig, progress=print) -> dict:
     """Run every arm, analyse, write ``sessions.json`` and the CSVs under ``cfg.out``; return the result."""
     t_start = time.perf_counter()
     deadline = t_start + cfg.time_budget_s
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_out(cfg, ("sessions*", "runs_*.jsonl", "trace_*"))
     order = [a for a in cfg.arms if a != "B0"] + (["B0"] if "B0" in cfg.arms else [])
     with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:
         infos, failures = _run_arms(cfg, order, ckpt, out, deadline, progress)
@@ -298,8 +298,8 @@ def _run_arms(cfg: SessionsConfig, order: list, ckpt: str, out: Path, deadline: 
 def write_results(result: dict, out: Path) -> None:
     sessions, chunks = result.pop("_sessions"), result.pop("_chunks")
     write_json(result, out / "sessions.json", strict_json=False)
-    sessions.to_csv(out / "sessions.csv", index=False)
-    chunks.to_csv(out / "sessions_chunks.csv", index=False)
+    write_csv(sessions, out / "sessions.csv")
+    write_csv(chunks, out / "sessions_chunks.csv")
 
 
 def table(result: dict) -> str:

@@ -90,6 +90,7 @@ class LaneArmServer(DeviceServer):
 
         from ..adapters.token2wav.lanes import LaneExecutor
         from ..profile.capture import profiled
+        from ..profile.outputs import atomic_path
 
         if not self.cuda:
             return None
@@ -110,7 +111,7 @@ class LaneArmServer(DeviceServer):
                             f.result()
         for s in ss:
             pool.close(s)
-        with open(path, "rb") as src, gzip.open(f"{path}.gz", "wb") as dst:
+        with open(path, "rb") as src, atomic_path(f"{path}.gz") as tmp, gzip.open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst)
         os.remove(path)
         return f"{path}.gz"

@@ -58,12 +58,16 @@ import pandas as pd
 
 from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from . import options
-from .common import CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, set_up_device, write_json
+from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, check_out, set_up_device, write_csv,
+                     write_json)
 from .flags import (MAX_CHUNKS, add_study_parser, check_devices, check_names, config_from_args, given, int_range,
                     opt, positive_float)
+from ..profile.outputs import OutputRefused
 from .token2wav import provenance
 
 GRANULE = 2 * 2**20  # the CUDA caching allocator rounds large blocks to 2 MiB
+#: the result files under --out (the summary JSON names its chunks CSV)
+RESULT_JSON, RESULT_CSV = "soak.json", "soak_chunks.csv"
 
 
 @dataclass
@@ -97,6 +101,7 @@ class SoakConfig:
     timeout_s: float = opt(3600.0, flag="--timeout", type=positive_float,
                            help="seconds before unfinished processes are killed")
     out: str = options.out("soak")
+    overwrite: bool = options.overwrite()
 
     def jitter_calls(self) -> int:
         return self.turn_every // 10 if self.jitter < 0 else self.jitter
@@ -336,17 +341,22 @@ def reference_rows(path: str, arm: str) -> pd.DataFrame:
 
 
 def run_soak(cfg: SoakConfig, progress=print) -> dict:
-    """Run the soak; write ``soak.json`` and ``soak_chunks.csv`` under ``cfg.out``; return the result."""
+    """Run the soak; write ``soak.json`` and ``soak_chunks.csv`` under ``cfg.out`` (a run of the reference
+    alone writes only its rows); return the result. The output folder is checked first
+    (:func:`~cadencelab.bench.common.check_out`): never the recorded data, nothing replaced without ``overwrite``."""
     import torch
 
     from ..adapters.token2wav import REAL, TEACHING
 
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     unknown = set(cfg.arms) - {cfg.arm, cfg.reference_arm}
     if unknown:
         raise ValueError(f"--arms may name the arm ({cfg.arm}) and the reference ({cfg.reference_arm}), "
                          f"got {sorted(unknown)}")
+    # the rows of the arms that run now are written afresh (other arms' rows are inputs), and the summary unless
+    # only the reference runs (its rows are then the result: the arm's run into the same folder compares)
+    reference_only = bool(cfg.arms) and cfg.arm not in cfg.arms
+    summary = () if reference_only else (RESULT_JSON, RESULT_CSV)
+    out = check_out(cfg, (*summary, *(f"rows_{arm}_*.jsonl" for arm in cfg.arms)))
     mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]
     turns = plan_turns(cfg, mcfg.vocab_size)
     progress(f"soak: {cfg.chunks} chunks in {len(turns)} turns ({cfg.arm} vs {cfg.reference_arm}, {cfg.config}, "
@@ -370,7 +380,8 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
     result = analyse(cfg, turns, arm_rows, ref_rows, meta, failures)
     result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start,
                                 torch_threads=torch.get_num_threads())
-    write_results(result, out)
+    if summary:
+        write_results(result, out)
     return result
 
 
@@ -556,9 +567,9 @@ def latency_conditions(cfg: SoakConfig, reference_processes: int | None) -> dict
 def write_results(result: dict, out: Path) -> None:
     chunks = result["chunks"]
     body = {k: v for k, v in result.items() if k != "chunks"}
-    body["chunks_csv"] = "soak_chunks.csv"
-    write_json(body, out / "soak.json", strict_json=False)
-    chunks.to_csv(out / "soak_chunks.csv", index=False)
+    body["chunks_csv"] = RESULT_CSV
+    write_json(body, out / RESULT_JSON, strict_json=False)
+    write_csv(chunks, out / RESULT_CSV)
 
 
 def table(result: dict) -> str:
@@ -603,6 +614,8 @@ def _cli(args) -> int:
         cfg.arms = (cfg.arm,) if cfg.reference else (cfg.arm, cfg.reference_arm)
     try:
         res = run_soak(cfg, progress=lambda m: print(m, flush=True))
+    except OutputRefused:  # one line on stderr, from the entry point
+        raise
     except (ValueError, FileNotFoundError) as e:
         print(f"soak: {e}", flush=True)
         return 2
@@ -619,4 +632,5 @@ def _cli(args) -> int:
 def add_parser(sub) -> None:
     t = add_study_parser(sub, "soak", SoakConfig,
                          "a long stream through SRc, every chunk checked against B0 (allocator, fallbacks)", _cli)
-    t.add_argument("--analyse-only", action="store_true", help="run nothing: summarise the rows already under --out")
+    t.add_argument("--analyse-only", action="store_true", help="run nothing: summarise the rows already under --out "
+                   "(never the recorded data folder; an earlier summary there is replaced only with --overwrite)")

@@ -43,7 +43,7 @@ from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_arm
 from . import options
 from ..profile.provenance import run_provenance
-from .common import ArmProcess, InlineArm, built_checkpoint, serve, set_up_device, write_json
+from .common import ArmProcess, InlineArm, built_checkpoint, check_out, serve, set_up_device, write_csv, write_json
 from .measure import (Method, a_a_check, arm_processes, direction, host_figures, interval_halfwidth, parse_cores,
                       pin_to_cores, point, ratio_interval, relative_spread, round_orders, stop_reason)
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
@@ -87,6 +87,7 @@ class StudyConfig:
     compile_timeout_s: float = opt(420.0, flag="--compile-timeout", type=positive_float,
                                    help="seconds the torch.compile control may take to set up")
     out: str = options.out("token2wav")
+    overwrite: bool = options.overwrite()
 
     def turns(self) -> int:
         return len(self.flush_tokens)
@@ -291,8 +292,7 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, n: int = 10_000, seed: int = 0
 
 def run_study(cfg: StudyConfig, progress=print) -> dict:
     """Run the whole factorial; write JSON + CSV under ``cfg.out``; return the result dict."""
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_out(cfg, ("token2wav_factorial*", "trace_*.json.gz"))
     if "B0" not in cfg.arms:
         raise ValueError("the study needs the B0 arm: every exactness gate and ratio is against it")
     # the cores are chosen once, here, so every process of every round pins to the same set
@@ -649,8 +649,8 @@ def exact_by_hash(timed: pd.DataFrame) -> dict:
 
 def write_results(result: dict, out: Path) -> None:
     write_json(result, out / "token2wav_factorial.json", strict_json=False)
-    pd.DataFrame(result["chunks"]).to_csv(out / "token2wav_factorial_chunks.csv", index=False)
-    pd.DataFrame(result["blocks"]).to_csv(out / "token2wav_factorial_blocks.csv", index=False)
+    write_csv(result["chunks"], out / "token2wav_factorial_chunks.csv")
+    write_csv(result["blocks"], out / "token2wav_factorial_blocks.csv")
 
 
 def _fmt(v, spec: str, na: str = "n/a") -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import DeclarationError
+from .errors import DeclarationError, check_name
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,7 @@ class Clock:
     fixed: bool = True
 
     def validate(self, where: str) -> None:
-        if not self.name or not isinstance(self.name, str):
-            raise DeclarationError(f"{where}.name", "a clock needs a non-empty string name")
+        check_name(f"{where}.name", self.name, "a clock")
         if not isinstance(self.unit, str) or not self.unit:
             raise DeclarationError(f"{where}.unit", "a clock needs a unit (e.g. 'token')")
         if self.parent is None:

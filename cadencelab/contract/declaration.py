@@ -15,11 +15,12 @@ and the declaration holds the resolved values.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .clocks import Clock, in_units_of, per_call, validate_clocks
-from .errors import DeclarationError
+from .errors import MAX_NAME, DeclarationError, check_name
 from .policies import POLICIES
 
 LIFETIMES = ("call", "turn", "stream")
@@ -27,6 +28,12 @@ MUTABILITY = ("immutable", "mutable")
 ROLES = ("state", "workspace", "constant")
 ENVELOPES = ("retained", "attended")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8, "int16": 2, "int8": 1, "bool": 1}
+
+
+def _where(kind: str, i: int, name) -> str:
+    """``regions[3](name)``, the name left out when it could not be printed on one line."""
+    ok = isinstance(name, str) and name.isprintable() and 0 < len(name) <= MAX_NAME
+    return f"{kind}[{i}]({name})" if ok else f"{kind}[{i}]"
 
 
 def _is_int(v) -> bool:
@@ -84,8 +91,7 @@ class Region:
         return self.lifetime in ("turn", "stream")
 
     def validate(self, where: str, clocks: Mapping[str, Clock], dims: Mapping[str, int]) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise DeclarationError(f"{where}.name", "a region needs a non-empty name")
+        check_name(f"{where}.name", self.name, "a region")
         if not isinstance(self.clock, str) or self.clock not in clocks:
             raise DeclarationError(f"{where}.clock", f"unknown clock {self.clock!r}")
         if not isinstance(self.shape, tuple) or not self.shape:
@@ -175,8 +181,7 @@ class Operator:
     description: str = ""
 
     def validate(self, where: str, clocks: Mapping[str, Clock], regions: Mapping[str, Region]) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise DeclarationError(f"{where}.name", "an operator needs a non-empty name")
+        check_name(f"{where}.name", self.name, "an operator")
         if not isinstance(self.reads, tuple):
             raise DeclarationError(f"{where}.reads", f"must be a tuple of region names, got {self.reads!r}")
         for j, r in enumerate(self.reads):
@@ -205,6 +210,8 @@ class Operator:
         for k, v in self.scalars.items():
             if not isinstance(v, (int, float, bool, str, type(None))):
                 raise DeclarationError(f"{where}.scalars.{k}", f"must be a plain scalar, got {type(v).__name__}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise DeclarationError(f"{where}.scalars.{k}", f"must be finite (a NaN or infinity keys no class), got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -273,8 +280,7 @@ class Declaration:
 
     # -- validation ------------------------------------------------------------------
     def validate(self) -> None:
-        if not isinstance(self.model, str) or not self.model:
-            raise DeclarationError("model", "a declaration needs a model name")
+        check_name("model", self.model, "a declaration")
         for name in ("clocks", "regions", "operators", "constants"):
             if not isinstance(getattr(self, name), tuple):
                 raise DeclarationError(name, f"must be a tuple, got {type(getattr(self, name)).__name__}")
@@ -288,6 +294,7 @@ class Declaration:
         for k, v in self.dims.items():
             if not isinstance(k, str):
                 raise DeclarationError(f"dims.{k}", f"dim names must be strings, got {type(k).__name__}")
+            check_name(f"dims.{k}", k, "a dim")
             if not _is_int(v) or v <= 0:
                 raise DeclarationError(f"dims.{k}", f"must be a positive integer, got {v!r}")
             if k in clocks:
@@ -297,7 +304,7 @@ class Declaration:
         for i, r in enumerate(self.regions):
             if not isinstance(r, Region):
                 raise DeclarationError(f"regions[{i}]", f"expected a Region, got {type(r).__name__}")
-            where = f"regions[{i}]({r.name})" if isinstance(r.name, str) else f"regions[{i}]"
+            where = _where("regions", i, r.name)
             r = self._resolve_region(r, clocks)
             resolved.append(r)
             r.validate(where, clocks, self.dims)
@@ -308,16 +315,16 @@ class Declaration:
             if r.resident_in is not None:
                 host = regions.get(r.resident_in) if isinstance(r.resident_in, str) else None
                 if host is None:
-                    raise DeclarationError(f"regions[{i}]({r.name}).resident_in", f"unknown region '{r.resident_in}'")
+                    raise DeclarationError(f"{_where('regions', i, r.name)}.resident_in", f"unknown region '{r.resident_in}'")
                 if host.resident_in is not None:
-                    raise DeclarationError(f"regions[{i}]({r.name}).resident_in", "nested residency is not supported")
+                    raise DeclarationError(f"{_where('regions', i, r.name)}.resident_in", "nested residency is not supported")
         object.__setattr__(self, "regions", tuple(resolved))
         names = set()
         ops = []
         for i, o in enumerate(self.operators):
             if not isinstance(o, Operator):
                 raise DeclarationError(f"operators[{i}]", f"expected an Operator, got {type(o).__name__}")
-            where = f"operators[{i}]({o.name})"
+            where = _where("operators", i, o.name)
             o = self._resolve_operator(o, where, clocks)
             ops.append(o)
             o.validate(where, clocks, regions)
@@ -342,7 +349,7 @@ class Declaration:
                 if o.clock == self.admission.clock and o.call > self.admission.max_call:
                     raise DeclarationError(
                         "admission.max_call",
-                        f"{self.admission.max_call} admits no steady call of operators[{i}]({o.name}), which "
+                        f"{self.admission.max_call} admits no steady call of {_where('operators', i, o.name)}, which "
                         f"advances {o.call} '{o.clock}' per call; the admission must be >= the steady call",
                     )
         for i, c in enumerate(self.constants):

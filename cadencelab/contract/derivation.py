@@ -495,7 +495,7 @@ class Derivation:
         cols = ["region", "policy", "A", "A_attended", "demand_shape", "stock_shape", "rho", "K"]
         with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
             t = self.regions[cols].copy()
-            t["rho"] = t["rho"].map(lambda v: f"{v:.2f}" if v == v else "n/a")
+            t["rho"] = t["rho"].map(lambda v: "n/a" if v != v else f"{v:.2f}" if v >= 0.01 else f"{v:.2g}")
             lines.append(t.to_string(index=False))
             lines += ["", "## operator catalogs"]
             lines.append(self.verdict.to_string(index=False))

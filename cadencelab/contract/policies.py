@@ -199,7 +199,7 @@ class Fixed:
     bounded = True
 
     def validate(self, where: str) -> None:
-        _check_int(f"{where}.extent", self.extent, 0)
+        _check_int(f"{where}.extent", self.extent, 1)  # a fixed region of 0 frames holds nothing
         _check_layout(f"{where}.layout", self.layout)
 
     def extent_after(self, attended: int) -> int:

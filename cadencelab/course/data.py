@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..profile.outputs import DATA_ENV
 from ..replay.determinism import EXACT
 from .studies import DEVICE_TASKS, RECORDINGS
 
@@ -64,7 +65,6 @@ __all__ = [
     "duplex_served_summary", "tour_live", "is_recorded", "how_to_record", "result",
 ]
 
-DATA_ENV = "CADENCELAB_DATA"
 #: the columns cadencelab.viz.pareto reads (intervals as bounds, not half-widths)
 PARETO_COLUMNS = ["arm", "lat_ms", "lat_lo", "lat_hi", "peak_MiB", "peak_lo", "peak_hi", "exact"]
 CONDITIONS = ("exact", "pinned", "unpinned")
@@ -120,14 +120,39 @@ def dataset_path(name: str) -> Path:
 
 
 def data_path(relative: str | os.PathLike, how: str | None = None) -> Path:
-    """``data_dir() / relative``, which must exist (the error names the path and how to make it)."""
-    p = data_dir() / relative
+    """``data_dir() / relative``: a file that exists inside the data folder (the error names the path and
+    how to make it). A path that leads out of the folder (``..``, an absolute path, a symlink) or names a
+    folder is refused with ValueError."""
+    root = data_dir()
+    p = root / relative
+    if not p.resolve().is_relative_to(root.resolve()):
+        raise ValueError(f"{p}: outside the data folder {root} (recorded files are named inside it)")
     if not p.exists():
         msg = f"recorded data file not found: {p}"
         if how:
             msg += f"\nrecord it with: {how}"
         raise FileNotFoundError(msg)
+    if p.is_dir():
+        raise ValueError(f"{p}: a folder, not a recorded file")
     return p
+
+
+def _beside(rel: str, key: str, name, how: str | None = None, gz: bool = False) -> Path:
+    """The file a recorded JSON names under ``key`` (a file name only, no folders), beside that JSON;
+    ``gz``: its gzipped copy (the recording step gzips CSVs beside the JSON)."""
+    if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"{data_dir() / rel}: {key!r} must be a file name beside it (no folder, no '..'), "
+                         f"got {name!r:.80}")
+    return data_path(Path(rel).parent / (f"{name}.gz" if gz and not name.endswith(".gz") else name), how)
+
+
+def _read_csv(path: Path, **kw) -> pd.DataFrame:
+    """A recorded CSV (gzip when its name ends .gz); any unreadable content is a ValueError naming the file."""
+    try:
+        return pd.read_csv(path, **kw)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:  # BadGzipFile, ParserError, EmptyDataError
+        raise ValueError(f"{path}: not a readable CSV{' (gzip)' if path.suffix == '.gz' else ''}: "
+                         f"{type(e).__name__}: {' '.join(str(e).split())[:160]}") from None
 
 
 def check_condition(condition: str) -> str:
@@ -156,10 +181,10 @@ def result(name: str) -> dict:
     return load_json(DATASETS[name][0], _how(name))
 
 
-def _result(kind: str) -> tuple[dict, str, str | None]:
+def _result(kind: str, top: type = dict) -> tuple[dict, str, str | None]:
     """A recorded dataset's JSON, its path under data/ and how to record it (the exact condition)."""
     rel, how = _dataset(kind)
-    return load_json(rel, how), rel, how
+    return load_json(rel, how, top), rel, how
 
 
 def recorded_condition(obj: dict) -> str:
@@ -176,17 +201,36 @@ def recorded_condition(obj: dict) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _load_json_cached(path: str, mtime_ns: int) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        try:
-            return json.load(fh)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}); is this a recorded JSON file?") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError as e:  # JSONDecodeError, or a number too long to convert
+        raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:160]})") from None
 
 
-def load_json(relative: str | os.PathLike, how: str | None = None) -> dict:
-    """A recorded JSON file under the data folder (parsed once per file version; do not mutate)."""
+def load_json(relative: str | os.PathLike, how: str | None = None, top: type = dict) -> dict:
+    """A recorded JSON file under the data folder (parsed once per file version; do not mutate); its top
+    level must be a ``top`` (a JSON object unless said otherwise)."""
     p = data_path(relative, how)
-    return _load_json_cached(str(p), p.stat().st_mtime_ns)
+    obj = _load_json_cached(str(p), p.stat().st_mtime_ns)
+    if not isinstance(obj, top):
+        raise ValueError(f"{p}: expected a JSON {_JSON_NAMES[top]} at the top, got {_json_name(obj)}")
+    return obj
+
+
+_JSON_NAMES = {dict: "object", list: "array", str: "string"}
+
+
+def _json_name(v) -> str:
+    """What a JSON value is, with its article: "an object", "an array", "a string", "a number", "null", ..."""
+    name = _JSON_NAMES.get(type(v), "number" if isinstance(v, (int, float)) and not isinstance(v, bool)
+                           else "null" if v is None else type(v).__name__)
+    return name if name == "null" else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def _pick(df: pd.DataFrame, column: str, value, rel: str) -> pd.DataFrame:
@@ -198,11 +242,25 @@ def _pick(df: pd.DataFrame, column: str, value, rel: str) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
+#: the JSON shape of each key the loaders read: an object of records, an object, a string; others are arrays of records
+_SHAPES = {"arms": "records", "paths": "records", "summary": dict, "provenance": dict, "chunks_csv": str}
+
+
 def _need(obj: dict, key: str, rel: str):
+    """``obj[key]`` in the shape the loaders expect (:data:`_SHAPES`); KeyError / ValueError naming the file and key."""
+    path = data_dir() / rel
     if key not in obj:
-        path = data_dir() / rel
         raise KeyError(f"{path}: no {key!r} key (keys: {sorted(obj)})")
-    return obj[key]
+    v, shape = obj[key], _SHAPES.get(key, list)
+    outer = dict if shape == "records" else shape
+    if not isinstance(v, outer):
+        raise ValueError(f"{path}: {key!r} must be a JSON {_JSON_NAMES[outer]}, got {_json_name(v)}")
+    if shape in ("records", list):
+        items = v.items() if shape == "records" else enumerate(v)
+        bad = next(((k, r) for k, r in items if not isinstance(r, dict)), None)
+        if bad is not None:
+            raise ValueError(f"{path}: {key!r}[{bad[0]!r}] must be a record (a JSON object), got {_json_name(bad[1])}")
+    return v
 
 
 # ---------------------------------------------------------------------------------------
@@ -327,7 +385,7 @@ def paper_duplex_second(block: str | list[str] | None = None) -> pd.DataFrame:
     """
     rel = DATASETS["paper_duplex_second"][0]
     p = data_path(rel)
-    df = pd.read_csv(p)
+    df = _read_csv(p)
     need = ["stage", "start_ms", "dur_ms", "source", "arm", "block"]
     missing = [c for c in need if c not in df.columns]
     if missing:
@@ -356,7 +414,7 @@ def paper_figures(keys: str | list[str] | None = None) -> pd.DataFrame:
     unknown unit raises ValueError naming it."""
     rel = DATASETS["paper_figures"][0]
     p = data_path(rel)
-    df = pd.read_csv(p, dtype={"note": str}).fillna({"note": ""})
+    df = _read_csv(p, dtype={"note": str}).fillna({"note": ""})
     missing = [c for c in _PAPER_FIGURE_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{p}: missing columns {missing}")
@@ -430,7 +488,7 @@ def tour_live() -> pd.DataFrame:
     """The course run end to end on a GPU (``cadencelab tour``, ``h200/tour/``): one row per notebook with
     ``title``, ``seconds``, ``ok``, ``figures``, ``check`` (its check cell's line) and ``error``; the tour's
     parameters and provenance (tour.json) in ``attrs``."""
-    rows, rel, how = _result("tour_live")
+    rows, rel, how = _result("tour_live", object)  # checked here, with what a tour summary is
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "notebook" in r for r in rows):
         raise ValueError(f"{data_dir() / rel}: not a tour summary (a list of per-notebook records with 'notebook')")
     record = load_json(Path(rel).parent / "tour.json", how)
@@ -533,8 +591,8 @@ def soak_chunks() -> pd.DataFrame:
     (allocated, peak, reserved), replays, fallbacks, declared_eager."""
     obj, rel, how = _result("soak")
     name = _need(obj, "chunks_csv", rel)  # the name the study wrote; recording gzips it beside the JSON
-    p = data_path(Path(rel).parent / (name if name.endswith(".gz") else f"{name}.gz"), how)
-    df = pd.read_csv(p)
+    p = _beside(rel, "chunks_csv", name, how, gz=True)
+    df = _read_csv(p)
     missing = [c for c in ("chunk", "turn", "kind", "warmup", "exact_i16", "latency_ms", "peak_bytes")
                if c not in df.columns]
     if missing:
@@ -593,7 +651,7 @@ def sessions_table(dataset: str = "sessions") -> pd.DataFrame:
 def sessions_per_session() -> pd.DataFrame:
     """One row per (arm, workload, N, session): chunks, p50/p95/max chunk ms, holds_cadence, exactness."""
     _, rel, how = _result("sessions")
-    return pd.read_csv(data_path(Path(rel).parent / "sessions.csv.gz", how))
+    return _read_csv(data_path(Path(rel).parent / "sessions.csv.gz", how))
 
 
 # ---------------------------------------------------------------------------------------

@@ -24,12 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 import torch
 
+from ..profile.outputs import OutputRefused, guard_output, write_atomic
 from ..profile.provenance import run_provenance as provenance
 from .studies import device_task
 
@@ -250,19 +252,15 @@ def breaks_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 
 
-def record(out_dir: str | os.PathLike, device: str = "cuda") -> Path:
-    """Run every scenario live and write ``out_dir/graph_lesson.json`` (provenance + one record list per scenario)."""
+def record(out_dir: str | os.PathLike, device: str = "cuda", overwrite: bool = False) -> Path:
+    """Run every scenario live and write ``out_dir/graph_lesson.json`` (provenance + one record list per scenario);
+    never into the recorded data folder, nor over an earlier record unless ``overwrite``."""
+    path = guard_output(out_dir, "--out", results=(Path(FILE).name,), overwrite=overwrite) / Path(FILE).name
     frames = run_all(device)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / Path(FILE).name
     obj = dict(provenance=provenance(device), command=RECORD_COMMAND,
                frames={k: json.loads(v.to_json(orient="records")) for k, v in frames.items()},
                summary=breaks_table(frames).to_dict(orient="records"))
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    tmp.replace(path)  # a failed write leaves any earlier file whole
-    return path
+    return write_atomic(path, json.dumps(obj, indent=1))  # a failed write leaves any earlier file whole
 
 
 def recorded(path: str | os.PathLike | None = None) -> dict | None:
@@ -297,9 +295,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cadencelab.course.graph_lesson", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder to write graph_lesson.json into")
     ap.add_argument("--device", default="cuda", help="a CUDA device (default: cuda)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an earlier graph_lesson.json in --out")
     a = ap.parse_args(argv)
+    try:
+        guard_output(a.out, "--out", results=(Path(FILE).name,), overwrite=a.overwrite)
+    except OutputRefused as e:
+        print(f"{ap.prog}: error: {e}", file=sys.stderr)
+        return 2
     _need_cuda(a.device)
-    path = record(a.out, a.device)
+    path = record(a.out, a.device, a.overwrite)
     print(breaks_table(recorded(path)).to_string(index=False))
     print(f"wrote {path}")
     return 0

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..profile.outputs import OutputRefused, guard_output
 from ..profile.provenance import run_provenance
 from .grading import SOLUTIONS_ENV
 from .predict import TOUR_PREDICTIONS
@@ -434,6 +435,10 @@ def check_tour_dir(out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise TourRefused(f"{out}: exists and is not a folder")
+    try:
+        guard_output(out, "OUT_DIR")
+    except OutputRefused as e:
+        raise TourRefused(e.reason) from None
     target = (out / "notebooks").resolve()
     src = [repo_root().resolve()]
     try:

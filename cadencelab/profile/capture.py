@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from . import metrics
+from .outputs import atomic_path
 from .trace import Trace, load_trace
 
 __all__ = ["Profile", "profile_call", "profiled", "profile_stream", "CALL_RANGE"]
@@ -113,9 +114,9 @@ def _activities(device: str | torch.device) -> list:
 
 def _export(prof, trace_path: str | None) -> tuple[Trace, str | None]:
     """Export the profiler's Chrome trace and load it; keep the file only when a path is given."""
-    if trace_path is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(trace_path)), exist_ok=True)
-        prof.export_chrome_trace(trace_path)
+    if trace_path is not None:  # written atomically, never into the recorded data
+        with atomic_path(trace_path) as tmp:
+            prof.export_chrome_trace(str(tmp))
         return load_trace(trace_path), trace_path
     fd, tmp = tempfile.mkstemp(prefix="cadencelab-", suffix=".pt.trace.json")
     os.close(fd)

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from .outputs import write_atomic
 from .trace import Trace, read_trace_json
 
 __all__ = ["trace_to_dict", "export_chrome_trace", "export_hta_folder", "export_tensorboard_logdir"]
@@ -113,12 +114,11 @@ def _dumps(obj: dict) -> str:
 
 
 def _write_text(text: str, path: str) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    """``text`` at ``path`` (gzip when it ends with .gz), written atomically, never into the recorded data."""
     data = text.encode("utf-8")
     if path.endswith(".gz"):
         data = gzip.compress(data, compresslevel=6, mtime=0)
-    with open(path, "wb") as fh:
-        fh.write(data)
+    write_atomic(path, data)
     return path
 
 

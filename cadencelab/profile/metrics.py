@@ -34,6 +34,7 @@ Definitions (all on integer nanoseconds; every summary column says its unit):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -270,8 +271,8 @@ def windows(trace: Trace | None, window=None, *, span: tuple[int, int] | None = 
             if trace is None:
                 raise ValueError("no window given and no trace to take the span from")
             span = trace.span_ns()
-        return pd.DataFrame({"window": ["trace"], "occurrence": [0], "start_ns": [int(span[0])],
-                             "end_ns": [int(span[1])]})
+        s, e = _bounds(span, "span")
+        return pd.DataFrame({"window": ["trace"], "occurrence": [0], "start_ns": [s], "end_ns": [e]})
     if isinstance(window, str):
         if trace is None:
             raise ValueError(f"window {window!r} names a range; pass a Trace (a kernels frame has no ranges)")
@@ -289,16 +290,49 @@ def windows(trace: Trace | None, window=None, *, span: tuple[int, int] | None = 
             raise ValueError(f"window frame is missing columns {missing}")
         label = window["window"] if "window" in window.columns else (
             window["name"] if "name" in window.columns else pd.Series(["window"] * len(window)))
+        starts, ends = (_column(window, c) for c in ("start_ns", "end_ns"))
+        back = np.flatnonzero(ends < starts)
+        if len(back):
+            i = int(back[0])
+            raise ValueError(f"window frame: {len(back)} row(s) end before they start (first: row {i}, start_ns "
+                             f"{starts[i]}, end_ns {ends[i]}); a window is [start_ns, end_ns) with end_ns >= start_ns")
         return pd.DataFrame({"window": list(label), "occurrence": np.arange(len(window)),
-                             "start_ns": window["start_ns"].to_numpy(np.int64),
-                             "end_ns": window["end_ns"].to_numpy(np.int64)})
+                             "start_ns": starts, "end_ns": ends})
     if isinstance(window, (tuple, list)) and len(window) == 2:
-        s, e = int(window[0]), int(window[1])
-        if e < s:
-            raise ValueError(f"window end {e} is before its start {s}")
+        s, e = _bounds(window, "window")
         return pd.DataFrame({"window": ["window"], "occurrence": [0], "start_ns": [s], "end_ns": [e]})
     raise TypeError(f"cannot read a window from {type(window).__name__}: use None, (start_ns, end_ns), "
                     "a range name, or a DataFrame with start_ns/end_ns")
+
+
+def _bounds(pair, what: str) -> tuple[int, int]:
+    """``(start_ns, end_ns)`` as integers: each a finite whole number of ns, the end not before the start."""
+    out = []
+    for name, v in zip(("start", "end"), pair):
+        ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+        ok = ok or (isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer())
+        if not ok:
+            raise ValueError(f"{what}: {name} must be a whole number of ns, got {_plain(v)!r}")
+        out.append(int(v))
+    if out[1] < out[0]:
+        raise ValueError(f"{what}: end {out[1]} ns precedes start {out[0]} ns (a window is [start, end) with "
+                         f"end >= start)")
+    return out[0], out[1]
+
+
+def _plain(v):
+    """A numpy scalar as its Python value (for messages)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _column(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """A window frame's time column as int64; a missing or non-integer value is named with its row."""
+    v = pd.to_numeric(frame[col], errors="coerce")
+    bad = np.flatnonzero(v.isna().to_numpy() | ~np.isfinite(v.to_numpy(float)) | (v.to_numpy(float) % 1 != 0))
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(f"window frame: {col} of row {i} is {_plain(frame[col].iloc[i])!r}, not a whole number of ns")
+    return v.to_numpy(np.int64)
 
 
 def _clipped(starts: np.ndarray, ends: np.ndarray, ws: int, we: int) -> tuple[int, int, np.ndarray]:
@@ -311,9 +345,10 @@ def _clipped(starts: np.ndarray, ends: np.ndarray, ws: int, we: int) -> tuple[in
 
 
 def busy_ns(trace_or_kernels, start_ns: int, end_ns: int, *, include_memory: bool = True) -> int:
-    """Union of device intervals inside [start_ns, end_ns), in ns."""
+    """Union of device intervals inside [start_ns, end_ns), in ns (the end may not precede the start)."""
+    start_ns, end_ns = _bounds((start_ns, end_ns), "busy_ns")
     iv = device_intervals(trace_or_kernels, include_memory)
-    _, _, lens = _clipped(iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy(), int(start_ns), int(end_ns))
+    _, _, lens = _clipped(iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy(), start_ns, end_ns)
     return int(lens.sum())
 
 

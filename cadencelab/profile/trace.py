@@ -292,8 +292,16 @@ def _check_events(events: list, name: str) -> None:
         if not isinstance(ev, dict):
             problems.setdefault("that are not JSON objects", []).append(i)
             continue
-        if ev.get("ph") != "X":
+        ph = ev.get("ph")
+        if ph is not None and not isinstance(ph, str):  # a number or a list is no phase: refused, never silently dropped
+            problems.setdefault(f"with a 'ph' that is not a string such as \"X\" (got {_short(ph)})", []).append(i)
             continue
+        if "args" in ev and not isinstance(ev["args"], dict):
+            problems.setdefault(f"with 'args' that is not a JSON object (got {type(ev['args']).__name__})", []).append(i)
+        if ph != "X":
+            continue
+        if "name" in ev and not isinstance(ev["name"], str):
+            problems.setdefault(f"with a 'name' that is not a string (got {_short(ev.get('name'))})", []).append(i)
         vals = {}
         for key in ("ts", "dur"):
             v = ev.get(key)

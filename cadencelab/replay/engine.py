@@ -303,13 +303,14 @@ class ExactShapeReplay:
     def _eager(self, cls: ClassState | None, reason: str, args, kwargs):
         if self.strict and reason not in ("probe",):
             raise ReplayError(f"{self.name}: call refused ({reason})")
-        if cls is None:
+        with self._guarded():
+            out = self.fn(*args, **kwargs)
+        if cls is None:  # counted once the call has run: a call that raises leaves the counters as they were
             self.unclassed[reason] += 1
         else:
             cls.eager += 1
             cls.misses[reason] += 1
-        with self._guarded():
-            return self.fn(*args, **kwargs)
+        return out
 
     def _guarded(self):
         return self.eager_guard() if self.eager_guard is not None else contextlib.nullcontext()
@@ -328,7 +329,23 @@ class ExactShapeReplay:
     # the call
     # ------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        """One call: replayed, probed and captured, or eager (counted). A call that raises (the
+        function refused its arguments) leaves no trace: the call count, a class it created and the
+        class's hits are rolled back, so the next right call counts as it would alone."""
+        seen: list = []  # (class, created by this call)
         self.calls += 1
+        try:
+            return self._call(seen, args, kwargs)
+        except BaseException:
+            self.calls -= 1
+            for cls, created in seen:
+                if created:
+                    self.classes.pop(cls.key, None)
+                else:
+                    cls.hits -= 1
+            raise
+
+    def _call(self, seen: list, args, kwargs):
         if replay_disabled():
             return self._eager(None, "disabled", args, kwargs)
         try:
@@ -352,6 +369,9 @@ class ExactShapeReplay:
                 cls.status, cls.reason = REJECTED, "catalog_full"
             elif self.backend == "cuda":
                 self._check_devices(cls, leaves)
+            seen.append((cls, True))
+        else:
+            seen.append((cls, False))
         cls.hits += 1
         if cls.status == CAPTURED:
             bad = self._drift(cls, leaves, aliased)

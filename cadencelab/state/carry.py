@@ -13,12 +13,14 @@ captured graph; ``commit`` records the extent on the host.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from ..contract.errors import DeclarationError
 from ..contract.policies import Ring
+from .alloc import check_fits
 
 
 def move_frames(buf: torch.Tensor, dim: int, src: int, dst: int, n: int) -> None:
@@ -71,7 +73,14 @@ class Carry:
     # -- construction -----------------------------------------------------------------
     @classmethod
     def allocate(cls, name: str, policy, shape: tuple, dim: int, dtype=torch.float32, device="cpu") -> "Carry":
-        """Allocate a zeroed carry of ``shape`` (capacity = shape[dim])."""
+        """Allocate a zeroed carry of ``shape`` (capacity = shape[dim]); refused with one line naming the
+        region when the shape is not one of non-negative whole extents or does not fit in free memory."""
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise ValueError(f"carry {name!r}: shape must be non-negative whole extents, got {tuple(shape)}")
+        if not -len(shape) <= dim < len(shape):
+            raise ValueError(f"carry {name!r}: dim {dim} outside the {len(shape)} dims of {tuple(shape)}")
+        check_fits(math.prod(shape) * torch.empty((), dtype=dtype).element_size(), device,
+                   f"carry {name!r} at {tuple(shape)} ({dtype})")
         return cls(name, policy, dim, torch.zeros(shape, dtype=dtype, device=device))
 
     @classmethod

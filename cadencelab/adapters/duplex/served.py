@@ -34,6 +34,24 @@ def run_label(arm: str, decode: str) -> str:
     return arm if decode == "eager" else f"{arm}+{decode}LM"
 
 
+def _whole(v) -> bool:
+    """An integer (numpy's too), not a bool."""
+    import numbers
+
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _check_ids(x: torch.Tensor, vocab: int, what: str) -> None:
+    """Every id in ``x`` in 0 .. vocab - 1. Host tensors only: a device tensor's values are not read (that
+    would add a host sync per second to the served path; its shape and dtype are checked)."""
+    if x.device.type != "cpu" or x.numel() == 0:
+        return
+    lo, hi = int(x.min()), int(x.max())
+    if lo < 0 or hi >= vocab:
+        bad = hi if hi >= vocab else lo
+        raise ValueError(f"{what}: token id {bad} outside the vocabulary 0..{vocab - 1}")
+
+
 class GraphDecoder:
     """Greedy decoding of ``model`` (a HF decoder-only ``...ForCausalLM``: its body is ``get_decoder()``,
     its head ``get_output_embeddings()``) on a static KV cache of ``max_len`` positions.
@@ -48,12 +66,14 @@ class GraphDecoder:
 
     def __init__(self, model, max_len: int, steps: int, cache_kw: str | None = None,
                  capture: bool | None = None):
-        if steps < 1 or max_len < 2:
-            raise ValueError(f"GraphDecoder: steps ({steps}) must be >= 1 and max_len ({max_len}) >= 2")
+        if not _whole(steps) or not _whole(max_len) or steps < 1 or max_len < 2:
+            raise ValueError(f"GraphDecoder: steps ({steps!r}) must be an integer >= 1 and max_len ({max_len!r}) "
+                             f"an integer >= 2")
         self.max_len, self.steps = int(max_len), int(steps)
         self.body, self.head = model.get_decoder(), model.get_output_embeddings()
         if self.head is None:
             raise ValueError(f"GraphDecoder: {type(model).__name__} has no output embeddings (a language-model head)")
+        self.vocab = int(self.head.weight.shape[0])  # token ids are 0 .. vocab - 1
         self.cache_kw = cache_kw or cache_keyword(model)
         p = next(model.parameters())
         self.device = p.device
@@ -91,16 +111,37 @@ class GraphDecoder:
 
     @torch.inference_mode()
     def prefill(self, **inputs) -> torch.Tensor:
-        """Eager forward of ``input_ids`` or ``inputs_embeds`` (1, T, ...) at the next T positions; the
-        last hidden states (1, T, H). ValueError when they do not fit."""
-        x = inputs.get("input_ids", inputs.get("inputs_embeds"))
-        t = int(x.shape[1])
+        """Eager forward of ``input_ids`` (1, T) or ``inputs_embeds`` (1, T, H) at the next T positions; the
+        last hidden states (1, T, H). ValueError, before anything runs, when they are not one such batch
+        of one sequence, T is 0, an id is outside the vocabulary, or they do not fit."""
+        t = self._check_prefill(inputs)
         if not self.fits(t):
             raise ValueError(f"GraphDecoder.prefill: {t} positions after {self.length} exceed max_len {self.max_len}")
         pos = torch.arange(self.length, self.length + t, device=self.device).unsqueeze(0)
         h = self._forward(pos, **inputs)
         self.length += t
         return h
+
+    def _check_prefill(self, inputs: dict) -> int:
+        given = sorted(k for k in ("input_ids", "inputs_embeds") if inputs.get(k) is not None)
+        if len(given) != 1:
+            raise ValueError(f"GraphDecoder.prefill: give exactly one of input_ids or inputs_embeds, got "
+                             f"{given or sorted(inputs) or 'nothing'}")
+        x, ids = inputs[given[0]], given[0] == "input_ids"
+        want = "(1, T) integer token ids" if ids else f"(1, T, {self.hidden.shape[-1]}) embeddings"
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"GraphDecoder.prefill: {given[0]} must be a tensor {want}, got {type(x).__name__}")
+        shape = tuple(x.shape)
+        ok = (x.dim() == 2 and not x.is_floating_point() and x.dtype != torch.bool) if ids else (
+            x.dim() == 3 and x.is_floating_point() and shape[2] == self.hidden.shape[-1])
+        if not ok or shape[0] != 1:
+            raise ValueError(f"GraphDecoder.prefill: {given[0]} must be {want} (one sequence: the cache holds one), "
+                             f"got {shape} {x.dtype}")
+        if shape[1] == 0:
+            raise ValueError(f"GraphDecoder.prefill: {given[0]} holds no positions (T = 0); prefill at least one")
+        if ids:
+            _check_ids(x, self.vocab, "GraphDecoder.prefill: input_ids")
+        return int(shape[1])
 
     # -- the decode step -------------------------------------------------------------------
     def _step(self) -> None:
@@ -145,6 +186,9 @@ class GraphDecoder:
     @torch.inference_mode()
     def first_token(self, hidden: torch.Tensor) -> torch.Tensor:
         """The greedy token after ``hidden`` (1, 1, H): the head's argmax, (1, 1)."""
+        if not isinstance(hidden, torch.Tensor) or tuple(hidden.shape) != (1, 1, self.hidden.shape[-1]):
+            raise ValueError(f"GraphDecoder.first_token: hidden must be (1, 1, {self.hidden.shape[-1]}), got "
+                             f"{tuple(hidden.shape) if isinstance(hidden, torch.Tensor) else type(hidden).__name__}")
         return self.head(hidden).argmax(-1)
 
     @torch.inference_mode()
@@ -154,8 +198,14 @@ class GraphDecoder:
 
         The step is captured at the first call after a prefill (the cache's lazily built tensors exist
         then); a capture error keeps the step eager for good, the error in ``capture_error``."""
-        if not 0 <= n <= self.steps:
-            raise ValueError(f"GraphDecoder.decode: n = {n} outside 0..{self.steps} (steps)")
+        if not _whole(n) or not 0 <= n <= self.steps:
+            raise ValueError(f"GraphDecoder.decode: n = {n!r} is not an integer in 0..{self.steps} (steps)")
+        n = int(n)
+        if not isinstance(first, torch.Tensor) or first.numel() != 1 or first.is_floating_point() \
+                or first.dtype == torch.bool:
+            raise ValueError(f"GraphDecoder.decode: first must be one integer token id (1, 1), got "
+                             f"{tuple(first.shape) if isinstance(first, torch.Tensor) else type(first).__name__}")
+        _check_ids(first, self.vocab, "GraphDecoder.decode: first")
         if not self.fits(n):
             raise ValueError(f"GraphDecoder.decode: {n} positions after {self.length} exceed max_len {self.max_len}")
         if n == 0:

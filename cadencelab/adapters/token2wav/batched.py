@@ -88,6 +88,7 @@ from ...contract import T2W_CLOCKS, Token2wavClocks
 from .stock import crossfade
 from .configs import Token2wavConfig
 from .prompts import PromptState
+from .turns import check_flag, check_tokens
 
 __all__ = ["DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
            "compare_to_solo"]
@@ -156,6 +157,7 @@ class BatchedToken2wav:
         self.batch_sizes = tuple(sorted({int(b) for b in batch_sizes}))
         self.replay = replay
         self.decl = declaration_for(cfg or config_of(flow), clocks=c)
+        self.vocab_size = (cfg or config_of(flow)).vocab_size
         make_constants_device_resident(flow, hift, self.device)  # as the replay arms (bit-identical constants)
         self.vocoder = VocoderSplit(hift)  # the vendor HiFT, batch-safe, split at its iSTFT as in the runtime
         from einops import pack, repeat  # the vendor DiT's own helpers (a vendor dependency)
@@ -313,7 +315,8 @@ class BatchedToken2wav:
         n = len(sessions)
         if n == 0 or n != len(tokens):
             raise ValueError(f"stream: {n} sessions and {len(tokens)} token lists")
-        toks = [list(t.tolist() if isinstance(t, torch.Tensor) else t) for t in tokens]
+        check_flag(last_chunk, "last_chunk", "BatchedToken2wav.stream")
+        toks = [check_tokens(t, self.vocab_size, f"BatchedToken2wav.stream: session {i}") for i, t in enumerate(tokens)]
         classes = {s.shape_class(len(t), last_chunk) for s, t in zip(sessions, toks)}
         if len(classes) != 1:
             raise ValueError(f"stream: sessions in different shape classes cannot be batched: {sorted(classes)}")

@@ -156,6 +156,17 @@ _FIELD_TYPES = {"flow": _field_types(Token2wavConfig), "encoder": _field_types(E
                 "decoder": _field_types(Token2wavConfig), "estimator": _field_types(DiTConfig)}
 
 
+def _encoder_choices() -> dict[str, tuple[str, ...]]:
+    """The values the vendor encoder accepts for its layer-type keys, from its own class tables (none
+    checked when the vendor is not installed: building the modules then fails with the install hint)."""
+    try:
+        m = load_vendor().modules.upsample_encoder_v2
+    except ImportError:
+        return {}
+    return {"input_layer": tuple(m.COSYVOICE_SUBSAMPLE_CLASSES), "pos_enc_layer_type": tuple(m.COSYVOICE_EMB_CLASSES),
+            "selfattention_layer_type": tuple(m.COSYVOICE_ATTENTION_CLASSES)}
+
+
 def config_from_flow_yaml(
     path: str | Path, hift: HiFTConfig = HiFTConfig(), name: str | None = None
 ) -> Token2wavConfig:
@@ -171,6 +182,10 @@ def config_from_flow_yaml(
     dec = _spec_kwargs(decoder, "decoder", "flow.decoder", path)
     dit = _spec_kwargs(decoder.kwargs.get("estimator"), "estimator", "flow.decoder.estimator", path)
     checks.check_shapes(path, top, enc, dit)
+    for key, allowed in _encoder_choices().items():
+        if key in enc and enc[key] not in allowed:
+            raise CheckpointError(f"{path}: flow.encoder.{key} must be one of {', '.join(allowed)} (what the vendor "
+                                  f"encoder builds), got {enc[key]!r:.60}")
     try:
         return Token2wavConfig(
             name=name or path.parent.name,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import numbers
 import queue
 import threading
 import time
@@ -48,7 +49,9 @@ from typing import Sequence
 
 import torch
 
-from .sessions import RngState, Session, SessionManager
+from ...state.alloc import check_copies_fit
+from .sessions import RngState, Session, SessionManager, check_new_session
+from .turns import check_flag, check_tokens
 
 __all__ = ["share_weights", "route", "LaneLock", "Lane", "LanePool", "LaneExecutor", "ChunkResult"]
 
@@ -169,11 +172,14 @@ class LanePool:
     def __init__(self, flow, hift, device, lanes: int, arm: str = "SRc", **runtime_kwargs):
         from .runtime import ARMS, Token2wavRuntime
 
-        if lanes < 1:
-            raise ValueError(f"LanePool: lanes must be >= 1, got {lanes}")
+        if isinstance(lanes, bool) or not isinstance(lanes, numbers.Integral) or lanes < 1:
+            raise ValueError(f"LanePool: lanes must be an integer >= 1, got {lanes!r}")
+        if isinstance(arm, str) and arm not in ARMS:
+            raise ValueError(f"LanePool: unknown arm {arm!r} (lanes serve SRc)")
         spec = ARMS[arm] if isinstance(arm, str) else arm
         if not spec.state_rule or spec.replay != "chunk":
             raise ValueError(f"LanePool: lanes serve the chunk-replay state-rule arm (SRc), got {spec.name!r}")
+        check_copies_fit((flow, hift), device, lanes := int(lanes), "LanePool: lanes")  # each lane owns its buffers
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.lock = LaneLock()
@@ -255,7 +261,7 @@ class LanePool:
     # -- sessions ------------------------------------------------------------------------------
     def open(self, sid: int, prompt, seed: int) -> Session:
         """A new session primed with ``prompt`` (on lane 0, exclusively), parked; generators as ``manual_seed(seed)``."""
-        self._check_new(sid)
+        check_new_session(self.sessions, sid, seed, "LanePool.open", prompt)
         lane = self.lanes[0]
         with self._mu:
             self._park_resident(lane, on_stream=True)
@@ -274,7 +280,8 @@ class LanePool:
 
     def fork(self, template: Session, sid: int, seed: int) -> Session:
         """A new session from ``template``'s primed, unstreamed snapshot, with its own seed."""
-        self._check_new(sid)
+        check_new_session(self.sessions, sid, seed, "LanePool.fork")
+        self._check_own(template, "fork")
         if template.chunks:
             raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
                              "fork from a freshly primed session")
@@ -288,7 +295,10 @@ class LanePool:
         return s
 
     def close(self, session: Session) -> None:
-        """Drop a session (parked first if a lane holds it); its snapshot returns to the allocator."""
+        """Drop a session (parked first if a lane holds it; closed already: nothing); its snapshot is freed."""
+        if isinstance(session, Session) and session.closed:
+            return
+        self._check_own(session, "close")
         with self._mu:
             if session.sid in self._pending:
                 raise RuntimeError(f"close: session {session.sid} has chunks queued or running")
@@ -302,6 +312,7 @@ class LanePool:
 
     def park(self, session: Session) -> None:
         """Write ``session``'s state back into its snapshot if a lane holds it (that lane is then free)."""
+        self._check_own(session, "park")
         with self._mu:
             lane = self._resident.get(session.sid)
             if lane is None:
@@ -352,11 +363,9 @@ class LanePool:
 
     def stream(self, session: Session, tokens, last_chunk: bool = False, lane: int | None = None,
                return_waveform: bool = False) -> ChunkResult:
-        """One chunk of ``session`` on ``lane`` (default: :func:`route`'s pick), from the calling thread."""
-        if session.closed:
-            raise ValueError(f"session {session.sid} is closed")
-        if session.sid not in self.sessions:
-            raise ValueError(f"session {session.sid} is not a session of this pool")
+        """One chunk of ``session`` on ``lane`` (default: :func:`route`'s pick), from the calling thread; every
+        argument is checked before any state changes (a refused call leaves no trace)."""
+        tokens, lane = self._check_chunk(session, tokens, last_chunk, "stream", lane)
         if lane is None:
             lane = self.assign(session)
         else:
@@ -424,9 +433,21 @@ class LanePool:
                 frames.append(c.assign(lane=ln.index))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    def _check_new(self, sid: int) -> None:
-        if sid in self.sessions:
-            raise ValueError(f"session id {sid} is already open")
+    def _check_own(self, session: Session, what: str) -> None:
+        if not isinstance(session, Session) or self.sessions.get(session.sid) is not session:
+            raise ValueError(f"LanePool.{what}: {str(session)[:80]} is not an open session of this pool")
+
+    def _check_chunk(self, session: Session, tokens, last_chunk, what: str, lane=None) -> tuple[list[int], int | None]:
+        """One chunk's arguments and the lane asked for, checked before anything is routed or counted."""
+        if isinstance(session, Session) and session.closed:
+            raise ValueError(f"session {session.sid} is closed")
+        self._check_own(session, what)
+        check_flag(last_chunk, "last_chunk", f"LanePool.{what}")
+        n = len(self.lanes)
+        if lane is not None and (isinstance(lane, bool) or not isinstance(lane, numbers.Integral) or not 0 <= lane < n):
+            raise ValueError(f"LanePool.{what}: lane {lane!r} is not a lane of this pool (an integer in 0..{n - 1})")
+        return check_tokens(tokens, self.lanes[0].runtime.vocab_size, f"LanePool.{what}"), None if lane is None else int(lane)
+
 
 
 class LaneExecutor:
@@ -445,6 +466,7 @@ class LaneExecutor:
             t.start()
 
     def submit(self, session: Session, tokens, last_chunk: bool = False) -> Future:
+        tokens = self.pool._check_chunk(session, tokens, last_chunk, "submit")[0]
         fut: Future = Future()
         lane = self.pool.assign(session)
         self._queues[lane].put((session, tokens, last_chunk, fut, time.perf_counter()))

@@ -45,6 +45,7 @@ from ...state import Carry
 from .stock import crossfade
 from .configs import Token2wavConfig
 from .envelopes import demand_envelope
+from .turns import check_flag, check_tokens
 from .prompts import PromptState
 
 __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
@@ -364,6 +365,7 @@ class Token2wavRuntime:
         self.vocoder: VocoderSplit | None = None
         self.ranges = False
         self.decl = None
+        self.vocab_size = (cfg or config_of(flow)).vocab_size
         decl = declaration_for(cfg or config_of(flow), clocks=self.clocks)
         # the stock cut, through each attention cache's declared retention policy
         self.stock_cut = {name: decl.region(name).policy for name in ("estimator_att_cache", "conformer_att_cache")}
@@ -569,8 +571,8 @@ class Token2wavRuntime:
         """
         if self.cache is None:
             raise ValueError("Token2wavRuntime.stream: call set_stream_cache(prompt) first")
-        if isinstance(tokens, torch.Tensor):
-            tokens = tokens.tolist()
+        tokens = check_tokens(tokens, self.vocab_size, "Token2wavRuntime.stream")
+        check_flag(last_chunk, "last_chunk", "Token2wavRuntime.stream")
         token = self.staging.tokens_to_device(tokens)
         torch.tensor([token.shape[1]], dtype=torch.int32, device=self.device)  # the stock code builds lens too
         if events is not None:

@@ -62,6 +62,26 @@ from typing import Sequence
 import torch
 
 from .prompts import PromptState
+from .turns import check_flag, check_tokens
+
+#: the seeds torch.manual_seed takes
+SEED_RANGE = (-(2**63), 2**64 - 1)
+
+
+def check_new_session(sessions: dict, sid, seed, where: str, prompt=PromptState) -> None:
+    """A new session's id (an integer not open in ``sessions``), seed (an integer torch can seed with) and,
+    when given, prompt (a :class:`~.prompts.PromptState`); ValueError naming what was given otherwise."""
+    import numpy as np
+
+    for name, v in (("session id", sid), ("seed", seed)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise ValueError(f"{where}: {name} must be an integer, got {v!r}")
+    if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        raise ValueError(f"{where}: seed must be in {SEED_RANGE[0]}..{SEED_RANGE[1]}, got {seed}")
+    if prompt is not PromptState and not isinstance(prompt, PromptState):
+        raise ValueError(f"{where}: prompt must be a PromptState (make_prompt), got {type(prompt).__name__}")
+    if sid in sessions:
+        raise ValueError(f"session id {sid} is already open")
 
 __all__ = ["RngState", "Session", "SessionManager", "declared_state_bytes", "STATE_REGIONS"]
 
@@ -311,7 +331,7 @@ class SessionManager:
     @torch.inference_mode()
     def open(self, sid: int, prompt: PromptState, seed: int) -> Session:
         """A new session primed with ``prompt``; its generators start as ``torch.manual_seed(seed)`` leaves them."""
-        self._check_new(sid)
+        check_new_session(self.sessions, sid, seed, "SessionManager.open", prompt)
         self.park()
         s = Session(sid, prompt, int(seed), RngState.seeded(seed, self.device), state=self.swap.allocate())
         s.rng.restore()
@@ -325,7 +345,8 @@ class SessionManager:
     @torch.inference_mode()
     def fork(self, template: Session, sid: int, seed: int) -> Session:
         """A new session starting from ``template``'s (primed, unstreamed) snapshot with its own seed."""
-        self._check_new(sid)
+        check_new_session(self.sessions, sid, seed, "SessionManager.fork")
+        self._check_own(template, "fork")
         if template.chunks:
             raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
                              "fork from a freshly primed session")
@@ -344,7 +365,10 @@ class SessionManager:
         self.sessions.pop(session.sid, None)
 
     def close(self, session: Session) -> None:
-        """Drop a session's snapshot (its memory returns to the allocator)."""
+        """Drop a session's snapshot (its memory returns to the allocator); closing it again does nothing."""
+        if isinstance(session, Session) and session.closed:
+            return
+        self._check_own(session, "close")
         if self.resident is session:
             self.resident = None
         session.state, session.closed = {}, True
@@ -364,9 +388,13 @@ class SessionManager:
     @torch.inference_mode()
     def stream(self, session: Session, tokens: Sequence[int] | torch.Tensor, last_chunk: bool = False,
                return_waveform: bool = False, events: tuple | None = None):
-        """One chunk of ``session``: bind its state (swap if another session holds the bindings), run, keep its RNG."""
+        """One chunk of ``session``: bind its state (swap if another session holds the bindings), run, keep its RNG.
+        Every argument is checked before anything moves: a refused call leaves no trace."""
         if session.closed:
             raise ValueError(f"session {session.sid} is closed")
+        self._check_own(session, "stream")
+        tokens = check_tokens(tokens, self.rt.vocab_size, "SessionManager.stream")
+        check_flag(last_chunk, "last_chunk", "SessionManager.stream")
         self._activate(session)
         if self.generator is None:
             session.rng.restore()
@@ -430,6 +458,8 @@ class SessionManager:
     def invalidations(self) -> int:
         return sum(c.invalidations for e in self.rt.engines.values() for c in e.classes.values())
 
-    def _check_new(self, sid: int) -> None:
-        if sid in self.sessions:
-            raise ValueError(f"session id {sid} is already open")
+    def _check_own(self, session: Session, what: str) -> None:
+        """``session`` is a Session and no other session of this manager has its id (a lane pool's sessions
+        are detached from its lanes' managers: those pass)."""
+        if not isinstance(session, Session) or self.sessions.get(session.sid, session) is not session:
+            raise ValueError(f"SessionManager.{what}: {str(session)[:80]} is not a session of this manager")
