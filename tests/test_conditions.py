@@ -61,17 +61,22 @@ def test_arms_are_gated_on_the_b0_of_their_own_condition():
 
 
 def test_fairness_gate_reads_b0_against_the_unpinned_reference():
+    """The gate holds only when B0's whole interval against the unpinned reference is within the tolerance,
+    fails when the whole interval is above it, and is inconclusive when it straddles it."""
     ref = f"B0@{REFERENCE}"
-    # the reference is 10% faster than B0: delta (reference / B0 - 1) = -0.0909
-    arms = {"B0": dict(steady_latency_ms_median=110.0),
-            ref: dict(steady_latency_ms_median=100.0, latency_delta=100 / 110 - 1, latency_delta_lo=-0.12,
-                      latency_delta_hi=-0.05)}
-    f = fairness(arms)
-    assert f["B0_slower_by"] == pytest.approx(0.10) and f["holds"] is False
+
+    def gate(delta, lo, hi):  # delta = reference / B0 - 1 and its interval
+        return fairness({"B0": dict(latency_ms=110.0), ref: dict(latency_ms=110.0 * (1 + delta), latency_delta=delta,
+                                                                 latency_delta_lo=lo, latency_delta_hi=hi)})
+
+    f = gate(100 / 110 - 1, -0.12, -0.05)  # B0 10% slower, its interval [5.3%, 13.6%]: above 5% throughout
+    assert f["B0_slower_by"] == pytest.approx(0.10) and f["verdict"] == "fails" and f["holds"] is False
     assert f["B0_slower_by_ci"][0] < f["B0_slower_by"] < f["B0_slower_by_ci"][1]
-    arms[ref].update(steady_latency_ms_median=108.0, latency_delta=108 / 110 - 1)
-    assert fairness(arms)["holds"] is True
-    assert fairness({"B0": arms["B0"]}) is None
+    f = gate(-0.01, -0.03, 0.01)  # B0 1% slower, interval [-1%, +3.1%]: within 5% throughout
+    assert f["verdict"] == "holds" and f["holds"] is True
+    f = gate(-0.01, -0.2, 0.15)  # wide: straddles the tolerance
+    assert f["verdict"] == "inconclusive" and f["holds"] is False
+    assert fairness({"B0": dict(latency_ms=110.0)}) is None
 
 
 def test_busy_floor_is_b0_latency_over_b0_busy():

@@ -629,13 +629,14 @@ def busy_floor(arms: dict) -> dict | None:
     it puts on any exact replay (B0 latency / B0 busy: no replay can beat running B0's kernels back to
     back) and the share of that ceiling SRc's speedup reaches."""
     b0, src = arms.get("B0", {}), arms.get("SRc", {})
-    busy, lat = b0.get("busy_ms_median"), b0.get("latency_ms")
+    busy, lat = b0.get("busy_ms_median"), b0.get("latency_ms", b0.get("steady_latency_ms_median"))
     if not busy or not lat or lat != lat:
         return None
     ceiling = lat / busy
     out = dict(B0_busy_ms=busy, B0_latency_ms=lat, ceiling=ceiling)
-    if src.get("latency_ms"):
-        speedup = lat / src["latency_ms"]
+    src_lat = src.get("latency_ms", src.get("steady_latency_ms_median"))
+    if src_lat:
+        speedup = lat / src_lat
         out.update(SRc_speedup=speedup, SRc_share_of_ceiling=speedup / ceiling, SRc_busy_ms=src.get("busy_ms_median"))
     return out
 
