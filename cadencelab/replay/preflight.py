@@ -108,7 +108,10 @@ _FACTORIES = frozenset(f.__name__ for f in _device_constructors())
 # where an op came from: the first frame outside torch and outside cadencelab.replay
 # ---------------------------------------------------------------------------------------
 
-_SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep)
+# frames never attributed to the user: torch, this package's replay layer, and the warnings machinery that
+# calls the sync-debug hook (a sync reported through a warning belongs to the frame that triggered it)
+_SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep) + tuple(
+    os.path.abspath(m.__file__) for m in (warnings, sys.modules.get("_py_warnings")) if getattr(m, "__file__", None))
 _skip_cache: dict[str, bool] = {}
 _positions: dict = {}
 
