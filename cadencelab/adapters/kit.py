@@ -223,6 +223,20 @@ def _call(fn: Callable, x, caches, last, frames: int, takes_frames: bool):
     return fn(x, caches, last, frames=frames) if takes_frames else fn(x, caches, last)
 
 
+class _LastLabel:
+    """The engine's classifier inside a runtime: the label the runtime already computed for the call."""
+
+    def __init__(self, classifier: Classifier):
+        self.classifier, self.op, self.label = classifier, classifier.op, None
+
+    @property
+    def catalog(self) -> set:
+        return self.classifier.catalog
+
+    def __call__(self, *args, **kwargs):
+        return self.label
+
+
 class StreamingRuntime:
     """A declared model streamed over carries, with retention in place, audits and replay.
 
@@ -294,8 +308,8 @@ class StreamingRuntime:
         self._f, self._expect, self._ended = 0, {}, False
         self.engine = None
         if replay:
-            self.engine = bind(decl, self.op.name, self._device_step, classifier=self.classifier, backend=backend,
-                               carries=self.carries, modules=list(modules))
+            self.engine = bind(decl, self.op.name, self._device_step, classifier=_LastLabel(self.classifier),
+                               backend=backend, carries=self.carries, modules=list(modules))
         self.calls = 0
 
     # -- turns ---------------------------------------------------------------------------
@@ -359,20 +373,28 @@ class StreamingRuntime:
         """The call's committed frames on the operator's clock (what the classifier labels it with).
 
         A steady call must commit the declared frames per call; a ValueError names the clock and the counts."""
-        label = self.classifier(x, last, *self._views())
-        at, cls = self._frames, self.classifier
+        at, cls, op = self._frames, self.classifier, self.op
         if not -x.dim() <= at.dim < x.dim():
             raise ValueError(f"frames: dim {at.dim} is outside x's {x.dim()} dims {tuple(x.shape)}")
-        if not isinstance(label[-1], int):
-            raise ValueError(f"call of {tuple(x.shape)}: {label[1]}")
-        f, n, op = label[-1], x.shape[at.dim], self.op
+        n = x.shape[at.dim]
         mul, div = cls.scale
         width = op.call * div // mul + cls.lookahead
         where = f"x dim {at.dim} holds {n} '{cls.clock}' ticks"
-        if f < 0:
+        if not last and n < cls.lookahead:
             raise ValueError(f"a steady call shorter than the lookahead: {where}, fewer than the {cls.lookahead} of "
                              f"lookahead a steady call reads beyond the {op.call} '{op.clock}' it commits ({width} "
                              f"'{cls.clock}' ticks); a turn's final call passes last=True")
+        label = cls(x, last, *self._views())
+        if self.engine is not None:
+            self.engine.classify.label = label  # the engine labels a new class with it: each call labelled once
+        if not isinstance(label[-1], int):
+            raise ValueError(f"call of {tuple(x.shape)}: {label[1]}")
+        f = label[-1]
+        most = max(op.call, op.flush[1] if op.flush else 0)
+        if last and f > most:
+            raise ValueError(f"a turn's final call commits at most {most} '{op.clock}' per the {self.decl.model} "
+                             f"declaration; {where} ({f} committed): check frames= (the dim of x counting "
+                             f"'{cls.clock}') and how the turn was cut")
         if not last and f != op.call:
             raise ValueError(f"a steady call commits {op.call} '{op.clock}' per the {self.decl.model} declaration "
                              f"({width} '{cls.clock}' ticks with the lookahead); {where} ({f} committed): check frames= "
