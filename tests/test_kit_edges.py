@@ -130,7 +130,7 @@ def test_region_dims_declared_in_another_order_name_the_region_and_the_declarati
     assert rt.calls == 0 and rt.carries["kv"].length == 0
     model = StreamingConformer()
     step, stock = conformer_steps(model)
-    with pytest.raises(RuntimeError, match=r"stock step \(turn 0, call 0\).*'kv'"):
+    with pytest.raises(RuntimeError, match=r"stock step of 'encode'.*'kv'"):
         run_stock(swapped, stock, conformer_traffic())
 
 

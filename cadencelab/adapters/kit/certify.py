@@ -12,41 +12,31 @@ import pandas as pd
 import torch
 
 from ...contract import Declaration, class_labels
-from ...replay import At, Classifier
-from .regions import base_of, check_initial, state_regions
-from .runtime import AUDITS, StreamingRuntime, call_step, frames_at, step_failed, takes_frames
+from .runtime import AUDITS, StreamingRuntime
 from .traffic import Traffic
 
 __all__ = ["run_stock", "Certification", "certify", "exact_table", "adapter_lines"]
 
 
-def run_stock(decl: Declaration, stock: Callable, traffic: Traffic, *, frames=1, operator: str | None = None,
+def run_stock(decl: Declaration, stock, traffic: Traffic, *, frames=1, operator: str | None = None,
               init: Callable | None = None, device="cpu") -> tuple[list, pd.DataFrame]:
-    """The model's own stock step over ``traffic`` on plain tensors: outputs, and per call the label
+    """The model's own stock step (one callable, or a dict operator -> stock step) over ``traffic`` on plain
+    tensors (the B0 arm of :class:`StreamingRuntime`): outputs, and per call the label
     (:func:`~cadencelab.contract.class_label`) of the shapes it was observed to see."""
     if not isinstance(traffic, Traffic):
         raise ValueError(f"run_stock: traffic must be a Traffic, got {type(traffic).__name__}")
-    op = decl.operator(operator) if operator else decl.operators[0]
-    regions = state_regions(decl)
-    check_initial(decl, regions, init)
-    reads = {n: At(1, key=n) for n in op.reads}
-    observe = Classifier(decl, op.name, stock, reads=reads, frames=frames_at(frames, last=2))  # stock(x, caches, last)
-    takes = takes_frames(stock)
+    rt = StreamingRuntime(decl, stock, stock=stock, state_rule=False, frames=frames, operator=operator, init=init,
+                          device=device)
     outs, rows = [], []
-    caches: dict = {}
     with torch.inference_mode():
-        for t, i, x, last in traffic.calls_of():
+        for t, i, op, x, last in traffic.items_of():
             if i == 0:
-                given = init(traffic.prompt(t)) if init is not None else None
-                caches = {r.name: base_of(decl, r, device, given) for r in regions}
-            label = observe(x, caches, bool(last))
-            try:
-                out, caches = call_step(stock, x, caches, bool(last), label[-1], takes)
-            except RuntimeError as e:
-                raise step_failed(decl, regions, caches, e, f"stock step (turn {t}, call {i})") from e
-            outs.append(out.clone())
-            rows.append(dict(operator=op.name, turn=t, call=len(rows), kind="flush" if last else "steady", label=label))
-    return outs, pd.DataFrame(rows)
+                rt.reset(traffic.prompt(t))
+            b = rt.bound(op)
+            outs.append(rt(x, last, b.name).clone())
+            rows.append(dict(operator=b.name, turn=t, call=len(rows), kind="flush" if last else "steady",
+                             label=b.label))
+    return outs, pd.DataFrame(rows, columns=["operator", "turn", "call", "kind", "label"])
 
 
 @dataclass

@@ -1,9 +1,19 @@
-"""The kit's runtime: a declared model streamed over carries, with retention in place, audits and replay."""
+"""The kit's runtime: a declared model streamed over carries, with retention in place, audits and replay.
+
+One :class:`StreamingRuntime` holds a model's state regions (one :class:`~cadencelab.state.Carry` each,
+rings included) and one :class:`Bound` per declared operator it runs (its step, classifier and engine:
+each operator its own catalog). Its arms are two switches and a granularity, as in the paper's factorial:
+
+* ``state_rule``: the carries (True), or the model's own stock step on plain tensors (False: B0, R);
+* ``replay``: each operator's calls through :func:`~cadencelab.replay.bind` (R, SR, Rc, SRc);
+* ``granularity``: ``"call"`` replays the whole call, retention in place included (Rc, SRc); ``"step"``
+  replays the step alone and keeps the write into the carries eager (R, SR). With the state rule off
+  the stock step is the whole call, so R and Rc run the same thing.
+"""
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -15,51 +25,19 @@ from ...contract.policies import Ring
 from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
 from .regions import base_of, check_initial, check_shape, state_regions
+from .rings import RingEnd, RingView
+from .steps import call_step, frames_at, merged, step_failed, takes_frames
 from .traffic import Traffic
 
-__all__ = ["FORMS", "AUDITS", "StreamingRuntime", "KitRun", "frames_at", "step_failed", "takes_frames", "call_step"]
+__all__ = ["FORMS", "AUDITS", "GRANULARITIES", "Bound", "StreamingRuntime", "KitRun"]
 
 FORMS = ("views", "stock")
 AUDITS = ("declared", "differential")
+GRANULARITIES = ("call", "step")
 
 
-def frames_at(frames, last: int) -> At:
-    """The call's frames in ``x`` (argument 0), its final-call flag at position ``last``."""
-    if isinstance(frames, At):
-        at = frames
-    elif isinstance(frames, int) and not isinstance(frames, bool):
-        at = At(0, dim=frames)
-    else:
-        raise ValueError(f"frames must be the dim of x that counts the call's frames (an int) or an At(0, dim=..., "
-                         f"clock=...), got {frames!r}")
-    if isinstance(at.dim, bool) or not isinstance(at.dim, int):
-        raise ValueError(f"frames: At.dim must be an int (the dim of x that counts the call's frames), got {at.dim!r}")
-    return At(0, dim=at.dim, clock=at.clock, last=last)
-
-
-def step_failed(decl: Declaration, regions, caches: Mapping, e: Exception, what: str) -> RuntimeError:
-    """The step raised: name the regions it was given (their shapes, and the declared shapes)."""
-    given = "; ".join(f"'{r.name}' {tuple(caches[r.name].shape)} from {tuple(r.shape)}" for r in regions
-                      if isinstance(caches.get(r.name), torch.Tensor))
-    return RuntimeError(f"the {what} raised {type(e).__name__} given the {decl.model} regions {given} (shapes built "
-                        f"from the declaration; a region whose dims are declared in another order than the step's "
-                        f"tensors fails like this): {str(e).splitlines()[0] if str(e) else ''}")
-
-
-def takes_frames(fn: Callable) -> bool:
-    """True when ``fn`` has a ``frames`` parameter: the kit passes it the call's committed frames."""
-    try:
-        return "frames" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def call_step(fn: Callable, x, caches, last, frames: int, takes_frames: bool):
-    return fn(x, caches, last, frames=frames) if takes_frames else fn(x, caches, last)
-
-
-class _LastLabel:
-    """The engine's classifier inside a runtime: the label the runtime already computed for the call."""
+class LastLabel:
+    """An engine's classifier inside a runtime: the label the runtime already computed for the call."""
 
     def __init__(self, classifier: Classifier):
         self.classifier, self.op, self.label = classifier, classifier.op, None
@@ -72,80 +50,182 @@ class _LastLabel:
         return self.label
 
 
+@dataclass
+class Bound:
+    """One declared operator of a runtime: its step (and stock step), where its frames are, the regions it
+    touches (reads, then writes, in declaration order), its classifier and its engine."""
+
+    name: str
+    op: object
+    step: Callable | None
+    stock: Callable | None
+    frames: At
+    writes: tuple
+    touches: tuple
+    classifier: Classifier | None = None
+    engine: object = None
+    takes_frames: bool = False
+    stock_frames: bool = False
+    ring_written: dict = field(default_factory=dict)
+    label: tuple | None = None  # the label of the operator's latest call
+
+
+def _per_op(value, names: Sequence[str], what: str) -> dict:
+    """``value`` for each operator: a mapping keyed by operator name, or one value for the only operator."""
+    if isinstance(value, Mapping):
+        extra = sorted(set(value) - set(names))
+        if extra:
+            raise ValueError(f"{what}: {extra} are not operators this runtime runs ({list(names)})")
+        return {n: value.get(n) for n in names}
+    if len(names) > 1 and value is not None and what in ("step", "stock"):
+        raise ValueError(f"{what}: this runtime runs {list(names)}: give a dict operator -> {what}")
+    return {n: value for n in names}
+
+
 class StreamingRuntime:
     """A declared model streamed over carries, with retention in place, audits and replay.
 
-    decl, step, form: see the module docstring; ``operator`` defaults to the declaration's only one.
-              A step (or stock step) with a ``frames`` parameter is given the call's committed frames on the
-              operator's clock (``frames=16``): the count the runtime derived, not one to recompute.
-    frames:   where the call's frames are in ``x``: its dim (an int), or an :class:`At` whose ``dim`` and
+    decl, step, form: see the package docstring. ``step`` is one callable (the only operator, or the one
+              ``operator`` names) or a dict operator -> step (several operators, each its own catalog and
+              engine; ``stock`` and ``frames`` may then be dicts too, and ``writes`` names the regions each
+              operator's step returns). A step (or stock step) with a ``frames`` parameter is given the call's
+              committed frames on the operator's clock (``frames=16``).
+    frames:   where a call's frames are in ``x``: its dim (an int), or an :class:`At` whose ``dim`` and
               ``clock`` say so (its ``arg`` is ignored: the runtime passes ``x`` first).
-    init:     ``init(prompt) -> {region: base tensor}``: cache-free priming at a turn's start (eager,
-              counted as priming); regions it leaves out start empty, or zero-filled at a constant extent
-              (a region declared with ``initial`` frames must be given them).
-    replay:   run the step through :func:`~cadencelab.replay.bind` (``backend`` "auto", "cuda", "eager").
-    audit:    "declared" and/or "differential" (a name or a tuple): the carry against the declared stock
-              cut, and against ``stock`` (the model's own step) run in shadow. The differential audit
-              compares after every call but a turn's final one: what that call leaves behind nothing reads
-              (the next turn starts from its base).
-    modules:  modules whose parameters the step reads (guarded by the engine).
+    init:     ``init(prompt) -> {region: base tensor}``: cache-free priming at a turn's start (eager, counted
+              as priming); regions it leaves out start empty, or zero-filled at a constant extent (a region
+              declared with ``initial`` frames must be given them).
+    state_rule, replay, granularity: the arm (see the package docstring); ``backend`` "auto", "cuda", "eager".
+    audit:    "declared" and/or "differential": the carry against the declared stock cut, and against
+              ``stock`` (the model's own step) run in shadow. The differential audit compares after every
+              call but an operator's final call of a turn: what that call leaves behind nothing reads.
+    modules:  modules whose parameters the steps read (guarded by the engines).
 
-    Each call is checked before anything changes: ``x`` a tensor, a steady call committing the declared
-    frames (a call shorter than the lookahead, or counted on the wrong dim, is refused naming the clock and
-    the frame counts), no call after a turn's final call without :meth:`reset`; what the step returns is
-    checked against the declared shapes and frame counts before it is written into a carry.
+    A :class:`~cadencelab.contract.Ring` region reaches a views-form step as a :class:`RingView`. Each
+    call is checked before anything changes (``x`` a tensor, a steady call committing the declared frames,
+    no call after an operator's final call of a turn without :meth:`reset`); what a step returns is checked
+    against the declared shapes and frame counts before it is written into a carry.
     """
 
-    def __init__(self, decl: Declaration, step: Callable, *, frames=1, form: str = "views", operator: str | None = None,
-                 init: Callable | None = None, stock: Callable | None = None, replay: bool = False,
-                 backend: str = "auto", audit=(), modules: Sequence[torch.nn.Module] = (), device="cpu"):
+    def __init__(self, decl: Declaration, step, *, frames=1, form: str = "views", operator: str | None = None,
+                 writes: Mapping[str, Sequence[str]] | None = None, init: Callable | None = None, stock=None,
+                 state_rule: bool = True, replay: bool = False, granularity: str = "call", backend: str = "auto",
+                 audit=(), modules: Sequence[torch.nn.Module] = (), device="cpu"):
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
-        if not callable(step):
-            raise ValueError(f"step must be callable step(x, caches, last), got {type(step).__name__}")
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
         audits = (audit,) if isinstance(audit, str) else tuple(audit or ())
         for a in audits:
             if a not in AUDITS:
                 raise ValueError(f"audit must name some of {AUDITS}, got {a!r}")
-        if "differential" in audits and stock is None:
-            raise ValueError("the differential audit runs the model's own stock step: pass stock=")
-        if operator is None:
-            if len(decl.operators) != 1:
-                raise ValueError(f"the {decl.model} declaration has {len(decl.operators)} operators: name one")
-            operator = decl.operators[0].name
-        self.decl, self.op = decl, decl.operator(operator)
-        self.step, self.form, self.init, self.stock = step, form, init, stock
+        if audits and not state_rule:
+            raise ValueError("the audits watch the carries: turn the state rule on (state_rule=True)")
+        names = list(step) if isinstance(step, Mapping) else [operator] if operator else [o.name for o in decl.operators]
+        if not isinstance(step, Mapping) and len(names) != 1:
+            raise ValueError(f"the {decl.model} declaration has {len(names)} operators: name one, or give a dict "
+                             f"operator -> step")
+        self.decl, self.form, self.init = decl, form, init
+        self.state_rule, self.granularity = bool(state_rule), granularity
         self.device = torch.device(device)
         self.regions = state_regions(decl)
         self.names = [r.name for r in self.regions]
-        rings = [r.name for r in self.regions if isinstance(r.policy, Ring)]
-        if rings:  # a ring's write position would have to enter the signature; not wired here yet
-            raise ValueError(f"regions {rings}: ring regions are not supported by the kit yet")
-        for n in self.op.reads:
-            if n not in self.names:
-                raise ValueError(f"operator '{self.op.name}' reads '{n}', which is not a state region the runtime carries")
+        steps, stocks = _per_op(step, names, "step"), _per_op(stock, names, "stock")
+        where = _per_op(frames, names, "frames")
+        if writes is None and len(names) > 1 and state_rule:
+            raise ValueError(f"several operators {names}: say which regions each step returns, writes={{op: (...)}}")
+        wr = _per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
+        rings = {r.name for r in self.regions if isinstance(r.policy, Ring)}
+        if rings and form != "views":
+            raise ValueError(f"ring regions {sorted(rings)} need form='views' (the step reads the ring in ring order "
+                             f"and returns its new frames)")
+        self.ops: dict[str, Bound] = {}
+        for n in names:
+            op = decl.operator(n)
+            for fn, what in ((steps[n], "step"), (stocks[n], "stock")):
+                if fn is not None and not callable(fn):
+                    raise ValueError(f"{what} of operator '{n}' must be callable (x, caches, last), got "
+                                     f"{type(fn).__name__}")
+            if steps[n] is None:
+                raise ValueError(f"operator '{n}' has no step")
+            if not state_rule and stocks[n] is None:
+                raise ValueError(f"with the state rule off the runtime runs the model's own stock step: pass stock= "
+                                 f"for operator '{n}'")
+            if "differential" in audits and stocks[n] is None:
+                raise ValueError("the differential audit runs the model's own stock step: pass stock=")
+            bad = [r for r in list(op.reads) + list(wr[n] or ()) if r not in self.names]
+            if bad:
+                raise ValueError(f"operator '{n}' reads or writes {bad}, which are not state regions the runtime "
+                                 f"carries ({self.names})")
+            touches = tuple(r for r in self.names if r in op.reads or r in (wr[n] or ()))
+            self.ops[n] = Bound(n, op, steps[n], stocks[n], frames_at(where[n] if where[n] is not None else 1, last=1),
+                                tuple(r for r in self.names if r in (wr[n] or ())), touches,
+                                takes_frames=takes_frames(steps[n]),
+                                stock_frames=stocks[n] is not None and takes_frames(stocks[n]))
         check_initial(decl, self.regions, init)
         self.carries: dict[str, Carry] = {}
-        for r in self.regions:
-            grows = r.policy.kind not in ("fixed", "ring")
-            env = "attended" if (form == "views" and grows and r.policy.layout == "newest_first") else None
-            self.carries[r.name] = Carry.for_region(decl, r.name, self.device, envelope=env)
-        reads = {n: At(2 + self.names.index(n)) for n in self.op.reads}
-        self._frames = frames_at(frames, last=1)  # _device_step(x, last, *views)
-        self.classifier = Classifier(decl, self.op.name, self._device_step, reads=reads, frames=self._frames)
-        self._ratio = {r.name: scale(decl.clock_map, self.op.clock, r.clock, f"regions.{r.name}.clock")
-                       for r in self.regions}
-        self._takes_frames = takes_frames(step)
-        self._stock_frames = stock is not None and takes_frames(stock)
+        self.ends: dict[str, RingEnd] = {}
+        if state_rule:
+            for r in self.regions:
+                grows = r.policy.kind not in ("fixed", "ring")
+                env = "attended" if (form == "views" and grows and r.policy.layout == "newest_first") else None
+                self.carries[r.name] = Carry.for_region(decl, r.name, self.device, envelope=env)
+                if r.name in rings:
+                    self.ends[r.name] = RingEnd(r.name, self.device)
+        self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
+                       for n, b in self.ops.items() for r in self.regions}
+        owners = list(self.carries.values()) + list(self.ends.values())
+        for b in self.ops.values():
+            self._bind(b, replay, backend, owners, modules)
         self.declared = ShadowAuditor() if "declared" in audits else None
         self.differential = DifferentialAuditor(stock=self._stock_call) if "differential" in audits else None
+        self.caches: dict = {}  # the stock arm's state (plain tensors, new every call)
         self._shadow: dict = {}
-        self._f, self._expect, self._ended = 0, {}, False
-        self.engine = None
-        if replay:
-            self.engine = bind(decl, self.op.name, self._device_step, classifier=_LastLabel(self.classifier),
-                               backend=backend, carries=self.carries, modules=list(modules))
+        self._cur, self._f, self._expect, self._ended = next(iter(self.ops)), 0, {}, set()
         self.calls = 0
+
+    def _bind(self, b: Bound, replay: bool, backend: str, owners: list, modules) -> None:
+        """The operator's classifier (built once) and, with replay, its engine (labelled by the runtime)."""
+        if self.state_rule:
+            fn = (lambda x, last, *views, b=b: self._device_step(b, x, last, *views)) if self.granularity == "call" \
+                else (lambda x, last, *views, b=b: self._run_step(b, x, last, views))
+            reads = {n: At(2 + b.touches.index(n)) for n in b.op.reads}
+        else:
+            fn = lambda x, caches, last, b=b: self._stock_step(b, x, caches, last)  # noqa: E731
+            reads = {n: At(1, key=n) for n in b.op.reads}
+        b.frames = At(0, dim=b.frames.dim, clock=b.frames.clock, last=1 if self.state_rule else 2)
+        b.classifier = Classifier(self.decl, b.name, fn, reads=reads, frames=b.frames)
+        if replay:
+            b.engine = bind(self.decl, b.name, fn, classifier=LastLabel(b.classifier), backend=backend,
+                            carries=owners, modules=list(modules))
+
+    # -- the operators ---------------------------------------------------------------------
+    def bound(self, operator: str | None) -> Bound:
+        """The operator named in a call (None: the only one; a traffic of one operator names none)."""
+        return self._bound(operator if len(self.ops) > 1 else None)
+
+    def _bound(self, operator: str | None) -> Bound:
+        if operator is None:
+            if len(self.ops) != 1:
+                raise ValueError(f"this runtime runs {list(self.ops)}: name the operator of the call")
+            return next(iter(self.ops.values()))
+        if operator not in self.ops:
+            raise ValueError(f"operator {operator!r} is not one this runtime runs ({list(self.ops)})")
+        return self.ops[operator]
+
+    @property
+    def engine(self):
+        """The only operator's engine (None without replay)."""
+        return self._bound(None).engine
+
+    @property
+    def engines(self) -> dict:
+        return {n: b.engine for n, b in self.ops.items() if b.engine is not None}
+
+    @property
+    def classifier(self) -> Classifier:
+        """The only operator's classifier."""
+        return self._bound(None).classifier
 
     # -- turns ---------------------------------------------------------------------------
     @torch.inference_mode()
@@ -154,61 +234,96 @@ class StreamingRuntime:
         given = self.init(prompt) if self.init is not None else None
         if given is not None and not isinstance(given, Mapping):
             raise ValueError(f"init(prompt) must return a dict region -> tensor, got {type(given).__name__}")
-        bases = {r.name: base_of(self.decl, r, self.device, given) for r in self.regions}  # every check before a write
+        bases = {r.name: base_of(self.decl, r, self.device, given) for r in self.regions}  # every check first
+        for n, c in self.carries.items():
+            if bases[n].shape[c.dim] > c.capacity:
+                raise ValueError(f"init gave region '{n}' {bases[n].shape[c.dim]} frames; its carry holds {c.capacity}")
+        for b in self.ops.values():
+            if given is not None and b.engine is not None:
+                b.engine.record_external(PRIMING)
+        for n, c in self.carries.items():
+            c.reset_in_place(bases[n])
         for r in self.regions:
-            c = self.carries[r.name]
-            if bases[r.name].shape[c.dim] > c.capacity:
-                raise ValueError(f"init gave region '{r.name}' {bases[r.name].shape[c.dim]} frames; its carry holds "
-                                 f"{c.capacity}")
-        if given is not None and self.engine is not None:
-            self.engine.record_external(PRIMING)
-        for r in self.regions:
-            self.carries[r.name].reset_in_place(bases[r.name])
+            if r.name in self.ends:
+                self.ends[r.name].reset(r.initial)
+        self.caches = {n: b.clone() for n, b in bases.items()}
         self._shadow = {n: b.clone() for n, b in bases.items()}
         if self.differential is not None:
             self.differential.start(bases)
-        self._ended = False
+        self._ended = set()
         return bases
 
     # -- one call ------------------------------------------------------------------------
-    def _views(self) -> list:
-        return [c.view() for c in self.carries.values()]
+    def _views(self, b: Bound) -> list:
+        return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
 
     def _stock_call(self, x, caches, last):
-        return call_step(self.stock, x, caches, last, self._f, self._stock_frames)
+        b = self.ops[self._cur]
+        out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
+        return out, merged(caches, new)
 
-    def _device_step(self, x, last, *views):
-        """Device work of one call: the step on the carries' views, checked, then append + retain in place."""
-        caches = dict(zip(self.names, views))
+    def _stock_step(self, b: Bound, x, caches, last):
         try:
-            out, got = call_step(self.step, x, caches, last, self._f, self._takes_frames)
+            out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
         except RuntimeError as e:
-            raise step_failed(self.decl, self.regions, caches, e, "step") from e
+            raise step_failed(self.decl, self.regions, caches, e, f"stock step of '{b.name}'") from e
+        return out, merged(caches, new)
+
+    def _run_step(self, b: Bound, x, last, views):
+        """The step on the carries' views (rings as :class:`RingView`), its output checked; no write."""
+        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+                  for n, v in zip(b.touches, views)}
+        try:
+            out, got = call_step(b.step, x, caches, last, self._f, b.takes_frames)
+        except RuntimeError as e:
+            raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
+                              f"step of '{b.name}'") from e
         if not isinstance(got, Mapping):
             raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
-        missing = [n for n in self.names if n not in got]
+        missing = [n for n in b.writes if n not in got]
         if missing:
             raise ValueError(f"the step returned no tensor for region(s) {missing}")
         for r in self.regions:  # host checks on shapes only, before any write
+            if r.name not in b.writes:
+                continue
             t = got[r.name]
             check_shape(self.decl, r, t, "the step's output")
             if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name]:
                 raise ValueError(f"the step returned {t.shape[r.clock_axis]} frames for region '{r.name}' where the "
                                  f"declaration implies {self._expect[r.name]} ({self.form} form, {self._f} "
-                                 f"'{self.op.clock}' committed)")
-        for n, v in zip(self.names, views):
+                                 f"'{b.op.clock}' committed)")
+            if r.name in self.ends:
+                b.ring_written[r.name] = caches[r.name].written
+        return out, {n: got[n] for n in b.writes}
+
+    def _write(self, b: Bound, got: Mapping, views) -> None:
+        """Append + retain each written region in place (rings: at the device position, then advance it)."""
+        for n, v in zip(b.touches, views):
+            if n not in b.writes:
+                continue
             c = self.carries[n]
-            if self.form == "views":
+            if n in self.ends:
+                end = self.ends[n].buffer
+                if not b.ring_written.get(n):
+                    RingView(v, end, c.dim).write(got[n])
+                end.add_(got[n].shape[c.dim])
+            elif self.form == "views":
                 c.write_append_retained(got[n], v.shape[c.dim])
             else:
                 c.write_retained_from(got[n])
+
+    def _device_step(self, b: Bound, x, last, *views):
+        """Device work of one call: the step on the carries' views, checked, then append + retain in place."""
+        out, got = self._run_step(b, x, last, views)
+        self._write(b, got, views)
         return (out, got) if self.declared is not None else out
 
-    def frames_of(self, x, last: bool) -> int:
+    def frames_of(self, x, last: bool, operator: str | None = None) -> int:
         """The call's committed frames on the operator's clock (what the classifier labels it with).
 
         A steady call must commit the declared frames per call; a ValueError names the clock and the counts."""
-        at, cls, op = self._frames, self.classifier, self.op
+        b = self._bound(operator)
+        at, cls, op = b.frames, b.classifier, b.op
         if not -x.dim() <= at.dim < x.dim():
             raise ValueError(f"frames: dim {at.dim} is outside x's {x.dim()} dims {tuple(x.shape)}")
         n = x.shape[at.dim]
@@ -219,9 +334,10 @@ class StreamingRuntime:
             raise ValueError(f"a steady call shorter than the lookahead: {where}, fewer than the {cls.lookahead} of "
                              f"lookahead a steady call reads beyond the {op.call} '{op.clock}' it commits ({width} "
                              f"'{cls.clock}' ticks); a turn's final call passes last=True")
-        label = cls(x, last, *self._views())
-        if self.engine is not None:
-            self.engine.classify.label = label  # the engine labels a new class with it: each call labelled once
+        args = (x, bool(last), *self._views(b)) if self.state_rule else (x, self.caches, bool(last))
+        label = b.label = cls(*args)
+        if b.engine is not None:
+            b.engine.classify.label = label  # the engine labels a new class with it: each call labelled once
         if not isinstance(label[-1], int):
             raise ValueError(f"call of {tuple(x.shape)}: {label[1]}")
         f = label[-1]
@@ -237,74 +353,107 @@ class StreamingRuntime:
         return f
 
     @torch.inference_mode()
-    def __call__(self, x: torch.Tensor, last: bool = False) -> torch.Tensor:
-        """One call on ``x`` (``last``: the turn's final call) -> the step's output."""
+    def __call__(self, x: torch.Tensor, last: bool = False, operator: str | None = None) -> torch.Tensor:
+        """One call of ``operator`` (default: the only one) on ``x`` (``last``: its final call of the turn)."""
+        b = self._bound(operator)
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"a call takes a tensor x, got {type(x).__name__}")
-        if self._ended:
-            raise ValueError("the turn ended with a final call (last=True): call reset() to start the next turn")
-        f = self.frames_of(x, last)
-        before = {n: c.length for n, c in self.carries.items()}
-        fr = {r.name: self._on(r.name, f) for r in self.regions}
-        self._f = f
-        self._expect = {n: fr[n] if self.form == "views" else before[n] + fr[n] for n in self.names}
-        fn = self.engine if self.engine is not None else self._device_step
-        res = fn(x, bool(last), *self._views())
-        out, got = res if self.declared is not None else (res, None)
-        for r in self.regions:
-            self.carries[r.name].commit(r.policy.extent_after(before[r.name] + fr[r.name]))
-        if self.declared is not None:
-            self._auditdeclared_text(got)
-        if self.differential is not None and not last:  # nothing reads what a final call leaves behind
-            self.differential.check(self.calls, self.carries, x, bool(last))
-        self._ended = bool(last)
+        if b.name in self._ended:
+            raise ValueError(f"the turn ended with a final call of '{b.name}' (last=True): call reset() to start "
+                             f"the next turn")
+        f = self.frames_of(x, last, b.name)
+        self._cur, self._f = b.name, f
+        if not self.state_rule:
+            fn = b.engine if b.engine is not None else (lambda x, c, last: self._stock_step(b, x, c, last))
+            out, self.caches = fn(x, self.caches, bool(last))
+        else:
+            out = self._call_carried(b, x, bool(last), f)
+        if last:
+            self._ended.add(b.name)
         self.calls += 1
         return out
 
-    def preflight(self, traffic: Traffic, modules=()):
-        """:func:`~cadencelab.replay.preflight` of the step on ``traffic``'s first call, from the caches at the
-        first turn's start (the target is a GPU, emulated on CPU tensors). The calls are real: the carries
-        are reset first, and the step (views form) writes none itself."""
-        self.reset(traffic.prompt(0))
-        x = traffic.turns[0][0]
-        last = len(traffic.turns[0]) == 1
-        self._f = self.frames_of(x, last)
-        caches = {n: c.view() for n, c in self.carries.items()}
-        kw = {"frames": self._f} if self._takes_frames else {}
-        return preflight(self.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
+    def _call_carried(self, b: Bound, x, last: bool, f: int):
+        before = {n: c.length for n, c in self.carries.items()}
+        fr = {n: self.on(b.name, n, f) for n in b.writes}
+        self._expect = {n: fr[n] if self.form == "views" or n in self.ends else before[n] + fr[n] for n in b.writes}
+        views = self._views(b)
+        ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
+        if self.granularity == "step":
+            out, got = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
+            self._write(b, got, views)
+        else:
+            res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
+            out, got = res if self.declared is not None else (res, None)
+        for n in b.writes:
+            if n in self.ends:
+                self.ends[n].host += fr[n]
+            else:
+                r = self.decl.region(n)
+                self.carries[n].commit(r.policy.extent_after(before[n] + fr[n]))
+        if self.declared is not None:
+            self._audit_declared(b, got, ends)
+        if self.differential is not None and not last:  # nothing reads what a final call leaves behind
+            self.differential.check(self.calls, self.carries, x, last)
+        return out
 
-    def _on(self, region: str, f: int) -> int:
-        """``f`` ticks of the operator's clock on the region's clock."""
-        mul, div = self._ratio[region]
+    def on(self, operator: str, region: str, f: int) -> int:
+        """``f`` ticks of ``operator``'s clock on ``region``'s clock."""
+        mul, div = self._ratio[(operator, region)]
         if (f * mul) % div:
-            raise ValueError(f"{f} '{self.op.clock}' ticks are not whole ticks of region '{region}''s clock")
+            raise ValueError(f"{f} '{self.ops[operator].op.clock}' ticks are not whole ticks of region '{region}''s "
+                             f"clock")
         return f * mul // div
 
-    def _auditdeclared_text(self, got: dict) -> None:
-        """The current audit: each carry against the stock concatenation and cut *as declared*."""
-        for r in self.regions:
-            c, pol = self.carries[r.name], r.policy
-            if self.form == "views":
-                old = self._shadow[r.name]
-                full = torch.cat([got[r.name], old] if pol.layout == "newest_first" else [old, got[r.name]], dim=c.dim)
+    def _audit_declared(self, b: Bound, got: dict, ends: dict) -> None:
+        """The current audit: each written carry against the stock concatenation and cut *as declared*."""
+        for n in b.writes:
+            c, r = self.carries[n], self.decl.region(n)
+            if n in self.ends:  # the declared ring: frame i of the turn at slot i % capacity
+                shadow, k = self._shadow[n].clone(), got[n].shape[c.dim]
+                for i in range(k):
+                    shadow.narrow(c.dim, (ends[n] + i) % c.capacity, 1).copy_(got[n].narrow(c.dim, i, 1))
             else:
-                full = got[r.name]
-            self._shadow[r.name] = pol.apply(full, c.dim).clone()
-            self.declared.compare_with(c, self._shadow[r.name], self.calls)
+                old = self._shadow[n]
+                if self.form == "views":
+                    pair = [got[n], old] if r.policy.layout == "newest_first" else [old, got[n]]
+                    full = torch.cat(pair, dim=c.dim)
+                else:
+                    full = got[n]
+                shadow = r.policy.apply(full, c.dim).clone()
+            self._shadow[n] = shadow
+            self.declared.compare_with(c, shadow, self.calls)
+
+    def preflight(self, traffic: Traffic, modules=()):
+        """:func:`~cadencelab.replay.preflight` of the first operator's step on ``traffic``'s first call of it, from
+        the caches at the first turn's start (the target is a GPU, emulated on CPU tensors). The calls are
+        real: the carries are reset first."""
+        self.reset(traffic.prompt(0))
+        t, i, op, x, last = next(traffic.items_of())
+        b = self.bound(op)
+        self._f = self.frames_of(x, last, b.name)
+        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+                  for n, v in zip(b.touches, self._views(b))}
+        kw = {"frames": self._f} if b.takes_frames else {}
+        return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
 
     # -- a traffic -------------------------------------------------------------------------
     def run(self, traffic: Traffic) -> "KitRun":
+        if not isinstance(traffic, Traffic):
+            raise ValueError(f"run: traffic must be a Traffic, got {type(traffic).__name__}")
         outs, rows = [], []
-        for t, i, x, last in traffic.calls_of():
+        for t, i, op, x, last in traffic.items_of():
             if i == 0:
                 self.reset(traffic.prompt(t))
-            mark = self.engine.tally() if self.engine is not None else None
-            out = self(x, last)
+            b = self.bound(op)
+            mark = b.engine.tally() if b.engine is not None else None
+            out = self(x, last, b.name)
             outs.append(out.clone())
-            path = self.engine.path_since(mark) if mark is not None else "eager"
-            rows.append(dict(turn=t, call=len(rows), last=last, path=path,
+            path = b.engine.path_since(mark) if mark is not None else "eager"
+            rows.append(dict(turn=t, call=len(rows), operator=b.name, last=last, path=path,
                              **{f"ptr_{n}": c.buffer.data_ptr() for n, c in self.carries.items()},
-                             **{f"ext_{n}": c.length for n, c in self.carries.items()}))
+                             **{f"ext_{n}": (self.ends[n].host if n in self.ends else c.length)
+                                for n, c in self.carries.items()}))
         return KitRun(outs, pd.DataFrame(rows))
 
     def pointers(self) -> dict[str, int]:
@@ -313,9 +462,7 @@ class StreamingRuntime:
 
 @dataclass
 class KitRun:
-    """Per-call outputs and a per-call table (turn, call, last, path, carry pointers and extents)."""
+    """Per-call outputs and a per-call table (turn, call, operator, last, path, carry pointers and extents)."""
 
     outputs: list
     table: pd.DataFrame
-
-

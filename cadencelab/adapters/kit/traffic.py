@@ -16,7 +16,8 @@ __all__ = ["Traffic", "what_of"]
 @dataclass
 class Traffic:
     """What to stream: ``turns[i]`` is the list of inputs of turn i (its last input is the turn's final
-    call); ``prompts[i]`` (optional) is what the turn is primed from (passed to ``init``)."""
+    call); ``prompts[i]`` (optional) is what the turn is primed from (passed to ``init``). For a model of
+    several operators a call is an ``(operator, input)`` pair; each operator's last call is its final one."""
 
     turns: list
     prompts: list | None = None
@@ -29,8 +30,11 @@ class Traffic:
             if not isinstance(turn, (list, tuple)) or not turn:
                 raise ValueError(f"Traffic: turn {t} must be a non-empty list of input tensors, got {what_of(turn)}")
             for i, x in enumerate(turn):
+                if isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str):
+                    x = x[1]  # (operator, input): a call of one operator of several
                 if not isinstance(x, torch.Tensor):
-                    raise ValueError(f"Traffic: turn {t}, call {i} is a {type(x).__name__}, not a tensor")
+                    raise ValueError(f"Traffic: turn {t}, call {i} is a {type(x).__name__}, not a tensor (or an "
+                                     f"(operator, tensor) pair)")
         if self.prompts is not None and (not isinstance(self.prompts, (list, tuple))
                                          or len(self.prompts) != len(self.turns)):
             raise ValueError(f"Traffic: prompts must be None or one per turn ({len(self.turns)}), got {what_of(self.prompts)}")
@@ -86,9 +90,17 @@ class Traffic:
 
     def calls_of(self):
         """(turn, index in turn, input, last) per call, in order."""
+        for t, i, _, x, last in self.items_of():
+            yield t, i, x, last
+
+    def items_of(self):
+        """(turn, index in turn, operator or None, input, last) per call, in order; ``last`` marks each
+        operator's final call of the turn (a call given as an ``(operator, tensor)`` pair names its operator)."""
         for t, chunks in enumerate(self.turns):
-            for i, x in enumerate(chunks):
-                yield t, i, x, i == len(chunks) - 1
+            calls = [c if isinstance(c, tuple) else (None, c) for c in chunks]
+            final = {op: i for i, (op, _) in enumerate(calls)}
+            for i, (op, x) in enumerate(calls):
+                yield t, i, op, x, final[op] == i
 
 
 def what_of(v) -> str:
