@@ -105,3 +105,41 @@ class TokenDecoder(torch.nn.Module):
         if cut:
             return out, hist[:, :s.history], full[:, full.shape[1] - (s.taps - 1):]
         return out, hist, full
+
+
+@dataclass(frozen=True)
+class RingSizes:
+    dim: int = 8
+    capacity: int = 10  # not a multiple of the chunk: writes wrap in the middle of a call
+    chunk: int = 4
+
+
+class RingStreamer(torch.nn.Module):
+    """Attention over a ring of keys, as streaming codecs keep them (Mimi's ring K|V): the stock code writes
+    each call's keys at slot ``(end + i) % capacity`` of a fixed buffer, then attends over the whole ring,
+    masking the slots not yet written this turn."""
+
+    def __init__(self, sizes: RingSizes = RingSizes(), seed: int = 4):
+        super().__init__()
+        self.s = s = sizes
+        self.key = torch.nn.Linear(s.dim, s.dim)
+        self.query = torch.nn.Linear(s.dim, s.dim)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+
+    def attend(self, x, ring, filled):
+        """x (1, n, dim) over the ring (1, capacity, dim) with ``filled`` (capacity,) bool: (1, n, dim)."""
+        w = (self.query(x) @ ring.transpose(1, 2)).masked_fill(~filled, float("-inf"))
+        return x + torch.softmax(w, dim=-1) @ ring
+
+    def forward_chunk(self, x, caches, last=False):
+        """The stock step: its own ring buffer and write position in its cache dict."""
+        s = self.s
+        ring, end = caches["kv"].clone(), caches.get("end", 0)
+        k = self.key(x)
+        for i in range(k.shape[1]):
+            ring[:, (end + i) % s.capacity] = k[:, i]
+        filled = torch.arange(s.capacity) < min(end + k.shape[1], s.capacity)
+        return self.attend(x, ring, filled), {"kv": ring, "end": end + k.shape[1]}

@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from ...contract import Declaration, class_labels
+from ...replay import Preflight
 from .runtime import AUDITS, StreamingRuntime
 from .traffic import Traffic
 
@@ -34,7 +35,8 @@ def run_stock(decl: Declaration, stock, traffic: Traffic, *, frames=1, operator:
                 rt.reset(traffic.prompt(t))
             b = rt.bound(op)
             outs.append(rt(x, last, b.name).clone())
-            rows.append(dict(operator=b.name, turn=t, call=len(rows), kind="flush" if last else "steady",
+            steady = not last or b.label[-1] == b.op.call  # a final call of a whole call's frames is a steady one
+            rows.append(dict(operator=b.name, turn=t, call=len(rows), kind="steady" if steady else "flush",
                              label=b.label))
     return outs, pd.DataFrame(rows, columns=["operator", "turn", "call", "kind", "label"])
 
@@ -65,20 +67,26 @@ class Certification:
         return f"Certification({'ok' if self.ok else 'FAILED'})\n" + self.table.to_string(index=False)
 
 
-def certify(decl: Declaration, step: Callable, stock: Callable, traffic: Traffic, *, frames=1, form: str = "views",
-            init: Callable | None = None, backend: str = "auto", modules=(), device="cpu") -> Certification:
+def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form: str = "views",
+            operator: str | None = None, writes=None, init: Callable | None = None, backend: str = "auto", modules=(),
+            device="cpu") -> Certification:
     """Run ``traffic`` through the model's own ``stock`` step and through the runtime (replay, both audits).
 
-    Clauses: the steady labels the stock model was observed to see equal the derived steady catalog,
-    its flush labels are among the derived flush classes; both audits agree on every retention; every
-    call is bit-identical (``torch.equal``) to the stock call; the carries never move; some call replayed.
+    ``step``/``stock``: one callable, or a dict operator -> step for a model of several operators (then
+    ``writes`` too, see :class:`StreamingRuntime`). Clauses: the preflight finds no capture hazard in any
+    step (:func:`~cadencelab.replay.preflight`, on every backend); per operator, the steady labels the stock
+    model was observed to see equal the derived steady catalog and its flush labels are among the derived
+    flush classes; both audits agree on every retention; every call is bit-identical (``torch.equal``) to the
+    stock call; the carries never move; some call replayed.
     """
-    want, observed = run_stock(decl, stock, traffic, frames=frames, init=init, device=device)
-    op = decl.operator(observed["operator"].iloc[0]) if len(observed) else decl.operators[0]
-    probe = StreamingRuntime(decl, step, frames=frames, form=form, operator=op.name, init=init, device=device)
-    pf = probe.preflight(traffic, modules=modules)  # a throwaway runtime: the preflight's calls are real
-    rt = StreamingRuntime(decl, step, frames=frames, form=form, operator=op.name, init=init, stock=stock, replay=True,
-                          backend=backend, audit=AUDITS, modules=modules, device=device)
+    want, observed = run_stock(decl, stock, traffic, frames=frames, operator=operator, init=init, device=device)
+    kw = dict(frames=frames, form=form, operator=operator, writes=writes, init=init, device=device)
+    probe = StreamingRuntime(decl, step, **kw)  # a throwaway runtime: the preflight's calls are real
+    pfs = [probe.preflight(traffic, modules=modules, operator=n) for n in probe.ops]
+    pf = pfs[0] if len(pfs) == 1 else Preflight(pd.concat(pfs, ignore_index=True))
+    if len(pfs) > 1:
+        pf.attrs.update(pfs[0].attrs, fn=", ".join(p.attrs.get("fn", "") for p in pfs))
+    rt = StreamingRuntime(decl, step, stock=stock, replay=True, backend=backend, audit=AUDITS, modules=modules, **kw)
     got = rt.run(traffic)
     rows = []
 
@@ -89,22 +97,26 @@ def certify(decl: Declaration, step: Callable, stock: Callable, traffic: Traffic
     clause("preflight: no capture hazard in the step", hazards.empty,
            pf.summary() + "".join(f"; {h.kind} at {h.where}: {h.source}" for h in hazards.head(3).itertuples()))
 
-    # the derived catalog against what the stock model saw
-    derived = {k: class_labels(decl, op.name, k) for k in ("steady", "flush")}
-    admitted = rt.classifier.catalog
-    seen = {k: Counter(observed.loc[observed["kind"] == k, "label"]) for k in ("steady", "flush")}
+    # the derived catalog against what the stock model saw, per operator
     cat_rows = []
-    for k in ("steady", "flush"):
-        for lab in sorted(derived[k] | set(seen[k]), key=str):
-            cat_rows.append(dict(operator=op.name, kind=k, label=lab, derived=lab in derived[k], admitted=lab in admitted,
-                                 observed=seen[k].get(lab, 0)))
+    for name, b in rt.ops.items():
+        derived = {k: class_labels(decl, name, k) for k in ("steady", "flush")}
+        admitted = b.classifier.catalog
+        mine = observed[observed["operator"] == name]
+        seen = {k: Counter(mine.loc[mine["kind"] == k, "label"]) for k in ("steady", "flush")}
+        for k in ("steady", "flush"):
+            for lab in sorted(derived[k] | set(seen[k]), key=str):
+                cat_rows.append(dict(operator=name, kind=k, label=lab, derived=lab in derived[k],
+                                     admitted=lab in admitted, observed=seen[k].get(lab, 0)))
+        who = f"'{name}': " if len(rt.ops) > 1 else ""
+        clause(f"steady classes: observed == derived{' (' + name + ')' if len(rt.ops) > 1 else ''}",
+               set(seen["steady"]) == derived["steady"],
+               f"{who}derived {sorted(derived['steady'])}, observed {sorted(seen['steady'])}")
+        extra = set(seen["flush"]) - derived["flush"]
+        clause(f"flush classes: observed within derived{' (' + name + ')' if len(rt.ops) > 1 else ''}", not extra,
+               f"{who}{len(seen['flush'])} observed of {len(derived['flush'])} derived"
+               + (f"; NOT derived: {sorted(extra)}" if extra else ""))
     cat = pd.DataFrame(cat_rows, columns=["operator", "kind", "label", "derived", "admitted", "observed"])
-    steady_ok = set(seen["steady"]) == derived["steady"]
-    clause("steady classes: observed == derived", steady_ok,
-           f"derived {sorted(derived['steady'])}, observed {sorted(seen['steady'])}")
-    extra = set(seen["flush"]) - derived["flush"]
-    clause("flush classes: observed within derived", not extra,
-           f"{len(seen['flush'])} observed of {len(derived['flush'])} derived" + (f"; NOT derived: {sorted(extra)}" if extra else ""))
     # audits
     audits = []
     for name, aud in (("declared", rt.declared), ("differential", rt.differential)):
@@ -128,13 +140,15 @@ def certify(decl: Declaration, step: Callable, stock: Callable, traffic: Traffic
         addr.append(dict(region=n, data_ptr=c.buffer.data_ptr(), distinct=int(col.nunique()),
                          address_ok=c.address_ok(), bytes=c.buffer.numel() * c.buffer.element_size()))
     addresses = pd.DataFrame(addr)
-    inval = int(rt.engine.counters()["invalidations"].sum()) if rt.engine.classes else 0
+    engines = list(rt.engines.values())
+    inval = sum(int(e.counters()["invalidations"].sum()) for e in engines if e.classes)
     clause("carries at one address", (addresses["distinct"] == 1).all() and addresses["address_ok"].all() and not inval,
            f"{len(addresses)} carries, {inval} invalidations")
-    # replay counters by reason
-    counters = _by_reason(rt.engine)
-    replays = int(counters.loc[counters["reason"] == "replayed", "count"].sum())
-    clause("admitted calls replayed", replays > 0, rt.engine.summary())
+    # replay counters by reason, per engine
+    counters = pd.concat([by_reason(e) for e in engines], ignore_index=True)
+    replays = counters[counters["reason"] == "replayed"].groupby("engine")["count"].sum()
+    clause("admitted calls replayed", len(replays) == len(engines) and (replays > 0).all(),
+           "; ".join(e.summary() for e in engines))
     return Certification(pd.DataFrame(rows), cat, audit, exact, counters, addresses, rt, got.outputs, want, pf)
 
 
@@ -162,7 +176,7 @@ def adapter_lines(*objs) -> int:
     return n
 
 
-def _by_reason(engine) -> pd.DataFrame:
+def by_reason(engine) -> pd.DataFrame:
     """Calls per outcome: 'replayed' and each eager reason (probe, outside_catalog, priming, ...)."""
     replayed, c = engine.tally()
     c["replayed"] = replayed

@@ -125,6 +125,10 @@ class StreamingRuntime:
         if not isinstance(step, Mapping) and len(names) != 1:
             raise ValueError(f"the {decl.model} declaration has {len(names)} operators: name one, or give a dict "
                              f"operator -> step")
+        unknown = [n for n in names if n not in {o.name for o in decl.operators}]
+        if unknown:
+            raise ValueError(f"{unknown} are not operators of the {decl.model} declaration "
+                             f"({[o.name for o in decl.operators]})")
         self.decl, self.form, self.init = decl, form, init
         self.state_rule, self.granularity = bool(state_rule), granularity
         self.device = torch.device(device)
@@ -424,13 +428,16 @@ class StreamingRuntime:
             self._shadow[n] = shadow
             self.declared.compare_with(c, shadow, self.calls)
 
-    def preflight(self, traffic: Traffic, modules=()):
-        """:func:`~cadencelab.replay.preflight` of the first operator's step on ``traffic``'s first call of it, from
-        the caches at the first turn's start (the target is a GPU, emulated on CPU tensors). The calls are
-        real: the carries are reset first."""
-        self.reset(traffic.prompt(0))
-        t, i, op, x, last = next(traffic.items_of())
-        b = self.bound(op)
+    def preflight(self, traffic: Traffic, modules=(), operator: str | None = None):
+        """:func:`~cadencelab.replay.preflight` of an operator's step (default: the only one) on its first call in
+        ``traffic``, from the caches at that turn's start (the target is a GPU, emulated on CPU tensors). The
+        calls are real: the carries are reset first."""
+        b = self._bound(operator)
+        first = next(((t, x, last) for t, i, op, x, last in traffic.items_of() if self.bound(op).name == b.name), None)
+        if first is None:
+            raise ValueError(f"preflight: the traffic has no call of operator '{b.name}'")
+        t, x, last = first
+        self.reset(traffic.prompt(t))
         self._f = self.frames_of(x, last, b.name)
         caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
                   for n, v in zip(b.touches, self._views(b))}
