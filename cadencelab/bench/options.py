@@ -9,9 +9,10 @@ from typing import Any
 from ..contract import T2W_CLOCKS
 from ..replay.determinism import CONDITIONS, EXACT
 from .common import default_out
-from .flags import MAX_SEED, check_device, check_out_dir, check_steps, int_range, opt
+from .flags import MAX_SEED, check_device, check_out_dir, check_steps, int_range, opt, positive_float
 
-__all__ = ["MODEL_CONFIGS", "model_config", "device", "seed", "condition", "steps", "out", "processes"]
+__all__ = ["MODEL_CONFIGS", "model_config", "device", "seed", "condition", "steps", "out", "processes", "min_processes",
+           "max_processes", "time_budget", "target_halfwidth", "cores"]
 
 #: the Token2wav model configs a study can build (cadencelab.adapters.token2wav REAL / TEACHING)
 MODEL_CONFIGS = ("real", "teaching")
@@ -46,3 +47,44 @@ def out(study: str) -> Any:
 
 def processes(help: str = "one fresh process per arm", **option: Any) -> Any:
     return opt(True, help=help, off="--inline", **option)
+
+
+# ---------------------------------------------------------------------------------------
+# the measurement method (cadencelab.bench.measure): processes per arm, budget, pinned cores
+# ---------------------------------------------------------------------------------------
+
+
+def _check_cores(flag: str, text: str) -> None:
+    from .flags import FlagError
+    from .measure import parse_cores
+
+    try:
+        parse_cores(text)
+    except ValueError as e:
+        raise FlagError(flag, str(e)) from None
+
+
+def min_processes() -> Any:
+    return opt(3, help="fresh processes per arm, at least (each one sample; intervals resample them)",
+               type=int_range(1, 1000))
+
+
+def max_processes() -> Any:
+    return opt(12, help="fresh processes per arm, at most (rounds stop earlier once the headline's interval "
+                        "is within --target-halfwidth, or the time budget ends)", type=int_range(1, 1000))
+
+
+def time_budget(default: float) -> Any:
+    return opt(default, flag="--time-budget", type=positive_float,
+               help="seconds from the study's start after which no new round of processes starts")
+
+
+def target_halfwidth() -> Any:
+    return opt(0.05, type=positive_float,
+               help="stop adding processes once the headline ratio's 95%% interval is within this fraction of its point")
+
+
+def cores() -> Any:
+    return opt("auto", check=_check_cores,
+               help="CPU cores every arm process pins to before timing: auto (a fixed set of up to 4), none, or "
+                    "a list such as 1-4")

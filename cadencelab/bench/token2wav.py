@@ -8,15 +8,20 @@ Protocol (every arm sees the same seeds, prompt and token streams):
   state-rule arms reset into the carry in place), streams ``chunks_per_turn`` chunks
   (a chunk plus its lookahead, dropping the chunk after each, as the duplex demo does) and flushes the remainder
   with ``last_chunk=True``; the device generator is seeded at the block start;
-* block 0 is a warm-up (captures happen there) and is reported but left out of the
-  statistics; arms are interleaved block by block, the order rotating each block;
+* the measurement follows :mod:`cadencelab.bench.measure`: in each round every arm gets a fresh
+  process, pinned to the same CPU cores before its first timed block; its block 0 is a warm-up
+  (captures happen there), reported but left out of the statistics; arms run one at a time,
+  interleaved block by block, the order rotating each block and each round; rounds continue past
+  ``--min-processes`` until the headline's interval is within ``--target-halfwidth`` (or the time
+  budget or ``--max-processes`` ends them);
 * per chunk: synthesis-segment latency (flow + cut + vocoder, CUDA events), host wall,
   SHA-256 of mel / float32 PCM / int16 PCM; per block: the allocator peak (reset per block)
   and the replay counters; after the timed blocks one profiled block per arm gives
   device-busy time, kernel and graph launches per chunk.
 
-The exactness gate compares every block's hashes with B0's. Ratios come with paired
-bootstrap 95% intervals over blocks.
+The exactness gate compares every block's hashes with B0's (same round, same block). Ratios come
+with hierarchical bootstrap 95% intervals (processes, then blocks within them); ``B0_repeat``
+against ``B0`` is the A/A check that gates every direction the study claims.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_a
 from . import options
 from ..profile.provenance import run_provenance
 from .common import ArmProcess, InlineArm, built_checkpoint, serve, set_up_device, write_json
+from .measure import (Method, a_a_check, arm_processes, direction, host_figures, interval_halfwidth, parse_cores,
+                      pin_to_cores, point, ratio_interval, round_orders, stop_reason)
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
                     opt, positive_float)
 
@@ -53,18 +60,26 @@ class StudyConfig:
     device: str = options.device()
     # an arm ``NAME@CONDITION`` runs under that device condition instead of ``condition``; ``B0@defaults``
     # is the fairness gate's reference (the stock runtime with nothing pinned, in the same run)
-    arms: tuple = opt(("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50", "compile",
+    arms: tuple = opt(("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50",
                        f"B0@{REFERENCE}"), on_cpu=FACTORIAL, parse=lambda flag, text: parse_arms(flag, text),
                       help="comma-separated arms, each optionally NAME@CONDITION (must include B0)")
     condition: str = options.condition("every arm (an arm NAME@CONDITION runs under its own)")
-    blocks: int = opt(8, help="timed blocks (plus one warm-up block)", type=int_range(1, MAX_BLOCKS))
+    blocks: int = opt(3, help="timed blocks per process (plus one warm-up block)", type=int_range(1, MAX_BLOCKS))
     chunks_per_turn: int = opt(4, flag="--chunks", type=int_range(2, MAX_CHUNKS),
                                help="chunks per turn, the first and the steady ones (two turns per block; >= 2)")
     flush_tokens: tuple = (13, 27)  # tokens left for each turn's final flush (f = 2 x tokens)
     n_timesteps: int = options.steps()
     seed: int = options.seed()
     profile: bool = opt(True, help="one profiled block per arm after the timed ones (device-busy time, launches)")
-    processes: bool = options.processes("a fresh process per arm (off: the arms run in this process, a CPU smoke)")
+    processes: bool = options.processes("fresh processes per arm (off: the arms run in this process, a CPU smoke)")
+    min_processes: int = options.min_processes()
+    max_processes: int = options.max_processes()
+    time_budget_s: float = options.time_budget(480.0)
+    target_halfwidth: float = options.target_halfwidth()
+    cores: str = options.cores()
+    extend_arms: tuple = opt(("B0", "SRc", "B0_repeat"),
+                             help="the arms that get processes past --min-processes (the headline's and the A/A "
+                                  "check's); the others stop at --min-processes")
     profile_chunks: int = 3  # the profiled block: one turn of this many chunks + a flush
     keep_traces: tuple = ("B0", "SRc")  # Chrome traces kept in the output folder
     block_timeout_s: float = opt(240.0, flag="--block-timeout", type=positive_float,
@@ -75,6 +90,12 @@ class StudyConfig:
 
     def turns(self) -> int:
         return len(self.flush_tokens)
+
+    def method(self) -> Method:
+        """The measurement method of this study (:class:`~cadencelab.bench.measure.Method`)."""
+        return Method(min_processes=self.min_processes, max_processes=self.max_processes,
+                      time_budget_s=self.time_budget_s, target_halfwidth=self.target_halfwidth,
+                      cores=parse_cores(self.cores) if self.processes else (), seed=self.seed)
 
 
 def token_streams(cfg: StudyConfig, block: int, vocab: int | None = None, profiled: bool = False) -> list[list[int]]:
@@ -124,6 +145,9 @@ class ArmRunner:
         backend = "cuda" if self.device.type == "cuda" else "eager"
         self.rt = Token2wavRuntime(flow, hift, self.device, base, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=backend)
         self.setup_s = time.perf_counter() - t0
+        # timed work only on the study's fixed cores (set-up may overlap other arms' on every core)
+        self.cores = pin_to_cores(cfg.method().cores)
+        self.host = None  # measured before the first block, when no other arm is setting up
 
     def _sync(self):
         if self.device.type == "cuda":
@@ -133,6 +157,8 @@ class ArmRunner:
         from ..adapters.token2wav.runtime import chunk_frames
 
         torch, rt, cfg = self.torch, self.rt, self.cfg
+        if self.host is None:
+            self.host = host_figures(self.device)
         apply_condition(self.condition)  # arms sharing a process (--inline) each run under their own flags
         for e in rt.engines.values():
             e.reset_counters()
@@ -182,7 +208,7 @@ class ArmRunner:
         out = dict(arm=self.arm, block=block, rows=rows, peak_bytes=peak,
                    sha_mel=h_mel.hexdigest(), sha_f32=h_f32.hexdigest(), sha_i16=h_i16.hexdigest(),
                    summaries=rt.summaries(), primings=rt.primings,
-                   vendor_graph_fires=dict(rt.vendor_graph_fires),
+                   vendor_graph_fires=dict(rt.vendor_graph_fires), host=self.host,
                    counters=rt.counters().drop(columns=["miss_reasons"], errors="ignore").to_dict("records")
                    if rt.engines else [])
         if profile_path is not None:
@@ -215,7 +241,7 @@ def _profile_rows(prof, arm: str) -> dict:
 
 
 def _ready(r: ArmRunner) -> dict:
-    return dict(setup_s=r.setup_s, determinism=r.determinism)
+    return dict(setup_s=r.setup_s, determinism=r.determinism, cores=list(r.cores))
 
 
 #: the requests an arm answers, in its process (:func:`serve`) or inline (:class:`InlineArm`)
@@ -269,68 +295,98 @@ def run_study(cfg: StudyConfig, progress=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if "B0" not in cfg.arms:
         raise ValueError("the study needs the B0 arm: every exactness gate and ratio is against it")
+    # the cores are chosen once, here, so every process of every round pins to the same set
+    cfg = dataclasses.replace(cfg, cores=",".join(map(str, parse_cores(cfg.cores))) or "none")
     t_start = time.perf_counter()
     with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:  # also holds the traces not kept
-        return _run_arms(cfg, ckpt, out, t_start, progress)
+        return _run_rounds(cfg, ckpt, out, t_start, progress)
 
 
-def _run_arms(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) -> dict:
+def _start_round(cfg: StudyConfig, ckpt: str, arms: list, failures: dict, r: int, progress) -> tuple[dict, dict]:
+    """Round ``r``'s fresh arm processes (their set-up overlaps; nothing is timed yet): the live ones
+    and what each reported when ready (set-up time, applied condition, cores, host figures)."""
     make = _Proc if cfg.processes else _inline
-    procs = {a: make(a, ckpt, cfg) for a in cfg.arms}
-    failures: dict[str, str] = {}
-    setup, applied = {}, {}
+    procs = {a: make(a, ckpt, cfg) for a in arms}
+    ready = {}
     for a, p in procs.items():
         kind, info = p.wait(cfg.block_timeout_s + (cfg.compile_timeout_s if a == "compile" else 0))
         if kind == "ready":
-            setup[a], applied[a] = info["setup_s"], info["determinism"]
+            ready[a] = dict(info, process=r)
         else:
             failures[a] = str(info)[-2000:]
-            progress(f"arm {a} failed to start: {str(info).strip().splitlines()[-1]}")
+            progress(f"arm {a} failed to start (process {r}): {str(info).strip().splitlines()[-1]}")
+            p.stop()
+    return {a: p for a, p in procs.items() if a in ready}, ready
+
+
+def _run_rounds(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) -> dict:
+    method = cfg.method()
+    failures: dict[str, str] = {}
+    processes: list[dict] = []  # one record per arm process: what it reported when ready
     blocks: list[dict] = []
-    order = [a for a in cfg.arms if a not in failures]
-    for b in range(cfg.blocks + 1):
-        rot = order[b % max(1, len(order)):] + order[: b % max(1, len(order))]
-        for a in rot:
-            if a in failures:
-                continue
-            timeout = cfg.block_timeout_s + (cfg.compile_timeout_s if (a == "compile" and b == 0) else 0)
-            kind, res = procs[a].ask(("block", b), timeout)
-            if kind != "ok":
-                failures[a] = str(res)[-2000:]
-                progress(f"arm {a} failed in block {b}: {str(res).strip().splitlines()[-1]}")
-                continue
-            res["warmup"] = b == 0
-            blocks.append(res)
-        progress(f"block {b}/{cfg.blocks} done ({time.perf_counter() - t_start:.0f} s)")
-        partial = analyse(cfg, blocks, {}, failures, setup)
-        partial["provenance"] = dict(provenance(cfg), partial=f"{b + 1} of {cfg.blocks + 1} blocks")
-        write_results(partial, out)
-    profiles = {}
-    if cfg.profile:
-        for a in order:
-            if a in failures:
-                continue
-            keep = a in cfg.keep_traces
-            path = str((out if keep else Path(ckpt)) / f"trace_{a}.json.gz")
-            kind, res = procs[a].ask(("profile", cfg.blocks + 1, path), cfg.block_timeout_s)
-            if not keep and os.path.exists(path):
-                os.remove(path)
-            if kind == "ok":
-                profiles[a] = res.get("profile", {})
-                profiles[a]["kinds"] = [r["kind"] for r in res["rows"]]
-            else:
-                progress(f"arm {a}: profiled block failed: {str(res).strip().splitlines()[-1]}")
-        progress(f"profiled blocks done ({time.perf_counter() - t_start:.0f} s)")
-    result = analyse(cfg, blocks, profiles, failures, setup)
-    result["provenance"] = provenance(cfg)
-    result["provenance"]["arm_conditions"] = applied
-    result["provenance"]["wall_s"] = time.perf_counter() - t_start
-    write_results(result, out)  # before the workers are torn down: a run cut short here keeps its results
-    for p in procs.values():
-        p.request_stop()
-    for p in procs.values():
-        p.stop()
+    profiles: dict = {}
+    stopped = None
+    for r in range(method.max_processes):
+        t_round = time.perf_counter()
+        live = [a for a in cfg.arms if a not in failures and (r < method.min_processes or a in cfg.extend_arms)]
+        procs, ready = _start_round(cfg, ckpt, live, failures, r, progress)
+        processes += [dict(arm=a, **info) for a, info in ready.items()]
+        for b, order in enumerate(round_orders(list(procs), r, cfg.blocks + 1)):
+            for a in order:
+                if a in failures:
+                    continue
+                timeout = cfg.block_timeout_s + (cfg.compile_timeout_s if (a == "compile" and b == 0) else 0)
+                kind, res = procs[a].ask(("block", b), timeout)
+                if kind != "ok":
+                    failures[a] = str(res)[-2000:]
+                    progress(f"arm {a} failed in process {r}, block {b}: {str(res).strip().splitlines()[-1]}")
+                    continue
+                res.update(warmup=b == 0, process=r)
+                blocks.append(res)
+                record = next(p for p in processes if p["arm"] == a and p["process"] == r)
+                record.setdefault("host", res.pop("host", None))
+        if r == 0 and cfg.profile:
+            profiles = _profile_round(cfg, ckpt, out, procs, failures, progress)
+        for p in procs.values():
+            p.request_stop()
+        for p in procs.values():
+            p.stop()
+        result = analyse(cfg, blocks, profiles, failures, processes)
+        s = result["summary"]
+        elapsed, round_s = time.perf_counter() - t_start, time.perf_counter() - t_round
+        hw = interval_halfwidth(s["speedup_SRc_vs_B0"] or float("nan"), *(s["speedup_SRc_vs_B0_ci"] or (float("nan"),) * 2))
+        upcoming = [a for a in cfg.arms if a not in failures and (r + 1 < method.min_processes or a in cfg.extend_arms)]
+        next_s = round_s * len(upcoming) / max(1, len(live))  # the next round's arms, at this round's pace
+        stopped = stop_reason(method, r + 1, hw, elapsed, next_s)
+        progress(f"round {r + 1} done ({round_s:.0f} s, {elapsed:.0f} s in all): headline interval half-width "
+                 f"{100 * hw:.1f}% of its point" + (f"; stopping: {stopped}" if stopped else ""))
+        result["provenance"] = dict(provenance(cfg), wall_s=elapsed)
+        if not stopped:
+            result["provenance"]["partial"] = f"{r + 1} rounds so far"
+        result["summary"]["stopped"] = stopped
+        write_results(result, out)  # after every round: a run cut short keeps what it measured
+        if stopped or not (set(cfg.arms) & set(cfg.extend_arms)) - set(failures):
+            break
     return result
+
+
+def _profile_round(cfg: StudyConfig, ckpt: str, out: Path, procs: dict, failures: dict, progress) -> dict:
+    """One profiled block per arm, in the first round's processes after their timed blocks."""
+    profiles = {}
+    for a, p in procs.items():
+        if a in failures:
+            continue
+        keep = a in cfg.keep_traces
+        path = str((out if keep else Path(ckpt)) / f"trace_{a}.json.gz")
+        kind, res = p.ask(("profile", cfg.blocks + 1, path), cfg.block_timeout_s)
+        if not keep and os.path.exists(path):
+            os.remove(path)
+        if kind == "ok":
+            profiles[a] = res.get("profile", {})
+            profiles[a]["kinds"] = [r["kind"] for r in res["rows"]]
+        else:
+            progress(f"arm {a}: profiled block failed: {str(res).strip().splitlines()[-1]}")
+    return profiles
 
 
 # ---------------------------------------------------------------------------------------
@@ -357,20 +413,20 @@ def gated(arm: str, arms, condition: str) -> bool:
     return ref != arm and split_arm(ref, condition)[1] == split_arm(arm, condition)[1]
 
 
-def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict, setup: dict) -> dict:
-    chunks = pd.DataFrame([r for b in blocks for r in b["rows"]])
-    if not chunks.empty:
-        chunks = chunks.merge(pd.DataFrame([dict(arm=b["arm"], block=b["block"], warmup=b["warmup"]) for b in blocks]),
-                              on=["arm", "block"])
-    by_arm_block = {(b["arm"], b["block"]): b for b in blocks}
+def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict, processes: list[dict]) -> dict:
+    """The study's result from its blocks (each tagged with its ``process``, the round it ran in),
+    the first round's profiles, the failures and the per-process records."""
+    chunks = pd.DataFrame([dict(r, process=b["process"], warmup=b["warmup"]) for b in blocks for r in b["rows"]])
+    by_key = {(b["arm"], b["process"], b["block"]): b for b in blocks}
     block_rows = []
     for b in blocks:
         ref_arm = reference_of(b["arm"], cfg.arms, cfg.condition)
-        r = by_arm_block.get((ref_arm, b["block"]))  # a B0 is its own reference: trivially exact
+        r = by_key.get((ref_arm, b["process"], b["block"]))  # a B0 is its own reference: trivially exact
         steady = [x["latency_ms"] for x in b["rows"] if x["kind"] == "steady"]
         steady_wall = [x["wall_ms"] for x in b["rows"] if x["kind"] == "steady"]
         block_rows.append(dict(
-            arm=b["arm"], block=b["block"], warmup=b["warmup"], peak_bytes=b["peak_bytes"], reference=ref_arm,
+            arm=b["arm"], process=b["process"], block=b["block"], warmup=b["warmup"], peak_bytes=b["peak_bytes"],
+            reference=ref_arm,
             steady_latency_ms_median=float(np.median(steady)) if steady else float("nan"),
             steady_latency_ms_p95=float(np.percentile(steady, 95)) if steady else float("nan"),
             steady_wall_ms_median=float(np.median(steady_wall)) if steady_wall else float("nan"),
@@ -384,44 +440,49 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
     if not bdf.empty:
         bdf["exact"] = bdf["exact_mel"] & bdf["exact_f32"] & bdf["exact_i16"]
     timed = bdf[~bdf["warmup"]] if not bdf.empty else bdf
+    lat = arm_processes(timed, "steady_latency_ms_median")
+    peak = arm_processes(timed, "peak_bytes") if not timed.empty and timed["peak_bytes"].notna().all() else {}
     arms = {}
-    b0 = timed[timed["arm"] == "B0"].set_index("block") if not timed.empty else pd.DataFrame(
-        columns=["steady_latency_ms_median", "peak_bytes"])
     for a in cfg.arms:
         ref_arm = reference_of(a, cfg.arms, cfg.condition)
         meta = dict(arm=a, condition=split_arm(a, cfg.condition)[1], reference=ref_arm,
                     gated=gated(a, cfg.arms, cfg.condition))
-        if a in failures and (timed.empty or a not in set(timed["arm"])):
+        if a in failures and a not in lat:
             arms[a] = dict(meta, failed=failures[a])
             continue
-        t = timed[timed["arm"] == a].set_index("block") if not timed.empty else pd.DataFrame(
-            columns=["exact", "peak_bytes", "steady_latency_ms_median", "summaries", "vendor_graph_fires"])
-        common = t.index.intersection(b0.index)
+        t = timed[timed["arm"] == a] if not timed.empty else timed
         steady = chunks[(chunks["arm"] == a) & (~chunks["warmup"]) & (chunks["kind"] == "steady")] if len(chunks) else chunks
-        lat = steady["latency_ms"] if len(steady) else pd.Series(dtype=float)
+        ms = steady["latency_ms"] if len(steady) else pd.Series(dtype=float)
         wall = steady["wall_ms"] if len(steady) else pd.Series(dtype=float)
-        row = dict(meta, blocks=int(len(t)), exact_blocks=int(t["exact"].sum()), exact=bool(len(t) and t["exact"].all()),
-                   steady_latency_ms_median=float(lat.median()) if len(lat) else float("nan"),
-                   steady_latency_ms_p95=float(lat.quantile(0.95)) if len(lat) else float("nan"),
+        row = dict(meta, processes=len(lat.get(a, [])), blocks=int(len(t)), exact_blocks=int(t["exact"].sum()) if len(t) else 0,
+                   exact=bool(len(t) and t["exact"].all()),
+                   steady_latency_ms_median=float(ms.median()) if len(ms) else float("nan"),
+                   steady_latency_ms_p95=float(ms.quantile(0.95)) if len(ms) else float("nan"),
                    steady_wall_ms_median=float(wall.median()) if len(wall) else float("nan"),
-                   peak_MiB_median=float(t["peak_bytes"].median() / 2**20) if t["peak_bytes"].notna().all() and len(t) else float("nan"))
-        d, lo, hi = bootstrap_ratio(t.loc[common, "steady_latency_ms_median"], b0.loc[common, "steady_latency_ms_median"])
-        row.update(latency_delta=d, latency_delta_lo=lo, latency_delta_hi=hi)
-        if t["peak_bytes"].notna().all() and len(common):
-            d, lo, hi = bootstrap_ratio(t.loc[common, "peak_bytes"], b0.loc[common, "peak_bytes"])
-            row.update(peak_delta=d, peak_delta_lo=lo, peak_delta_hi=hi)
+                   latency_ms=point(lat.get(a, [])),
+                   latency_ms_process_means=[float(np.mean(v)) for v in lat.get(a, [])],
+                   peak_MiB_median=float(t["peak_bytes"].median() / 2**20) if len(t) and t["peak_bytes"].notna().all()
+                   else float("nan"))
+        pt, lo, hi = (0.0, 0.0, 0.0) if a == "B0" else ratio_interval(lat.get(a, []), lat.get("B0", []), seed=cfg.seed)
+        row.update(latency_delta=pt, latency_delta_lo=lo, latency_delta_hi=hi,
+                   latency_direction="reference" if a == "B0" else direction(lo, hi))
+        if a in peak and "B0" in peak and a != "B0":
+            pt, lo, hi = ratio_interval(peak[a], peak["B0"], seed=cfg.seed)
+            row.update(peak_delta=pt, peak_delta_lo=lo, peak_delta_hi=hi)
+        rates = [p["host"]["tiny_ops_per_s"] for p in processes if p["arm"] == a and p.get("host")]
+        if rates:
+            row["host_tiny_ops_per_s_median"] = float(np.median(rates))
         row.update(profile_fields(profiles.get(a)))
         if row.get("wall_ms_median") and row["steady_wall_ms_median"] == row["steady_wall_ms_median"]:
             row["profiler_wall_ratio"] = row["wall_ms_median"] / row["steady_wall_ms_median"]
-        last = t.iloc[-1] if len(t) else None
-        if last is not None:
+        if len(t):
+            last = t.iloc[-1]
             row["replay"] = last["summaries"]
             row["vendor_graph_fires"] = last["vendor_graph_fires"]
         arms[a] = row
-    summary = _summary(arms, bdf)
-    return dict(summary=summary, arms=arms, failures=failures, setup_s=setup,
-                blocks=bdf.to_dict("records"), chunks=chunks.to_dict("records"),
-                profiles=profiles)
+    summary = _summary(cfg, arms, bdf, lat, processes)
+    return dict(summary=summary, arms=arms, failures=failures, processes=processes,
+                blocks=bdf.to_dict("records"), chunks=chunks.to_dict("records"), profiles=profiles)
 
 
 def profile_fields(prof: dict | None) -> dict:
@@ -445,7 +506,7 @@ def profile_fields(prof: dict | None) -> dict:
                 graph_launches_per_chunk=float(p["graph_launches"].median()))
 
 
-def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
+def _summary(cfg: StudyConfig, arms: dict, bdf: pd.DataFrame, lat: dict, processes: list[dict]) -> dict:
     def ratio(a, b, key):
         x, y = arms.get(a, {}).get(key), arms.get(b, {}).get(key)
         return (y / x) if (x and y and x == x and y == y) else None
@@ -454,14 +515,28 @@ def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
         x, y = arms.get(a, {}).get(key), arms.get(b, {}).get(key)
         return (1 - x / y) if (x and y and x == x and y == y) else None
 
+    def speedup(a, b="B0"):
+        """``b / a`` (how many times faster ``a`` is) and its interval, from the hierarchical ratio."""
+        pt, lo, hi = ratio_interval(lat.get(b, []), lat.get(a, []), seed=cfg.seed)
+        return (None, None) if pt != pt else (1 + pt, [1 + lo, 1 + hi])
+
     timed = bdf[~bdf["warmup"]] if not bdf.empty else bdf
     gate = {a for a, r in arms.items() if r.get("gated")}
+    a_a = a_a_check(lat, seed=cfg.seed)
+    live = [a for a, r in arms.items() if "failed" not in r]
+    sp, sp_ci = speedup("SRc")
+    sv, sv_ci = speedup("SRc", "vendor_graph_50")
     s = dict(
-        speedup_SRc_vs_B0=ratio("SRc", "B0", "steady_latency_ms_median"),
+        speedup_SRc_vs_B0=sp, speedup_SRc_vs_B0_ci=sp_ci,
+        a_a=a_a, unstable=bool(a_a is not None and not a_a["holds"]),
+        processes_per_arm=min((arms[a].get("processes", 0) for a in live), default=0),
+        processes_by_arm={a: arms[a].get("processes", 0) for a in live},
+        method=cfg.method().record(),
+        host=host_summary(processes),
         peak_reduction_SRc_vs_B0=reduction("SRc", "B0", "peak_MiB_median"),
         wall_over_busy_SRc=arms.get("SRc", {}).get("wall_over_busy"),
         host_wall_over_busy_SRc=arms.get("SRc", {}).get("host_wall_over_busy"),
-        speedup_SRc_vs_vendor_graph_50=ratio("SRc", "vendor_graph_50", "steady_latency_ms_median"),
+        speedup_SRc_vs_vendor_graph_50=sv, speedup_SRc_vs_vendor_graph_50_ci=sv_ci,
         peak_reduction_SRc_vs_vendor_graph_50=reduction("SRc", "vendor_graph_50", "peak_MiB_median"),
         exact_blocks=int(timed[timed["arm"] == "SRc"]["exact"].sum()) if not timed.empty else 0,
         total_blocks=int((timed["arm"] == "SRc").sum()) if not timed.empty else 0,
@@ -470,17 +545,64 @@ def _summary(arms: dict, bdf: pd.DataFrame) -> dict:
         non_exact_arms=sorted(a for a, r in arms.items() if a in gate and r.get("blocks") and not r.get("exact")),
         failed_arms=sorted(a for a, r in arms.items() if "failed" in r),
         exact_blocks_by_hash=exact_by_hash(timed[timed["arm"].isin(gate)] if not timed.empty else timed),
+        b0_cross_process_exact=cross_process_exact(timed),
         fairness=fairness(arms),
         busy_floor=busy_floor(arms),
+        b0_split=b0_split(arms, processes),
         profiler_wall_ratio={a: r["profiler_wall_ratio"] for a, r in arms.items() if r.get("profiler_wall_ratio")},
     )
     return s
 
 
+def host_summary(processes: list[dict]) -> dict | None:
+    """The host the study ran on: its CPU model, the pinned cores, and the tiny-op rate
+    (:func:`~cadencelab.bench.measure.host_figures`) across every arm process (median, min, max)."""
+    hosts = [p["host"] for p in processes if p.get("host")]
+    if not hosts:
+        return None
+    rate = np.array([h["tiny_ops_per_s"] for h in hosts], float)
+    return dict(cpu_model=hosts[0].get("cpu_model"), cores=processes[0].get("cores"),
+                cpus_available=hosts[0].get("cpus_available"),
+                tiny_ops_per_s_median=float(np.median(rate)), tiny_ops_per_s_min=float(rate.min()),
+                tiny_ops_per_s_max=float(rate.max()),
+                python_loop_ns_median=float(np.median([h["python_loop_ns"] for h in hosts])), processes=len(hosts))
+
+
+def cross_process_exact(timed: pd.DataFrame) -> dict | None:
+    """Whether B0's hashes of each block agree across its processes (the stock runtime's own
+    determinism between processes): ``{"blocks": n, "agree": m}`` over block indices."""
+    if timed.empty:
+        return None
+    b0 = timed[timed["arm"] == "B0"]
+    if b0.empty:
+        return None
+    agree = b0.groupby("block")[["sha_mel", "sha_f32", "sha_i16"]].nunique().eq(1).all(axis=1)
+    return dict(blocks=int(len(agree)), agree=int(agree.sum()), processes=int(b0["process"].nunique()))
+
+
+def b0_split(arms: dict, processes: list[dict]) -> dict | None:
+    """Why B0's latency moves with the host: its steady chunk split into device-busy time (the
+    profile), host dispatch and launch (its kernel launches at this host's tiny-op rate) and the
+    rest of the host's time (Python and framework work between launches). ``predict(rate)``: B0's
+    latency on a host whose tiny-op rate is ``rate`` is about ``launches / rate + other_host_ms``."""
+    b0 = arms.get("B0", {})
+    launches, lat, busy = b0.get("kernel_launches_per_chunk"), b0.get("latency_ms"), b0.get("busy_ms_median")
+    rates = [p["host"]["tiny_ops_per_s"] for p in processes if p.get("arm") == "B0" and p.get("host")]
+    if not launches or not rates or lat is None or lat != lat:
+        return None
+    rate = float(np.median(rates))
+    launch_ms = launches / rate * 1e3
+    return dict(latency_ms=lat, device_busy_ms=busy, kernel_launches=launches, tiny_ops_per_s=rate,
+                dispatch_launch_ms=launch_ms, other_host_ms=max(lat - launch_ms, 0.0),
+                dispatch_launch_share=min(launch_ms / lat, 1.0))
+
+
 def fairness(arms: dict, tolerance: float = 0.05) -> dict | None:
     """The fairness gate: the study's B0 (under its exact condition) against ``B0@defaults`` (nothing
-    pinned) measured in the same run, paired over blocks. Holds when B0 is at most ``tolerance``
-    slower. None when the study has no such arm."""
+    pinned) measured in the same run, over processes and blocks. ``B0_slower_by`` is B0's latency
+    relative to the reference; the gate ``holds`` when its whole 95% interval is at most
+    ``tolerance``, ``fails`` when the whole interval is above it, and is ``inconclusive`` otherwise
+    (``verdict``). None when the study has no such arm."""
     ref = arms.get(f"B0@{REFERENCE}")
     if not ref or "failed" in ref or "B0" not in arms or "failed" in arms["B0"]:
         return None
@@ -488,10 +610,11 @@ def fairness(arms: dict, tolerance: float = 0.05) -> dict | None:
     if d is None or d != d:
         return None
     slower = 1 / (1 + d) - 1  # B0 relative to the unpinned reference (delta is reference / B0 - 1)
-    return dict(reference_arm=f"B0@{REFERENCE}", B0_ms=arms["B0"]["steady_latency_ms_median"],
-                reference_ms=ref["steady_latency_ms_median"], B0_slower_by=slower,
-                B0_slower_by_ci=[1 / (1 + hi) - 1, 1 / (1 + lo) - 1], tolerance=tolerance,
-                holds=bool(slower <= tolerance))
+    ci = [1 / (1 + hi) - 1, 1 / (1 + lo) - 1]
+    verdict = "holds" if ci[1] <= tolerance else "fails" if ci[0] > tolerance else "inconclusive"
+    return dict(reference_arm=f"B0@{REFERENCE}", B0_ms=arms["B0"].get("latency_ms"), reference_ms=ref.get("latency_ms"),
+                B0_slower_by=slower, B0_slower_by_ci=ci, tolerance=tolerance, verdict=verdict,
+                holds=verdict == "holds")
 
 
 def busy_floor(arms: dict) -> dict | None:
@@ -499,13 +622,13 @@ def busy_floor(arms: dict) -> dict | None:
     it puts on any exact replay (B0 latency / B0 busy: no replay can beat running B0's kernels back to
     back) and the share of that ceiling SRc's speedup reaches."""
     b0, src = arms.get("B0", {}), arms.get("SRc", {})
-    busy, lat = b0.get("busy_ms_median"), b0.get("steady_latency_ms_median")
+    busy, lat = b0.get("busy_ms_median"), b0.get("latency_ms")
     if not busy or not lat or lat != lat:
         return None
     ceiling = lat / busy
     out = dict(B0_busy_ms=busy, B0_latency_ms=lat, ceiling=ceiling)
-    if src.get("steady_latency_ms_median"):
-        speedup = lat / src["steady_latency_ms_median"]
+    if src.get("latency_ms"):
+        speedup = lat / src["latency_ms"]
         out.update(SRc_speedup=speedup, SRc_share_of_ceiling=speedup / ceiling, SRc_busy_ms=src.get("busy_ms_median"))
     return out
 
@@ -523,22 +646,40 @@ def write_results(result: dict, out: Path) -> None:
     pd.DataFrame(result["blocks"]).to_csv(out / "token2wav_factorial_blocks.csv", index=False)
 
 
+def _fmt(v, spec: str, na: str = "n/a") -> str:
+    """``v`` formatted with ``spec``, or ``na`` where it was not measured (None or NaN)."""
+    return na if v is None or v != v else format(v, spec)
+
+
 def table(result: dict) -> str:
-    """The short table printed last."""
+    """The short table printed last: per arm its latency (mean over processes) and change against
+    B0 with the 95% interval, the processes behind it, peak memory, exactness and the profile's
+    busy time and launches (``n/a on CPU`` where a CUDA-only figure was not measured)."""
     rows = []
     for a, r in result["arms"].items():
         if "failed" in r:
-            rows.append(f"{a:>24}  FAILED: {r['failed'].strip().splitlines()[-1][:90]}")
+            rows.append(f"{a:>18}  FAILED: {r['failed'].strip().splitlines()[-1][:90]}")
             continue
         ex = "ref" if r["reference"] == a else f"{r['exact_blocks']}/{r['blocks']}" + ("" if r["gated"] else " (not gated)")
+        delta = ("" if a == "B0" else f" ({_fmt(100 * r.get('latency_delta', float('nan')), '+.1f')}% "
+                 f"[{_fmt(100 * r.get('latency_delta_lo', float('nan')), '+.1f')},"
+                 f"{_fmt(100 * r.get('latency_delta_hi', float('nan')), '+.1f')}] {r.get('latency_direction', '')})")
+        cpu_na = "n/a on CPU" if r.get("peak_MiB_median") != r.get("peak_MiB_median") else "n/a"
         rows.append(
-            f"{a:>24}  lat {r['steady_latency_ms_median']:8.2f} ms ({100 * r.get('latency_delta', float('nan')):+6.1f}% "
-            f"[{100 * r.get('latency_delta_lo', float('nan')):+.1f},{100 * r.get('latency_delta_hi', float('nan')):+.1f}])  "
-            f"peak {r['peak_MiB_median']:8.0f} MiB ({100 * r.get('peak_delta', float('nan')):+6.1f}%)  "
-            f"exact {ex}  busy {r.get('busy_ms_median', float('nan')):6.1f} ms  "
-            f"wall/busy {r.get('wall_over_busy', float('nan')):5.2f}  launches k{r.get('kernel_launches_per_chunk', float('nan')):.0f}"
-            f"/g{r.get('graph_launches_per_chunk', float('nan')):.0f}")
+            f"{a:>18}  lat {_fmt(r.get('latency_ms'), '8.2f')} ms{delta}  x{r.get('processes', 0)} proc  "
+            f"peak {_fmt(r.get('peak_MiB_median'), '.0f', cpu_na)} MiB  exact {ex}  "
+            f"busy {_fmt(r.get('busy_ms_median'), '.1f')} ms  launches {_fmt(r.get('kernel_launches_per_chunk'), '.0f')}"
+            f"/{_fmt(r.get('graph_launches_per_chunk'), '.0f')} graphs")
     s = result["summary"]
+    a_a = s.get("a_a")
+    if a_a:
+        rows.append(f"A/A ({a_a['arm']} vs {a_a['reference']}): {100 * a_a['ratio']:+.1f}% "
+                    f"[{100 * a_a['ci'][0]:+.1f}, {100 * a_a['ci'][1]:+.1f}] -> "
+                    + ("holds" if a_a["holds"] else "FAILS: the study is unstable and claims no direction"))
+    if s.get("speedup_SRc_vs_B0"):
+        lo, hi = s["speedup_SRc_vs_B0_ci"]
+        rows.append(f"SRc vs B0: {s['speedup_SRc_vs_B0']:.2f}x [{lo:.2f}, {hi:.2f}] over {s['processes_per_arm']}+ "
+                    f"processes per arm (stopped: {s.get('stopped')})")
     rows.append("summary: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items()}))
     return "\n".join(rows)
 

@@ -1,0 +1,136 @@
+"""The measurement method (cadencelab.bench.measure): orders, intervals, the A/A gate, stopping, pinning."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cadencelab.bench import measure
+from cadencelab.bench.measure import Method
+
+
+def _processes(rng, n_proc, n_blocks, mean, proc_sd, block_sd):
+    """Synthetic block values: each process draws its own level, each block scatters around it."""
+    return [rng.normal(rng.normal(mean, proc_sd), block_sd, n_blocks) for _ in range(n_proc)]
+
+
+def test_round_orders_rotate_so_no_arm_is_always_first():
+    arms = ["B0", "SRc", "B0_repeat"]
+    firsts = [o[0] for r in range(3) for o in measure.round_orders(arms, r, 3)]
+    assert set(firsts) == set(arms)
+    for r in range(3):
+        for order in measure.round_orders(arms, r, 4):
+            assert sorted(order) == sorted(arms)  # every arm once per block
+    # each round starts one further along
+    assert [measure.round_orders(arms, r, 1)[0][0] for r in range(3)] == arms
+
+
+def test_point_is_the_mean_of_process_means():
+    assert measure.point([[1.0, 3.0], [10.0]]) == pytest.approx((2.0 + 10.0) / 2)
+    assert np.isnan(measure.point([]))
+    assert measure.point([[np.nan, 4.0]]) == 4.0  # a missing block is left out, not counted as zero
+
+
+def test_hierarchical_interval_covers_process_spread_that_block_resampling_misses():
+    rng = np.random.default_rng(1)
+    a = _processes(rng, 6, 8, 100.0, proc_sd=15.0, block_sd=1.0)
+    boot = measure.hierarchical_bootstrap(a, 3000, np.random.default_rng(0))
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    # resampling blocks of pooled values (ignoring processes) would give a far narrower interval
+    pooled = np.concatenate(a)
+    pooled_boot = pooled[np.random.default_rng(0).integers(0, len(pooled), (3000, len(pooled)))].mean(1)
+    plo, phi = np.percentile(pooled_boot, [2.5, 97.5])
+    assert (hi - lo) > 1.5 * (phi - plo)
+    assert lo < measure.point(a) < hi
+
+
+def test_ratio_interval_and_a_a_on_identical_code_contains_zero_across_seeds():
+    holds = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        samples = {"B0": _processes(rng, 4, 3, 230.0, 25.0, 5.0), "B0_repeat": _processes(rng, 4, 3, 230.0, 25.0, 5.0)}
+        check = measure.a_a_check(samples)
+        assert set(check) == {"arm", "reference", "ratio", "ci", "holds"}
+        holds += check["holds"]
+    assert holds >= 34  # a 95% interval: nominally 38 of 40; allow for the bootstrap's small-sample shortfall
+
+
+def test_a_a_fails_on_a_real_difference_and_direction_follows_the_interval():
+    rng = np.random.default_rng(3)
+    samples = {"B0": _processes(rng, 5, 4, 200.0, 2.0, 1.0), "B0_repeat": _processes(rng, 5, 4, 260.0, 2.0, 1.0)}
+    check = measure.a_a_check(samples)
+    assert not check["holds"] and check["ci"][0] > 0
+    assert measure.direction(*check["ci"]) == "slower"
+    assert measure.direction(-0.3, -0.1) == "faster"
+    assert measure.direction(-0.1, 0.2) == "no clear difference"
+    assert measure.direction(float("nan"), 0.1) == "no clear difference"
+    assert measure.a_a_check({"B0": [[1.0]]}) is None
+
+
+def test_ratio_interval_brackets_the_true_ratio():
+    rng = np.random.default_rng(5)
+    a = _processes(rng, 6, 4, 60.0, 0.5, 0.3)
+    b = _processes(rng, 6, 4, 240.0, 20.0, 5.0)
+    pt, lo, hi = measure.ratio_interval(a, b)
+    assert lo < pt < hi and lo < 60 / 240 - 1 < hi
+    assert all(np.isnan(measure.ratio_interval([], b)))
+
+
+def test_stop_reason_never_stops_before_min_processes_and_names_why():
+    m = Method(min_processes=3, max_processes=5, time_budget_s=100.0, target_halfwidth=0.05)
+    assert m.record()["confidence"] == measure.CONFIDENCE
+    assert measure.stop_reason(m, 2, 0.0, 10.0, 10.0) is None
+    one = Method(min_processes=1, max_processes=5)
+    assert measure.stop_reason(one, 1, 0.0, 10.0, 10.0) is None  # one process bounds no spread
+    assert measure.stop_reason(m, 3, 0.04, 10.0, 10.0) == "converged"
+    assert measure.stop_reason(m, 3, 0.2, 10.0, 10.0) is None
+    assert measure.stop_reason(m, 3, 0.2, 95.0, 10.0) == "time budget"
+    assert measure.stop_reason(m, 5, 0.2, 10.0, 10.0) == "max processes"
+    assert measure.interval_halfwidth(4.0, 3.8, 4.4) == pytest.approx(0.1)
+    assert measure.interval_halfwidth(float("nan"), 1, 2) == float("inf")
+    with pytest.raises(ValueError, match="min_processes"):
+        Method(min_processes=4, max_processes=3)
+
+
+def test_parse_cores_accepts_ranges_and_refuses_cores_it_cannot_use():
+    avail = {0, 1, 2, 3, 4, 5}
+    assert measure.parse_cores("1-3", avail) == (1, 2, 3)
+    assert measure.parse_cores("2,4", avail) == (2, 4)
+    assert measure.parse_cores("none", avail) == ()
+    assert measure.parse_cores("auto", avail) == (1, 2, 3, 4)  # core 0 skipped when there are more
+    assert measure.measurement_cores(4, {0, 1}) == (0, 1)
+    for bad, why in (("7", "not available"), ("a-b", "not a core"), ("3-1", "backwards")):
+        with pytest.raises(ValueError, match=why):
+            measure.parse_cores(bad, avail)
+
+
+def test_pin_to_cores_pins_this_process():
+    before = os.sched_getaffinity(0)
+    try:
+        core = sorted(before)[-1]
+        assert measure.pin_to_cores((core,)) == (core,)
+        assert os.sched_getaffinity(0) == {core}
+        assert measure.pin_to_cores(()) == ()
+    finally:
+        os.sched_setaffinity(0, before)
+        import torch
+
+        torch.set_num_threads(len(before))
+
+
+def test_host_figures_on_the_cpu():
+    h = measure.host_figures("cpu", ops=200, loop=10_000)
+    assert h["tiny_ops_per_s"] > 0 and h["tiny_op_us"] == pytest.approx(1e6 / h["tiny_ops_per_s"])
+    assert h["python_loop_ns"] > 0 and h["cpus_available"] >= 1
+
+
+def test_process_tables_keep_values_per_process():
+    blocks = pd.DataFrame(dict(arm=["B0", "B0", "B0", "SRc"], process=[0, 0, 1, 0], v=[1.0, 3.0, 5.0, 2.0]))
+    per = measure.arm_processes(blocks, "v")
+    assert [list(x) for x in per["B0"]] == [[1.0, 3.0], [5.0]] and [list(x) for x in per["SRc"]] == [[2.0]]
+    t = measure.process_table(blocks, "v")
+    assert list(t.loc[t["arm"] == "B0", "mean"]) == [2.0, 5.0]
+    assert measure.arm_processes(pd.DataFrame(), "v") == {}
