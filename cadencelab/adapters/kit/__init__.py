@@ -19,16 +19,23 @@ differentially against the model's own stock step), and replay through
 :func:`~cadencelab.replay.bind`.
 
 :func:`certify` runs a traffic through the model's own stock step and through the runtime and
-returns one :class:`Certification` of DataFrames: the derived catalog against the labels the
-stock model was observed to see, the audit verdicts, bit-exactness per call, replay counters by
-reason and the carries' addresses.
+returns one :class:`Certification` of DataFrames: the preflight's hazards, the derived catalog against
+the labels the stock model was observed to see, the audit verdicts, bit-exactness per call, replay
+counters by reason and the carries' addresses. :func:`factorial` runs the paper's arms (B0, S, R, Rc,
+SR, SRc) on a :class:`KitModel` and returns one row per arm (latency, state, peak memory, exactness).
+
+Modules: :mod:`.traffic` (what to stream), :mod:`.regions` (bases and shape checks), :mod:`.steps` (how
+a step is called), :mod:`.rings` (ring regions), :mod:`.runtime` (the runtime and its arms),
+:mod:`.certify`, :mod:`.factorial`.
 """
 
 from __future__ import annotations
 
 from .certify import Certification, adapter_lines, certify, exact_table, run_stock
+from .factorial import ARMS, KitModel, factorial, run_block
+from .rings import RingView
 from .runtime import AUDITS, FORMS, KitRun, StreamingRuntime
 from .traffic import Traffic
 
-__all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "KitRun", "Certification", "run_stock", "certify",
-           "exact_table", "adapter_lines"]
+__all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "KitRun", "RingView", "Certification", "run_stock",
+           "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "factorial", "run_block"]

@@ -1,0 +1,55 @@
+"""The paper's factorial on a declared model: one call, one row per arm (latency with an interval, state held,
+peak memory, bit-exactness against the stock step), the catalog and the certificate beside it; on the teaching
+model and on a streaming model the package does not ship. CPU, eager backend."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cadencelab.adapters import teaching
+from cadencelab.adapters.kit import ARMS, KitModel, factorial
+from kit_models import StreamingConformer
+from test_kit import conformer_declaration, conformer_steps, conformer_traffic
+
+
+def conformer_model():
+    model = StreamingConformer()
+    step, stock = conformer_steps(model)
+    return KitModel(conformer_declaration(), step, stock, conformer_traffic(), modules=(model,))
+
+
+@pytest.mark.parametrize("make", [conformer_model, lambda: teaching.kit_model()], ids=["conformer", "teaching"])
+def test_the_factorial_runs_every_arm_bit_exact(make):
+    m = make()
+    df = factorial(m, blocks=2, warmup=1, backend="eager")
+    assert df["arm"].tolist() == list(ARMS) == ["B0", "S", "R", "Rc", "SR", "SRc"]
+    assert df["bit_exact"].all() and (df["exact_calls"] == m.traffic.calls).all()
+    assert (df["calls"] == m.traffic.calls).all() and (df["blocks"] == 2).all()
+    assert (df["latency_ms"] > 0).all() and (df["latency_ms_lo"] <= df["latency_ms_hi"]).all()
+    rep = df.set_index("arm")
+    assert rep.loc["B0", "vs_B0"] == 0 and rep.loc["B0", "replayed"] == 0 and rep.loc["SRc", "replayed"] > 0
+    assert rep.loc["S", "state_bytes"] == rep.loc["SRc", "state_bytes"] > 0  # the carries: one size in every arm
+    assert df["peak_mem_bytes"].isna().all()  # a CPU: no device peak
+    assert df.attrs["certified"] and df.attrs["certificate"]["passed"].all()
+    assert set(df.attrs["catalog"]["kind"]) == {"steady", "flush"}
+
+
+def test_the_teaching_model_on_the_kit_is_its_hand_wired_runtimes_twin():
+    m = teaching.kit_model()
+    cfg = teaching.TeachingConfig()
+    hand = teaching.TeachingRuntime(teaching.TinyStreamer(cfg), replay=True, backend="eager").run(teaching.make_stream(cfg))
+    kit = m.runtime("SRc", backend="eager").run(m.traffic)
+    assert len(hand.outputs) == len(kit.outputs) and all(torch.equal(a, b) for a, b in zip(hand.outputs, kit.outputs))
+
+
+def test_bad_factorial_arguments_are_refused():
+    m = conformer_model()
+    with pytest.raises(ValueError, match=r"arms must be distinct names among \['B0'"):
+        factorial(m, arms=["B0", "X"])
+    with pytest.raises(ValueError, match="blocks must be an int >= 1"):
+        factorial(m, blocks=0)
+    with pytest.raises(ValueError, match="unknown arm 'X'"):
+        m.runtime("X")
+    with pytest.raises(ValueError, match="traffic must be a Traffic"):
+        KitModel(m.decl, m.step, m.stock, [[torch.zeros(1)]])
