@@ -53,3 +53,41 @@ def test_bad_factorial_arguments_are_refused():
         m.runtime("X")
     with pytest.raises(ValueError, match="traffic must be a Traffic"):
         KitModel(m.decl, m.step, m.stock, [[torch.zeros(1)]])
+
+
+def conformer_model_on(device="cpu"):
+    """A user's model for ``python -m cadencelab.bench kit --model test_kit_factorial:conformer_model_on``."""
+    m = conformer_model()
+    assert str(device) == "cpu"
+    return m
+
+
+def test_the_bench_entry_measures_a_users_model(tmp_path, capsys):
+    import json
+
+    from cadencelab.bench.__main__ import main
+
+    rc = main(["kit", "--model", "test_kit_factorial:conformer_model_on", "--device", "cpu", "--inline",
+               "--min-processes", "1", "--max-processes", "1", "--blocks", "2", "--cores", "none",
+               "--arms", "B0,SRc,B0_repeat", "--out", str(tmp_path)])
+    assert rc == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("summary: {'exact': True")
+    rec = json.loads((tmp_path / "kit_factorial.json").read_text())
+    assert [a["arm"] for a in rec["arms"]] == ["B0", "SRc", "B0_repeat"]
+    assert all(a["bit_exact"] for a in rec["arms"]) and rec["summary"]["certified"]
+    assert rec["summary"]["model"] == "streaming-conformer" and rec["a_a"]["arm"] == "B0_repeat"
+    assert {c["clause"] for c in rec["certificate"]} >= {"bit-exact with the stock step"}
+    blocks = (tmp_path / "kit_factorial_blocks.csv").read_text().splitlines()
+    assert len(blocks) == 1 + 3 * 3  # header + 3 arms x (1 warm-up + 2 timed blocks)
+
+
+@pytest.mark.parametrize("spec, match", [("nope", "built-in model"), ("os:getenv", "not a KitModel"),
+                                         ("os:getcwd", "a function of the device"),
+                                         ("no_such_module:f", "cannot load")])
+def test_the_bench_entry_names_a_bad_model(spec, match, tmp_path, capsys):
+    from cadencelab.bench.__main__ import main
+
+    rc = main(["kit", "--model", spec, "--device", "cpu", "--inline", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--model" in err and match in err

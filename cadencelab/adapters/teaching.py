@@ -58,7 +58,7 @@ from ..state import Carry, ShadowAuditor
 
 __all__ = [
     "TeachingConfig", "declaration", "TinyStreamer", "TeachingStream", "make_stream", "TeachingRuntime",
-    "StreamRun", "bit_exact", "Certificate", "certify", "kit_model",
+    "StreamRun", "bit_exact", "Certificate", "certify", "kit_model", "kit_model_on",
 ]
 
 OPERATOR = "chunk_step"
@@ -512,3 +512,9 @@ def kit_model(model: TinyStreamer | None = None, stream: TeachingStream | None =
 
     traffic = Traffic(stream.turns, [stream.prompt] * len(stream.turns))
     return KitModel(decl, step, stock, traffic, form="stock", init=init, modules=(model,), device=str(device))
+
+
+def kit_model_on(device="cpu"):
+    """:func:`kit_model` of the default teaching model on ``device`` (``python -m cadencelab.bench kit --model
+    teaching``)."""
+    return kit_model(TinyStreamer().to(device))

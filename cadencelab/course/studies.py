@@ -82,6 +82,7 @@ STUDIES = (
     Study("crossarch", "crossarch", ("moshi_mimi.json", "moshi_mimi_frames.csv", "freeze_style.json",
                                      "freeze_style_chunks.csv")),
     Study("sessions", "sessions", ("sessions.json", "sessions.csv", "sessions_chunks.csv", "runs_<arm>.jsonl")),
+    Study("kit", "kit", ("kit_factorial.json", "kit_factorial_blocks.csv")),
 )
 
 _FACTORIAL_ARMS = "B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50"
