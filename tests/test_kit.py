@@ -224,29 +224,15 @@ def test_kit_refuses_what_it_cannot_run():
 
 
 def test_the_teaching_model_on_the_kit_matches_its_hand_wired_runtime():
-    from cadencelab.adapters import teaching
+    from cadencelab.adapters import teaching, teaching_kit
 
     cfg = teaching.TeachingConfig()
-    model, decl, stream = teaching.TinyStreamer(cfg), teaching.declaration(cfg), teaching.make_stream(cfg)
-
-    def step(x, caches, last):  # the stock step, uncut (newest first)
-        y, q, new, _ = model.project(x, caches["conv_context"])
-        kv = torch.cat([new, caches["kv_cache"]], dim=2)
-        return model.attend(q, kv, y), {"kv_cache": kv,
-                                        "conv_context": torch.cat([caches["conv_context"], x.transpose(1, 2)], dim=2)}
-
-    def stock(x, caches, last):
-        out, att = step(x, caches, last)
-        return out, {r.name: r.policy.apply(att[r.name], r.clock_axis) for r in decl.regions}
-
-    def init(prompt):
-        return dict(zip(("kv_cache", "conv_context"), model.prime(prompt)))
-
-    traffic = Traffic(stream.turns, [stream.prompt] * len(stream.turns))
-    cert = certify(decl, step, stock, traffic, form="stock", init=init, modules=[model], backend="eager")
+    model, stream = teaching.TinyStreamer(cfg), teaching.make_stream(cfg)
+    m = teaching_kit.kit_model(model, stream)
+    cert = m.certify(backend="eager")
     assert cert.ok, cert.table
     hand = teaching.TeachingRuntime(model, replay=True, backend="eager").run(stream)
-    assert all(torch.equal(a, b) for a, b in zip(hand.outputs, cert.runtime.run(traffic).outputs))
+    assert all(torch.equal(a, b) for a, b in zip(hand.outputs, cert.runtime.run(m.traffic).outputs))
     reasons = cert.counters.set_index("reason")["count"]
     assert reasons["priming"] == 2 and reasons["outside_catalog"] == 1  # as the hand-wired runtime counts them
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cadencelab.adapters import teaching
+from cadencelab.adapters import teaching, teaching_kit
 from cadencelab.adapters.kit import ARMS, KitModel, factorial
 from kit_models import StreamingConformer
 from test_kit import conformer_declaration, conformer_steps, conformer_traffic
@@ -19,7 +19,7 @@ def conformer_model():
     return KitModel(conformer_declaration(), step, stock, conformer_traffic(), modules=(model,))
 
 
-@pytest.mark.parametrize("make", [conformer_model, lambda: teaching.kit_model()], ids=["conformer", "teaching"])
+@pytest.mark.parametrize("make", [conformer_model, lambda: teaching_kit.kit_model()], ids=["conformer", "teaching"])
 def test_the_factorial_runs_every_arm_bit_exact(make):
     m = make()
     df = factorial(m, blocks=2, warmup=1, backend="eager")
@@ -36,7 +36,7 @@ def test_the_factorial_runs_every_arm_bit_exact(make):
 
 
 def test_the_teaching_model_on_the_kit_is_its_hand_wired_runtimes_twin():
-    m = teaching.kit_model()
+    m = teaching_kit.kit_model()
     cfg = teaching.TeachingConfig()
     hand = teaching.TeachingRuntime(teaching.TinyStreamer(cfg), replay=True, backend="eager").run(teaching.make_stream(cfg))
     kit = m.runtime("SRc", backend="eager").run(m.traffic)

@@ -58,7 +58,7 @@ from ..state import Carry, ShadowAuditor
 
 __all__ = [
     "TeachingConfig", "declaration", "TinyStreamer", "TeachingStream", "make_stream", "TeachingRuntime",
-    "StreamRun", "bit_exact", "Certificate", "certify", "kit_model", "kit_model_on",
+    "StreamRun", "bit_exact", "Certificate", "certify",
 ]
 
 OPERATOR = "chunk_step"
@@ -480,41 +480,3 @@ def certify(model: TinyStreamer, stream: TeachingStream | None = None, backend: 
     return Certificate(pd.DataFrame(rows), counters, aud, exact, got, rt.engine.backend,
                        extra=dict(reference=ref, runtime=rt))
 
-
-# ---------------------------------------------------------------------------------------
-# the same model on the adapter kit: a declaration plus a step
-# ---------------------------------------------------------------------------------------
-
-
-def kit_model(model: TinyStreamer | None = None, stream: TeachingStream | None = None):
-    """The teaching model as the adapter kit runs it (:class:`~cadencelab.adapters.kit.KitModel`): its
-    declaration, its step in the kit's stock form (the new K|V in front of the cache, uncut: the runtime
-    keeps what the declaration retains), its own stock step (the model's cut), prompt priming as ``init``
-    and ``stream`` (default :func:`make_stream`) as the traffic, every turn primed from its prompt."""
-    from .kit import KitModel, Traffic
-
-    model = model or TinyStreamer()
-    decl = declaration(model.cfg)
-    device = next(model.parameters()).device
-    stream = (stream or make_stream(model.cfg)).to(device)
-
-    def step(x, caches, last):
-        y, q, new, _ = model.project(x, caches[CONTEXT])
-        kv = torch.cat([new, caches[KV]], dim=CLOCK_DIM)
-        return model.attend(q, kv, y), {KV: kv, CONTEXT: torch.cat([caches[CONTEXT], x.transpose(1, 2)], dim=2)}
-
-    def stock(x, caches, last):
-        out, attended = step(x, caches, last)
-        return out, {r.name: r.policy.apply(attended[r.name], r.clock_axis) for r in decl.regions}
-
-    def init(prompt):
-        return dict(zip((KV, CONTEXT), model.prime(prompt)))
-
-    traffic = Traffic(stream.turns, [stream.prompt] * len(stream.turns))
-    return KitModel(decl, step, stock, traffic, form="stock", init=init, modules=(model,), device=str(device))
-
-
-def kit_model_on(device="cpu"):
-    """:func:`kit_model` of the default teaching model on ``device`` (``python -m cadencelab.bench kit --model
-    teaching``)."""
-    return kit_model(TinyStreamer().to(device))

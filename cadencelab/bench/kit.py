@@ -37,7 +37,7 @@ from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_
 __all__ = ["MODELS", "KIT_ARMS", "KitConfig", "load_model", "run_study", "analyse", "add_parser"]
 
 #: built-in models (name -> "module:function" of the device returning a KitModel)
-MODELS = {"teaching": "cadencelab.adapters.teaching:kit_model_on"}
+MODELS = {"teaching": "cadencelab.adapters.teaching_kit:kit_model_on"}
 #: the factorial's arms and the A/A control
 KIT_ARMS = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat")
 HEADLINE = ("SRc", "B0")
