@@ -51,7 +51,8 @@ from cadencelab.course.frames import catalog_figure
 from cadencelab.course.predict import Prediction, reveal
 
 # %%
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
+from cadencelab.adapters.kit import (KitModel, StreamingRuntime, Traffic, adapter_lines, certify, exact_table, factorial,
+                                     run_stock)
 from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,  # noqa: F401
                                  catalog, catalog_counts, catalog_width)  # the declaration's parts, for your answer
 from cadencelab.replay import At
@@ -333,6 +334,22 @@ freeze = data.freeze_paths()[["path", "exact_blocks", "blocks", "max_abs_diff", 
 freeze
 
 # %% [markdown]
+# ## The paper's factorial on your adapter
+#
+# One call runs the paper's arms on what you wrote (declaration, step, stock step, traffic): B0 (the stock
+# step), S (the state rule), R and Rc (replay of the stock step), SR and SRc (both rules; the step alone or
+# the whole call replayed). One row per arm: ms per call (measured in this process, the arms' blocks
+# interleaved), the state held between calls, peak device memory (CUDA only) and bit-exactness against the
+# stock step; the catalog and the certificate are in `attrs`. `python -m cadencelab.bench kit --model
+# package.module:function` measures the same arms in fresh processes, as the paper's studies are measured.
+
+# %%
+yours = KitModel(decl, step, stock, traffic, frames=frames, modules=(model,), device=DEVICE)
+fact = factorial(yours, blocks=3, backend=BACKEND)
+print(f"certified: {fact.attrs['certified']}; every arm bit-exact: {bool(fact['bit_exact'].all())}")
+fact
+
+# %% [markdown]
 # ## Check
 #
 # Run the next cell: it asserts what this notebook taught and prints `CHECK OK` when it holds.
@@ -350,21 +367,3 @@ assert fz.loc["carry", "exact_blocks"] == fz.loc["carry", "blocks"] and fz.loc["
 assert feedback.ok == SOLUTIONS and (SOLUTIONS or "fill this in" in feedback.message)
 print(f"CHECK OK: notebook 7: a {n_lines}-line adapter certified ({BACKEND} backend); the forgotten sink "
       f"caught at call {first.call}, region '{first.region}', before the output diverged at call {diverged}")
-
-# %% [markdown]
-# ## The paper's factorial on your adapter
-#
-# One call runs the paper's arms on what you wrote (declaration, step, stock step, traffic): B0 (the stock
-# step), S (the state rule), R and Rc (replay of the stock step), SR and SRc (both rules; the step alone or
-# the whole call replayed). One row per arm: ms per call (measured in this process, the arms' blocks
-# interleaved), the state held between calls, peak device memory (CUDA only) and bit-exactness against the
-# stock step; the catalog and the certificate are in `attrs`. `python -m cadencelab.bench kit --model
-# package.module:function` measures the same arms in fresh processes, as the paper's studies are measured.
-
-# %%
-from cadencelab.adapters.kit import KitModel, factorial
-
-yours = KitModel(decl, step, stock, traffic, frames=frames, modules=(model,), device=DEVICE)
-fact = factorial(yours, blocks=3, backend=BACKEND)
-print(f"certified: {fact.attrs['certified']}; every arm bit-exact: {bool(fact['bit_exact'].all())}")
-fact
