@@ -51,8 +51,8 @@ from cadencelab.course.frames import catalog_figure
 from cadencelab.course.predict import Prediction, reveal
 
 # %%
-from cadencelab.adapters.kit import (KitModel, StreamingRuntime, Traffic, adapter_lines, certify, exact_table, factorial,
-                                     run_stock)
+from cadencelab.adapters.kit import (KitModel, StreamingRuntime, Traffic, adapter_lines, certify, exact_table,
+                                     factorial, run_stock)
 from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,  # noqa: F401
                                  catalog, catalog_counts, catalog_width)  # the declaration's parts, for your answer
 from cadencelab.replay import At
