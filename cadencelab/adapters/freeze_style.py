@@ -292,10 +292,8 @@ class CarryStream:
             self.carries.append(Carry.allocate(f"conv{i + 1}_context", Fixed(n), (1, conv.in_channels, n), 2, device=dev))
         self.engine = None
         if replay:
-            self.engine = bind(
-                self.decl, OPERATOR, self._step, reads={LEFT_CONTEXT: At("ctx0")}, frames=At("tokens", dim=1),
-                backend=backend, owners=lambda: [c.buffer for c in self.carries],
-                write_through={c.name: (lambda c=c: c.buffer) for c in self.carries}, modules=[model])
+            self.engine = bind(self.decl, OPERATOR, self._step, reads={LEFT_CONTEXT: At("ctx0")},
+                               frames=At("tokens", dim=1), backend=backend, carries=self.carries, modules=[model])
         self.reset()
 
     @property
