@@ -141,5 +141,5 @@ class RingStreamer(torch.nn.Module):
         k = self.key(x)
         for i in range(k.shape[1]):
             ring[:, (end + i) % s.capacity] = k[:, i]
-        filled = torch.arange(s.capacity) < min(end + k.shape[1], s.capacity)
+        filled = torch.arange(s.capacity, device=x.device) < min(end + k.shape[1], s.capacity)
         return self.attend(x, ring, filled), {"kv": ring, "end": end + k.shape[1]}

@@ -91,3 +91,11 @@ def test_the_bench_entry_names_a_bad_model(spec, match, tmp_path, capsys):
     rc = main(["kit", "--model", spec, "--device", "cpu", "--inline", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc != 0 and "--model" in err and match in err
+
+
+@pytest.mark.cuda
+def test_the_factorial_on_cuda_reports_peak_memory():
+    m = teaching_kit.kit_model_on("cuda")
+    df = factorial(m, blocks=2, warmup=1, backend="cuda")
+    assert df["bit_exact"].all() and df.attrs["certified"], df
+    assert (df["peak_mem_bytes"] >= 0).all() and df.set_index("arm").loc["SRc", "replayed"] > 0

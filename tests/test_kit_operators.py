@@ -175,3 +175,30 @@ def test_audits_need_the_state_rule():
         StreamingRuntime(conformer_declaration(), step, stock=stock, state_rule=False, audit="declared")
     with pytest.raises(ValueError, match="pass stock="):
         StreamingRuntime(conformer_declaration(), step, state_rule=False)
+
+
+@pytest.mark.cuda
+def test_a_ring_model_is_certified_with_cuda_graphs():
+    """The ring's write position lives on the device and advances inside the captured call: one graph per
+    label serves every position."""
+    model = RingStreamer().cuda()
+    step, stock = ring_steps(model)
+    traffic = Traffic([[x.cuda() for x in turn] for turn in ring_traffic().turns])
+    cert = certify(ring_declaration(), step, stock, traffic, modules=[model], backend="cuda", device="cuda")
+    assert cert.ok, cert.table
+    engine = cert.runtime.engine
+    assert engine.backend == "cuda" and int(engine.counters()["captures"].sum()) == 2  # steady and final calls
+    assert int(cert.runtime.ends["kv"].buffer) == cert.runtime.ends["kv"].host
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("arm", list(ARMS))
+def test_every_arm_is_bit_exact_on_cuda(arm):
+    model = StreamingConformer().cuda()
+    step, stock = conformer_steps(model)
+    traffic = Traffic([[x.cuda() for x in turn] for turn in conformer_traffic().turns])
+    want, _ = run_stock(conformer_declaration(), stock, traffic, device="cuda")
+    rt = StreamingRuntime(conformer_declaration(), step, stock=stock, backend="cuda", modules=[model], device="cuda",
+                          **ARMS[arm])
+    got = rt.run(traffic)
+    assert all(torch.equal(a, b) for a, b in zip(want, got.outputs)) and len(got.outputs) == len(want)

@@ -73,7 +73,7 @@ from ..state import Carry
 __all__ = [
     "FreezeStyleConfig", "FreezeStyleDecoder", "OverlapPolicy", "FULL_HISTORY", "CarryStream",
     "stream_reference", "stream_with_carry", "causal_conv", "compare", "declaration", "OPERATOR", "LEFT_CONTEXT",
-    "KIT_REGIONS", "kit_declaration", "kit_model",
+    "KIT_REGIONS", "kit_declaration", "kit_model", "kit_model_on",
 ]
 
 OPERATOR = "decode_chunk"
@@ -459,3 +459,8 @@ def kit_model(model: FreezeStyleDecoder | None = None, tokens=None, device="cpu"
 
     traffic = Traffic.stream(decl, [t.to(dev) for t in _turns(tokens)], clock="tokens")
     return KitModel(decl, step, stock, traffic, form="stock", modules=(model,), device=str(dev))
+
+
+def kit_model_on(device="cpu"):
+    """:func:`kit_model` on ``device`` (``python -m cadencelab.bench kit --model freeze-style``)."""
+    return kit_model(device=device)

@@ -1,7 +1,7 @@
 """The paper's factorial on any declared model (``python -m cadencelab.bench kit --model teaching``).
 
 ``--model`` names a :class:`~cadencelab.adapters.kit.KitModel`: a built-in (``teaching``: the course's
-model on the kit) or ``package.module:function``, a function of the device returning a KitModel (a user's
+model on the kit; ``freeze-style``: the Freeze-Omni-style decoder's carry path) or ``package.module:function``, a function of the device returning a KitModel (a user's
 declaration, step, stock step and traffic). The model is certified once (catalog and certificate, written
 beside the figures); then every arm of :data:`~cadencelab.adapters.kit.ARMS` (and ``B0_repeat``, the A/A
 control: B0's code in processes of its own) is measured the way every study measures
@@ -20,6 +20,7 @@ provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is 
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,8 @@ from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_
 __all__ = ["MODELS", "KIT_ARMS", "KitConfig", "load_model", "run_study", "analyse", "add_parser"]
 
 #: built-in models (name -> "module:function" of the device returning a KitModel)
-MODELS = {"teaching": "cadencelab.adapters.teaching_kit:kit_model_on"}
+MODELS = {"teaching": "cadencelab.adapters.teaching_kit:kit_model_on",
+          "freeze-style": "cadencelab.adapters.freeze_style:kit_model_on"}
 #: the factorial's arms and the A/A control
 KIT_ARMS = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat")
 HEADLINE = ("SRc", "B0")
@@ -51,7 +53,7 @@ def _check_model(flag: str, text: str) -> None:
 @dataclass
 class KitConfig:
     model: str = opt("teaching", check=_check_model,
-                     help="the KitModel: teaching, or package.module:function (a function of the device)")
+                     help="the KitModel: teaching, freeze-style, or package.module:function (a function of the device)")
     arms: tuple = opt(KIT_ARMS, parse=names_in(KIT_ARMS), help="comma-separated arms (B0_repeat: the A/A control)")
     device: str = options.device()
     blocks: int = opt(5, type=int_range(1, MAX_BLOCKS), help="timed blocks per process (plus one warm-up block)")
@@ -128,6 +130,12 @@ def _start(cfg: KitConfig, arm: str, backend: str, cores: tuple):
     return InlineArm(arm, lambda: _ArmState(*args), lambda st: dict(arm=arm), _handlers())
 
 
+def _last_line(tb) -> str:
+    """The last line of a worker's traceback (the error itself)."""
+    lines = [ln for ln in str(tb).splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else str(tb)
+
+
 def run_study(cfg: KitConfig, progress=print) -> dict:
     """Certify, measure every arm in rounds of fresh processes, analyse; write the files; the summary."""
     from ..adapters.kit import ARMS as SWITCHES
@@ -145,12 +153,12 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
             for a, p in arms.items():
                 kind, what = p.wait(cfg.block_timeout_s)
                 if kind != "ready":
-                    raise RuntimeError(f"arm {a} failed to start: {failed_line(what)}")
+                    raise RuntimeError(f"arm {a} failed to start: {_last_line(what)}")
             for b, order in enumerate(round_orders(cfg.arms, processes_done, cfg.blocks + 1)):
                 for a in order:
                     kind, res = arms[a].ask(("block",), cfg.block_timeout_s)
                     if kind != "ok":
-                        raise RuntimeError(f"arm {a}, block {b}: {failed_line(res)}")
+                        raise RuntimeError(f"arm {a}, block {b}: {_last_line(res)}")
                     rows.append(dict(arm=a, process=processes_done, block=b, warmup=b == 0, **res))
         finally:
             for p in arms.values():
@@ -213,7 +221,10 @@ def _cli(args) -> int:
             "bit_exact"]
     print(pd.DataFrame(res["arms"])[cols].to_string(index=False))
     print(f"summary: {res['summary']}")
-    return 0 if res["summary"]["exact"] else 1
+    line = failed_line("python -m cadencelab.bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"]])
+    if line:
+        print(line, file=sys.stderr)
+    return 0 if line is None else 1
 
 
 def add_parser(sub) -> Any:
