@@ -50,7 +50,8 @@ from cadencelab.course.frames import catalog_figure
 from cadencelab.course.predict import Prediction, reveal
 
 # %%
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
+from cadencelab.adapters.kit import (KitModel, StreamingRuntime, Traffic, adapter_lines, certify, exact_table,
+                                     factorial, run_stock)
 from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,  # noqa: F401
                                  SlidingWindow, catalog, catalog_counts, catalog_width)  # parts for your answer
 from cadencelab.replay import At
@@ -325,6 +326,22 @@ print(f"replay's speedup over the vendor graphs' speedup: {ratio:.2f}x (a ratio 
 freeze = data.freeze_paths()[["path", "exact_blocks", "blocks", "max_abs_diff", "steady_latency_ms_median",
                               "peak_MiB_median", "role"]]
 freeze
+
+# %% [markdown]
+# ## The paper's factorial on your adapter
+#
+# One call runs the paper's arms on what you wrote (declaration, step, stock step, traffic): B0 (the stock
+# step), S (the state rule), R and Rc (replay of the stock step), SR and SRc (both rules; the step alone or
+# the whole call replayed). One row per arm: ms per call (measured in this process, the arms' blocks
+# interleaved), the state held between calls, peak device memory (CUDA only) and bit-exactness against the
+# stock step; the catalog and the certificate are in `attrs`. `python -m cadencelab.bench kit --model
+# package.module:function` measures the same arms in fresh processes, as the paper's studies are measured.
+
+# %%
+yours = KitModel(decl, step, stock, traffic, frames=frames, modules=(model,), device=DEVICE)
+fact = factorial(yours, blocks=3, backend=BACKEND)
+print(f"certified: {fact.attrs['certified']}; every arm bit-exact: {bool(fact['bit_exact'].all())}")
+fact
 
 # %% [markdown]
 # ## Check

@@ -16,6 +16,15 @@ from dataclasses import dataclass
 import torch
 
 
+def seeded(module: torch.nn.Module, seed: int, scale: float) -> torch.Generator:
+    """Every parameter of ``module`` drawn from N(0, scale^2) with a generator seeded ``seed`` (returned, to draw on)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * scale)
+    return g
+
+
 @dataclass(frozen=True)
 class ConformerSizes:
     dim: int = 8
@@ -34,10 +43,7 @@ class StreamingConformer(torch.nn.Module):
         self.dw = torch.nn.Conv1d(s.dim, s.dim, s.kernel, groups=s.dim)  # no padding: the cache is the left context
         self.qkv = torch.nn.Linear(s.dim, 3 * s.dim)
         self.out = torch.nn.Linear(s.dim, s.dim)
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.4)
+        seeded(self, seed, 0.4)
 
     def chunk(self, x, kv_cache, conv_cache, last=False):
         """x (1, n, dim) -> output of the committed frames, and the committed frames' new K|V and conv input."""
@@ -85,11 +91,8 @@ class TokenDecoder(torch.nn.Module):
         self.s = s = sizes
         self.embed = torch.nn.Embedding(s.vocab, s.dim)
         self.proj = torch.nn.Linear(s.dim, s.samples_per_token)
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-            self.register_buffer("taps", torch.randn(s.taps, generator=g))
+        g = seeded(self, seed, 0.5)
+        self.register_buffer("taps", torch.randn(s.taps, generator=g))
 
     def decode(self, tokens, history, tail, last=False, cut=True):
         """tokens (1, n) -> samples of the committed tokens; history (1, h, dim) newest first, tail (1, taps-1)."""
@@ -105,3 +108,38 @@ class TokenDecoder(torch.nn.Module):
         if cut:
             return out, hist[:, :s.history], full[:, full.shape[1] - (s.taps - 1):]
         return out, hist, full
+
+
+@dataclass(frozen=True)
+class RingSizes:
+    dim: int = 8
+    capacity: int = 10  # not a multiple of the chunk: writes wrap in the middle of a call
+    chunk: int = 4
+
+
+class RingStreamer(torch.nn.Module):
+    """Attention over a ring of keys, as streaming codecs keep them (Mimi's ring K|V): the stock code writes
+    each call's keys at slot ``(end + i) % capacity`` of a fixed buffer, then attends over the whole ring,
+    masking the slots not yet written this turn."""
+
+    def __init__(self, sizes: RingSizes = RingSizes(), seed: int = 4):
+        super().__init__()
+        self.s = s = sizes
+        self.key = torch.nn.Linear(s.dim, s.dim)
+        self.query = torch.nn.Linear(s.dim, s.dim)
+        seeded(self, seed, 0.5)
+
+    def attend(self, x, ring, filled):
+        """x (1, n, dim) over the ring (1, capacity, dim) with ``filled`` (capacity,) bool: (1, n, dim)."""
+        w = (self.query(x) @ ring.transpose(1, 2)).masked_fill(~filled, float("-inf"))
+        return x + torch.softmax(w, dim=-1) @ ring
+
+    def forward_chunk(self, x, caches, last=False):
+        """The stock step: its own ring buffer and write position in its cache dict."""
+        s = self.s
+        ring, end = caches["kv"].clone(), caches.get("end", 0)
+        k = self.key(x)
+        for i in range(k.shape[1]):
+            ring[:, (end + i) % s.capacity] = k[:, i]
+        filled = torch.arange(s.capacity, device=x.device) < min(end + k.shape[1], s.capacity)
+        return self.attend(x, ring, filled), {"kv": ring, "end": end + k.shape[1]}

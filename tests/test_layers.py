@@ -1,5 +1,6 @@
-"""The package's folders are its layers: no module imports from a layer above its own, no import cycle,
-no module over the size limit unless the allow-list below says why.
+"""The package's folders are its layers: no module imports from a layer above its own nor along a NEVER
+arrow, no import cycle, no private member reached from another module, no module over the size limit unless
+the allow-list below says why; the notebooks import existing public names and reach no private member.
 
 Every ``import`` and ``from ... import`` of every module is read with ``ast`` (function-local imports
 included), so an import hidden inside a function counts like one at the top.
@@ -19,6 +20,11 @@ LAYERS = ("contract", "state", "replay", "adapters", "profile", "viz", "course",
 #: layers that may never need an exception to the rules below
 CORE = ("contract", "state", "replay", "profile", "viz")
 
+#: arrows that never hold, whatever LAYERS allows: analysis and pictures never know the producer
+NEVER = {"profile": ("adapters",), "viz": ("adapters",)}
+
+NOTEBOOKS = PACKAGE.parent / "notebooks"
+
 #: module cycles inside one layer, each with the reason it is still there; an entry that no longer
 #: holds fails the test, so the list only shrinks
 KNOWN_CYCLES: dict = {}
@@ -29,9 +35,6 @@ KNOWN_PRIVATE: dict[str, str] = {}
 LINE_LIMIT = 500
 #: modules allowed past LINE_LIMIT, each with the reason; an entry under the limit fails the test
 LONG_MODULES = {
-    "cadencelab/adapters/token2wav/runtime.py": "the Token2wav arms on one code path: arms, device constants, the "
-                                                "vocoder split, host staging and the streaming loop (a split would "
-                                                "separate the stock and state-rule synthesis that must stay side by side)",
     "cadencelab/bench/soak.py": "one study: its protocol, arm processes, per-chunk checks and analysis",
     "cadencelab/bench/token2wav.py": "one study: the factorial's arms, blocks, gates and analysis",
     "cadencelab/replay/preflight.py": "one pass over a captured call's effects; its checks share one walker",
@@ -192,6 +195,87 @@ def test_no_private_name_crosses_a_module():
         + "\n".join(bad)
 
 
+def never_imports(g: dict) -> list[str]:
+    """Every import along an arrow of NEVER, as 'module:line imports target'."""
+    return [f"{name}:{line} imports {d} ({layer_of(name)} never imports from {layer_of(d)})"
+            for name, deps in g.items() for d, line in deps if layer_of(d) in NEVER.get(layer_of(name), ())]
+
+
+def test_profile_and_viz_never_import_the_adapters():
+    bad = never_imports(graph())
+    assert not bad, "\n".join(bad)
+
+
+def notebook_imports() -> dict[str, list[tuple[str, int]]]:
+    """Each notebook's imports of package modules (the notebooks are percent-format Python files)."""
+    known = set(modules())
+    return {p.name: imports(f"notebooks.{p.stem}", p, known) for p in sorted(NOTEBOOKS.glob("[0-9]*.py"))}
+
+
+def test_notebooks_import_existing_public_names_only():
+    found = notebook_imports()
+    assert len(found) >= 7 and all(found.values())
+    missing = [f"{nb}:{line} imports {d}" for nb, deps in found.items() for d, line in deps if d not in modules()]
+    assert not missing, "notebooks import modules that do not exist:\n" + "\n".join(missing)
+    private = []
+    for p in sorted(NOTEBOOKS.glob("[0-9]*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cadencelab"):
+                private += [f"{p.name}:{node.lineno} {a.name}" for a in node.names if a.name.startswith("_")]
+    assert not private, "notebooks import private names:\n" + "\n".join(private)
+
+
+def private_members() -> dict[str, set[str]]:
+    """Private attribute name -> the package modules that define it (``self._x = ...``, ``def _x`` in a class)."""
+    owners: dict[str, set[str]] = {}
+    for name, p in modules().items():
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.ClassDef):
+                for f in node.body:
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _private(f.name):
+                        owners.setdefault(f.name, set()).add(name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _private(node.attr) \
+                    and isinstance(node.value, ast.Name) and node.value.id == "self":
+                owners.setdefault(node.attr, set()).add(name)
+    return owners
+
+
+def _private(attr: str) -> bool:
+    return attr.startswith("_") and not attr.startswith("__")
+
+
+def private_reaches(files: dict[str, Path], owners: dict[str, set[str]]) -> list[str]:
+    """Every ``obj._x`` (obj not self/cls) in ``files`` where ``_x`` is a private member another package module defines."""
+    bad = []
+    for name, p in files.items():
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr in owners \
+                    and name not in owners[node.attr]:
+                v = node.value
+                if isinstance(v, ast.Name) and v.id in ("self", "cls"):
+                    continue
+                bad.append(f"{name}:{node.lineno} {ast.unparse(node)} "
+                           f"(private to {sorted(owners[node.attr])})")
+    return bad
+
+
+def test_no_private_member_is_reached_across_modules():
+    owners = private_members()
+    files = dict(modules())
+    files.update({f"notebooks.{p.stem}": p for p in NOTEBOOKS.glob("[0-9]*.py")})
+    bad = private_reaches(files, owners)
+    assert not bad, "private members reached from another module (give them a public name):\n" + "\n".join(bad)
+
+
+def test_a_private_member_reach_is_named(tmp_path):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("class R:\n    def __init__(self):\n        self._range = 1\n    def _dit(self):\n        return 2\n")
+    b.write_text("def f(rt):\n    rt._range = 3\n    return rt._dit()\n")
+    owners = {"_range": {"a"}, "_dit": {"a"}}
+    bad = private_reaches({"a": a, "b": b}, owners)
+    assert len(bad) == 2 and "rt._range" in bad[0] and "rt._dit" in bad[1]
+
+
 def test_the_layers_form_no_cycle():
     edges = package_edges(graph())
     for a, targets in edges.items():
@@ -258,6 +342,20 @@ def test_a_downward_import_passes_and_a_cycle_is_found(tmp_path):
     })
     assert upward_imports(g) == []
     assert cycles(g) == [frozenset({"cadencelab.viz.a", "cadencelab.viz.b"})]
+
+
+def test_a_never_arrow_is_named(tmp_path):
+    g = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "profile/__init__.py": "",
+        "profile/compare.py": "def f():\n    from ..adapters.duplex.models import preset\n",
+        "adapters/__init__.py": "",
+        "adapters/duplex/__init__.py": "",
+        "adapters/duplex/models.py": "preset = 1\n",
+    })
+    assert upward_imports(g) == []  # adapters is below profile: only the never arrow catches it
+    (bad,) = never_imports(g)
+    assert bad.startswith("cadencelab.profile.compare:2 imports cadencelab.adapters.duplex.models")
 
 
 def test_an_unplaced_layer_is_refused(tmp_path):

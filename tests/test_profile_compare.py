@@ -193,7 +193,7 @@ def test_launch_cost_estimate_against_measured_idle(chunk):
 
 
 def test_cadence_diff_per_stage_and_tick(duplex):
-    d = cadence_diff(duplex["B0"], duplex["SRc"])
+    d = cadence_diff(duplex["B0"], duplex["SRc"], cfg=H200)
     counts = d.groupby("stage", sort=False).size()
     assert counts.to_dict() == {"backbone": H200.text_tokens, "speech_decoder": H200.speech_tokens,
                                 "flow": H200.n_timesteps, "vocoder": 1}
@@ -217,7 +217,13 @@ def test_cadence_diff_refuses_a_tick_count_the_declaration_does_not_have(duplex)
     with pytest.raises(ValueError, match=r"stage 'backbone' shows 10 kernel\(s\) matching 'ArgMaxOps' where its "
                                          r"declaration has 11 text token tick\(s\)"):
         cadence_diff(duplex["B0"], duplex["SRc"], markers=wrong)
-    assert [m.ticks for m in duplex_ticks("tiny")][:2] == [10, 25]
+    from cadencelab.adapters.duplex.models import preset
+
+    assert [m.ticks for m in duplex_ticks(preset("tiny"))][:2] == [10, 25]
+    with pytest.raises(ValueError, match=r"lacks \['text_tokens', 'speech_tokens', 'n_timesteps'\]"):
+        duplex_ticks("tiny")
+    with pytest.raises(ValueError, match="pass cfg="):
+        cadence_diff(duplex["B0"], duplex["SRc"])
 
 
 # ---------------------------------------------------------------------------------------------

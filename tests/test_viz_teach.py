@@ -110,8 +110,10 @@ def test_duration_and_launch_cost_figures(streams, chunk):
 
 
 def test_cadence_ticks_on_recorded_duplex_seconds():
+    from cadencelab.adapters.duplex.models import H200
+
     a, b = (data.recorded_trace(arm, "duplex") for arm in ("B0", "SRc"))
-    d = cadence_diff(a, b)
+    d = cadence_diff(a, b, cfg=H200)
     fig = viz.cadence_ticks(d)
     assert [t.name for t in fig.data] == ["backbone", "speech_decoder", "flow", "vocoder"]
     flow = fig.data[2]

@@ -73,6 +73,7 @@ from ..state import Carry
 __all__ = [
     "FreezeStyleConfig", "FreezeStyleDecoder", "OverlapPolicy", "FULL_HISTORY", "CarryStream",
     "stream_reference", "stream_with_carry", "causal_conv", "compare", "declaration", "OPERATOR", "LEFT_CONTEXT",
+    "KIT_REGIONS", "kit_declaration", "kit_model", "kit_model_on",
 ]
 
 OPERATOR = "decode_chunk"
@@ -169,28 +170,30 @@ class FreezeStyleDecoder(torch.nn.Module):
         return [torch.zeros(1, conv.in_channels, n, dtype=dtype, device=dev)
                 for conv, n in zip(self.convs(), self.cfg.contexts)]
 
-    def decode(self, tokens: torch.Tensor, contexts: Sequence[torch.Tensor]):
+    def decode(self, tokens: torch.Tensor, contexts: Sequence[torch.Tensor], cut: bool = True):
         """tokens (1, n) + left contexts -> (pcm (1, n * 600), next contexts as views of conv inputs).
 
         ``contexts[0]`` may hold 0 frames (a turn's first chunk): it is then zero-padded here to
-        the full 20 tokens, the same arithmetic as a zero-filled carry.
+        the full 20 tokens, the same arithmetic as a zero-filled carry. ``cut=False`` returns each
+        conv's whole input instead (the given context, unpadded, then the call's frames): what a
+        runtime retaining per a declaration keeps its cut from.
         """
         c = self.cfg
         x = self.embed(tokens).transpose(1, 2)  # (1, C0, n)
         nxt = []
-        ctx0 = contexts[0]
-        if ctx0.shape[2] < c.token_context:
-            ctx0 = F.pad(ctx0, (c.token_context - ctx0.shape[2], 0))
+        ctx0, pad = contexts[0], max(c.token_context - contexts[0].shape[2], 0)
+        if pad:
+            ctx0 = F.pad(ctx0, (pad, 0))
         h = torch.cat([ctx0, x], dim=2)
-        nxt.append(h[:, :, h.shape[2] - c.token_context:])
+        nxt.append(h[:, :, h.shape[2] - c.token_context:] if cut else h[:, :, pad:])
         y = _leaky(self._conv(self.token_conv, h))
         for conv, r, ctx, n in zip(self.ups, c.rates, contexts[1:], c.contexts[1:]):
             y = y.repeat_interleave(r, dim=2)  # nearest upsampling: pointwise per frame
             h = torch.cat([ctx, y], dim=2)
-            nxt.append(h[:, :, h.shape[2] - n:])
+            nxt.append(h[:, :, h.shape[2] - n:] if cut else h)
             y = _leaky(self._conv(conv, h))
         h = torch.cat([contexts[-1], y], dim=2)
-        nxt.append(h[:, :, h.shape[2] - c.contexts[-1]:])
+        nxt.append(h[:, :, h.shape[2] - c.contexts[-1]:] if cut else h)
         y = self._conv(self.out, h)
         return (y / (y.abs() + 1.0)).reshape(1, -1), nxt  # softsign: elementwise, correctly rounded
 
@@ -289,10 +292,8 @@ class CarryStream:
             self.carries.append(Carry.allocate(f"conv{i + 1}_context", Fixed(n), (1, conv.in_channels, n), 2, device=dev))
         self.engine = None
         if replay:
-            self.engine = bind(
-                self.decl, OPERATOR, self._step, reads={LEFT_CONTEXT: At("ctx0")}, frames=At("tokens", dim=1),
-                backend=backend, owners=lambda: [c.buffer for c in self.carries],
-                write_through={c.name: (lambda c=c: c.buffer) for c in self.carries}, modules=[model])
+            self.engine = bind(self.decl, OPERATOR, self._step, reads={LEFT_CONTEXT: At("ctx0")},
+                               frames=At("tokens", dim=1), backend=backend, carries=self.carries, modules=[model])
         self.reset()
 
     @property
@@ -401,3 +402,65 @@ def compare(model: FreezeStyleDecoder, tokens, policy: OverlapPolicy | None = No
                          seconds=dt, state_bytes=rt.state_bytes, exact_vs_full=bool(torch.equal(r, pcm)),
                          max_abs_diff=(r - pcm).abs().max().item()))
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# (b) on the adapter kit: every conv's left context declared, a step and the model's own step
+# ---------------------------------------------------------------------------------------
+
+#: the state regions of :func:`kit_declaration`, one per causal conv (token conv first)
+KIT_REGIONS = (LEFT_CONTEXT, "up1_context", "up2_context", "up3_context", "out_context")
+
+
+def kit_declaration(cfg: FreezeStyleConfig | None = None):
+    """Path (b)'s whole state as a declaration: each causal conv's left context is a region on the clock it
+    runs at (tokens, then each upsampling stage's), the token conv's a ``SlidingWindow`` (empty at a turn's
+    start), the others ``Fixed``; one call decodes ``chunk_tokens`` tokens (a turn's final call the rest)."""
+    from ..contract import Admission, Clock, Declaration, Fixed, Operator, Region, SlidingWindow
+
+    c = cfg or FreezeStyleConfig()
+    clocks = [Clock("chunks", "decoder call", rate_hz=40.0 / c.chunk_tokens),
+              Clock("tokens", "codec token", parent="chunks", ratio=c.chunk_tokens)]
+    names = ["tokens"]
+    for i, r in enumerate(c.rates):
+        names.append("samples" if i == len(c.rates) - 1 else f"up{i + 1}")
+        clocks.append(Clock(names[-1], f"frame after upsampling stage {i + 1}", parent=names[-2], ratio=r))
+    at = [names[0], *names[1:], names[-1]]  # the clock each conv runs at: tokens, up1, up2, samples, samples
+    chans = (c.channels[0], *c.channels[:len(c.rates)], c.channels[-1])
+    regions = tuple(Region(n, clock=k, shape=(1, ch, k), lifetime="turn", address_stable=True,
+                           policy=SlidingWindow(ctx) if i == 0 else Fixed(ctx))
+                    for i, (n, k, ch, ctx) in enumerate(zip(KIT_REGIONS, at, chans, c.contexts)))
+    op = Operator(OPERATOR, reads=(LEFT_CONTEXT,), clock="tokens", flush=(1, c.chunk_tokens, 1))
+    return Declaration("freeze-style-decoder-carry", tuple(clocks), regions, (op,),
+                       admission=Admission("tokens", c.chunk_tokens), call_clock="chunks")
+
+
+def kit_model(model: FreezeStyleDecoder | None = None, tokens=None, device="cpu"):
+    """Path (b) on the adapter kit (:class:`~cadencelab.adapters.kit.KitModel`): :func:`kit_declaration`, the
+    step in the kit's stock form (each conv's whole input; the runtime keeps the declared cut in its carries),
+    the model's own streaming step (its own cut) and ``tokens`` (turns of ids, default two seeded turns)
+    cut into calls. Its outputs equal the full-history reference bit for bit (:func:`stream_reference`)."""
+    from .kit import KitModel, Traffic
+
+    model = model or FreezeStyleDecoder().to(device)
+    decl = kit_declaration(model.cfg)
+    if tokens is None:
+        g = torch.Generator().manual_seed(7)
+        tokens = [torch.randint(0, model.cfg.vocab, (1, n), generator=g) for n in (67, 40)]
+    dev = model.embed.weight.device
+
+    def step(x, caches, last):
+        pcm, full = model.decode(x, [caches[n] for n in KIT_REGIONS], cut=False)
+        return pcm, dict(zip(KIT_REGIONS, full))
+
+    def stock(x, caches, last):
+        pcm, nxt = model.decode(x, [caches[n] for n in KIT_REGIONS])
+        return pcm, dict(zip(KIT_REGIONS, nxt))
+
+    traffic = Traffic.stream(decl, [t.to(dev) for t in _turns(tokens)], clock="tokens")
+    return KitModel(decl, step, stock, traffic, form="stock", modules=(model,), device=str(dev))
+
+
+def kit_model_on(device="cpu"):
+    """:func:`kit_model` on ``device`` (``python -m cadencelab.bench kit --model freeze-style``)."""
+    return kit_model(device=device)

@@ -296,10 +296,8 @@ class TeachingRuntime:
                 self.kv.policy = dataclasses.replace(self.policy, layout=layout)
             self.ctx = Carry.for_region(self.decl, CONTEXT, self.device)
         if replay:
-            self.engine = bind(
-                self.decl, OPERATOR, self._step_in_place, reads={KV: At("kv_view")}, frames=At("x", dim=1),
-                backend=backend, owners=lambda: [self.kv.buffer, self.ctx.buffer],
-                write_through={KV: lambda: self.kv.buffer, CONTEXT: lambda: self.ctx.buffer}, modules=[model])
+            self.engine = bind(self.decl, OPERATOR, self._step_in_place, reads={KV: At("kv_view")},
+                               frames=At("x", dim=1), backend=backend, carries=[self.kv, self.ctx], modules=[model])
 
     # -- turns -----------------------------------------------------------------------
     @torch.inference_mode()
@@ -479,3 +477,4 @@ def certify(model: TinyStreamer, stream: TeachingStream | None = None, backend: 
     clause("replay admitted calls", replays > 0, rt.summary())
     return Certificate(pd.DataFrame(rows), counters, aud, exact, got, rt.engine.backend,
                        extra=dict(reference=ref, runtime=rt))
+

@@ -138,6 +138,29 @@ def in_units_of(clocks: dict[str, Clock], n: int, frm: str, to: str) -> tuple[in
     return n * ticks_per(clocks, to, lca), ticks_per(clocks, frm, lca)
 
 
+def scale(clocks: dict[str, Clock], frm: str, to: str, where: str = "clocks") -> tuple[int, int]:
+    """(multiply, divide), in lowest terms, taking ticks of ``frm`` to ticks of ``to``: the one clock conversion.
+
+    A DeclarationError naming ``where`` when either clock is unknown or no clock drives both.
+    """
+    for c in (frm, to):
+        if c not in clocks:
+            raise DeclarationError(where, f"unknown clock {c!r} (declared: {sorted(clocks)})")
+    q = in_units_of(clocks, 1, frm, to)
+    if q is None:
+        raise DeclarationError(where, f"clock '{frm}' and clock '{to}' share no driving clock")
+    g = math.gcd(*q)
+    return q[0] // g, q[1] // g
+
+
+def convert(clocks: dict[str, Clock], n: int, frm: str, to: str, where: str = "clocks") -> int:
+    """``n`` ticks of ``frm`` as whole ticks of ``to`` (see :func:`scale`); a ValueError when not whole."""
+    mul, div = scale(clocks, frm, to, where)
+    if (n * mul) % div:
+        raise ValueError(f"{where}: {n} '{frm}' ticks are not whole '{to}' ticks ({div} '{frm}' per {mul} '{to}')")
+    return n * mul // div
+
+
 @dataclass(frozen=True)
 class PerCall:
     """What one call does to a clock driven by the call clock.

@@ -191,7 +191,11 @@ class Unbounded:
 
 @dataclass(frozen=True)
 class Fixed:
-    """A region whose extent never changes (conv left-context, a constant table)."""
+    """A region whose extent never changes (conv left-context, a constant table).
+
+    It holds ``extent`` frames at all times: zero-filled at a turn's start (the kit's base, unless ``init``
+    gives it), and after each call it keeps the newest ``extent`` frames of (old frames + the call's new
+    frames): the last ones in the chronological layout, the first ones in the newest-first layout."""
 
     extent: int
     layout: str = "chronological"

@@ -82,6 +82,7 @@ STUDIES = (
     Study("crossarch", "crossarch", ("moshi_mimi.json", "moshi_mimi_frames.csv", "freeze_style.json",
                                      "freeze_style_chunks.csv")),
     Study("sessions", "sessions", ("sessions.json", "sessions.csv", "sessions_chunks.csv", "runs_<arm>.jsonl")),
+    Study("kit", "kit", ("kit_factorial.json", "kit_factorial_blocks.csv")),
 )
 
 #: the older recordings' arms (one process per arm then)

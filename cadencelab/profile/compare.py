@@ -434,16 +434,21 @@ class TickMarker:
                 f"clock={self.clock!r})")
 
 
-def duplex_ticks(cfg=None) -> list[TickMarker]:
+def duplex_ticks(cfg) -> list[TickMarker]:
     """The tick markers of a duplex second, their counts taken from its declared config.
 
-    backbone: one tick per text token (a decode step ends at its argmax); speech_decoder: one per
-    speech token (same); flow: one per solver step (the step's time embedding starts it, a sin
-    kernel); vocoder: one tick per chunk.
+    ``cfg``: the duplex config the second ran under (anything with ``text_tokens``, ``speech_tokens``
+    and ``n_timesteps``, e.g. ``cadencelab.adapters.duplex.models.H200``; the analysis does not
+    know the producer). backbone: one tick per text token (a decode step ends at its argmax);
+    speech_decoder: one per speech token (same); flow: one per solver step (the step's time
+    embedding starts it, a sin kernel); vocoder: one tick per chunk.
     """
-    from ..adapters.duplex.models import preset
-
-    c = preset(cfg or "h200")
+    need = ("text_tokens", "speech_tokens", "n_timesteps")
+    missing = [k for k in need if not isinstance(getattr(cfg, k, None), int)]
+    if missing:
+        raise ValueError(f"duplex_ticks: cfg must give {need} as ints (the duplex config the second ran under); "
+                         f"{type(cfg).__name__} lacks {missing}")
+    c = cfg
     argmax = r"ArgMaxOps"
     return [
         TickMarker("backbone", argmax, "ends", c.text_tokens, "text token"),
@@ -507,7 +512,7 @@ def cadence_diff(second_a: Trace, second_b: Trace, labels: tuple[str, str] = ("B
 
     Both seconds are put on the same clock: 0 ms is each one's ``second_range`` start, so the
     rows read as "where in its second did this tick's device work run". Ticks are found by
-    ``markers`` (default :func:`duplex_ticks` of ``cfg``: text tokens, speech tokens, solver steps,
+    ``markers`` (or :func:`duplex_ticks` of ``cfg``, the duplex config: text tokens, speech tokens, solver steps,
     the vocoder's chunk); a stage whose trace shows another tick count than declared is refused.
 
     One row per (stage, tick): stage, clock, tick, and per side x: start_ms_x, end_ms_x (device
@@ -520,6 +525,8 @@ def cadence_diff(second_a: Trace, second_b: Trace, labels: tuple[str, str] = ("B
     for lab, t in ((la, second_a), (lb, second_b)):
         if not isinstance(t, Trace):
             raise TypeError(f"cadence_diff: second {lab!r} is a {type(t).__name__}, not a Trace")
+    if markers is None and cfg is None:
+        raise ValueError("cadence_diff: pass cfg= (the duplex config the seconds ran under) or markers=")
     mk = markers if markers is not None else duplex_ticks(cfg)
     ra = _second_rows(second_a, mk, second_range)
     rb = _second_rows(second_b, mk, second_range)

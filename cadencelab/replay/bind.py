@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..contract import PRIMING, Declaration, admitted_labels, catalog_counts, class_label, operator_tuples
-from ..contract.clocks import per_call, ticks_per
+from ..contract.clocks import per_call, scale
 from ..contract.errors import DeclarationError
 from .engine import ExactShapeReplay, eager_label
 
@@ -81,11 +81,12 @@ class _Args:
         self.names: list[str] = []
         self.defaults: dict[str, Any] = {}
         self.open = True  # no signature, or **kwargs: any name may arrive
+        self.varargs = True  # no signature, or *args: any position may arrive
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
             return
-        self.open = False
+        self.open = self.varargs = False
         for p in sig.parameters.values():
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
                 self.names.append(p.name)
@@ -93,10 +94,17 @@ class _Args:
                     self.defaults[p.name] = p.default
             elif p.kind == p.VAR_KEYWORD:
                 self.open = True
+            elif p.kind == p.VAR_POSITIONAL:
+                self.varargs = True
 
     def check(self, src, where: str) -> None:
+        if isinstance(src, bool) or not (isinstance(src, (str, int)) or callable(src)):
+            raise ValueError(f"{where}: an argument is a name, a position or a callable, got {src!r}")
         if isinstance(src, str) and not self.open and src not in self.names:
             raise ValueError(f"{where}: the callable has no argument {src!r} (its arguments: {self.names})")
+        if isinstance(src, int) and (src < 0 or (not self.varargs and src >= len(self.names))):
+            raise ValueError(f"{where}: no argument at position {src} (the callable takes {len(self.names)}: "
+                             f"{self.names})")
 
     def get(self, src, args: tuple, kwargs: dict):
         if callable(src) and not isinstance(src, (str, int)):
@@ -143,14 +151,26 @@ class Classifier:
             raise ValueError(f"{where}: a batched operator needs both batch=At(...) and batch_sizes")
         self.args = _Args(fn)
         for name, at in list(reads.items()) + [("frames", frames), ("batch", batch)]:
-            if at is not None:
-                self.args.check(at.arg, f"{where}.{name}")
-                if at.last is not None:
-                    self.args.check(at.last, f"{where}.{name}.last")
+            if at is None:
+                continue
+            if not isinstance(at, At):
+                raise TypeError(f"{where}.{name}: expected an At(...), got {type(at).__name__}")
+            self.args.check(at.arg, f"{where}.{name}")
+            if at.last is not None:
+                self.args.check(at.last, f"{where}.{name}.last")
+            if at.dim is not None and (isinstance(at.dim, bool) or not isinstance(at.dim, int)):
+                raise ValueError(f"{where}.{name}.dim: an int (negative counts from the end), got {at.dim!r}")
+            if at.key is not None and (isinstance(at.key, bool) or not isinstance(at.key, (str, int))):
+                raise ValueError(f"{where}.{name}.key: a key of a dict argument (a str or an int), got {at.key!r}")
+            if name in reads and at.dim is not None:
+                rank = len(decl.region(name).shape)
+                if not -rank <= at.dim < rank:
+                    raise ValueError(f"{where}.reads.{name}.dim: {at.dim} is outside the region's {rank} declared dims "
+                                     f"{tuple(decl.region(name).shape)}")
         self.reads, self.frames, self.batch = reads, frames, batch
         self.batch_sizes = None if batch_sizes is None else tuple(int(b) for b in batch_sizes)
         self.clock = frames.clock or op.clock
-        self._scale = self._clock_scale(where)
+        self.scale = self._clock_scale(where)
         self.lookahead = lookahead(decl, self.clock)
         self.priming = bool(catalog_counts(decl, op.name)["priming"])
         self._infer = self._inference_table(where)
@@ -158,20 +178,7 @@ class Classifier:
     # -- derived from the declaration -----------------------------------------------------
     def _clock_scale(self, where: str) -> tuple[int, int]:
         """(multiply, divide) taking ticks of the frames clock to ticks of the operator's clock."""
-        clocks, c, o = self.decl.clock_map, self.clock, self.op.clock
-        if c not in clocks:
-            raise DeclarationError(f"{where}.frames.clock", f"unknown clock {c!r}")
-        if c == o:
-            return 1, 1
-        try:
-            return 1, ticks_per(clocks, c, o)  # a finer clock: samples per frame
-        except DeclarationError:
-            pass
-        try:
-            return ticks_per(clocks, o, c), 1  # a coarser clock: frames per token
-        except DeclarationError:
-            raise DeclarationError(f"{where}.frames.clock", f"clock '{c}' neither drives nor is driven by the "
-                                   f"operator's clock '{o}'") from None
+        return scale(self.decl.clock_map, self.clock, self.op.clock, f"{where}.frames.clock")
 
     def _inference_table(self, where: str) -> dict | None:
         missing = [n for n in self.op.reads if n not in self.reads]
@@ -199,9 +206,15 @@ class Classifier:
         for name, at in self.reads.items():
             v = self.args.get(at.arg, args, kwargs)
             if v is not None and at.key is not None:
-                v = v.get(at.key) if isinstance(v, Mapping) else v[at.key]
+                if not isinstance(v, Mapping):
+                    raise ValueError(f"bind({self.op.name}).reads.{name}: At(key={at.key!r}) needs a dict argument "
+                                     f"{at.arg!r}, got a {type(v).__name__}")
+                if at.key not in v:
+                    raise ValueError(f"bind({self.op.name}).reads.{name}: argument {at.arg!r} has no key {at.key!r} "
+                                     f"(its keys: {sorted(map(str, v))})")
+                v = v[at.key]
             dim = self.decl.region(name).clock_axis if at.dim is None else at.dim
-            out[name] = None if v is None else int(v.shape[dim])
+            out[name] = None if v is None else int(_tensor(v, f"bind({self.op.name}).reads.{name}").shape[dim])
         if self._infer is not None and not any(out[n] is None for n in self._infer["located"]):
             got = self._infer["table"].get(tuple(out[n] for n in self._infer["located"]))
             for n, e in zip(self._infer["missing"], got or (None,) * len(self._infer["missing"])):
@@ -216,13 +229,19 @@ class Classifier:
         if any(e is None for e in ext.values()):
             return eager_label("extents outside the declared trajectory")
         at = self.frames
-        v = self.args.get(at.arg, args, kwargs)
+        v = _tensor(self.args.get(at.arg, args, kwargs), f"bind({self.op.name}).frames")
+        if not -v.dim() <= at.dim < v.dim():
+            raise ValueError(f"bind({self.op.name}).frames: dim {at.dim} is outside the argument's {v.dim()} dims "
+                             f"{tuple(v.shape)}")
         n = int(v.shape[at.dim])
         if at.less is not None:
             n -= ext[at.less]
         if at.last is not None and not self.args.get(at.last, args, kwargs):
             n -= self.lookahead
-        mul, div = self._scale
+            if n < 0:
+                return eager_label(f"a steady call of {n + self.lookahead} {self.clock} ticks, fewer than the "
+                                   f"lookahead {self.lookahead}")
+        mul, div = self.scale
         if (n * mul) % div:
             return eager_label(f"{n} {self.clock} ticks are not whole {self.op.clock} ticks")
         batch = None
@@ -232,8 +251,29 @@ class Classifier:
         return class_label([ext[r] for r in self.op.reads], n * mul // div, batch)
 
 
-def bind(decl: Declaration, operator: str, fn: Callable, *, frames: At, reads: Mapping[str, At] | None = None,
-         batch: At | None = None, batch_sizes=None, name: str | None = None, **engine) -> ExactShapeReplay:
+def _tensor(v, where: str):
+    if not hasattr(v, "shape") or not hasattr(v, "dim"):
+        raise ValueError(f"{where}: expected a tensor in the call, got {type(v).__name__}")
+    return v
+
+
+def _carried(carries) -> dict:
+    """owners= and write_through= of an engine from the carries it writes (a dict name -> Carry, a list of
+    carries, or a callable returning either): their buffers, read when the engine asks."""
+    def now():
+        cs = carries() if callable(carries) else carries
+        return list(cs.values()) if isinstance(cs, Mapping) else list(cs)
+
+    for c in now():
+        if not hasattr(c, "buffer") or not hasattr(c, "name"):
+            raise ValueError(f"bind: carries= takes Carry objects, got a {type(c).__name__}")
+    return dict(owners=lambda: [c.buffer for c in now()],
+                write_through={c.name: (lambda n=c.name: next(k.buffer for k in now() if k.name == n)) for c in now()})
+
+
+def bind(decl: Declaration, operator: str, fn: Callable, *, frames: At | None = None,
+         reads: Mapping[str, At] | None = None, batch: At | None = None, batch_sizes=None, name: str | None = None,
+         carries=None, classifier: Classifier | None = None, **engine) -> ExactShapeReplay:
     """An :class:`ExactShapeReplay` of ``fn`` for the declared ``operator``: catalog and classifier derived.
 
     reads:  region name -> :class:`At` where that region's cached tensor is in a call (regions the
@@ -241,13 +281,28 @@ def bind(decl: Declaration, operator: str, fn: Callable, *, frames: At, reads: M
     frames: :class:`At` where the call's frames are.
     batch, batch_sizes: for an operator run over a batch of sessions: where the batch size is, and the
             declared sizes (each admitted label is admitted once per size).
+    carries: the :class:`~cadencelab.state.Carry` objects ``fn`` writes in place (a dict, a list, or a callable
+            returning either): the engine's owners and write-through buffers.
+    classifier: a :class:`Classifier` already built for ``fn`` (then reads, frames and batch are its own).
     engine: passed to :class:`ExactShapeReplay` (backend, owners, write_through, modules, pool,
             clone_outputs, max_classes, max_invalidations, strict); ``name`` defaults to the operator's.
     """
     for k in ("catalog", "classify"):
         if k in engine:
             raise TypeError(f"bind derives {k} from the declaration; do not pass {k}=")
-    cls = Classifier(decl, operator, fn, reads=reads, frames=frames, batch=batch, batch_sizes=batch_sizes)
+    if carries is not None:
+        if "owners" in engine or "write_through" in engine:
+            raise TypeError("bind: carries= gives the owners and write-through buffers; do not pass them too")
+        engine.update(_carried(carries))
+    if classifier is not None:
+        if classifier.op.name != decl.operator(operator).name or any(v is not None for v in (frames, reads, batch)):
+            raise ValueError(f"bind({operator}): a classifier of operator '{classifier.op.name}' given with its own "
+                             f"reads/frames/batch; pass one or the other")
+        cls = classifier
+    else:
+        if frames is None:
+            raise TypeError(f"bind({operator}).frames: say where the call's frames live, e.g. At('x', dim=1)")
+        cls = Classifier(decl, operator, fn, reads=reads, frames=frames, batch=batch, batch_sizes=batch_sizes)
     eng = ExactShapeReplay(fn, name or operator, catalog=cls.catalog, classify=cls, **engine)
     eng.operator, eng.classifier = cls.op, cls
     return eng

@@ -37,7 +37,6 @@ torch.istft``).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import linecache
 import os
@@ -55,6 +54,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .effects import RngSnapshot
+from .statewalk import LEAVES, roots_of, state_tensors
 
 __all__ = ["preflight", "Preflight", "KINDS", "COLUMNS"]
 
@@ -108,7 +108,10 @@ _FACTORIES = frozenset(f.__name__ for f in _device_constructors())
 # where an op came from: the first frame outside torch and outside cadencelab.replay
 # ---------------------------------------------------------------------------------------
 
-_SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep)
+# frames never attributed to the user: torch, this package's replay layer, and the warnings machinery that
+# calls the sync-debug hook (a sync reported through a warning belongs to the frame that triggered it)
+_SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep) + tuple(
+    os.path.abspath(m.__file__) for m in (warnings, sys.modules.get("_py_warnings")) if getattr(m, "__file__", None))
 _skip_cache: dict[str, bool] = {}
 _positions: dict = {}
 
@@ -345,7 +348,7 @@ class _Watch:
         if not outs or func.overloadpacket.__name__ in _DATA_DEPENDENT:
             return
         key = (site, op)
-        sig_in = tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else x if isinstance(x, _LEAVES) else type(x)
+        sig_in = tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else x if isinstance(x, LEAVES) else type(x)
                        for x in tree_leaves((args, kwargs)))
         sig_out = tuple(tuple(t.shape) for t in outs)
         seen = self.shapes.setdefault(key, {})
@@ -455,86 +458,6 @@ class _DispatchMode(TorchDispatchMode):
 
 
 # ---------------------------------------------------------------------------------------
-# state: every tensor reachable from the given modules and objects
-# ---------------------------------------------------------------------------------------
-
-_LEAVES = (str, bytes, int, float, bool, complex, type(None), torch.dtype, torch.device, torch.Size)
-_MODULE_SLOTS = {"_parameters", "_buffers", "_modules", "_non_persistent_buffers_set"}
-
-
-def state_tensors(roots: dict[str, Any], max_depth: int = 6) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Every tensor reachable from ``roots``: (path -> tensor, path -> plain module tensor attribute).
-
-    Walks modules (parameters, buffers, submodules and every other attribute, private ones such as a
-    streaming state included), dicts, lists, tuples, dataclasses and plain objects, each object once.
-    """
-    out: dict[str, torch.Tensor] = {}
-    plain: dict[str, torch.Tensor] = {}
-    seen: set[int] = set()
-
-    def walk(obj, path: str, depth: int, in_module: bool = False) -> None:
-        if isinstance(obj, torch.Tensor):
-            out.setdefault(path, obj)
-            if in_module and not isinstance(obj, torch.nn.Parameter):
-                plain.setdefault(path, obj)
-            return
-        if isinstance(obj, _LEAVES) or depth > max_depth or id(obj) in seen:
-            return
-        if callable(obj) and not isinstance(obj, torch.nn.Module) or isinstance(obj, type(sys)):
-            return
-        seen.add(id(obj))
-        if isinstance(obj, torch.nn.Module):  # registered tensors and submodules first: their names win
-            for k, p in obj._parameters.items():
-                if p is not None:
-                    out.setdefault(f"{path}.{k}", p)
-            for k, b in obj._buffers.items():
-                if b is not None:
-                    out.setdefault(f"{path}.{k}", b)
-            for k, m in obj._modules.items():
-                if m is not None:
-                    walk(m, f"{path}.{k}", depth)
-            for k, v in vars(obj).items():
-                if k not in _MODULE_SLOTS:
-                    walk(v, f"{path}.{k}", depth + 1, in_module=True)
-        elif isinstance(obj, dict):
-            for k, v in list(obj.items()):
-                walk(v, f"{path}[{k!r}]", depth + 1)
-        elif isinstance(obj, (list, tuple)):
-            for i, v in enumerate(obj):
-                walk(v, f"{path}[{i}]", depth + 1)
-        elif dataclasses.is_dataclass(obj) or hasattr(obj, "__dict__"):
-            try:
-                items = list(vars(obj).items())
-            except TypeError:
-                return
-            for k, v in items:
-                walk(v, f"{path}.{k}", depth + 1)
-
-    for name, root in roots.items():
-        walk(root, name, 0)
-    return out, plain
-
-
-def _roots(fn: Callable, args, kwargs, modules) -> dict[str, Any]:
-    if isinstance(modules, dict):
-        roots = dict(modules)
-    else:
-        roots = {}
-        for m in list(modules or []):
-            name = type(m).__name__
-            roots[name if name not in roots else f"{name}#{len(roots)}"] = m
-    if isinstance(fn, torch.nn.Module) and not any(r is fn for r in roots.values()):
-        roots[type(fn).__name__] = fn
-    owner = getattr(fn, "__self__", None)
-    if owner is not None and not any(r is owner for r in roots.values()):
-        roots["self"] = owner
-    for i, a in enumerate(list(args) + list(kwargs.values())):
-        if isinstance(a, torch.nn.Module) and not any(r is a for r in roots.values()):
-            roots[f"arg{i}"] = a
-    return roots
-
-
-# ---------------------------------------------------------------------------------------
 # the result
 # ---------------------------------------------------------------------------------------
 
@@ -626,7 +549,7 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
     if not isinstance(calls, int) or calls < 2:
         raise ValueError(f"preflight: calls={calls!r}; at least 2 calls are needed to see what changes "
                          "between calls")
-    roots = _roots(fn, args, kwargs, modules)
+    roots = roots_of(fn, args, kwargs, modules)
     state, plain = state_tensors(roots)
     leaves = _tensors((args, kwargs)) + list(state.values())
     ran_on = leaves[0].device if leaves else torch.device("cpu")

@@ -197,21 +197,21 @@ class DuplexSecond:
     def _hook_runtime_ranges(self) -> bool:
         """Time the runtime's own ``flow`` / ``vocoder`` ranges as sub-stages of ``synthesis``.
 
-        The runtime opens its ranges through ``Token2wavRuntime._range(name)`` when ``ranges`` is
-        on; the harness turns ranges on and, where that method exists, stands in a timed version
-        on this instance. Returns False (sub-stages then only in profiles) when it does not.
+        The runtime opens its ranges through its ``range_hook`` when one is set; the harness turns
+        ranges on and sets a timed hook. Returns False (sub-stages then only in profiles) for a
+        runtime without that hook.
         """
         rt = self.rt
         rt.ranges = True
-        if not callable(getattr(rt, "_range", None)):
+        if not hasattr(rt, "range_hook"):
             return False
 
-        def _range(name: str):
+        def timed(name: str):
             if name != "synthesis" and self._clock is not None:
                 return self._clock.stage(name, parent="synthesis")
             return torch.profiler.record_function(name)  # "synthesis" is timed by stream(events=...)
 
-        rt._range = _range
+        rt.range_hook = timed
         return True
 
     def _seed(self, seed: int) -> None:

@@ -246,7 +246,7 @@ class _StockSwap:
 
     def _shared_storages(self) -> set:
         dec = self.rt.flow.decoder
-        dit = self.rt._dit()
+        dit = self.rt.dit()
         bufs = (dec.att_cache_buffer, dec.cnn_cache_buffer, dit.att_cache_buffer, dit.cnn_cache_buffer)
         pools = set().union(*(e.output_storages() for e in self.rt.engines.values()))
         return {b.untyped_storage().data_ptr() for b in bufs} | pools

@@ -1,0 +1,41 @@
+"""The adapter kit: a declaration and the model's step are a streaming runtime, certified in one call.
+
+A new adapter writes two things: its :class:`~cadencelab.contract.Declaration` and the model's
+step, in one of two forms:
+
+* ``form="views"``: ``step(x, caches, last) -> (out, new)``: reads each region's cached frames
+  (``caches[name]``, a view of its carry in the declared layout) and returns the frames the call
+  adds to each region (``new[name]``); the runtime appends them per the declared layout and
+  retains per the declared policy, in place;
+* ``form="stock"``: ``step(x, caches, last) -> (out, attended)``: the stock step that concatenates
+  its caches and returns them uncut; the runtime writes what the declared policy keeps into the
+  carry, in place.
+
+``last`` is True on a turn's final call (which commits its lookahead frames).
+:class:`StreamingRuntime` then provides what ``TeachingRuntime`` and ``freeze_style.CarryStream``
+each wire by hand: one :class:`~cadencelab.state.Carry` per state region (one allocation, the same
+address across turn resets), retention in place, the audits (against the declared cut, and
+differentially against the model's own stock step), and replay through
+:func:`~cadencelab.replay.bind`.
+
+:func:`certify` runs a traffic through the model's own stock step and through the runtime and
+returns one :class:`Certification` of DataFrames: the preflight's hazards, the derived catalog against
+the labels the stock model was observed to see, the audit verdicts, bit-exactness per call, replay
+counters by reason and the carries' addresses. :func:`factorial` runs the paper's arms (B0, S, R, Rc,
+SR, SRc) on a :class:`KitModel` and returns one row per arm (latency, state, peak memory, exactness).
+
+Modules: :mod:`.traffic` (what to stream), :mod:`.regions` (bases and shape checks), :mod:`.steps` (how
+a step is called), :mod:`.rings` (ring regions), :mod:`.runtime` (the runtime and its arms),
+:mod:`.certify`, :mod:`.factorial`.
+"""
+
+from __future__ import annotations
+
+from .certify import Certification, adapter_lines, certify, exact_table, run_stock
+from .factorial import ARMS, KitModel, factorial, run_block
+from .rings import RingView
+from .runtime import AUDITS, FORMS, KitRun, StreamingRuntime
+from .traffic import Traffic
+
+__all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "KitRun", "RingView", "Certification", "run_stock",
+           "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "factorial", "run_block"]

@@ -1,0 +1,475 @@
+"""The kit's runtime: a declared model streamed over carries, with retention in place, audits and replay.
+
+One :class:`StreamingRuntime` holds a model's state regions (one :class:`~cadencelab.state.Carry` each,
+rings included) and one :class:`Bound` per declared operator it runs (its step, classifier and engine:
+each operator its own catalog). Its arms are two switches and a granularity, as in the paper's factorial:
+
+* ``state_rule``: the carries (True), or the model's own stock step on plain tensors (False: B0, R);
+* ``replay``: each operator's calls through :func:`~cadencelab.replay.bind` (R, SR, Rc, SRc);
+* ``granularity``: ``"call"`` replays the whole call, retention in place included (Rc, SRc); ``"step"``
+  replays the step alone and keeps the write into the carries eager (R, SR). With the state rule off
+  the stock step is the whole call, so R and Rc run the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import pandas as pd
+import torch
+
+from ...contract import PRIMING, Declaration
+from ...contract.clocks import scale
+from ...contract.policies import Ring
+from ...replay import At, Classifier, bind, preflight
+from ...state import Carry, DifferentialAuditor, ShadowAuditor
+from .regions import base_of, check_initial, check_shape, state_regions
+from .rings import RingEnd, RingView
+from .steps import call_step, frames_at, merged, step_failed, takes_frames
+from .traffic import Traffic
+
+__all__ = ["FORMS", "AUDITS", "GRANULARITIES", "Bound", "StreamingRuntime", "KitRun"]
+
+FORMS = ("views", "stock")
+AUDITS = ("declared", "differential")
+GRANULARITIES = ("call", "step")
+
+
+class LastLabel:
+    """An engine's classifier inside a runtime: the label the runtime already computed for the call."""
+
+    def __init__(self, classifier: Classifier):
+        self.classifier, self.op, self.label = classifier, classifier.op, None
+
+    @property
+    def catalog(self) -> set:
+        return self.classifier.catalog
+
+    def __call__(self, *args, **kwargs):
+        return self.label
+
+
+@dataclass
+class Bound:
+    """One declared operator of a runtime: its step (and stock step), where its frames are, the regions it
+    touches (reads, then writes, in declaration order), its classifier and its engine."""
+
+    name: str
+    op: object
+    step: Callable | None
+    stock: Callable | None
+    frames: At
+    writes: tuple
+    touches: tuple
+    classifier: Classifier | None = None
+    engine: object = None
+    takes_frames: bool = False
+    stock_frames: bool = False
+    ring_written: dict = field(default_factory=dict)
+    label: tuple | None = None  # the label of the operator's latest call
+
+
+def _per_op(value, names: Sequence[str], what: str) -> dict:
+    """``value`` for each operator: a mapping keyed by operator name, or one value for the only operator."""
+    if isinstance(value, Mapping):
+        extra = sorted(set(value) - set(names))
+        if extra:
+            raise ValueError(f"{what}: {extra} are not operators this runtime runs ({list(names)})")
+        return {n: value.get(n) for n in names}
+    if len(names) > 1 and value is not None and what in ("step", "stock"):
+        raise ValueError(f"{what}: this runtime runs {list(names)}: give a dict operator -> {what}")
+    return {n: value for n in names}
+
+
+class StreamingRuntime:
+    """A declared model streamed over carries, with retention in place, audits and replay.
+
+    decl, step, form: see the package docstring. ``step`` is one callable (the only operator, or the one
+              ``operator`` names) or a dict operator -> step (several operators, each its own catalog and
+              engine; ``stock`` and ``frames`` may then be dicts too, and ``writes`` names the regions each
+              operator's step returns). A step (or stock step) with a ``frames`` parameter is given the call's
+              committed frames on the operator's clock (``frames=16``).
+    frames:   where a call's frames are in ``x``: its dim (an int), or an :class:`At` whose ``dim`` and
+              ``clock`` say so (its ``arg`` is ignored: the runtime passes ``x`` first).
+    init:     ``init(prompt) -> {region: base tensor}``: cache-free priming at a turn's start (eager, counted
+              as priming); regions it leaves out start empty, or zero-filled at a constant extent (a region
+              declared with ``initial`` frames must be given them).
+    state_rule, replay, granularity: the arm (see the package docstring); ``backend`` "auto", "cuda", "eager".
+    audit:    "declared" and/or "differential": the carry against the declared stock cut, and against
+              ``stock`` (the model's own step) run in shadow. The differential audit compares after every
+              call but an operator's final call of a turn: what that call leaves behind nothing reads.
+    modules:  modules whose parameters the steps read (guarded by the engines).
+
+    A :class:`~cadencelab.contract.Ring` region reaches a views-form step as a :class:`RingView`. Each
+    call is checked before anything changes (``x`` a tensor, a steady call committing the declared frames,
+    no call after an operator's final call of a turn without :meth:`reset`); what a step returns is checked
+    against the declared shapes and frame counts before it is written into a carry.
+    """
+
+    def __init__(self, decl: Declaration, step, *, frames=1, form: str = "views", operator: str | None = None,
+                 writes: Mapping[str, Sequence[str]] | None = None, init: Callable | None = None, stock=None,
+                 state_rule: bool = True, replay: bool = False, granularity: str = "call", backend: str = "auto",
+                 audit=(), modules: Sequence[torch.nn.Module] = (), device="cpu"):
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+        if granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
+        audits = (audit,) if isinstance(audit, str) else tuple(audit or ())
+        for a in audits:
+            if a not in AUDITS:
+                raise ValueError(f"audit must name some of {AUDITS}, got {a!r}")
+        if audits and not state_rule:
+            raise ValueError("the audits watch the carries: turn the state rule on (state_rule=True)")
+        names = list(step) if isinstance(step, Mapping) else [operator] if operator else [o.name for o in decl.operators]
+        if not isinstance(step, Mapping) and len(names) != 1:
+            raise ValueError(f"the {decl.model} declaration has {len(names)} operators: name one, or give a dict "
+                             f"operator -> step")
+        unknown = [n for n in names if n not in {o.name for o in decl.operators}]
+        if unknown:
+            raise ValueError(f"{unknown} are not operators of the {decl.model} declaration "
+                             f"({[o.name for o in decl.operators]})")
+        self.decl, self.form, self.init = decl, form, init
+        self.state_rule, self.granularity = bool(state_rule), granularity
+        self.device = torch.device(device)
+        self.regions = state_regions(decl)
+        self.names = [r.name for r in self.regions]
+        steps, stocks = _per_op(step, names, "step"), _per_op(stock, names, "stock")
+        where = _per_op(frames, names, "frames")
+        if writes is None and len(names) > 1 and state_rule:
+            raise ValueError(f"several operators {names}: say which regions each step returns, writes={{op: (...)}}")
+        wr = _per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
+        rings = {r.name for r in self.regions if isinstance(r.policy, Ring)}
+        if rings and form != "views":
+            raise ValueError(f"ring regions {sorted(rings)} need form='views' (the step reads the ring in ring order "
+                             f"and returns its new frames)")
+        self.ops: dict[str, Bound] = {}
+        for n in names:
+            op = decl.operator(n)
+            for fn, what in ((steps[n], "step"), (stocks[n], "stock")):
+                if fn is not None and not callable(fn):
+                    raise ValueError(f"{what} of operator '{n}' must be callable (x, caches, last), got "
+                                     f"{type(fn).__name__}")
+            if steps[n] is None:
+                raise ValueError(f"operator '{n}' has no step")
+            if not state_rule and stocks[n] is None:
+                raise ValueError(f"with the state rule off the runtime runs the model's own stock step: pass stock= "
+                                 f"for operator '{n}'")
+            if "differential" in audits and stocks[n] is None:
+                raise ValueError("the differential audit runs the model's own stock step: pass stock=")
+            bad = [r for r in list(op.reads) + list(wr[n] or ()) if r not in self.names]
+            if bad:
+                raise ValueError(f"operator '{n}' reads or writes {bad}, which are not state regions the runtime "
+                                 f"carries ({self.names})")
+            touches = tuple(r for r in self.names if r in op.reads or r in (wr[n] or ()))
+            self.ops[n] = Bound(n, op, steps[n], stocks[n], frames_at(where[n] if where[n] is not None else 1, last=1),
+                                tuple(r for r in self.names if r in (wr[n] or ())), touches,
+                                takes_frames=takes_frames(steps[n]),
+                                stock_frames=stocks[n] is not None and takes_frames(stocks[n]))
+        check_initial(decl, self.regions, init)
+        self.carries: dict[str, Carry] = {}
+        self.ends: dict[str, RingEnd] = {}
+        if state_rule:
+            for r in self.regions:
+                grows = r.policy.kind not in ("fixed", "ring")
+                env = "attended" if (form == "views" and grows and r.policy.layout == "newest_first") else None
+                self.carries[r.name] = Carry.for_region(decl, r.name, self.device, envelope=env)
+                if r.name in rings:
+                    self.ends[r.name] = RingEnd(r.name, self.device)
+        self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
+                       for n, b in self.ops.items() for r in self.regions}
+        owners = list(self.carries.values()) + list(self.ends.values())
+        for b in self.ops.values():
+            self._bind(b, replay, backend, owners, modules)
+        self.declared = ShadowAuditor() if "declared" in audits else None
+        self.differential = DifferentialAuditor(stock=self._stock_call) if "differential" in audits else None
+        self.caches: dict = {}  # the stock arm's state (plain tensors, new every call)
+        self._shadow: dict = {}
+        self._cur, self._f, self._expect, self._ended = next(iter(self.ops)), 0, {}, set()
+        self.calls = 0
+
+    def _bind(self, b: Bound, replay: bool, backend: str, owners: list, modules) -> None:
+        """The operator's classifier (built once) and, with replay, its engine (labelled by the runtime)."""
+        if self.state_rule:
+            fn = (lambda x, last, *views, b=b: self._device_step(b, x, last, *views)) if self.granularity == "call" \
+                else (lambda x, last, *views, b=b: self._run_step(b, x, last, views))
+            reads = {n: At(2 + b.touches.index(n)) for n in b.op.reads}
+        else:
+            fn = lambda x, caches, last, b=b: self._stock_step(b, x, caches, last)  # noqa: E731
+            reads = {n: At(1, key=n) for n in b.op.reads}
+        b.frames = At(0, dim=b.frames.dim, clock=b.frames.clock, last=1 if self.state_rule else 2)
+        b.classifier = Classifier(self.decl, b.name, fn, reads=reads, frames=b.frames)
+        if replay:
+            b.engine = bind(self.decl, b.name, fn, classifier=LastLabel(b.classifier), backend=backend,
+                            carries=owners, modules=list(modules))
+
+    # -- the operators ---------------------------------------------------------------------
+    def bound(self, operator: str | None) -> Bound:
+        """The operator named in a call (None: the only one; a traffic of one operator names none)."""
+        return self._bound(operator if len(self.ops) > 1 else None)
+
+    def _bound(self, operator: str | None) -> Bound:
+        if operator is None:
+            if len(self.ops) != 1:
+                raise ValueError(f"this runtime runs {list(self.ops)}: name the operator of the call")
+            return next(iter(self.ops.values()))
+        if operator not in self.ops:
+            raise ValueError(f"operator {operator!r} is not one this runtime runs ({list(self.ops)})")
+        return self.ops[operator]
+
+    @property
+    def engine(self):
+        """The only operator's engine (None without replay)."""
+        return self._bound(None).engine
+
+    @property
+    def engines(self) -> dict:
+        return {n: b.engine for n, b in self.ops.items() if b.engine is not None}
+
+    @property
+    def classifier(self) -> Classifier:
+        """The only operator's classifier."""
+        return self._bound(None).classifier
+
+    # -- turns ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def reset(self, prompt=None) -> dict:
+        """Turn start, in place: each carry to its base state; returns the bases (the stock caches' start)."""
+        given = self.init(prompt) if self.init is not None else None
+        if given is not None and not isinstance(given, Mapping):
+            raise ValueError(f"init(prompt) must return a dict region -> tensor, got {type(given).__name__}")
+        bases = {r.name: base_of(self.decl, r, self.device, given) for r in self.regions}  # every check first
+        for n, c in self.carries.items():
+            if bases[n].shape[c.dim] > c.capacity:
+                raise ValueError(f"init gave region '{n}' {bases[n].shape[c.dim]} frames; its carry holds {c.capacity}")
+        for b in self.ops.values():
+            if given is not None and b.engine is not None:
+                b.engine.record_external(PRIMING)
+        for n, c in self.carries.items():
+            c.reset_in_place(bases[n])
+        for r in self.regions:
+            if r.name in self.ends:
+                self.ends[r.name].reset(r.initial)
+        self.caches = {n: b.clone() for n, b in bases.items()}
+        self._shadow = {n: b.clone() for n, b in bases.items()}
+        if self.differential is not None:
+            self.differential.start(bases)
+        self._ended = set()
+        return bases
+
+    # -- one call ------------------------------------------------------------------------
+    def _views(self, b: Bound) -> list:
+        return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
+
+    def _stock_call(self, x, caches, last):
+        b = self.ops[self._cur]
+        out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
+        return out, merged(caches, new)
+
+    def _stock_step(self, b: Bound, x, caches, last):
+        try:
+            out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
+        except RuntimeError as e:
+            raise step_failed(self.decl, self.regions, caches, e, f"stock step of '{b.name}'") from e
+        return out, merged(caches, new)
+
+    def _run_step(self, b: Bound, x, last, views):
+        """The step on the carries' views (rings as :class:`RingView`), its output checked; no write."""
+        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+                  for n, v in zip(b.touches, views)}
+        try:
+            out, got = call_step(b.step, x, caches, last, self._f, b.takes_frames)
+        except RuntimeError as e:
+            raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
+                              f"step of '{b.name}'") from e
+        if not isinstance(got, Mapping):
+            raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
+        missing = [n for n in b.writes if n not in got]
+        if missing:
+            raise ValueError(f"the step returned no tensor for region(s) {missing}")
+        for r in self.regions:  # host checks on shapes only, before any write
+            if r.name not in b.writes:
+                continue
+            t = got[r.name]
+            check_shape(self.decl, r, t, "the step's output")
+            if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name]:
+                raise ValueError(f"the step returned {t.shape[r.clock_axis]} frames for region '{r.name}' where the "
+                                 f"declaration implies {self._expect[r.name]} ({self.form} form, {self._f} "
+                                 f"'{b.op.clock}' committed)")
+            if r.name in self.ends:
+                b.ring_written[r.name] = caches[r.name].written
+        return out, {n: got[n] for n in b.writes}
+
+    def _write(self, b: Bound, got: Mapping, views) -> None:
+        """Append + retain each written region in place (rings: at the device position, then advance it)."""
+        for n, v in zip(b.touches, views):
+            if n not in b.writes:
+                continue
+            c = self.carries[n]
+            if n in self.ends:
+                end = self.ends[n].buffer
+                if not b.ring_written.get(n):
+                    RingView(v, end, c.dim).write(got[n])
+                end.add_(got[n].shape[c.dim])
+            elif self.form == "views":
+                c.write_append_retained(got[n], v.shape[c.dim])
+            else:
+                c.write_retained_from(got[n])
+
+    def _device_step(self, b: Bound, x, last, *views):
+        """Device work of one call: the step on the carries' views, checked, then append + retain in place."""
+        out, got = self._run_step(b, x, last, views)
+        self._write(b, got, views)
+        return (out, got) if self.declared is not None else out
+
+    def frames_of(self, x, last: bool, operator: str | None = None) -> int:
+        """The call's committed frames on the operator's clock (what the classifier labels it with).
+
+        A steady call must commit the declared frames per call; a ValueError names the clock and the counts."""
+        b = self._bound(operator)
+        at, cls, op = b.frames, b.classifier, b.op
+        if not -x.dim() <= at.dim < x.dim():
+            raise ValueError(f"frames: dim {at.dim} is outside x's {x.dim()} dims {tuple(x.shape)}")
+        n = x.shape[at.dim]
+        mul, div = cls.scale
+        width = op.call * div // mul + cls.lookahead
+        where = f"x dim {at.dim} holds {n} '{cls.clock}' ticks"
+        if not last and n < cls.lookahead:
+            raise ValueError(f"a steady call shorter than the lookahead: {where}, fewer than the {cls.lookahead} of "
+                             f"lookahead a steady call reads beyond the {op.call} '{op.clock}' it commits ({width} "
+                             f"'{cls.clock}' ticks); a turn's final call passes last=True")
+        args = (x, bool(last), *self._views(b)) if self.state_rule else (x, self.caches, bool(last))
+        label = b.label = cls(*args)
+        if b.engine is not None:
+            b.engine.classify.label = label  # the engine labels a new class with it: each call labelled once
+        if not isinstance(label[-1], int):
+            raise ValueError(f"call of {tuple(x.shape)}: {label[1]}")
+        f = label[-1]
+        most = max(op.call, op.flush[1] if op.flush else 0)
+        if last and f > most:
+            raise ValueError(f"a turn's final call commits at most {most} '{op.clock}' per the {self.decl.model} "
+                             f"declaration; {where} ({f} committed): check frames= (the dim of x counting "
+                             f"'{cls.clock}') and how the turn was cut")
+        if not last and f != op.call:
+            raise ValueError(f"a steady call commits {op.call} '{op.clock}' per the {self.decl.model} declaration "
+                             f"({width} '{cls.clock}' ticks with the lookahead); {where} ({f} committed): check frames= "
+                             f"(the dim of x counting '{cls.clock}') or pass last=True for a turn's final call")
+        return f
+
+    @torch.inference_mode()
+    def __call__(self, x: torch.Tensor, last: bool = False, operator: str | None = None) -> torch.Tensor:
+        """One call of ``operator`` (default: the only one) on ``x`` (``last``: its final call of the turn)."""
+        b = self._bound(operator)
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"a call takes a tensor x, got {type(x).__name__}")
+        if b.name in self._ended:
+            raise ValueError(f"the turn ended with a final call of '{b.name}' (last=True): call reset() to start "
+                             f"the next turn")
+        f = self.frames_of(x, last, b.name)
+        self._cur, self._f = b.name, f
+        if not self.state_rule:
+            fn = b.engine if b.engine is not None else (lambda x, c, last: self._stock_step(b, x, c, last))
+            out, self.caches = fn(x, self.caches, bool(last))
+        else:
+            out = self._call_carried(b, x, bool(last), f)
+        if last:
+            self._ended.add(b.name)
+        self.calls += 1
+        return out
+
+    def _call_carried(self, b: Bound, x, last: bool, f: int):
+        before = {n: c.length for n, c in self.carries.items()}
+        fr = {n: self.on(b.name, n, f) for n in b.writes}
+        self._expect = {n: fr[n] if self.form == "views" or n in self.ends else before[n] + fr[n] for n in b.writes}
+        views = self._views(b)
+        ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
+        if self.granularity == "step":
+            out, got = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
+            self._write(b, got, views)
+        else:
+            res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
+            out, got = res if self.declared is not None else (res, None)
+        for n in b.writes:
+            if n in self.ends:
+                self.ends[n].host += fr[n]
+            else:
+                r = self.decl.region(n)
+                self.carries[n].commit(r.policy.extent_after(before[n] + fr[n]))
+        if self.declared is not None:
+            self._audit_declared(b, got, ends)
+        if self.differential is not None and not last:  # nothing reads what a final call leaves behind
+            self.differential.check(self.calls, self.carries, x, last)
+        return out
+
+    def on(self, operator: str, region: str, f: int) -> int:
+        """``f`` ticks of ``operator``'s clock on ``region``'s clock."""
+        mul, div = self._ratio[(operator, region)]
+        if (f * mul) % div:
+            raise ValueError(f"{f} '{self.ops[operator].op.clock}' ticks are not whole ticks of region '{region}''s "
+                             f"clock")
+        return f * mul // div
+
+    def _audit_declared(self, b: Bound, got: dict, ends: dict) -> None:
+        """The current audit: each written carry against the stock concatenation and cut *as declared*."""
+        for n in b.writes:
+            c, r = self.carries[n], self.decl.region(n)
+            if n in self.ends:  # the declared ring: frame i of the turn at slot i % capacity
+                shadow, k = self._shadow[n].clone(), got[n].shape[c.dim]
+                for i in range(k):
+                    shadow.narrow(c.dim, (ends[n] + i) % c.capacity, 1).copy_(got[n].narrow(c.dim, i, 1))
+            else:
+                old = self._shadow[n]
+                if self.form == "views":
+                    pair = [got[n], old] if r.policy.layout == "newest_first" else [old, got[n]]
+                    full = torch.cat(pair, dim=c.dim)
+                else:
+                    full = got[n]
+                shadow = r.policy.apply(full, c.dim).clone()
+            self._shadow[n] = shadow
+            self.declared.compare_with(c, shadow, self.calls)
+
+    def preflight(self, traffic: Traffic, modules=(), operator: str | None = None):
+        """:func:`~cadencelab.replay.preflight` of an operator's step (default: the only one) on its first call in
+        ``traffic``, from the caches at that turn's start (the target is a GPU, emulated on CPU tensors). The
+        calls are real: the carries are reset first."""
+        b = self._bound(operator)
+        first = next(((t, x, last) for t, i, op, x, last in traffic.items_of() if self.bound(op).name == b.name), None)
+        if first is None:
+            raise ValueError(f"preflight: the traffic has no call of operator '{b.name}'")
+        t, x, last = first
+        self.reset(traffic.prompt(t))
+        self._f = self.frames_of(x, last, b.name)
+        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+                  for n, v in zip(b.touches, self._views(b))}
+        kw = {"frames": self._f} if b.takes_frames else {}
+        return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
+
+    # -- a traffic -------------------------------------------------------------------------
+    def run(self, traffic: Traffic) -> "KitRun":
+        if not isinstance(traffic, Traffic):
+            raise ValueError(f"run: traffic must be a Traffic, got {type(traffic).__name__}")
+        outs, rows = [], []
+        for t, i, op, x, last in traffic.items_of():
+            if i == 0:
+                self.reset(traffic.prompt(t))
+            b = self.bound(op)
+            mark = b.engine.tally() if b.engine is not None else None
+            out = self(x, last, b.name)
+            outs.append(out.clone())
+            path = b.engine.path_since(mark) if mark is not None else "eager"
+            rows.append(dict(turn=t, call=len(rows), operator=b.name, last=last, path=path,
+                             **{f"ptr_{n}": c.buffer.data_ptr() for n, c in self.carries.items()},
+                             **{f"ext_{n}": (self.ends[n].host if n in self.ends else c.length)
+                                for n, c in self.carries.items()}))
+        return KitRun(outs, pd.DataFrame(rows))
+
+    def pointers(self) -> dict[str, int]:
+        return {n: c.buffer.data_ptr() for n, c in self.carries.items()}
+
+
+@dataclass
+class KitRun:
+    """Per-call outputs and a per-call table (turn, call, operator, last, path, carry pointers and extents)."""
+
+    outputs: list
+    table: pd.DataFrame

@@ -1,0 +1,56 @@
+"""How the kit calls a step: where a call's frames are, the ``frames=`` it may take, errors naming the regions."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Mapping
+
+import torch
+
+from ...contract import Declaration
+from ...replay import At
+
+__all__ = ["frames_at", "step_failed", "takes_frames", "call_step", "merged"]
+
+
+def frames_at(frames, last: int) -> At:
+    """The call's frames in ``x`` (argument 0), its final-call flag at position ``last``."""
+    if isinstance(frames, At):
+        at = frames
+    elif isinstance(frames, int) and not isinstance(frames, bool):
+        at = At(0, dim=frames)
+    else:
+        raise ValueError(f"frames must be the dim of x that counts the call's frames (an int) or an At(0, dim=..., "
+                         f"clock=...), got {frames!r}")
+    if isinstance(at.dim, bool) or not isinstance(at.dim, int):
+        raise ValueError(f"frames: At.dim must be an int (the dim of x that counts the call's frames), got {at.dim!r}")
+    return At(0, dim=at.dim, clock=at.clock, last=last)
+
+
+def step_failed(decl: Declaration, regions, caches: Mapping, e: Exception, what: str) -> RuntimeError:
+    """The step raised: name the regions it was given (their shapes, and the declared shapes)."""
+    given = "; ".join(f"'{r.name}' {tuple(caches[r.name].shape)} from {tuple(r.shape)}" for r in regions
+                      if isinstance(caches.get(r.name), torch.Tensor))
+    return RuntimeError(f"the {what} raised {type(e).__name__} given the {decl.model} regions {given} (shapes built "
+                        f"from the declaration; a region whose dims are declared in another order than the step's "
+                        f"tensors fails like this): {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def takes_frames(fn: Callable) -> bool:
+    """True when ``fn`` has a ``frames`` parameter: the kit passes it the call's committed frames."""
+    try:
+        return "frames" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def call_step(fn: Callable, x, caches, last, frames: int, takes_frames: bool):
+    return fn(x, caches, last, frames=frames) if takes_frames else fn(x, caches, last)
+
+
+def merged(caches: Mapping, new: Mapping) -> dict:
+    """A stock step's caches after a call: what it returned over what it was given (an operator of several
+    returns the regions it writes; extra keys it keeps, such as a ring's position, ride along)."""
+    if not isinstance(new, Mapping):
+        raise ValueError(f"the stock step must return (output, {{region: tensor}}), got a {type(new).__name__} second")
+    return {**caches, **new}

@@ -1,0 +1,232 @@
+"""The paper's factorial on any declared model (``python -m cadencelab.bench kit --model teaching``).
+
+``--model`` names a :class:`~cadencelab.adapters.kit.KitModel`: a built-in (``teaching``: the course's
+model on the kit; ``freeze-style``: the Freeze-Omni-style decoder's carry path) or ``package.module:function``, a function of the device returning a KitModel (a user's
+declaration, step, stock step and traffic). The model is certified once (catalog and certificate, written
+beside the figures); then every arm of :data:`~cadencelab.adapters.kit.ARMS` (and ``B0_repeat``, the A/A
+control: B0's code in processes of its own) is measured the way every study measures
+(:mod:`cadencelab.bench.measure`): rounds of fresh processes, one per arm, set up together, then the arms'
+blocks one arm at a time in a rotating order, each process pinned to the same cores before its first block;
+hierarchical bootstrap intervals over processes and blocks; the rounds stop once the headline (SRc against
+B0) is within the target, or at the process or time limits. A block is one pass of the model's traffic,
+every call timed; its figure is the median ms per call.
+
+Gates: every arm's every block is bit-exact with the stock step's outputs (``torch.equal`` per call, and the
+same SHA-256 as B0's); the A/A interval contains 0 (else no direction is claimed). Writes
+``kit_factorial.json`` (summary, per-arm figures with intervals, the catalog, the certificate, the method,
+provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is ``summary: {...}``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import options
+from .common import ArmProcess, InlineArm, serve, study_provenance, write_json
+from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, failed_line, int_range, names_in, opt,
+                    positive_float)
+from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_bootstrap, interval_halfwidth,
+                      parse_cores, pin_to_cores, point, ratio_interval, round_orders, stop_reason)
+
+__all__ = ["MODELS", "KIT_ARMS", "KitConfig", "load_model", "run_study", "analyse", "add_parser"]
+
+#: built-in models (name -> "module:function" of the device returning a KitModel)
+MODELS = {"teaching": "cadencelab.adapters.teaching_kit:kit_model_on",
+          "freeze-style": "cadencelab.adapters.freeze_style:kit_model_on"}
+#: the factorial's arms and the A/A control
+KIT_ARMS = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat")
+HEADLINE = ("SRc", "B0")
+
+
+def _check_model(flag: str, text: str) -> None:
+    if text not in MODELS and (":" not in text or not all(text.split(":", 1))):
+        raise FlagError(flag, f"{text!r}: a built-in model ({', '.join(MODELS)}) or package.module:function")
+
+
+@dataclass
+class KitConfig:
+    model: str = opt("teaching", check=_check_model,
+                     help="the KitModel: teaching, freeze-style, or package.module:function (a function of the device)")
+    arms: tuple = opt(KIT_ARMS, parse=names_in(KIT_ARMS), help="comma-separated arms (B0_repeat: the A/A control)")
+    device: str = options.device()
+    blocks: int = opt(5, type=int_range(1, MAX_BLOCKS), help="timed blocks per process (plus one warm-up block)")
+    seed: int = options.seed()
+    condition: str = options.condition()
+    processes: bool = options.processes()
+    min_processes: int = options.min_processes()
+    max_processes: int = options.max_processes()
+    time_budget_s: float = options.time_budget(300.0)
+    target_halfwidth: float = options.target_halfwidth()
+    cores: str = options.cores()
+    block_timeout_s: float = opt(300.0, flag="--block-timeout", type=positive_float,
+                                 help="seconds one block (or one process's set-up) may take")
+    out: str = options.out("kit")
+
+    def method(self) -> Method:
+        return Method(self.min_processes, self.max_processes, self.time_budget_s, self.target_halfwidth,
+                      parse_cores(self.cores), seed=self.seed)
+
+
+def load_model(spec: str, device: str):
+    """The KitModel ``spec`` names (a built-in or ``package.module:function``), built on ``device``."""
+    from ..adapters.kit import KitModel
+
+    module, _, fn = MODELS.get(spec, spec).partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), fn)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"--model {spec!r}: cannot load {module}:{fn} ({e})") from None
+    try:
+        m = factory(device)
+    except TypeError as e:
+        raise ValueError(f"--model {spec!r}: {module}:{fn} must be a function of the device ({e})") from None
+    if not isinstance(m, KitModel):
+        raise ValueError(f"--model {spec!r}: {module}:{fn}(device) returned a {type(m).__name__}, not a KitModel")
+    return m
+
+
+class _ArmState:
+    """One arm in its process: the model, the runtime of the arm, the stock outputs to compare with."""
+
+    def __init__(self, spec: str, arm: str, device: str, backend: str, seed: int, cores: tuple):
+        import torch
+
+        torch.manual_seed(seed)
+        self.model = load_model(spec, device)
+        self.reference = self.model.reference()
+        self.rt = self.model.runtime("B0" if arm == "B0_repeat" else arm, backend)
+        self.cores, self.pinned = cores, False
+
+    def block(self) -> dict:
+        from ..adapters.kit import run_block
+
+        if not self.pinned:
+            pin_to_cores(self.cores)
+            self.pinned = True
+        r = run_block(self.rt, self.model.traffic, self.reference)
+        ms = sorted(r.pop("ms"))
+        return dict(r, ms_median=ms[len(ms) // 2] if len(ms) % 2 else (ms[len(ms) // 2 - 1] + ms[len(ms) // 2]) / 2)
+
+
+def _handlers() -> dict:
+    return {"block": lambda st: st.block()}
+
+
+def _worker(conn, spec, arm, device, backend, seed, cores) -> None:
+    serve(conn, lambda: _ArmState(spec, arm, device, backend, seed, cores), lambda st: dict(arm=arm), _handlers())
+
+
+def _start(cfg: KitConfig, arm: str, backend: str, cores: tuple):
+    args = (cfg.model, arm, cfg.device, backend, cfg.seed, cores)
+    if cfg.processes:
+        return ArmProcess(arm, _worker, args)
+    return InlineArm(arm, lambda: _ArmState(*args), lambda st: dict(arm=arm), _handlers())
+
+
+def _last_line(tb) -> str:
+    """The last line of a worker's traceback (the error itself)."""
+    lines = [ln for ln in str(tb).splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else str(tb)
+
+
+def run_study(cfg: KitConfig, progress=print) -> dict:
+    """Certify, measure every arm in rounds of fresh processes, analyse; write the files; the summary."""
+    from ..adapters.kit import ARMS as SWITCHES
+
+    backend = "eager" if str(cfg.device).startswith("cpu") else "cuda"
+    method, t0 = cfg.method(), time.perf_counter()
+    model = load_model(cfg.model, cfg.device)
+    cert = model.certify(backend)
+    progress(f"kit: {model.name} certified: {cert.ok} ({int(cert.table['passed'].sum())} of {len(cert.table)} clauses)")
+    rows, processes_done, why = [], 0, None
+    while why is None:
+        r0 = time.perf_counter()
+        arms = {a: _start(cfg, a, backend, method.cores) for a in cfg.arms}
+        try:
+            for a, p in arms.items():
+                kind, what = p.wait(cfg.block_timeout_s)
+                if kind != "ready":
+                    raise RuntimeError(f"arm {a} failed to start: {_last_line(what)}")
+            for b, order in enumerate(round_orders(cfg.arms, processes_done, cfg.blocks + 1)):
+                for a in order:
+                    kind, res = arms[a].ask(("block",), cfg.block_timeout_s)
+                    if kind != "ok":
+                        raise RuntimeError(f"arm {a}, block {b}: {_last_line(res)}")
+                    rows.append(dict(arm=a, process=processes_done, block=b, warmup=b == 0, **res))
+        finally:
+            for p in arms.values():
+                p.stop()
+        processes_done += 1
+        blocks = pd.DataFrame(rows)
+        samples = arm_processes(blocks[~blocks["warmup"]], "ms_median")
+        pt, lo, hi = ratio_interval(samples.get(HEADLINE[0], []), samples.get(HEADLINE[1], []), method.n_boot,
+                                    method.seed)
+        why = stop_reason(method, processes_done, interval_halfwidth(pt, lo, hi) if HEADLINE[0] in samples else 0.0,
+                          time.perf_counter() - t0, time.perf_counter() - r0)
+        progress(f"kit: round {processes_done} done ({time.perf_counter() - t0:.0f} s)" + (f"; stop: {why}" if why else ""))
+    result = analyse(blocks, method)
+    summary = dict(result["summary"], model=model.name, certified=cert.ok, stop=why, arms=list(cfg.arms),
+                   catalog_classes=int(len(cert.catalog)))
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    blocks.to_csv(out / "kit_factorial_blocks.csv", index=False)
+    write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),
+                    arm_switches={a: SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
+                    catalog=cert.catalog.assign(label=cert.catalog["label"].map(str)).to_dict("records"),
+                    certificate=cert.table.to_dict("records"), blocks_csv="kit_factorial_blocks.csv",
+                    provenance=study_provenance(cfg)), out / "kit_factorial.json")
+    return dict(summary=summary, arms=result["arms"], blocks=blocks)
+
+
+def analyse(blocks: pd.DataFrame, method: Method) -> dict:
+    """Per arm: the point and 95% interval of ms per call, the change against B0 with its interval, state
+    bytes, peak memory, exactness (every call equal to the stock step, every block's hash B0's)."""
+    timed = blocks[~blocks["warmup"]]
+    samples = arm_processes(timed, "ms_median")
+    b0_hashes = set(timed.loc[timed["arm"] == "B0", "sha256"]) if "B0" in set(timed["arm"]) else set()
+    arms = []
+    order = list(dict.fromkeys(a for a in KIT_ARMS if a in set(timed["arm"])))
+    for a in order:
+        g = timed[timed["arm"] == a]
+        reps = hierarchical_bootstrap(samples[a], method.n_boot)
+        vs = ratio_interval(samples[a], samples["B0"], method.n_boot, method.seed) if "B0" in samples else (float("nan"),) * 3
+        exact = bool((g["equal"] == g["calls"]).all() and (not b0_hashes or set(g["sha256"]) <= b0_hashes))
+        arms.append(dict(arm=a, processes=int(g["process"].nunique()), blocks=len(g), calls=int(g["calls"].iloc[0]),
+                         ms_per_call=point(samples[a]), ms_ci=[float(pd.Series(reps).quantile(0.025)),
+                                                               float(pd.Series(reps).quantile(0.975))],
+                         vs_B0=vs[0], vs_B0_ci=[vs[1], vs[2]], direction=direction(vs[1], vs[2]),
+                         state_bytes=int(g["state_bytes"].max()), peak_mem_bytes=float(g["peak_mem_bytes"].max()),
+                         replayed=int(g["replayed"].iloc[-1]), bit_exact=exact))
+    aa = a_a_check(samples, n=method.n_boot, seed=method.seed)
+    by = {r["arm"]: r for r in arms}
+    head = by.get(HEADLINE[0], {})
+    summary = dict(exact=all(r["bit_exact"] for r in arms), a_a_holds=None if aa is None else aa["holds"],
+                   headline=f"{HEADLINE[0]} vs {HEADLINE[1]}", headline_change=head.get("vs_B0"),
+                   headline_ci=head.get("vs_B0_ci"),
+                   headline_direction=head.get("direction") if aa is None or aa["holds"] else "no claim (A/A failed)")
+    return dict(summary=summary, arms=arms, a_a=aa)
+
+
+def _cli(args) -> int:
+    cfg = config_from_args(KitConfig, args)
+    res = run_study(cfg)
+    cols = ["arm", "processes", "blocks", "ms_per_call", "vs_B0", "state_bytes", "peak_mem_bytes", "replayed",
+            "bit_exact"]
+    print(pd.DataFrame(res["arms"])[cols].to_string(index=False))
+    print(f"summary: {res['summary']}")
+    line = failed_line("python -m cadencelab.bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"]])
+    if line:
+        print(line, file=sys.stderr)
+    return 0 if line is None else 1
+
+
+def add_parser(sub) -> Any:
+    return add_study_parser(sub, "kit", KitConfig, "the paper's factorial (B0, S, R, Rc, SR, SRc) on a declared model",
+                            _cli)
