@@ -216,7 +216,7 @@ def test_every_option_has_help_and_shows_its_default():
 
 
 def test_profile_chunks_is_first_then_steady_then_the_flush():
-    """--chunks N: N chunk calls (the first behind the priming silence, N-1 steady), then the flush, as its help says."""
+    """--chunks N: N chunk calls (the first behind the priming silence, N-1 steady), then the flush, as help says."""
     helps = {flags[0]: h for flags, h in _options(cli.build_parser("profile"), "profile")}
     assert "N+1 rows (first, steady..., flush)" in helps["--chunks"]
     for n in (1, 2, 5):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,8 @@ CHECK_MARKER = "CHECK OK"
 #: shipped solutions (:mod:`cadencelab.course.solutions`); a student in the lab gets the blanks
 COURSE_PARAMETERS = {"SOLUTIONS": True}
 KERNEL = "python3"
+#: how much of a kernel process's own output a run keeps (its end)
+KERNEL_LOG_CHARS = 4000
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -120,6 +123,7 @@ class NotebookRun:
     check: str = ""
     figures: list = field(default_factory=list)  # plotly figure dicts, in output order
     nb: Any = None
+    kernel_log: str = ""  # what the kernel process itself wrote (not a cell's output): its log, C-level prints
 
     @property
     def ok(self) -> bool:
@@ -197,6 +201,17 @@ def _client_class():
     from nbclient.util import ensure_async
 
     class _PollingClient(NotebookClient):
+        #: where the kernel's sockets go (see :func:`execute_notebook`): a path prefix in a private folder
+        ipc_prefix = ""
+
+        def create_kernel_manager(self):
+            """The kernel talks over local (unix-domain) sockets in a private folder, not TCP: nothing to
+            eavesdrop on, and so no warning from the kernel that its TCP traffic is unencrypted."""
+            km = super().create_kernel_manager()
+            if self.ipc_prefix:
+                km.transport, km.ip = "ipc", self.ipc_prefix
+            return km
+
         async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
             deadline = None if timeout is None else monotonic() + timeout
             error_reply = None
@@ -249,7 +264,10 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     """Execute one notebook top to bottom; errors are recorded, not raised.
 
     timeout: seconds per cell. The check output is the text printed by the cell tagged
-    ``check`` (or, without a tag, by the last code cell).
+    ``check`` (or, without a tag, by the last code cell). The kernel talks to this process over
+    local sockets in a private temporary folder (not TCP), and what the kernel process itself
+    writes (its log, C-level prints; a cell's output goes to the notebook) is kept in
+    ``run.kernel_log``, shown in the error when the run fails, and never reaches the terminal.
     """
     path = Path(path)
     nb = read_notebook(path)
@@ -259,11 +277,18 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
                             record_timing=True, resources={"metadata": {"path": str(cwd or path.parent)}})
     run = NotebookRun(path, title or path.stem, goals, nb=nb)
     t0 = time.perf_counter()
-    try:
-        client.execute(env=kernel_env())
-    except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
-        run.error = f"{type(e).__name__}: {e}"
+    with tempfile.TemporaryDirectory(prefix="cadencelab-kernel-") as private:
+        client.ipc_prefix = os.path.join(private, "kernel")
+        log = Path(private) / "kernel.log"
+        with open(log, "wb") as sink:
+            try:  # the kernel process's own output (its log, C-level prints) goes to the log, not the terminal
+                client.execute(env=kernel_env(), stdout=sink, stderr=sink)
+            except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
+                run.error = f"{type(e).__name__}: {e}"
+        run.kernel_log = log.read_text(encoding="utf-8", errors="replace")[-KERNEL_LOG_CHARS:]
     run.seconds = time.perf_counter() - t0
+    if run.error and run.kernel_log.strip():
+        run.error += f"\nthe kernel process's own output (last {KERNEL_LOG_CHARS} characters):\n{run.kernel_log}"
     _collect(run)
     return run
 
