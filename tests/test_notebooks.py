@@ -1,7 +1,8 @@
 """The course: the notebooks are Python sources in jupytext's percent format, each shaped as a lesson
 (title and learning goals, the parameters cell, short cells, the check cell last); every notebook runs
-top to bottom (nbclient, kernel python3, 300 s per cell) and its check cell prints the marker; all
-seven within the CI budget; the tour writes an offline HTML report; `cadencelab lab` serves the folder.
+top to bottom (nbclient, kernel python3, 300 s per cell; the tests run them one after another in one
+kernel, the namespace cleared between them) and its check cell prints the marker; all seven within the
+CI budget; the tour writes an offline HTML report; `cadencelab lab` serves the folder.
 
 One execution per CI run: when ``$CADENCELAB_TOUR_DIR`` names the output of a `cadencelab tour` made
 from the same sources (its digest of the notebooks, the package and the data matches), the execution
@@ -91,7 +92,18 @@ def test_read_notebook_names_a_wrong_file(tmp_path):
         tour.read_notebook(bad)
 
 
-def _executed(name: str) -> tour.NotebookRun:
+@pytest.fixture(scope="module")
+def course_kernel():
+    """One kernel for every course notebook this module executes (tour.SharedKernel: the namespace cleared with
+    %reset -f between notebooks, the kernel start and the imports paid once, about 3 s of each run). A
+    notebook that reads a name only an earlier one defined still fails here; what a shared kernel cannot
+    show (an import left to an earlier notebook's side effect) the tour shows: it gives every notebook a
+    fresh kernel, and CI runs it first."""
+    with tour.SharedKernel(NOTEBOOKS) as k:
+        yield k
+
+
+def _executed(name: str, kernel: tour.SharedKernel) -> tour.NotebookRun:
     """The tour's run of ``name`` when $CADENCELAB_TOUR_DIR holds a matching one, else a new execution."""
     where = os.environ.get(TOUR_DIR_ENV)
     if where:
@@ -99,12 +111,12 @@ def _executed(name: str) -> tour.NotebookRun:
         if run is not None:
             return run
         print(f"{TOUR_DIR_ENV}={where}: no tour run of {name} from these sources; executing it")
-    return tour.execute_notebook(_source(name), timeout=300, parameters=tour.COURSE_PARAMETERS)
+    return tour.execute_notebook(_source(name), timeout=300, parameters=tour.COURSE_PARAMETERS, kernel=kernel)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_executes(name, tmp_path):
-    run = _executed(name)
+def test_notebook_executes(name, tmp_path, course_kernel):
+    run = _executed(name, course_kernel)
     _TIMES[name] = run.seconds
     nbformat.write(run.nb, tmp_path / f"{name}.ipynb")
     assert run.error is None, run.error[-3000:]
@@ -112,20 +124,20 @@ def test_notebook_executes(name, tmp_path):
     assert run.figures, f"{name}: no plotly figure in the outputs"
 
 
-def test_mutual_enabling_follows_its_condition():
+def test_mutual_enabling_follows_its_condition(course_kernel):
     """Notebook 5 with CONDITION="unpinned": the rules panel reads the unpinned factorial too."""
     from cadencelab.course import data
 
-    run = tour.execute_notebook(_source("05_mutual_enabling"), timeout=300,
+    run = tour.execute_notebook(_source("05_mutual_enabling"), timeout=300, kernel=course_kernel,
                                 parameters={**tour.COURSE_PARAMETERS, "CONDITION": "unpinned"})
     assert run.error is None, run.error[-3000:]
     b0 = data.pareto_frame("unpinned").set_index("arm").loc["B0", "lat_ms"]
     assert tour.CHECK_MARKER in run.check and f"B0 {b0:.1f} ms" in run.check, run.check
 
 
-def test_anatomy_runs_on_an_older_recording_with_blank_exercises():
+def test_anatomy_runs_on_an_older_recording_with_blank_exercises(course_kernel):
     """Notebook 1 with CONDITION="unpinned" (no duplex second recorded under it) and the student's blanks."""
-    run = tour.execute_notebook(_source("01_anatomy_of_a_duplex_second"), timeout=300,
+    run = tour.execute_notebook(_source("01_anatomy_of_a_duplex_second"), timeout=300, kernel=course_kernel,
                                 parameters={"CONDITION": "unpinned", "SOLUTIONS": False})
     assert run.error is None, run.error[-3000:]
     assert tour.CHECK_MARKER in run.check and "exercise not answered yet" in run.check, run.check

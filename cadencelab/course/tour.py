@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..profile.provenance import run_provenance
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -57,6 +56,7 @@ __all__ = [
     "SOURCE_SUFFIX",
     "TOUR_MARKER",
     "NotebookRun",
+    "SharedKernel",
     "TourFailed",
     "TourRefused",
     "check_tour_dir",
@@ -259,8 +259,73 @@ def _client_class():
     return _PollingClient
 
 
+class SharedKernel:
+    """One kernel that runs several notebooks one after another (``execute_notebook(..., kernel=k)``), each
+    after ``%reset -f`` clears the namespace the previous one left: the kernel start and the imports are paid
+    once. Modules stay imported between notebooks, so a run here is not a fresh kernel's: the tour gives every
+    notebook a new kernel; the tests use this to run the course in one.
+
+    ``with SharedKernel(cwd) as k:`` starts it (IPC, its own output to a private log, as
+    :func:`execute_notebook`'s kernels) in folder ``cwd``; leaving the block shuts it down. A kernel
+    that died is started again before the next notebook.
+    """
+
+    def __init__(self, cwd: str | os.PathLike, kernel_name: str = KERNEL):
+        self.cwd, self.kernel_name, self.km, self.started = str(cwd), kernel_name, None, 0
+
+    def __enter__(self) -> SharedKernel:
+        from jupyter_client.manager import AsyncKernelManager
+        from nbclient.util import run_sync
+
+        self._private = tempfile.TemporaryDirectory(prefix="cadencelab-kernel-")
+        self.log = Path(self._private.name) / "kernel.log"
+        self._sink = open(self.log, "wb")
+        self.km = AsyncKernelManager(kernel_name=self.kernel_name)
+        self.km.transport, self.km.ip = "ipc", os.path.join(self._private.name, "kernel")
+        run_sync(self.km.start_kernel)(env=kernel_env(), cwd=self.cwd, stdout=self._sink, stderr=self._sink)
+        self.started = 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from nbclient.util import run_sync
+
+        try:
+            if self.km is not None and self.km.has_kernel:
+                run_sync(self.km.shutdown_kernel)(now=True)
+        finally:
+            self._sink.close()
+            self._private.cleanup()
+
+    def run(self, client, run: NotebookRun) -> None:
+        """Execute ``client``'s notebook here (``client`` built by :func:`execute_notebook`); errors go to ``run``."""
+        import nbformat
+        from nbclient.util import run_sync
+
+        if not run_sync(self.km.is_alive)():
+            run_sync(self.km.restart_kernel)(now=True)
+            self.started += 1
+        start = self.log.stat().st_size
+        reset = _client_class()(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")]),
+                                km=self.km, timeout=60)
+        try:
+            for c in (reset, client):
+                try:
+                    c.execute()
+                finally:
+                    if c.kc is not None:
+                        c.kc.stop_channels()
+                        c.kc = None
+        except Exception as e:  # a cell raised or timed out, the kernel died, ...
+            run.error = f"{type(e).__name__}: {e}"
+        self._sink.flush()
+        with open(self.log, "rb") as f:
+            f.seek(start)
+            run.kernel_log = f.read().decode("utf-8", errors="replace")[-KERNEL_LOG_CHARS:]
+
+
 def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: dict | None = None,
-                     kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None) -> NotebookRun:
+                     kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None,
+                     kernel: SharedKernel | None = None) -> NotebookRun:
     """Execute one notebook top to bottom; errors are recorded, not raised.
 
     timeout: seconds per cell. The check output is the text printed by the cell tagged
@@ -268,24 +333,30 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     local sockets in a private temporary folder (not TCP), and what the kernel process itself
     writes (its log, C-level prints; a cell's output goes to the notebook) is kept in
     ``run.kernel_log``, shown in the error when the run fails, and never reaches the terminal.
+
+    kernel: a :class:`SharedKernel` to run in (after its namespace is cleared) instead of a new kernel.
     """
     path = Path(path)
     nb = read_notebook(path)
     title, goals = _header(nb)
     inject_parameters(nb, parameters or {})
-    client = _client_class()(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
-                            record_timing=True, resources={"metadata": {"path": str(cwd or path.parent)}})
+    client = _client_class()(nb, km=kernel.km if kernel is not None else None, timeout=timeout,
+                             kernel_name=kernel_name, allow_errors=False, record_timing=True,
+                             resources={"metadata": {"path": str(cwd or path.parent)}})
     run = NotebookRun(path, title or path.stem, goals, nb=nb)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="cadencelab-kernel-") as private:
-        client.ipc_prefix = os.path.join(private, "kernel")
-        log = Path(private) / "kernel.log"
-        with open(log, "wb") as sink:
-            try:  # the kernel process's own output (its log, C-level prints) goes to the log, not the terminal
-                client.execute(env=kernel_env(), stdout=sink, stderr=sink)
-            except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
-                run.error = f"{type(e).__name__}: {e}"
-        run.kernel_log = log.read_text(encoding="utf-8", errors="replace")[-KERNEL_LOG_CHARS:]
+    if kernel is not None:
+        kernel.run(client, run)
+    else:
+        with tempfile.TemporaryDirectory(prefix="cadencelab-kernel-") as private:
+            client.ipc_prefix = os.path.join(private, "kernel")
+            log = Path(private) / "kernel.log"
+            with open(log, "wb") as sink:
+                try:  # the kernel process's own output (its log, C-level prints) goes to the log, not the terminal
+                    client.execute(env=kernel_env(), stdout=sink, stderr=sink)
+                except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
+                    run.error = f"{type(e).__name__}: {e}"
+            run.kernel_log = log.read_text(encoding="utf-8", errors="replace")[-KERNEL_LOG_CHARS:]
     run.seconds = time.perf_counter() - t0
     if run.error and run.kernel_log.strip():
         run.error += f"\nthe kernel process's own output (last {KERNEL_LOG_CHARS} characters):\n{run.kernel_log}"
@@ -409,6 +480,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     """
     import nbformat
     from tqdm.auto import tqdm
+
+    from ..profile.provenance import run_provenance  # torch's version among the rest: imported when a tour runs
 
     out = check_tour_dir(out_dir)
     parameters = COURSE_PARAMETERS if parameters is None else parameters
