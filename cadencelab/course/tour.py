@@ -28,12 +28,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .kernel import KERNEL, SharedKernel, execute
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -82,9 +82,6 @@ CHECK_MARKER = "CHECK OK"
 #: parameters the tour (and so CI) runs the course with when given none: the exercise cells take the
 #: shipped solutions (:mod:`cadencelab.course.solutions`); a student in the lab gets the blanks
 COURSE_PARAMETERS = {"SOLUTIONS": True}
-KERNEL = "python3"
-#: how much of a kernel process's own output a run keeps (its end)
-KERNEL_LOG_CHARS = 4000
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -179,187 +176,24 @@ def _text(output) -> str:
     return output.get("data", {}).get("text/plain", "")
 
 
-#: seconds between re-polls of the kernel's shell and iopub channels (see _client_class)
-POLL_S = 1.0
-
-
-def _client_class():
-    """NotebookClient that waits on the kernel's channels in short polls.
-
-    nbclient waits for a cell's execute reply with one ``get_msg(timeout=<cell timeout>)``; with
-    widget traffic on the channels that wait sometimes misses the arriving reply and sits out
-    the whole timeout (jupyter/nbclient#312). Re-polling every ``POLL_S`` recovers within a
-    second; the cell timeout still applies as a deadline.
-    """
-    import asyncio
-    from queue import Empty
-    from time import monotonic
-
-    from nbclient import NotebookClient
-    from nbclient.client import timestamp
-    from nbclient.exceptions import CellExecutionComplete, CellTimeoutError
-    from nbclient.util import ensure_async
-
-    class _PollingClient(NotebookClient):
-        #: where the kernel's sockets go (see :func:`execute_notebook`): a path prefix in a private folder
-        ipc_prefix = ""
-
-        def create_kernel_manager(self):
-            """The kernel talks over local (unix-domain) sockets in a private folder, not TCP: nothing to
-            eavesdrop on, and so no warning from the kernel that its TCP traffic is unencrypted."""
-            km = super().create_kernel_manager()
-            if self.ipc_prefix:
-                km.transport, km.ip = "ipc", self.ipc_prefix
-            return km
-
-        async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
-            deadline = None if timeout is None else monotonic() + timeout
-            error_reply = None
-            while True:
-                if error_reply:
-                    msg = error_reply
-                    msg["parent_header"] = {"msg_id": msg_id}
-                else:
-                    wait = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - monotonic()))
-                    try:
-                        msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=wait))
-                    except Empty:
-                        if deadline is not None and monotonic() >= deadline:
-                            task_poll_kernel_alive.cancel()
-                            await self._async_check_alive()
-                            error_reply = await self._async_handle_timeout(timeout, cell)
-                        continue
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if self.record_timing:
-                    cell["metadata"]["execution"]["shell.execute_reply"] = timestamp(msg)
-                try:
-                    await asyncio.wait_for(task_poll_output_msg, self.iopub_timeout)
-                except (asyncio.TimeoutError, Empty):
-                    if self.raise_on_iopub_timeout:
-                        task_poll_kernel_alive.cancel()
-                        raise CellTimeoutError.error_from_timeout_and_cell(
-                            "Timeout waiting for IOPub output", self.iopub_timeout, cell) from None
-                    self.log.warning("Timeout waiting for IOPub output")
-                task_poll_kernel_alive.cancel()
-                return msg
-
-        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
-            while True:
-                try:
-                    msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=POLL_S))
-                except Empty:
-                    continue
-                if msg["parent_header"].get("msg_id") == parent_msg_id:
-                    try:
-                        self.process_message(msg, cell, cell_index)
-                    except CellExecutionComplete:
-                        return
-
-    return _PollingClient
-
-
-class SharedKernel:
-    """One kernel that runs several notebooks one after another (``execute_notebook(..., kernel=k)``), each
-    after ``%reset -f`` clears the namespace the previous one left: the kernel start and the imports are paid
-    once. Modules stay imported between notebooks, so a run here is not a fresh kernel's: the tour gives every
-    notebook a new kernel; the tests use this to run the course in one.
-
-    ``with SharedKernel(cwd) as k:`` starts it (IPC, its own output to a private log, as
-    :func:`execute_notebook`'s kernels) in folder ``cwd``; leaving the block shuts it down. A kernel
-    that died is started again before the next notebook.
-    """
-
-    def __init__(self, cwd: str | os.PathLike, kernel_name: str = KERNEL):
-        self.cwd, self.kernel_name, self.km, self.started = str(cwd), kernel_name, None, 0
-
-    def __enter__(self) -> SharedKernel:
-        from jupyter_client.manager import AsyncKernelManager
-        from nbclient.util import run_sync
-
-        self._private = tempfile.TemporaryDirectory(prefix="cadencelab-kernel-")
-        self.log = Path(self._private.name) / "kernel.log"
-        self._sink = open(self.log, "wb")
-        self.km = AsyncKernelManager(kernel_name=self.kernel_name)
-        self.km.transport, self.km.ip = "ipc", os.path.join(self._private.name, "kernel")
-        run_sync(self.km.start_kernel)(env=kernel_env(), cwd=self.cwd, stdout=self._sink, stderr=self._sink)
-        self.started = 1
-        return self
-
-    def __exit__(self, *exc) -> None:
-        from nbclient.util import run_sync
-
-        try:
-            if self.km is not None and self.km.has_kernel:
-                run_sync(self.km.shutdown_kernel)(now=True)
-        finally:
-            self._sink.close()
-            self._private.cleanup()
-
-    def run(self, client, run: NotebookRun) -> None:
-        """Execute ``client``'s notebook here (``client`` built by :func:`execute_notebook`); errors go to ``run``."""
-        import nbformat
-        from nbclient.util import run_sync
-
-        if not run_sync(self.km.is_alive)():
-            run_sync(self.km.restart_kernel)(now=True)
-            self.started += 1
-        start = self.log.stat().st_size
-        reset = _client_class()(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")]),
-                                km=self.km, timeout=60)
-        try:
-            for c in (reset, client):
-                try:
-                    c.execute()
-                finally:
-                    if c.kc is not None:
-                        c.kc.stop_channels()
-                        c.kc = None
-        except Exception as e:  # a cell raised or timed out, the kernel died, ...
-            run.error = f"{type(e).__name__}: {e}"
-        self._sink.flush()
-        with open(self.log, "rb") as f:
-            f.seek(start)
-            run.kernel_log = f.read().decode("utf-8", errors="replace")[-KERNEL_LOG_CHARS:]
-
-
 def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: dict | None = None,
                      kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None,
                      kernel: SharedKernel | None = None) -> NotebookRun:
     """Execute one notebook top to bottom; errors are recorded, not raised.
 
     timeout: seconds per cell. The check output is the text printed by the cell tagged
-    ``check`` (or, without a tag, by the last code cell). The kernel talks to this process over
-    local sockets in a private temporary folder (not TCP), and what the kernel process itself
-    writes (its log, C-level prints; a cell's output goes to the notebook) is kept in
-    ``run.kernel_log``, shown in the error when the run fails, and never reaches the terminal.
-
-    kernel: a :class:`SharedKernel` to run in (after its namespace is cleared) instead of a new kernel.
+    ``check`` (or, without a tag, by the last code cell). What the kernel process itself writes
+    (its log, C-level prints) is kept in ``run.kernel_log``, never printed (:mod:`.kernel`).
+    kernel: a :class:`~cadencelab.course.kernel.SharedKernel` to run in instead of a new kernel.
     """
     path = Path(path)
     nb = read_notebook(path)
     title, goals = _header(nb)
     inject_parameters(nb, parameters or {})
-    client = _client_class()(nb, km=kernel.km if kernel is not None else None, timeout=timeout,
-                             kernel_name=kernel_name, allow_errors=False, record_timing=True,
-                             resources={"metadata": {"path": str(cwd or path.parent)}})
     run = NotebookRun(path, title or path.stem, goals, nb=nb)
     t0 = time.perf_counter()
-    if kernel is not None:
-        kernel.run(client, run)
-    else:
-        with tempfile.TemporaryDirectory(prefix="cadencelab-kernel-") as private:
-            client.ipc_prefix = os.path.join(private, "kernel")
-            log = Path(private) / "kernel.log"
-            with open(log, "wb") as sink:
-                try:  # the kernel process's own output (its log, C-level prints) goes to the log, not the terminal
-                    client.execute(env=kernel_env(), stdout=sink, stderr=sink)
-                except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
-                    run.error = f"{type(e).__name__}: {e}"
-            run.kernel_log = log.read_text(encoding="utf-8", errors="replace")[-KERNEL_LOG_CHARS:]
+    run.error, run.kernel_log = execute(nb, cwd or path.parent, timeout, kernel_name, kernel)
     run.seconds = time.perf_counter() - t0
-    if run.error and run.kernel_log.strip():
-        run.error += f"\nthe kernel process's own output (last {KERNEL_LOG_CHARS} characters):\n{run.kernel_log}"
     _collect(run)
     return run
 
