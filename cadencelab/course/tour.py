@@ -312,12 +312,13 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     Raises :class:`TourFailed` (after writing the report) when a notebook fails or its check
     cell does not print the marker.
     """
+    out = check_tour_dir(out_dir)  # a refused folder: refused before anything heavy is imported
+
     import nbformat
     from tqdm.auto import tqdm
 
     from ..profile.provenance import run_provenance  # torch's version among the rest: imported when a tour runs
 
-    out = check_tour_dir(out_dir)
     parameters = COURSE_PARAMETERS if parameters is None else parameters
     paths = [Path(p) for p in (notebooks or course())]
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
