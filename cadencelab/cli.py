@@ -250,8 +250,7 @@ def cmd_lab(args) -> int:
 
     port = f"port {args.port}" if args.port else "the first free port JupyterLab finds"
     print(f"cadencelab lab: starting JupyterLab on {notebooks_dir()} ({port}); it prints its address "
-          f"(http://localhost:PORT/lab?token=...) when it is up; Ctrl-C stops it",
-          flush=True)
+          f"(http://localhost:{args.port or 'PORT'}/lab?token=...) when it is up; Ctrl-C stops it", flush=True)
     kw = {} if args.browser else {"open_browser": False}
     try:
         rc = lab.launch_lab(port=args.port, **kw)
