@@ -285,3 +285,27 @@ def test_commands_tables_match_the_studies_table():
     for r in studies.RECORDINGS:
         if r.minutes is not None:
             assert r.command(f"$OUT/{r.out}") in rt.device_commands() and r.command() in rt.readme_commands()
+
+
+def _readme_command(n: int) -> str:
+    """The README's command (n): the first bash block after the line that opens with **(n) (as .ci/run reads it)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith(f"**({n})"))
+    start = next(i for i in range(head, len(lines)) if lines[i].strip() == "```bash")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == "```")
+    return "\n".join(lines[start + 1:end])
+
+
+def test_readme_commands_share_one_setup():
+    """(1) and (2) install the same things in the same order (torch, the package with one extra, the --no-deps
+    vendors last), so either may run after the other without pip reporting an unmet requirement; CI runs
+    them as the README writes them, and the conda file installs the same extra."""
+    (setup1, job1), (setup2, job2) = (_readme_command(n).rsplit(" && ", 1) for n in (1, 2))
+    assert setup1 == setup2 and job1 == "cadencelab tour out/tour" and job2 == "python3 -m pytest -q tests"
+    steps = setup1.split(" && ")
+    assert steps[0].startswith("python3 -m pip install torch==") and steps[-1].startswith(
+        "python3 -m pip install --no-deps ") and len(steps) == 3
+    extra = steps[1].split('"')[1]
+    assert extra == ".[all]" and f"-e {extra}" in (ROOT / "environment.yml").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "readme_command 1" in ci and "readme_command 2" in ci and 'grep -n "ERROR"' in ci
