@@ -103,6 +103,15 @@ def course_kernel():
         yield k
 
 
+def test_a_shared_kernel_keeps_the_environment_it_started_with():
+    """A notebook that needs other kernel variables is refused by a shared kernel (before anything runs)."""
+    from cadencelab.course import kernel
+
+    shared = tour.SharedKernel(NOTEBOOKS, env={"CADENCELAB_PROBE": "1"})  # not started: the check comes first
+    with pytest.raises(ValueError, match="keeps the environment it started with"):
+        kernel.execute(nbformat.v4.new_notebook(), NOTEBOOKS, kernel=shared, env={"CADENCELAB_PROBE": "2"})
+
+
 def _executed(name: str, kernel: tour.SharedKernel) -> tour.NotebookRun:
     """The tour's run of ``name`` when $CADENCELAB_TOUR_DIR holds a matching one, else a new execution."""
     where = os.environ.get(TOUR_DIR_ENV)

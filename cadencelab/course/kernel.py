@@ -122,14 +122,19 @@ def _failed(e: Exception, log: str) -> str:
 
 
 def execute(nb, cwd: str | os.PathLike, timeout: int = 300, kernel_name: str = KERNEL,
-            kernel: SharedKernel | None = None) -> tuple[str | None, str]:
+            kernel: SharedKernel | None = None, env: dict | None = None) -> tuple[str | None, str]:
     """Execute ``nb`` in place (outputs filled in) in a new kernel started in ``cwd``, or in ``kernel``.
 
-    timeout: seconds per cell. Returns ``(error, log)``: None or what went wrong (a cell raised or timed out,
-    the kernel died or could not start, ...; the kernel's own output appended), and the end of what the
-    kernel process itself wrote while it ran this notebook.
+    timeout: seconds per cell; env: variables for the kernel on top of :func:`kernel_env` (a shared
+    kernel's are fixed when it starts: ``env`` must then be None or equal them, else ValueError).
+    Returns ``(error, log)``: None or what went wrong (a cell raised or timed out, the kernel died or
+    could not start, ...; the kernel's own output appended), and the end of what the kernel process
+    itself wrote while it ran this notebook.
     """
     if kernel is not None:
+        if env is not None and dict(env) != kernel.env:
+            raise ValueError(f"a shared kernel keeps the environment it started with ({kernel.env}), not {env}: "
+                             f"run this notebook in a new kernel")
         return kernel.execute(_client(nb, cwd, timeout, kernel_name, km=kernel.km))
     client = _client(nb, cwd, timeout, kernel_name)
     error = None
@@ -138,7 +143,7 @@ def execute(nb, cwd: str | os.PathLike, timeout: int = 300, kernel_name: str = K
         log = Path(private) / "kernel.log"
         with open(log, "wb") as sink:
             try:
-                client.execute(env=kernel_env(), stdout=sink, stderr=sink)
+                client.execute(env={**kernel_env(), **(env or {})}, stdout=sink, stderr=sink)
             except Exception as e:  # noqa: BLE001 - recorded in the run, not raised
                 error = e
         text = _tail(log)
@@ -151,12 +156,13 @@ class SharedKernel:
     once. Modules stay imported between notebooks, so a run here is not a fresh kernel's: the tour gives
     every notebook a new kernel; the tests use this to run the course in one.
 
-    ``with SharedKernel(cwd) as k:`` starts it in folder ``cwd`` (every notebook it runs runs there);
-    leaving the block shuts it down. A kernel that died is started again before the next notebook.
+    ``with SharedKernel(cwd, env) as k:`` starts it in folder ``cwd`` (every notebook it runs runs there)
+    with ``env`` on top of :func:`kernel_env`; leaving the block shuts it down. A kernel that died is
+    started again before the next notebook.
     """
 
-    def __init__(self, cwd: str | os.PathLike, kernel_name: str = KERNEL):
-        self.cwd, self.kernel_name, self.km, self.starts = str(cwd), kernel_name, None, 0
+    def __init__(self, cwd: str | os.PathLike, env: dict | None = None, kernel_name: str = KERNEL):
+        self.cwd, self.env, self.kernel_name, self.km, self.starts = str(cwd), dict(env or {}), kernel_name, None, 0
 
     def __enter__(self) -> SharedKernel:
         from jupyter_client.manager import AsyncKernelManager
@@ -167,7 +173,8 @@ class SharedKernel:
         self._sink = open(self.log, "wb")  # noqa: SIM115 - open while the kernel lives, closed in __exit__
         self.km = AsyncKernelManager(kernel_name=self.kernel_name)
         self.km.transport, self.km.ip = "ipc", os.path.join(self._private.name, "kernel")
-        run_sync(self.km.start_kernel)(env=kernel_env(), cwd=self.cwd, stdout=self._sink, stderr=self._sink)
+        run_sync(self.km.start_kernel)(env={**kernel_env(), **self.env}, cwd=self.cwd, stdout=self._sink,
+                                       stderr=self._sink)
         self.starts = 1
         return self
 
