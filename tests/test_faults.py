@@ -345,9 +345,6 @@ def test_intact_trace_fixture_loads(tmp_path):
 # ---------------------------------------------------------------------------------------
 
 T2W_TOKENS = toys.token2wav_tokens(6)
-#: solver steps of these streams: a swap is seen per stream call, the same at any step count (3: a third of the
-#: declared 10's flow)
-T2W_STEPS = 3
 
 
 def _drive_t2w(model, prompt, swap=None, swap_at=3):
@@ -360,7 +357,7 @@ def t2w_reference():
 
     prompt = make_prompt(TEACHING, 0)
     flow, hift = build_token2wav(TEACHING, 0)
-    return prompt, _drive_t2w(StockToken2wav(flow, hift, "cpu", n_timesteps=T2W_STEPS), prompt)
+    return prompt, _drive_t2w(StockToken2wav(flow, hift, "cpu"), prompt)
 
 
 @pytest.mark.parametrize("swap,detail", [(toys.swap_solver_buffer, "solver_workspace"),
@@ -374,8 +371,8 @@ def test_token2wav_buffer_swap_mid_stream_invalidates_and_pcm_stays_stock(t2w_re
     from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 
     prompt, ref = t2w_reference
-    flow, hift = build_token2wav(TEACHING, 0, envelope=runtime_envelope("SRc", n_timesteps=T2W_STEPS))
-    rt = Token2wavRuntime(flow, hift, "cpu", "SRc", cfg=TEACHING, backend="eager", n_timesteps=T2W_STEPS)
+    flow, hift = build_token2wav(TEACHING, 0, envelope=runtime_envelope("SRc"))
+    rt = Token2wavRuntime(flow, hift, "cpu", "SRc", cfg=TEACHING, backend="eager")
     try:
         got = _drive_t2w(rt, prompt, swap=swap, swap_at=3)
     except Exception as e:  # the other acceptable outcome: a clear error naming the buffer
