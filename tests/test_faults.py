@@ -395,12 +395,10 @@ def test_token2wav_buffer_swap_mid_stream_invalidates_and_pcm_stays_stock(t2w_re
 
 
 def _soak(tmp_path, *extra):
-    """The soak on the CPU at 3 solver steps: its bookkeeping (turns, warm-up, gates, declared eager calls) is
-    per stream call, the same at any step count, and 3 steps cost a third of the declared 10's flow."""
     from cadencelab.bench.__main__ import main
 
     out = tmp_path / "soak"
-    rc = main(["soak", "--device", "cpu", "--config", "teaching", "--steps", "3", "--out", str(out), *extra])
+    rc = main(["soak", "--device", "cpu", "--config", "teaching", "--out", str(out), *extra])
     return rc, json.loads((out / "soak.json").read_text()), pd.read_csv(out / "soak_chunks.csv")
 
 
