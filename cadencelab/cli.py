@@ -1,19 +1,22 @@
-"""``cadencelab``: the command line.
+"""cadencelab COMMAND ...: the workbench's command line (COMMAND --help: its options and their defaults).
 
-    cadencelab catalog [--model token2wav] [--f-prompt P --f-retained R --f-chunk C --steps S] [--json FILE]
-        derive regions, catalogs, checks and verdicts from a shipped declaration (no torch work)
-    cadencelab bench STUDY ...
-        the benchmark studies (same as ``python -m cadencelab.bench``)
-    cadencelab profile [--config teaching] [--device cpu] [--arm B0] [--chunks 2] [--out DIR]
-        profile a short Token2wav stream: Chrome trace (.json.gz) + per-chunk summary CSV
-    cadencelab lab [--port N]
-        open the notebooks in JupyterLab
-    cadencelab tour OUT_DIR
-        run the notebooks end to end and write an HTML report
+  catalog [--model M] [--f-prompt P --f-retained R --f-chunk C --steps S] [--k-max K] [--json FILE]
+      prints what a shipped declaration derives (regions, envelopes and rho, shape catalogs, checks
+      C1-C3, per-operator verdicts), then a catalog summary; no torch work
+  profile [--config C] [--device D] [--arm A] [--chunks N] [--steps S] [--seed N] [--out DIR]
+      profiles one short Token2wav turn under torch.profiler; prints one row per stream call (first,
+      steady..., flush) and writes a Chrome trace and the rows' CSV
+  bench STUDY ...
+      the benchmark studies (the same as python -m cadencelab.bench): progress, then a short table
+  tour OUT_DIR [--quiet]
+      runs the course notebooks; prints one line per notebook and the report's path, writes
+      OUT_DIR/index.html (exit 1 if a notebook fails)
+  lab [--port N] [--no-browser]
+      opens the course notebooks in JupyterLab; prints where it starts, then the server's address
 
-Every subcommand returns an exit code (0 on success). Flags are checked before any model is
-built: a bad value exits 2 with one line naming the flag; a failure exits 1 with one line. The
-traceback is printed only with ``--debug`` (anywhere on the line) or ``CADENCELAB_DEBUG=1``.
+Every command returns an exit code (0 on success). Flags are checked before any model is built: a
+bad value exits 2 with one line naming the flag; a failure exits 1 with one line. The traceback is
+printed only with --debug (anywhere on the line) or CADENCELAB_DEBUG=1.
 """
 
 from __future__ import annotations
@@ -25,16 +28,11 @@ import os
 import sys
 from pathlib import Path
 
-from .course import tour
-from .profile.outputs import guard_output, write_atomic
-from .contract.examples import T2W_CLOCKS
-from .bench.flags import (MAX_PROFILE_CHUNKS, MAX_SEED, FlagError, OneLineParser, check_device, check_out_dir,
-                          check_out_file, check_steps, int_range, run_main)
+from .bench.flags import (MAX_PROFILE_CHUNKS, MAX_SEED, MODEL_CONFIGS, FlagError, HelpFormatter, OneLineParser,
+                          check_device, check_out_dir, check_out_file, check_steps, int_range, run_main)
 
 #: subcommands whose arguments go untouched to another entry point
 _PASSTHROUGH = ("bench",)
-#: the subcommands (named in one-line errors)
-_COMMANDS = ("catalog", "bench", "profile", "lab", "tour")
 
 #: declaration parameters the token2wav factory accepts from the command line
 _T2W_FLAGS = (("f_prompt", "--f-prompt"), ("f_retained", "--f-retained"), ("f_chunk", "--f-chunk"),
@@ -165,6 +163,8 @@ def cmd_catalog(args) -> int:
     print()
     print(catalog_summary(der))
     if args.json is not None:
+        from .profile.outputs import write_atomic
+
         path = write_atomic(args.json, json.dumps(derivation_dict(der), indent=1))
         print(f"\nwrote {path}")
     return 0
@@ -187,7 +187,8 @@ def cmd_bench(argv: list[str]) -> int:
 
 
 def _stream_plan(n_chunks: int, vocab: int, seed: int, flush_tokens: int = 13) -> list[tuple[list[int], bool]]:
-    """The chunks of one turn: ``n_chunks`` steady calls (a chunk plus its lookahead, dropping the chunk), then a flush."""
+    """The stream calls of one turn: ``n_chunks`` chunk calls (a chunk plus its lookahead, dropping the chunk:
+    the first, behind the priming silence, then ``n_chunks - 1`` steady ones), then the flush."""
     import numpy as np
 
     from .adapters.token2wav.turns import chunk_pieces, turn_tokens
@@ -202,6 +203,7 @@ def cmd_profile(args) -> int:
     from .adapters.token2wav import REAL, TEACHING
     from .adapters.token2wav.runtime import build_runtime
     from .bench.common import write_csv
+    from .profile.outputs import guard_output
     from .profile import export_chrome_trace
     from .profile.capture import profiled
 
@@ -251,17 +253,23 @@ def _chunk_rows(prof, plan):
     return chunks
 
 
+#: what the per-call table shows where a value does not apply (device columns on a CPU)
+NOT_APPLICABLE = "n/a"
+
+
 def _profile_table(chunks, args, device) -> str:
     t = chunks[["occurrence", "kind"]].copy()
     for col in ("wall", "flow", "vocoder", "busy"):
         t[f"{col}_ms"] = chunks[f"{col}_us"] / 1e3
     for col in ("slack_frac", "cpu_ops", "kernel_launches", "graph_launches"):
         t[col] = chunks[col]
-    head = f"# Token2wav {args.config}, arm {args.arm}, {device}: {len(t)} chunks"
-    lines = [head, t.to_string(index=False, float_format=lambda v: f"{v:.2f}")]
+    kinds = ", ".join(f"{n} {k}" for k, n in t["kind"].value_counts(sort=False).items())
+    head = f"# Token2wav {args.config}, arm {args.arm}, {device}: {len(t)} stream calls ({kinds})"
+    shown = t.astype(object).where(t.notna(), NOT_APPLICABLE)
+    lines = [head, shown.to_string(index=False, float_format=lambda v: f"{v:.2f}")]
     reason = chunks.attrs.get("na_reason") or ""
     if reason:
-        lines.append(f"note: {reason}")
+        lines.append(f"{NOT_APPLICABLE}: {reason}")
     return "\n".join(lines)
 
 
@@ -271,9 +279,15 @@ def _profile_table(chunks, args, device) -> str:
 
 
 def cmd_lab(args) -> int:
+    from .course import lab
+    from .course.sources import notebooks_dir
+
+    port = f"port {args.port}" if args.port else "the first free port JupyterLab finds"
+    print(f"cadencelab lab: starting JupyterLab on {notebooks_dir()} ({port}); it prints its address "
+          f"(http://localhost:{args.port or 'PORT'}/lab?token=...) when it is up; Ctrl-C stops it", flush=True)
     kw = {} if args.browser else {"open_browser": False}
     try:
-        rc = tour.launch_lab(port=args.port, **kw)
+        rc = lab.launch_lab(port=args.port, **kw)
     except RuntimeError as e:  # e.g. JupyterLab missing
         print(f"cadencelab lab: {e}", file=sys.stderr)
         return 2
@@ -281,6 +295,8 @@ def cmd_lab(args) -> int:
 
 
 def cmd_tour(args) -> int:
+    from .course import tour
+
     try:
         tour.check_tour_dir(args.out_dir)
     except ValueError as e:  # TourRefused: would overwrite files the tour did not write
@@ -299,49 +315,94 @@ def cmd_tour(args) -> int:
 # ---------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _catalog_options(c: argparse.ArgumentParser) -> None:
     from .contract import EXAMPLES, K_MAX
+    from .contract import T2W_CLOCKS as t2w
 
-    p = OneLineParser(prog="cadencelab", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-
-    c = sub.add_parser("catalog", help="derive regions, catalogs and verdicts from a declaration")
-    c.add_argument("--model", choices=sorted(EXAMPLES), default="token2wav")
-    t2w = T2W_CLOCKS
-    c.add_argument("--f-prompt", dest="f_prompt", type=int_range(0), help=f"token2wav: prompt frames ({t2w.prompt_frames})")
+    c.add_argument("--model", choices=sorted(EXAMPLES), default="token2wav", help="the shipped declaration")
+    c.add_argument("--f-prompt", dest="f_prompt", type=int_range(0),
+                   help=f"token2wav: prompt frames (default: {t2w.prompt_frames}, the declaration's)")
     c.add_argument("--f-retained", dest="f_retained", type=int_range(1),
-                   help=f"token2wav: retained frames ({t2w.retained_frames})")
+                   help=f"token2wav: retained frames (default: {t2w.retained_frames}, the declaration's)")
     c.add_argument("--f-chunk", dest="f_chunk", type=int_range(1),
-                   help=f"token2wav: frames per chunk, a whole number of tokens ({t2w.chunk_frames})")
-    c.add_argument("--steps", dest="n_steps", type=int_range(1), help=f"token2wav: solver steps ({t2w.n_steps})")
-    c.add_argument("--k-max", type=int_range(1), default=K_MAX, help=f"affordable catalog width (default {K_MAX})")
-    c.add_argument("--json", metavar="FILE", help="also write region_table/catalog/checks/verdict as JSON")
+                   help=f"token2wav: frames per chunk, a whole number of tokens (default: {t2w.chunk_frames}, the "
+                        f"declaration's)")
+    c.add_argument("--steps", dest="n_steps", type=int_range(1),
+                   help=f"token2wav: solver steps (default: {t2w.n_steps}, the declaration's)")
+    c.add_argument("--k-max", type=int_range(1), default=K_MAX, help="affordable catalog width")
+    c.add_argument("--json", metavar="FILE",
+                   help="also write region_table / catalog / checks / verdict there as JSON (default: none)")
     c.add_argument("--overwrite", action="store_true", help="replace an existing --json file (never in data/)")
-    c.set_defaults(fn=cmd_catalog)
 
-    sub.add_parser("bench", add_help=False, help="benchmark studies (python -m cadencelab.bench ...)")
 
-    pr = sub.add_parser("profile", help="profile a short Token2wav stream (trace + per-chunk summary)")
-    pr.add_argument("--config", choices=["teaching", "real"], default="teaching")
-    pr.add_argument("--device", default="cpu")
-    pr.add_argument("--arm", default="B0", choices=["B0", "S", "R", "Rc", "SR", "SRc"])
-    pr.add_argument("--chunks", type=int_range(1, MAX_PROFILE_CHUNKS), default=2, help="steady chunks before the flush")
-    pr.add_argument("--steps", type=int, default=T2W_CLOCKS.n_steps, help="solver steps")
-    pr.add_argument("--seed", type=int_range(0, MAX_SEED), default=0)
-    pr.add_argument("--out", default=os.path.join("out", "profile"))
+def _profile_options(pr: argparse.ArgumentParser) -> None:
+    from .adapters.arms import FACTORIAL
+    from .contract import T2W_CLOCKS
+
+    pr.add_argument("--config", choices=MODEL_CONFIGS, default="teaching",
+                    help="Token2wav model sizes: real (the released model) or teaching (small, CPU)")
+    pr.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
+    pr.add_argument("--arm", default=FACTORIAL[0], choices=FACTORIAL,
+                    help="runtime arm: B0 stock; S state rule; R / Rc replay per solver step / per chunk; SR, SRc both")
+    pr.add_argument("--chunks", type=int_range(1, MAX_PROFILE_CHUNKS), default=2, metavar="N",
+                    help="chunk calls before the flush: the first and N-1 steady ones, so the table has N+1 rows "
+                         "(first, steady..., flush)")
+    pr.add_argument("--steps", type=int, default=T2W_CLOCKS.n_steps,
+                    help="solver steps (1 .. the solver's cache slots)")
+    pr.add_argument("--seed", type=int_range(0, MAX_SEED), default=0, help="seed of the weights, prompt and tokens")
+    pr.add_argument("--out", default=os.path.join("out", "profile"), help="output folder (trace and CSV)")
     pr.add_argument("--overwrite", action="store_true", help="replace this config and arm's files in --out")
-    pr.set_defaults(fn=cmd_profile)
 
-    lab = sub.add_parser("lab", help="open the notebooks in JupyterLab")
-    lab.add_argument("--port", type=int_range(1, 65535), default=None, help="TCP port (1..65535)")
+
+def _lab_options(lab: argparse.ArgumentParser) -> None:
+    lab.add_argument("--port", type=int_range(1, 65535), default=None,
+                     help="TCP port, 1..65535 (default: the first free one JupyterLab finds)")
     lab.add_argument("--no-browser", dest="browser", action="store_false", help="do not open a web browser")
-    lab.set_defaults(fn=cmd_lab)
 
-    t = sub.add_parser("tour", help="run the notebooks and write an HTML report")
-    t.add_argument("out_dir")
+
+def _tour_options(t: argparse.ArgumentParser) -> None:
+    t.add_argument("out_dir", metavar="OUT_DIR", help="the report's folder: a new or empty one, or an earlier tour's")
     t.add_argument("--quiet", action="store_true", help="no progress lines")
-    t.set_defaults(fn=cmd_tour)
+
+
+#: the subcommands: (name, one-line help, what it prints, its options or None, its function)
+_COMMANDS = {
+    "catalog": ("derive regions, catalogs and verdicts from a declaration",
+                "Prints the derivation report of a shipped declaration (regions, envelopes and rho, shape catalogs, "
+                "checks C1-C3, per-operator verdicts), then a catalog summary; no torch work.",
+                _catalog_options, "cmd_catalog"),
+    "bench": ("benchmark studies (python -m cadencelab.bench ...)", "", None, "cmd_bench"),
+    "profile": ("profile a short Token2wav stream (trace + per-call table)",
+                "Profiles one short Token2wav turn under torch.profiler: prints one row per stream call (first, "
+                "steady..., flush: wall, flow, vocoder and device-busy ms, slack, host ops, launches; n/a where a "
+                "value does not apply, e.g. device columns on a CPU), then the paths of the Chrome trace "
+                "(.pt.trace.json.gz, opens in Perfetto) and of the rows' CSV it wrote.",
+                _profile_options, "cmd_profile"),
+    "lab": ("open the notebooks in JupyterLab (lab --no-browser: do not open a browser)",
+            "Opens the course notebooks in JupyterLab: prints where it starts at once, then JupyterLab's own lines "
+            "with the address to open; Ctrl-C stops the server.", _lab_options, "cmd_lab"),
+    "tour": ("run the notebooks and write an HTML report",
+             "Runs every course notebook headless and writes OUT_DIR/index.html, the executed notebooks and "
+             "summary.json; prints one line per notebook (ok or FAILED, seconds, figures) and the report's path. "
+             "Exit 1 if a notebook fails.", _tour_options, "cmd_tour"),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. Only ``command`` gets its options (the others are listed by name and
+    help), so the top-level help and a usage error import nothing of the models: no torch before a
+    command runs."""
+    import textwrap
+
+    p = OneLineParser(prog="cadencelab", description=__doc__, formatter_class=HelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (short, prints, options, fn) in _COMMANDS.items():
+        if options is None or name != command:
+            sub.add_parser(name, help=short, add_help=options is not None)
+            continue
+        c = sub.add_parser(name, help=short, description=textwrap.fill(prints, 100), formatter_class=HelpFormatter)
+        options(c)
+        c.set_defaults(fn=globals()[fn])
     return p
 
 
@@ -349,12 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in _PASSTHROUGH:
         return cmd_bench(argv[1:])
+    command = next((a for a in argv if not a.startswith("-")), None)
 
     def run(a):
-        args = build_parser().parse_args(a)
+        args = build_parser(command).parse_args(a)
         return args.fn(args)
 
-    command = next((a for a in argv if not a.startswith("-")), None)
     return run_main(f"cadencelab {command}" if command in _COMMANDS else "cadencelab", run, argv)
 
 

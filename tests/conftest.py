@@ -8,7 +8,10 @@ unregistered or misspelt marker is an error):
   case: ``pytest.param("cuda", marks=pytest.mark.cuda)``. Without ``torch.cuda.is_available()``
   those tests are skipped here (reported by ``-ra``); ``python3 -m pytest -m cuda tests`` runs
   just them on a GPU machine.
-* No other markers: a test that is too slow for the suite is made smaller, not marked.
+* ``@pytest.mark.slow`` on a long run (an equivalence run, a full-size build) whose coverage other, smaller
+  tests already give; the comment above the mark names them. Without ``-m`` on the command line these are
+  left out (counted as deselected); ``python3 -m pytest -m slow tests`` runs just them, ``-m "slow or not
+  slow"`` everything. A test that is too slow and covers what nothing else does is made smaller, not marked.
 """
 
 from __future__ import annotations
@@ -50,7 +53,13 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip tests marked ``@pytest.mark.cuda`` when ``torch.cuda.is_available()`` is False."""
+    """Leave out tests marked ``@pytest.mark.slow`` unless ``-m`` was given; skip tests marked
+    ``@pytest.mark.cuda`` when ``torch.cuda.is_available()`` is False."""
+    if not config.option.markexpr:
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")

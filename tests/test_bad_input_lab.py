@@ -55,10 +55,10 @@ def test_launch_lab_refuses_bad_ports(port):
 
 _LAUNCHER = """
 import sys
-from cadencelab.course import lab, tour
+from cadencelab.course import lab
 child = [sys.executable, "-c", "import os, time; print('child', os.getpid(), flush=True); time.sleep(120)"]
 lab.lab_command = lambda *a, **k: child
-print("rc", tour.launch_lab(), flush=True)
+print("rc", lab.launch_lab(), flush=True)
 """
 
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from cadencelab import cli
 from cadencelab.contract import derive, token2wav_declaration
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(capsys, *argv):
@@ -105,72 +111,145 @@ def test_top_level_help_lists_subcommands(capsys):
         assert name in out
 
 
-class _FakeTour:
-    """Stands in for cadencelab.course.tour: records calls, can fail like the real one."""
-
-    class TourFailed(RuntimeError):
-        def __init__(self, message, report):
-            super().__init__(message)
-            self.report = report
-
-    class TourRefused(ValueError):
-        pass
-
-    def __init__(self, fail=False):
-        self.fail, self.calls = fail, []
-
-    def check_tour_dir(self, out_dir):
-        return out_dir
-
-    def run_tour(self, out_dir, progress=True):
-        self.calls.append(("tour", str(out_dir), progress))
-        if self.fail:
-            raise self.TourFailed(f"1 notebook(s) failed: 03; see {out_dir}/index.html", f"{out_dir}/index.html")
-        return f"{out_dir}/index.html"
-
-    def launch_lab(self, port=None, open_browser=True):
-        self.calls.append(("lab", port, open_browser))
-        return 0
-
-
 @pytest.mark.parametrize("fail", [False, True])
 def test_tour_wiring(monkeypatch, tmp_path, capsys, fail):
-    fake = _FakeTour(fail)
-    monkeypatch.setattr(cli, "tour", fake)
+    from cadencelab.course import tour
+
+    calls = []
+
+    def run_tour(out_dir, progress=True):
+        calls.append((str(out_dir), progress))
+        if fail:
+            raise tour.TourFailed(f"1 notebook(s) failed: 03; see {out_dir}/index.html", f"{out_dir}/index.html")
+        return f"{out_dir}/index.html"
+
+    monkeypatch.setattr(tour, "run_tour", run_tour)
     rc, out, err = _run(capsys, "tour", str(tmp_path / "t"), "--quiet")
-    assert fake.calls == [("tour", str(tmp_path / "t"), False)]
+    assert calls == [(str(tmp_path / "t"), False)]
     if fail:
         assert rc == 1 and "notebook(s) failed" in err
     else:
         assert rc == 0 and f"report: {tmp_path / 't'}/index.html" in out
 
 
-def test_lab_wiring(monkeypatch, capsys):
-    fake = _FakeTour()
-    monkeypatch.setattr(cli, "tour", fake)
+def test_lab_wiring_says_at_once_where_it_starts(monkeypatch, capsys):
+    from cadencelab.course import lab
+    from cadencelab.course.sources import notebooks_dir
+
+    calls = []
+
+    def launch_lab(port=None, open_browser=True):
+        calls.append((port, open_browser, capsys.readouterr().out))  # what was printed before the server starts
+        return 0
+
+    monkeypatch.setattr(lab, "launch_lab", launch_lab)
     assert _run(capsys, "lab", "--port", "8899", "--no-browser")[0] == 0
     assert _run(capsys, "lab")[0] == 0
-    assert fake.calls == [("lab", 8899, False), ("lab", None, True)]
+    assert [c[:2] for c in calls] == [(8899, False), (None, True)]
+    for (port, _, said), where in zip(calls, ("port 8899", "the first free port")):
+        assert said.startswith("cadencelab lab: starting JupyterLab on") and str(notebooks_dir()) in said
+        assert where in said
 
 
-def test_profile_cpu_teaching_writes_a_trace(tmp_path, capsys):
+#: runs in a fresh interpreter: every help the command line has, then which modules it imported
+_HELP_PROBE = """
+import contextlib, io, json, sys
+from cadencelab import cli
+light = ("--help",), ("lab", "--help"), ("tour", "--help"), ("bench", "--help")
+helps, after_light = {}, None
+for argv in (*light, ("catalog", "--help"), ("profile", "--help")):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(list(argv))
+    helps[" ".join(argv)] = [rc, out.getvalue()]
+    if argv == light[-1]:
+        after_light = sorted(sys.modules)
+print(json.dumps(dict(helps=helps, after_light=after_light, after_all=sorted(sys.modules))))
+"""
+
+
+def _heavy(modules, *names):
+    return [m for m in modules if m.split(".")[0] in names or m.startswith(("cadencelab.profile", "cadencelab.replay",
+                                                                            "cadencelab.adapters.token2wav"))
+            or (m.startswith("cadencelab.bench.") and m not in ("cadencelab.bench.flags", "cadencelab.bench.__main__"))]
+
+
+def test_help_of_every_command_imports_no_torch():
+    """`cadencelab --help` and every command's --help print before torch, a study or the profile package is
+    imported; the top-level, lab, tour and bench helps also before pandas (catalog and profile read their
+    defaults from the declaration, which needs pandas but not torch)."""
+    done = subprocess.run([sys.executable, "-c", _HELP_PROBE], capture_output=True, text=True, timeout=120,
+                          cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    assert all(rc == 0 and text for rc, text in got["helps"].values()), got["helps"]
+    assert _heavy(got["after_light"], "torch", "pandas", "numpy") == []
+    assert _heavy(got["after_all"], "torch") == []
+    top = got["helps"]["--help"][1]
+    assert "lab [--port N] [--no-browser]" in top and "(lab --no-browser: do not open" in top
+    for name in cli._COMMANDS:
+        assert f"\n    {name} " in top, name
+    from cadencelab.course import studies
+
+    assert all(s.name in got["helps"]["bench --help"][1] for s in studies.STUDIES)
+
+
+def _options(parser, name):
+    sub = parser._subparsers._group_actions[0].choices[name]
+    fmt = sub._get_formatter()
+    return [(a.option_strings, fmt._get_help_string(a) if a.help else "") for a in sub._actions
+            if a.option_strings and a.dest != "help"]
+
+
+def test_every_option_has_help_and_shows_its_default():
+    from cadencelab.bench import __main__ as bench
+
+    seen = []
+    for name, (_, prints, options, _) in cli._COMMANDS.items():
+        if options is not None:
+            assert prints.startswith(("Prints", "Profiles", "Opens", "Runs")) and "print" in prints.lower(), name
+            seen += [(name, *o) for o in _options(cli.build_parser(name), name)]
+    for study in bench.STUDIES:
+        seen += [(study, *o) for o in _options(bench.build_parser(options_for=[study]), study)]
+    missing = [(c, f) for c, f, h in seen if "default" not in h and not h.startswith("the same as --no-")]
+    assert not missing and len(seen) > 60, missing
+
+
+def test_profile_chunks_is_first_then_steady_then_the_flush():
+    """--chunks N: N chunk calls (the first behind the priming silence, N-1 steady), then the flush, as help says."""
+    helps = {flags[0]: h for flags, h in _options(cli.build_parser("profile"), "profile")}
+    assert "N+1 rows (first, steady..., flush)" in helps["--chunks"]
+    for n in (1, 2, 5):
+        plan = cli._stream_plan(n, 100, 0)
+        assert [last for _, last in plan] == [False] * n + [True]
+
+
+def test_profile_cpu_teaching_prints_its_rows_and_nothing_else(tmp_path):
+    """The command as a user runs it: one row per stream call (first, steady, flush for --chunks 2), "n/a" where a
+    device column does not apply on a CPU (never nan), the trace and the CSV written, and no third-party line
+    (torch's USDT profiler_start / profiler_stop) on the terminal."""
     pytest.importorskip("einops")
     pytest.importorskip("scipy")
     if importlib.util.find_spec("stepaudio2") is None:
         pytest.skip("minicpmo (vendor stepaudio2) is not installed")
     out_dir = tmp_path / "prof"
-    rc, out, _ = _run(capsys, "profile", "--config", "teaching", "--device", "cpu", "--arm", "B0", "--chunks", "1",
-                      "--out", str(out_dir))
-    assert rc == 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("KINETO_LOG_LEVEL", None)
+    done = subprocess.run([sys.executable, "-m", "cadencelab.cli", "profile", "--config", "teaching", "--device", "cpu",
+                           "--arm", "B0", "--chunks", "2", "--steps", "1", "--out", str(out_dir)],
+                          capture_output=True, text=True, timeout=600, cwd=str(tmp_path), env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "USDT" not in done.stdout + done.stderr and done.stderr.strip() == "", done.stderr[-2000:]
     trace = out_dir / "token2wav_teaching_B0.pt.trace.json.gz"
     csv = out_dir / "token2wav_teaching_B0_chunks.csv"
-    assert trace.exists() and csv.exists()
     events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
-    assert sum(e.get("name") == "chunk" for e in events) == 2  # one steady chunk + the flush
+    assert sum(e.get("name") == "chunk" for e in events) == 3
     df = pd.read_csv(csv)
-    assert list(df["kind"]) == ["first", "flush"]
+    assert list(df["kind"]) == ["first", "steady", "flush"]
     assert (df["wall_us"] > 0).all() and (df["flow_us"] > 0).all() and (df["cpu_ops"] > 0).all()
-    assert "Token2wav teaching, arm B0, cpu: 2 chunks" in out and str(trace) in out
+    out = done.stdout
+    assert "Token2wav teaching, arm B0, cpu: 3 stream calls (1 first, 1 steady, 1 flush)" in out and str(trace) in out
+    assert "nan" not in out.lower() and f"{cli.NOT_APPLICABLE}: no device activity" in out
 
 
 def _results_table_module():
@@ -206,3 +285,27 @@ def test_commands_tables_match_the_studies_table():
     for r in studies.RECORDINGS:
         if r.minutes is not None:
             assert r.command(f"$OUT/{r.out}") in rt.device_commands() and r.command() in rt.readme_commands()
+
+
+def _readme_command(n: int) -> str:
+    """The README's command (n): the first bash block after the line that opens with **(n) (as .ci/run reads it)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith(f"**({n})"))
+    start = next(i for i in range(head, len(lines)) if lines[i].strip() == "```bash")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == "```")
+    return "\n".join(lines[start + 1:end])
+
+
+def test_readme_commands_share_one_setup():
+    """(1) and (2) install the same things in the same order (torch, the package with one extra, the --no-deps
+    vendors last), so either may run after the other without pip reporting an unmet requirement; CI runs
+    them as the README writes them, and the conda file installs the same extra."""
+    (setup1, job1), (setup2, job2) = (_readme_command(n).rsplit(" && ", 1) for n in (1, 2))
+    assert setup1 == setup2 and job1 == "cadencelab tour out/tour" and job2 == "python3 -m pytest -q tests"
+    steps = setup1.split(" && ")
+    assert steps[0].startswith("python3 -m pip install torch==") and steps[-1].startswith(
+        "python3 -m pip install --no-deps ") and len(steps) == 3
+    extra = steps[1].split('"')[1]
+    assert extra == ".[all]" and f"-e {extra}" in (ROOT / "environment.yml").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "readme_command 1" in ci and "readme_command 2" in ci and 'grep -n "ERROR"' in ci

@@ -1,7 +1,8 @@
 """The course: the notebooks are Python sources in jupytext's percent format, each shaped as a lesson
 (title and learning goals, the parameters cell, short cells, the check cell last); every notebook runs
-top to bottom (nbclient, kernel python3, 300 s per cell) and its check cell prints the marker; all
-all within the CI budget (45 s a notebook); the tour writes an offline HTML report; `cadencelab lab` serves the folder.
+top to bottom (nbclient, kernel python3, 300 s per cell; the tests run them one after another in one
+kernel, the namespace cleared between them) and its check cell prints the marker; all within the CI budget
+(45 s a notebook); the tour writes an offline HTML report; `cadencelab lab` serves the folder.
 
 One execution per CI run: when ``$CADENCELAB_TOUR_DIR`` names the output of a `cadencelab tour` made
 from the same sources (its digest of the notebooks, the package and the data matches), the execution
@@ -92,7 +93,27 @@ def test_read_notebook_names_a_wrong_file(tmp_path):
         tour.read_notebook(bad)
 
 
-def _executed(name: str) -> tour.NotebookRun:
+@pytest.fixture(scope="module")
+def course_kernel():
+    """One kernel for every course notebook this module executes (tour.SharedKernel: the namespace cleared with
+    %reset -f between notebooks, the kernel start and the imports paid once, about 3 s of each run). A
+    notebook that reads a name only an earlier one defined still fails here; what a shared kernel cannot
+    show (an import left to an earlier notebook's side effect) the tour shows: it gives every notebook a
+    fresh kernel, and CI runs it first."""
+    with tour.SharedKernel(NOTEBOOKS, env=tour.COURSE_ENV) as k:
+        yield k
+
+
+def test_a_shared_kernel_keeps_the_environment_it_started_with():
+    """A notebook that needs other kernel variables is refused by a shared kernel (before anything runs)."""
+    from cadencelab.course import kernel
+
+    shared = tour.SharedKernel(NOTEBOOKS, env={"CADENCELAB_PROBE": "1"})  # not started: the check comes first
+    with pytest.raises(ValueError, match="keeps the environment it started with"):
+        kernel.execute(nbformat.v4.new_notebook(), NOTEBOOKS, kernel=shared, env={"CADENCELAB_PROBE": "2"})
+
+
+def _executed(name: str, kernel: tour.SharedKernel) -> tour.NotebookRun:
     """The tour's run of ``name`` when $CADENCELAB_TOUR_DIR holds a matching one, else a new execution."""
     where = os.environ.get(TOUR_DIR_ENV)
     if where:
@@ -100,12 +121,12 @@ def _executed(name: str) -> tour.NotebookRun:
         if run is not None:
             return run
         print(f"{TOUR_DIR_ENV}={where}: no tour run of {name} from these sources; executing it")
-    return tour.execute_notebook(_source(name), timeout=300, parameters=tour.COURSE_PARAMETERS)
+    return tour.execute_notebook(_source(name), timeout=300, parameters=tour.COURSE_PARAMETERS, kernel=kernel)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_executes(name, tmp_path):
-    run = _executed(name)
+def test_notebook_executes(name, tmp_path, course_kernel):
+    run = _executed(name, course_kernel)
     _TIMES[name] = run.seconds
     nbformat.write(run.nb, tmp_path / f"{name}.ipynb")
     assert run.error is None, run.error[-3000:]
@@ -113,11 +134,11 @@ def test_notebook_executes(name, tmp_path):
     assert run.figures, f"{name}: no plotly figure in the outputs"
 
 
-def test_mutual_enabling_follows_its_condition():
+def test_mutual_enabling_follows_its_condition(course_kernel):
     """Notebook 5 with CONDITION="unpinned": the rules panel reads the unpinned factorial too."""
     from cadencelab.course import data
 
-    run = tour.execute_notebook(_source("05_mutual_enabling"), timeout=300,
+    run = tour.execute_notebook(_source("05_mutual_enabling"), timeout=300, kernel=course_kernel,
                                 parameters={**tour.COURSE_PARAMETERS, "CONDITION": "unpinned"})
     assert run.error is None, run.error[-3000:]
     b0 = data.pareto_frame("unpinned").set_index("arm").loc["B0", "lat_ms"]
@@ -128,9 +149,9 @@ def test_anatomy_runs_on_an_older_recording_with_blank_exercises():
     """Notebook 1 with CONDITION="unpinned" (no duplex second recorded under it) and the student's blanks."""
     from cadencelab.course import grading
 
+    # a student's lab: no answers, no predictions; its own kernel (a shared kernel keeps the course's environment)
     run = tour.execute_notebook(_source("01_anatomy_of_a_duplex_second"), timeout=300,
-                                parameters={"CONDITION": "unpinned"},
-                                env={grading.SOLUTIONS_ENV: "0"})  # a student's lab: no answers, no predictions
+                                parameters={"CONDITION": "unpinned"}, env={grading.SOLUTIONS_ENV: "0"})
     assert run.error is None, run.error[-3000:]
     assert tour.CHECK_MARKER in run.check and "exercise not answered yet" in run.check, run.check
     text = "".join(o.get("text", "") for c in run.nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
@@ -154,42 +175,85 @@ def test_course_within_budget():
 # ---------------------------------------------------------------------------------------
 
 
-def _tiny(path: Path, ok: bool = True) -> Path:
-    """A four-cell lesson written as a percent-format source."""
-    path.write_text(
-        '# %% [markdown]\n# # A tiny lesson\n#\n# **You will learn**\n# - one thing\n# - another\n\n'
-        '# %% tags=["parameters"]\nX = 1\n\n'
-        '# %%\nimport plotly.graph_objects as go\ngo.Figure(go.Scatter(x=[1, 2], y=[X, 3]))\n\n'
-        f'# %% tags=["check"]\nassert X == {1 if ok else 2}\nprint("CHECK OK: tiny")\n', encoding="utf-8")
-    return path
+#: a lesson in percent format: prose around a captioned figure, a learning goal wrapped over two lines
+_PROSE = (
+    '# %% [markdown]\n# # A prose lesson\n#\n# **You will learn**\n# - a goal that is long enough to\n'
+    '#   wrap onto a second line\n# - another\n\n'
+    '# %% tags=["parameters"]\nX = 1\n\n'
+    '# %% [markdown]\n# Before the figure: **what to look for**.\n\n'
+    '# %%\nimport plotly.graph_objects as go\nfrom cadencelab.course.display import show\n'
+    'from cadencelab.viz.options import set_caption\n'
+    'show(set_caption(go.Figure(go.Scatter(x=[1, 2], y=[X, 3])), "the caption of this figure"))\n\n'
+    '# %% [markdown]\n# After the figure: the reading.\n\n'
+    '# %% tags=["check"]\nassert X == 1\nprint("CHECK OK: prose")\n')
 
 
-def test_tour_run_is_reused_only_while_its_sources_match(tmp_path):
-    course_dir = tmp_path / "course"
+@pytest.fixture(scope="module")
+def small_tour(tmp_path_factory):
+    """One tour of a two-notebook course, run as a user runs it (``python -m cadencelab.cli tour OUT``, progress
+    on) in a fresh process: a prose lesson that passes and a copy whose check fails (X == 2 asserted).
+    The tour and reuse tests below all read this one run: two kernels in all."""
+    root = tmp_path_factory.mktemp("small_tour")
+    course_dir = root / "course"
     course_dir.mkdir()
-    src = _tiny(course_dir / "01_tiny.py")
-    out = tmp_path / "out"
-    tour.run_tour(out, progress=False, notebooks=[src])
+    good = course_dir / "01_prose.py"
+    good.write_text(_PROSE, encoding="utf-8")
+    bad = course_dir / "02_bad.py"
+    bad.write_text(_PROSE.replace("assert X == 1", "assert X == 2").replace("CHECK OK: prose", "CHECK OK: bad"),
+                   encoding="utf-8")
+    out = root / "out"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{tour.NOTEBOOKS_ENV: str(course_dir)})
+    done = subprocess.run([sys.executable, "-m", "cadencelab.cli", "tour", str(out)], capture_output=True,
+                          text=True, timeout=600, cwd=str(root), env=env)
+    return dict(course=course_dir, good=good, bad=bad, out=out, done=done)
+
+
+def test_tour_prints_progress_and_results_only(small_tour):
+    """Nothing but the tour's progress and results reaches the terminal: no kernel log line (the kernels talk
+    over local sockets, so none warns about unencrypted TCP), no WARNING of any library."""
+    done = small_tour["done"]
+    lines = [ln.strip() for ln in (done.stdout + done.stderr).replace("\r", "\n").splitlines() if ln.strip()]
+    assert done.returncode == 1, done.stderr[-3000:]  # one notebook failed
+    assert not [ln for ln in lines if "WARNING" in ln.upper() or "[IPKernelApp]" in ln], lines
+    said = [ln for ln in lines if not ln.startswith("cadencelab tour:")]  # tqdm's bar is the rest
+    assert any(ln.startswith("01_prose: ok in") for ln in said) and any(ln.startswith("02_bad: FAILED in")
+                                                                          for ln in said), lines
+    assert lines[-1] == f"cadencelab tour: 1 notebook(s) failed: 02_bad; see {small_tour['out'] / 'index.html'}"
+    bar = [ln for ln in lines if ln.startswith("cadencelab tour:") and ln != lines[-1]]
+    assert bar and all("notebook" in ln for ln in bar), lines  # the rest is the progress bar
+
+
+def test_tour_run_is_reused_only_while_its_sources_match(small_tour, tmp_path):
+    out, good, bad = small_tour["out"], small_tour["good"], small_tour["bad"]
     record = json.loads((out / tour.TOUR_RECORD).read_text())
-    assert record["digest"] == tour.run_digest([src], tour.COURSE_PARAMETERS) and record["notebooks"] == ["01_tiny.py"]
+    assert record["digest"] == tour.run_digest([good, bad], tour.COURSE_PARAMETERS)
+    assert record["notebooks"] == ["01_prose.py", "02_bad.py"]
     assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the course with the solutions on
     assert {"gpu", "torch", "date", "git_commit"} <= set(record["provenance"])  # where it ran, for a recorded tour
-    run = tour.load_run(out, src)
-    assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: tiny" in run.check
-    assert run.title == "A tiny lesson" and run.goals == ["one thing", "another"]
-    assert tour.load_run(out, src, parameters={"X": 2}) is None  # other parameters: not the same run
-    assert tour.load_run(tmp_path / "nowhere", src) is None
-    src.write_text(src.read_text().replace("x=[1, 2]", "x=[1, 4]"))  # an edited source: the run is stale
-    assert tour.load_run(out, src) is None
+    run = tour.load_run(out, good)
+    assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: prose" in run.check
+    assert run.title == "A prose lesson" and run.goals[1] == "another"
+    failed = tour.load_run(out, bad)
+    assert failed is not None and not failed.ok and "assert X == 2" in failed.error
+    assert tour.load_run(out, good, parameters={"X": 2}) is None  # other parameters: not the same run
+    assert tour.load_run(tmp_path / "nowhere", good) is None
+    copy = tmp_path / "course"  # the same sources elsewhere: the same run; an edited one: stale
+    shutil.copytree(small_tour["course"], copy)
+    assert tour.load_run(out, copy / good.name) is not None
+    (copy / good.name).write_text(_PROSE.replace("x=[1, 2]", "x=[1, 4]"), encoding="utf-8")
+    assert tour.load_run(out, copy / good.name) is None
 
 
-def test_run_tour_reports_failures_and_parameters(tmp_path):
-    bad = _tiny(tmp_path / "01_bad.py", ok=False)
-    with pytest.raises(tour.TourFailed) as e:
-        tour.run_tour(tmp_path / "out", progress=False, notebooks=[bad])
-    assert e.value.report.exists() and "FAILED" in e.value.report.read_text()
-    run = tour.execute_notebook(bad, parameters={"X": 2})  # papermill-style override fixes it
-    assert run.ok and run.nb.cells[2].metadata["tags"] == ["injected-parameters"]
+def test_run_tour_reports_failures_and_parameters(small_tour):
+    report = small_tour["out"] / "index.html"
+    assert report.exists() and "FAILED" in report.read_text()
+    summary = {s["notebook"]: s for s in json.loads((small_tour["out"] / "summary.json").read_text())}
+    assert summary["01_prose.py"]["ok"] and not summary["02_bad.py"]["ok"]
+    nb = tour.read_notebook(small_tour["bad"])
+    tour.inject_parameters(nb, {"X": 2})  # papermill style: after the parameters cell (the course runs use it)
+    assert nb.cells[2].metadata["tags"] == ["injected-parameters"] and nb.cells[2].source.endswith("X = 2")
+    with pytest.raises(ValueError, match="no cell tagged 'parameters'"):
+        tour.inject_parameters(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("X = 1")]), {"X": 2})
 
 
 def test_lab_command_serves_the_course(monkeypatch):
@@ -239,44 +303,29 @@ def test_lab_settings_open_sources_as_notebooks(tmp_path):
     assert not error and overrides == written
 
 
-@pytest.mark.skipif(shutil.which("jupyter") is None, reason="jupyter is not on PATH")
-def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(tmp_path, monkeypatch):
+def test_report_keeps_prose_captions_wrapped_goals_and_the_glossary(small_tour):
     """Through the console entry point (``cadencelab tour OUT``), the report reads as the notebook, offline:
     markdown around the figures, each figure's caption under it (once: not again from ``show``'s copy), a
     learning goal wrapped over two lines kept whole, a glossary every section links to, plotly.js embedded
     once, the executed notebook and the summary beside it."""
-    from cadencelab import cli
-
-    course = tmp_path / "course"
-    course.mkdir()
-    src = course / "01_prose.py"
-    src.write_text(
-        '# %% [markdown]\n# # A prose lesson\n#\n# **You will learn**\n# - a goal that is long enough to\n'
-        '#   wrap onto a second line\n# - another\n\n'
-        '# %% tags=["parameters"]\nX = 1\n\n'
-        '# %% [markdown]\n# Before the figure: **what to look for**.\n\n'
-        '# %%\nimport plotly.graph_objects as go\nfrom cadencelab.course.display import show\n'
-        'from cadencelab.viz.options import set_caption\n'
-        'show(set_caption(go.Figure(go.Scatter(x=[1, 2], y=[X, 3])), "the caption of this figure"))\n\n'
-        '# %% [markdown]\n# After the figure: the reading.\n\n'
-        '# %% tags=["check"]\nprint("CHECK OK: prose")\n', encoding="utf-8")
-    monkeypatch.setenv(tour.NOTEBOOKS_ENV, str(course))
-    assert cli.main(["tour", str(tmp_path / "out"), "--quiet"]) == 0
-    report = tmp_path / "out" / "index.html"
+    out = small_tour["out"]
+    report = out / "index.html"
     page = report.read_text()
+    section = page[page.index("A prose lesson"):]
     assert "a goal that is long enough to wrap onto a second line" in page
-    before, after = page.index("<strong>what to look for</strong>"), page.index("After the figure: the reading.")
-    cap = page.index("the caption of this figure")
-    assert before < page.index("Plotly.newPlot") < cap < after, "prose, figure, caption, prose: in cell order"
-    # show()'s markdown copy is for JupyterLab; the page prints the caption once, under the figure
-    assert page.count("<p class='caption'><b>Figure.</b> the caption of this figure") == 1
+    before, after = section.index("<strong>what to look for</strong>"), section.index("After the figure: the reading.")
+    cap = section.index("the caption of this figure")
+    assert before < section.index("Plotly.newPlot") < cap < after, "prose, figure, caption, prose: in cell order"
+    # show()'s markdown copy is for JupyterLab; the page prints the caption once per notebook, under the figure
+    assert page.count("<p class='caption'><b>Figure.</b> the caption of this figure") == 2
     assert "Figure.* the caption" not in page and "<em>Figure.</em>" not in page
     assert "id='glossary'" in page and "href='#glossary'" in page and "probe" in page
     assert page.count("CHECK OK: prose") == 2  # the summary table and the check section, not a third time
-    assert report.name == "index.html" and "A prose lesson" in page
-    assert page.count("Plotly.newPlot") == 1 and "<script src=" not in page  # plotly.js embedded once: offline
-    assert (tmp_path / "out" / "notebooks" / "01_prose.ipynb").exists()
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert report.name == "index.html"
+    from plotly.offline import get_plotlyjs
+
+    assert page.count(get_plotlyjs()[:300]) == 1 and "<script src=" not in page  # plotly.js embedded once: offline
+    assert page.count("Plotly.newPlot") == 2  # one figure per notebook
+    assert (out / "notebooks" / "01_prose.ipynb").exists() and (out / "notebooks" / "02_bad.ipynb").exists()
+    summary = json.loads((out / "summary.json").read_text())
     assert summary[0]["ok"] and summary[0]["figures"] == 1
-    record = json.loads((tmp_path / "out" / tour.TOUR_RECORD).read_text())
-    assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the exercises with the solutions

@@ -1,7 +1,7 @@
 """Every arm of the Token2wav runtime is bit-identical to the stock arm.
 
-CPU: eager replay backend (bookkeeping only) on the teaching config.
-CUDA: real graph capture and replay, teaching and real configs.
+CPU: eager replay backend (bookkeeping only) on the teaching config, at CPU_STEPS solver steps.
+CUDA: real graph capture and replay, teaching and real configs, at the declared steps.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from cadencelab.adapters.token2wav import REAL, TEACHING, StockToken2wav, build_
 from cadencelab.adapters.token2wav.runtime import ARMS, FACTORIAL, Token2wavRuntime, chunk_frames, runtime_envelope
 
 TOKENS = torch.randint(0, 6561, (400,), generator=torch.Generator().manual_seed(1)).tolist()
+#: solver steps of the CPU comparisons: every step runs the same code (a loop over the steps, each step's cache
+#: at its own slot), so 3 steps (more than one slot, a middle and a last step) cover what 10 do at a third of the
+#: flow's cost; the CUDA test and CI's CPU bench smoke (B0 vs SRc) run the declared 10
+CPU_STEPS = 3
 
 
 def _drive(model, prompt, turns=((3, 13), (2, 27)), seed=5, device="cpu"):
@@ -40,14 +44,14 @@ def _drive(model, prompt, turns=((3, 13), (2, 27)), seed=5, device="cpu"):
     return out
 
 
-def _stock(cfg, device):
+def _stock(cfg, device, steps=None):
     flow, hift = build_token2wav(cfg, 0, device=device)
-    return StockToken2wav(flow, hift, device)
+    return StockToken2wav(flow, hift, device, **({} if steps is None else {"n_timesteps": steps}))
 
 
-def _arm(cfg, arm, device, backend):
-    flow, hift = build_token2wav(cfg, 0, device=device, envelope=runtime_envelope(arm))
-    return Token2wavRuntime(flow, hift, device, arm, cfg=cfg, backend=backend)
+def _arm(cfg, arm, device, backend, steps=None):
+    flow, hift = build_token2wav(cfg, 0, device=device, envelope=runtime_envelope(arm, n_timesteps=steps))
+    return Token2wavRuntime(flow, hift, device, arm, cfg=cfg, backend=backend, n_timesteps=steps)
 
 
 def test_chunk_frames():
@@ -65,13 +69,13 @@ def test_state_arm_refuses_stock_buffers():
 @pytest.fixture(scope="module")
 def cpu_reference():
     prompt = make_prompt(TEACHING, 0)
-    return prompt, _drive(_stock(TEACHING, "cpu"), prompt)
+    return prompt, _drive(_stock(TEACHING, "cpu", CPU_STEPS), prompt)
 
 
 @pytest.mark.parametrize("arm", FACTORIAL)
 def test_arm_bit_identical_to_stock_cpu(arm, cpu_reference):
     prompt, ref = cpu_reference
-    rt = _arm(TEACHING, arm, "cpu", "eager")
+    rt = _arm(TEACHING, arm, "cpu", "eager", CPU_STEPS)
     got = _drive(rt, prompt)
     assert got == ref
     if ARMS[arm].replay:
@@ -87,7 +91,7 @@ def test_arm_bit_identical_to_stock_cpu(arm, cpu_reference):
 
 def test_state_rule_extents_follow_the_declaration():
     prompt = make_prompt(TEACHING, 0)
-    rt = _arm(TEACHING, "S", "cpu", "eager")
+    rt = _arm(TEACHING, "S", "cpu", "eager", CPU_STEPS)
     rt.set_stream_cache(prompt)
     lengths = []
     buf = [4218] * 3 + TOKENS[:25 * 4]

@@ -150,6 +150,13 @@ def teaching_run(teaching):
     return script, arm, outs, snaps
 
 
+@pytest.fixture(scope="module")
+def teaching_waves(teaching, teaching_run):
+    """The same stream as ``teaching_run``, as float32 waveforms (``return_waveform=True``)."""
+    flow, hift, prompt = teaching
+    return run_stock(flow, hift, prompt, teaching_run[0], "cpu", return_waveform=True)[1]
+
+
 # ----------------------------------------------------------------------------------------
 # vendor loading
 # ----------------------------------------------------------------------------------------
@@ -206,12 +213,16 @@ def test_parameter_counts_real_and_teaching():
     assert teach == {"flow": 2_717_552, "estimator": 1_024_720, "encoder": 827_264, "hift": 3_601_295}
 
 
-def test_real_build_on_cpu_matches_vendor_shapes():
-    """REAL on CPU (~7 s, ~4 GB peak): parameters re-drawn, stock envelope = the vendor's shapes."""
+def _vendor_cache_shapes_real() -> dict:
     v = load_vendor()
     with torch.device("meta"):  # the vendor's own constructor, no storage
         cfm = v.CausalConditionalCFM(v.DiT(**dataclasses.asdict(REAL.estimator)), inference_cfg_rate=0.7)
-    vendor_shapes = {f"decoder.{n}": tuple(b.shape) for n, b in cfm.named_buffers() if "cache" in n}
+    return {f"decoder.{n}": tuple(b.shape) for n, b in cfm.named_buffers() if "cache" in n}
+
+
+def test_real_stock_envelope_is_the_vendors_cache_shapes():
+    """REAL's stock envelope = the vendor's cache buffers, read from the vendor's constructor on meta."""
+    vendor_shapes = _vendor_cache_shapes_real()
     assert vendor_shapes == {
         "decoder.att_cache_buffer": (16, 16, 2, 8, 1000, 128),
         "decoder.cnn_cache_buffer": (16, 16, 2, 1024, 2),
@@ -220,17 +231,30 @@ def test_real_build_on_cpu_matches_vendor_shapes():
     }
     assert cache_buffer_shapes(REAL, STOCK_ENVELOPE) == vendor_shapes
 
+
+# slow: the same build code as TEACHING's at REAL's sizes (~7 s, ~4 GB peak). Covered without it: the counts by
+# test_parameter_counts_real_and_teaching, every parameter re-drawn at the init scale by
+# test_build_is_seeded_complete_and_leaves_global_rng_alone (TEACHING), the buffers a build allocates =
+# cache_buffer_shapes by test_size_cache_buffers_and_envelopes, and REAL's = the vendor's above.
+@pytest.mark.slow
+def test_real_build_on_cpu_matches_vendor_shapes():
+    """REAL on CPU (~7 s, ~4 GB peak): parameters re-drawn, stock envelope = the vendor's shapes."""
     flow, hift = build_token2wav(REAL, SEED, "cpu")
     assert sum(p.numel() for p in flow.parameters()) == 155_802_352
     assert sum(p.numel() for p in hift.parameters()) == 20_821_295
     got = {n: tuple(b.shape) for n, b in flow.named_buffers() if "cache" in n}
-    assert got == vendor_shapes
+    assert got == _vendor_cache_shapes_real()
+    _assert_redrawn(flow, hift)
+    del flow, hift
+
+
+def _assert_redrawn(flow, hift) -> None:
+    """Nothing left at the vendor's zero / one / xavier init: every parameter drawn at the build's scale."""
     with torch.no_grad():
         for name, p in [*flow.named_parameters(), *hift.named_parameters()]:
-            # nothing left at the vendor's zero init (torch's CPU normal_ yields an exact 0.0 ~1e-6 of the time)
+            # torch's CPU normal_ yields an exact 0.0 ~1e-6 of the time
             assert int(p.count_nonzero()) >= 0.999 * p.numel(), name
             assert p.numel() < 1000 or 0.018 < float(p.std()) < 0.022, name
-    del flow, hift
 
 
 def test_config_consistency_errors_name_the_field():
@@ -259,8 +283,7 @@ def test_build_is_seeded_complete_and_leaves_global_rng_alone(teaching):
     # every parameter redrawn: none left at the vendor's zero / one / xavier init
     names = [n for n, _ in hift.named_parameters()]
     assert any(n.endswith("parametrizations.weight.original0") for n in names)
-    for name, p in [*flow.named_parameters(), *hift.named_parameters()]:
-        assert int(p.count_nonzero()) >= 0.999 * p.numel(), name
+    _assert_redrawn(flow, hift)
     assert not flow.training and not hift.training
     assert flow.decoder.rand_noise.shape == (1, 80, 30000)
 
@@ -330,18 +353,21 @@ def test_stock_stream_lengths_and_cache_extents(teaching_run):
     assert pcm == outs[-1]
 
 
-def test_stock_stream_is_deterministic_across_fresh_builds(teaching, teaching_run):
+# slow: a second build and run of the stream. Covered without it: two fresh builds are equal, parameter for
+# parameter (test_build_is_seeded_complete_and_leaves_global_rng_alone), and two runs of the stream, the
+# stock loop's and the vendor's own code, agree to the bit in PCM, caches and waveform
+# (test_stock_matches_vendor_code_on_cpu).
+@pytest.mark.slow
+def test_stock_stream_is_deterministic_across_fresh_builds(teaching_run):
     script, _, outs, snaps = teaching_run
     flow, hift = build_token2wav(TEACHING, SEED, "cpu")
     prompt = make_prompt(TEACHING, PROMPT_SEED, "cpu")
     _, outs2, snaps2 = run_stock(flow, hift, prompt, script, "cpu")
     assert outs2 == outs
     assert snaps2 == snaps
-    _, waves, _ = run_stock(flow, hift, prompt, script, "cpu", return_waveform=True)
-    assert all(w.dtype == np.float32 and w.shape == (1, len(o) // 2) for w, o in zip(waves, outs))
 
 
-def test_stock_matches_vendor_code_on_cpu(teaching, teaching_run):
+def test_stock_matches_vendor_code_on_cpu(teaching, teaching_run, teaching_waves):
     """The vendor's own set_stream_cache/stream code (device constants redirected to CPU)."""
     flow, hift, prompt = teaching
     script, _, outs, snaps = teaching_run
@@ -349,9 +375,9 @@ def test_stock_matches_vendor_code_on_cpu(teaching, teaching_run):
     ref_outs, ref_snaps = run_vendor(ref, script, "cpu")
     assert ref_outs == outs
     assert ref_snaps == snaps
-    _, waves, _ = run_stock(flow, hift, prompt, script, "cpu", return_waveform=True)
+    assert all(w.dtype == np.float32 and w.shape == (1, len(o) // 2) for w, o in zip(teaching_waves, outs))
     ref_waves, _ = run_vendor(vendor_on_cpu(flow, hift, prompt), script, "cpu", return_waveform=True)
-    assert all(torch.equal(torch.from_numpy(a), torch.from_numpy(b)) for a, b in zip(waves, ref_waves))
+    assert all(torch.equal(torch.from_numpy(a), torch.from_numpy(b)) for a, b in zip(teaching_waves, ref_waves))
 
 
 def test_vendor_token2wav_instance_attributes(teaching):

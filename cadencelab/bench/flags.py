@@ -30,11 +30,18 @@ MAX_CHUNKS = 100_000
 MAX_PROFILE_CHUNKS = 1_000
 #: timed blocks (each a full pass over every arm)
 MAX_BLOCKS = 10_000
+#: the Token2wav model configs a command can build (cadencelab.adapters.token2wav REAL / TEACHING)
+MODEL_CONFIGS = ("real", "teaching")
+#: environment the command line sets for third-party libraries unless the user set it: their own log lines
+#: stay out of the terminal (kineto, torch.profiler's tracer, prints a ``USDT: ... profiler_start`` /
+#: ``profiler_stop`` pair on every trace at its default level; above its highest level, 5, it prints nothing)
+QUIET_ENV = {"KINETO_LOG_LEVEL": "6"}
 
-__all__ = ["DEBUG_ENV", "MAX_SEED", "MAX_CHUNKS", "MAX_PROFILE_CHUNKS", "MAX_BLOCKS", "FlagError", "OneLineParser",
-           "int_range", "positive_float", "check_device", "check_out_dir", "check_out_file", "check_names",
-           "check_steps", "failed_line", "run_main", "debug_requested", "NOT_SET", "Option", "opt", "names_in",
-           "ints_in", "check_devices", "option_flag", "add_study_parser", "config_from_args", "given"]
+__all__ = ["DEBUG_ENV", "MAX_SEED", "MAX_CHUNKS", "MAX_PROFILE_CHUNKS", "MAX_BLOCKS", "MODEL_CONFIGS", "QUIET_ENV",
+           "FlagError", "OneLineParser", "HelpFormatter", "int_range", "positive_float", "check_device",
+           "check_out_dir", "check_out_file", "check_names", "check_steps", "failed_line", "run_main",
+           "debug_requested", "NOT_SET", "Option", "opt", "names_in", "ints_in", "check_devices", "option_flag",
+           "add_study_parser", "config_from_args", "given"]
 
 
 class FlagError(ValueError):
@@ -50,6 +57,20 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help as the command line prints it: a description keeps its line breaks, and every option's help
+    ends with its default (``default: X``; a switch's is ``off``) unless the help already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or default in (None, argparse.SUPPRESS) or "default" in text:
+            return text
+        if action.nargs == 0 and isinstance(default, bool):  # store_true / store_false: the switch not given
+            return f"{text} (default: off)"
+        return f"{text} (default: %(default)s)"
 
 
 def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
@@ -194,6 +215,8 @@ def run_main(prog: str, fn: Callable[[list[str]], int], argv: list[str]) -> int:
     exit code 2 (bad value) or 1 (failure); Ctrl-C exits 130. ``--debug`` / ``CADENCELAB_DEBUG=1``
     re-raises instead, with the traceback."""
     debug, argv = debug_requested(argv)
+    for name, value in QUIET_ENV.items():
+        os.environ.setdefault(name, value)
     try:
         return int(fn(argv) or 0)
     except SystemExit as e:  # argparse usage errors and --help; a message string is printed once
@@ -338,7 +361,7 @@ def add_study_parser(sub, name: str, config: type, help: str, fn: Callable) -> a
     made with :func:`opt` (bool fields become ``--x`` / ``--no-x``; tuple fields take comma lists;
     the help shows the dataclass default). Options left out keep the default: every flag's value
     is None in the namespace unless given (see :func:`config_from_args`)."""
-    t = sub.add_parser(name, help=help, description=help)
+    t = sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
     for f in dataclasses.fields(config):
         o = _option(f)
         if o is None:

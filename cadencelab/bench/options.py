@@ -9,14 +9,10 @@ from typing import Any
 from ..contract import T2W_CLOCKS
 from ..replay.determinism import CONDITIONS, EXACT
 from .common import default_out
-from .flags import MAX_SEED, check_device, check_out_dir, check_steps, int_range, opt, positive_float
+from .flags import MAX_SEED, MODEL_CONFIGS, check_device, check_out_dir, check_steps, int_range, opt, positive_float
 
 __all__ = ["MODEL_CONFIGS", "model_config", "device", "seed", "condition", "steps", "out", "overwrite", "processes",
            "min_processes", "max_processes", "time_budget", "target_halfwidth", "cores"]
-
-#: the Token2wav model configs a study can build (cadencelab.adapters.token2wav REAL / TEACHING)
-MODEL_CONFIGS = ("real", "teaching")
-
 
 def model_config() -> Any:
     return opt(MODEL_CONFIGS[0], help="Token2wav model sizes: real (the released model) or teaching (small, CPU)",

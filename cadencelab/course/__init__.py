@@ -8,6 +8,7 @@
     live            live runs through the adapter's build call: the factorial, one profiled chunk
     display         what the panels share (ipywidgets on demand, a figure into an Output, a readout table)
     tour            run the notebooks headless and write the HTML report, or open them in JupyterLab
+    kernel          how a notebook is executed: in a new kernel (IPC, its output off the terminal) or a shared one
     sources         where the course notebooks are, reading and writing their percent-format sources
     lab             the JupyterLab launcher (the sources open as notebooks)
     predict         Prediction (a question asked before a reveal), reveal -> DataFrame, reveal_figure
@@ -17,8 +18,11 @@
     sample_encoder  notebook 7's streaming encoder, for its declaration exercise
 """
 
-from .display import install_table_format as _install_table_format
+import sys as _sys
 
 # Inside a notebook kernel, tables show every cell whole and fitted to the page (course.display.frame_html);
-# elsewhere (the CLI, scripts) nothing changes.
-_install_table_format()
+# elsewhere (the CLI, scripts) nothing changes and nothing heavy is imported.
+if "IPython" in _sys.modules:
+    from .display import install_table_format as _install_table_format
+
+    _install_table_format()

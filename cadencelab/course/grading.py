@@ -19,6 +19,8 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from .switches import SOLUTIONS_ENV
+
 from .exercises import FEEDBACK_COLUMNS, Feedback
 from .exercises.machinery import HIDDEN
 
@@ -26,7 +28,6 @@ __all__ = ["is_blank", "grade", "verdict", "certified", "answers_on", "FILL_IN",
 
 FILL_IN = "fill this in: replace the ... with your answer and run the cell again."
 #: the environment variable the tour and CI set ("1") so blank exercise cells take the course's answers
-SOLUTIONS_ENV = "CADENCELAB_SOLUTIONS"
 
 
 class NotSolved(AssertionError):

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from .switches import TOUR_PREDICTIONS
 from ..viz.options import FigureOptions, integer_axis, require_columns
 
 __all__ = ["Prediction", "kernel_present", "reveal", "reveal_figure", "REVEAL_COLUMNS", "interval_verdict",
@@ -40,20 +41,6 @@ _SINGLE = "value"  # the key of a prediction with one answer
 LOG_SPAN = 100
 #: the verdict of a reveal asked before every part of its prediction was given: the measurement stays hidden
 NOT_PREDICTED = "predict first"
-#: the predictions the headless tour makes (injected as parameters: a student in the lab starts blank);
-#: a naive student's guesses, so the reveals show a miss as well as a hit
-TOUR_PREDICTIONS = {
-    "PREDICT_LAUNCHES": {"B0": 1000, "SRc": 100},
-    "PREDICT_K": {"f_retained=150": 3, "f_chunk=40": 3},
-    "PREDICT_ADDRESSES": {"stock torch.cat": 1, "carry": 1},
-    "PREDICT_MOVED": "the new input's answer",
-    "PREDICT_BUSY_MS": {"eager": 200.0, "replay": 60.0},
-    "PREDICT_CLASSES": {"K (steady classes)": 2, "admitted signatures": 8},
-    "PREDICT_SLACK": {"stock torch.cat": 0.5, "carry": 0.5},
-    "PREDICT_SPEEDUP": 2.0,
-    "PREDICT_DECODER_K": 2,
-    "PREDICT_PLACES": {"S": "faster, less memory", "R": "faster, no clear difference", "Rc": "faster, no clear difference"},
-}
 
 
 def _blank(v) -> bool:

@@ -34,10 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..profile.outputs import OutputRefused, guard_output
-from ..profile.provenance import run_provenance
-from .grading import SOLUTIONS_ENV
-from .predict import TOUR_PREDICTIONS
+from .kernel import KERNEL, SharedKernel, execute
+from .switches import SOLUTIONS_ENV, TOUR_PREDICTIONS
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -61,6 +59,7 @@ __all__ = [
     "SOURCE_SUFFIX",
     "TOUR_MARKER",
     "NotebookRun",
+    "SharedKernel",
     "TourFailed",
     "TourRefused",
     "check_tour_dir",
@@ -89,7 +88,6 @@ COURSE_PARAMETERS = dict(TOUR_PREDICTIONS)
 #: the environment the tour (and so CI) gives every kernel: the course's answers switched on from outside,
 #: so a blank exercise cell is graded with them (:mod:`cadencelab.course.grading`); the lab sets nothing
 COURSE_ENV = {SOLUTIONS_ENV: "1"}
-KERNEL = "python3"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -128,6 +126,7 @@ class NotebookRun:
     check: str = ""
     figures: list = field(default_factory=list)  # plotly figure dicts, in output order
     nb: Any = None
+    kernel_log: str = ""  # what the kernel process itself wrote (not a cell's output): its log, C-level prints
 
     @property
     def ok(self) -> bool:
@@ -183,98 +182,29 @@ def _text(output) -> str:
     return output.get("data", {}).get("text/plain", "")
 
 
-#: seconds between re-polls of the kernel's shell and iopub channels (see _client_class)
-POLL_S = 1.0
-
-
-def _client_class():
-    """NotebookClient that waits on the kernel's channels in short polls.
-
-    nbclient waits for a cell's execute reply with one ``get_msg(timeout=<cell timeout>)``; with
-    widget traffic on the channels that wait sometimes misses the arriving reply and sits out
-    the whole timeout (jupyter/nbclient#312). Re-polling every ``POLL_S`` recovers within a
-    second; the cell timeout still applies as a deadline.
-    """
-    import asyncio
-    from queue import Empty
-    from time import monotonic
-
-    from nbclient import NotebookClient
-    from nbclient.client import timestamp
-    from nbclient.exceptions import CellExecutionComplete, CellTimeoutError
-    from nbclient.util import ensure_async
-
-    class _PollingClient(NotebookClient):
-        async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
-            deadline = None if timeout is None else monotonic() + timeout
-            error_reply = None
-            while True:
-                if error_reply:
-                    msg = error_reply
-                    msg["parent_header"] = {"msg_id": msg_id}
-                else:
-                    wait = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - monotonic()))
-                    try:
-                        msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=wait))
-                    except Empty:
-                        if deadline is not None and monotonic() >= deadline:
-                            task_poll_kernel_alive.cancel()
-                            await self._async_check_alive()
-                            error_reply = await self._async_handle_timeout(timeout, cell)
-                        continue
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if self.record_timing:
-                    cell["metadata"]["execution"]["shell.execute_reply"] = timestamp(msg)
-                try:
-                    await asyncio.wait_for(task_poll_output_msg, self.iopub_timeout)
-                except (asyncio.TimeoutError, Empty):
-                    if self.raise_on_iopub_timeout:
-                        task_poll_kernel_alive.cancel()
-                        raise CellTimeoutError.error_from_timeout_and_cell(
-                            "Timeout waiting for IOPub output", self.iopub_timeout, cell) from None
-                    self.log.warning("Timeout waiting for IOPub output")
-                task_poll_kernel_alive.cancel()
-                return msg
-
-        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
-            while True:
-                try:
-                    msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=POLL_S))
-                except Empty:
-                    continue
-                if msg["parent_header"].get("msg_id") == parent_msg_id:
-                    try:
-                        self.process_message(msg, cell, cell_index)
-                    except CellExecutionComplete:
-                        return
-
-    return _PollingClient
-
-
 def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: dict | None = None,
                      kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None,
-                     env: dict | None = None) -> NotebookRun:
+                     kernel: SharedKernel | None = None, env: dict | None = None) -> NotebookRun:
     """Execute one notebook top to bottom; errors are recorded, not raised.
 
     env: variables set for the kernel on top of :func:`kernel_env` (None: :data:`COURSE_ENV`, the
     course's answers on; ``{SOLUTIONS_ENV: "0"}`` runs a student's blank notebook).
 
     timeout: seconds per cell. The check output is the text printed by the cell tagged
-    ``check`` (or, without a tag, by the last code cell).
+    ``check`` (or, without a tag, by the last code cell). What the kernel process itself writes
+    (its log, C-level prints) is kept in ``run.kernel_log``, never printed (:mod:`.kernel`).
+    kernel: a :class:`~cadencelab.course.kernel.SharedKernel` to run in instead of a new kernel.
     """
     path = Path(path)
     nb = read_notebook(path)
     title, goals = _header(nb)
     inject_parameters(nb, parameters or {})
-    client = _client_class()(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
-                            record_timing=True, resources={"metadata": {"path": str(cwd or path.parent)}})
     run = NotebookRun(path, title or path.stem, goals, nb=nb)
     t0 = time.perf_counter()
-    try:
-        client.execute(env={**kernel_env(), **(COURSE_ENV if env is None else env)})
-    except Exception as e:  # a cell raised or timed out, the kernel died or could not start, ...
-        run.error = f"{type(e).__name__}: {e}"
+    # a shared kernel keeps the environment it started with; a new one gets env (None: COURSE_ENV)
+    run.error, run.kernel_log = execute(nb, cwd or path.parent, timeout, kernel_name, kernel,
+                                        env=None if kernel is not None and env is None else
+                                        (COURSE_ENV if env is None else env))
     run.seconds = time.perf_counter() - t0
     _collect(run)
     return run
@@ -398,11 +328,14 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     Raises :class:`TourFailed` (after writing the report) when a notebook fails or its check
     cell does not print the marker.
     """
+    out = check_tour_dir(out_dir)  # a refused folder: refused before anything heavy is imported
+
     import nbformat
     from tqdm.auto import tqdm
 
     started = time.perf_counter()
-    out = check_tour_dir(out_dir)
+    from ..profile.provenance import run_provenance  # torch's version among the rest: imported when a tour runs
+
     parameters = COURSE_PARAMETERS if parameters is None else parameters
     paths = [Path(p) for p in (notebooks or course())]
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
@@ -435,6 +368,8 @@ def check_tour_dir(out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise TourRefused(f"{out}: exists and is not a folder")
+    from ..profile.outputs import OutputRefused, guard_output
+
     try:
         guard_output(out, "OUT_DIR")
     except OutputRefused as e:

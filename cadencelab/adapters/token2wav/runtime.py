@@ -39,6 +39,7 @@ from ...contract import PRIMING, T2W_CLOCKS, Token2wavClocks, token2wav_declarat
 from ...replay import At, ExactShapeReplay, bind
 from ...replay.determinism import pin_determinism
 from ...state import Carry
+from ..arms import FACTORIAL
 from .stock import crossfade
 from .configs import Token2wavConfig
 from .parts import (HostStaging, VocoderSplit, CountingGraph, ReplayedForwardChunk, capture_vendor_buckets,
@@ -83,7 +84,6 @@ ARMS: dict[str, ArmSpec] = {
     "compile": ArmSpec("compile", False, None, "compile",
                        "control: torch.compile(mode='reduce-overhead') on the estimator"),
 }
-FACTORIAL = ("B0", "S", "R", "Rc", "SR", "SRc")
 CONTROLS = ("B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
 
 

@@ -1,0 +1,25 @@
+"""What the tour and CI switch on from outside a notebook, in a module that imports nothing (the command
+line reads these before any heavy import): the course's answers and the predictions a headless run uses."""
+
+from __future__ import annotations
+
+__all__ = ["SOLUTIONS_ENV", "TOUR_PREDICTIONS"]
+
+#: the environment variable that switches the course's answers on for blank exercise cells (the tour and CI
+#: set it to 1 in every kernel; a student's lab leaves it unset)
+SOLUTIONS_ENV = "CADENCELAB_SOLUTIONS"
+
+#: the predictions the headless tour makes (injected as parameters: a student in the lab starts blank);
+#: a naive student's guesses, so the reveals show a miss as well as a hit
+TOUR_PREDICTIONS = {
+    "PREDICT_LAUNCHES": {"B0": 1000, "SRc": 100},
+    "PREDICT_K": {"f_retained=150": 3, "f_chunk=40": 3},
+    "PREDICT_ADDRESSES": {"stock torch.cat": 1, "carry": 1},
+    "PREDICT_MOVED": "the new input's answer",
+    "PREDICT_BUSY_MS": {"eager": 200.0, "replay": 60.0},
+    "PREDICT_CLASSES": {"K (steady classes)": 2, "admitted signatures": 8},
+    "PREDICT_SLACK": {"stock torch.cat": 0.5, "carry": 0.5},
+    "PREDICT_SPEEDUP": 2.0,
+    "PREDICT_DECODER_K": 2,
+    "PREDICT_PLACES": {"S": "faster, less memory", "R": "faster, no clear difference", "Rc": "faster, no clear difference"},
+}
