@@ -597,7 +597,7 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
         _state_events(w, before_ptr, after, pre_storages)
         _rng_events(w, rng0, rng1, emulated)
 
-    rows = _rows(w.events, calls)
+    rows = _rows(_explained_syncs_dropped(w.events), calls)
     order = {k: i for i, k in enumerate(KINDS)}
     df = pd.DataFrame(rows, columns=COLUMNS)
     if len(df):
@@ -608,6 +608,14 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
     res.attrs.update(fn=name, device=str(device), ran_on=str(ran_on),
                      emulated=emulated, calls=calls)
     return res
+
+
+def _explained_syncs_dropped(events: list) -> list:
+    """The events without the sync-debug reports (op "cuda sync") sited on a line that another finding
+    already reports (a device-to-host copy, a host constant, a host sync of a named op): torch reports the
+    same synchronization twice there. A sync on a line nothing else explains stays a hazard."""
+    explained = {(e.site.file, e.site.line) for e in events if e.op != "cuda sync"}
+    return [e for e in events if e.op != "cuda sync" or (e.site.file, e.site.line) not in explained]
 
 
 def _state_events(w: _Watch, before: dict, after: dict, pre_storages: set) -> None:
