@@ -132,6 +132,8 @@ ADAPTER_HINTS = {
              "(what the stock step keeps) and its clock.",
     "bit-exact": "an output differs from the stock step: check your step returns the frames each region adds, "
                  "on the region's clock.",
+    "preflight": "the step does something a captured graph cannot replay (a host sync such as .item(), a host "
+                 "constant, a rebound state tensor): the certificate's preflight table names the line.",
 }
 
 
@@ -173,7 +175,8 @@ def _certify(declare: Callable, make_step: Callable, s: DecoderSizes, which: str
     if cert.ok:
         return {**row, "answer": "certified", "correct": True}
     failed = cert.table.loc[~cert.table["passed"], "clause"].tolist()
-    hint = next((h for k, h in ADAPTER_HINTS.items() if any(k in c for c in failed)), "")
+    hint = next((h for k, h in ADAPTER_HINTS.items() if any(k in c for c in failed)),
+                f"the certificate failed: {'; '.join(failed) or 'no clause named'}.")
     field = diff["field"].iloc[0] if len(diff) else ""
     return {**row, "answer": "not certified: " + "; ".join(failed), "mistake": failed[0] if failed else "",
             "hint": f"{which}: {hint}" + (f" The first field that differs: {field}." if field else "")}
