@@ -18,7 +18,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..profile.outputs import OutputRefused, guard_output
 
 #: environment variable that turns the one-line error back into a traceback
 DEBUG_ENV = "CADENCELAB_DEBUG"
@@ -151,6 +150,8 @@ def _writable_dir(flag: str, path: Path) -> None:
 
 def _guarded(flag: str, text: str, **kw: Any) -> None:
     """:func:`~cadencelab.profile.outputs.guard_output` as a :class:`FlagError` (never the recorded data folder)."""
+    from ..profile.outputs import OutputRefused, guard_output  # when a value is checked: help stays light
+
     try:
         guard_output(text, flag, **kw)
     except OutputRefused as e:
@@ -229,20 +230,31 @@ def run_main(prog: str, fn: Callable[[list[str]], int], argv: list[str]) -> int:
             raise
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    except (FlagError, OutputRefused) as e:
+    except Exception as e:  # noqa: BLE001 - a refused value is one line and exit 2, like a FlagError
+        if not (isinstance(e, FlagError) or _refused_output(e)):
+            return _failed(prog, e, debug)
         if debug:
             raise
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # noqa: BLE001 - the boundary: one line, the traceback on request
-        if debug:
-            raise
-        text = " ".join(str(e).split())[:300]
-        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
-        at = f" [{Path(where.filename).name}:{where.lineno}]" if where else ""
-        print(f"{prog}: error: {type(e).__name__}: {text}{at} (--debug or {DEBUG_ENV}=1 for the traceback)",
-              file=sys.stderr)
-        return 1
+
+
+def _refused_output(e: BaseException) -> bool:
+    """Whether ``e`` is the output guard's refusal (its module is loaded whenever it raised one)."""
+    outputs = sys.modules.get("cadencelab.profile.outputs")
+    return outputs is not None and isinstance(e, outputs.OutputRefused)
+
+
+def _failed(prog: str, e: Exception, debug: bool) -> int:
+    """Any other error at the boundary: one line, exit 1; the traceback on request (re-raised)."""
+    if debug:
+        raise e
+    text = " ".join(str(e).split())[:300]
+    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    at = f" [{Path(where.filename).name}:{where.lineno}]" if where else ""
+    print(f"{prog}: error: {type(e).__name__}: {text}{at} (--debug or {DEBUG_ENV}=1 for the traceback)",
+          file=sys.stderr)
+    return 1
 
 
 # ---------------------------------------------------------------------------------------
