@@ -410,7 +410,7 @@ INVALID = [
     # regions
     ("regions not a tuple", lambda: _declare(regions=[_region()]), "regions"),
     ("region not a Region", lambda: _declare(regions=("kv",)), "regions[0]"),
-    ("region without name", lambda: _declare(regions=(_region(name=""),)), "regions[0]().name"),
+    ("region without name", lambda: _declare(regions=(_region(name=""),)), "regions[0].name"),
     ("unknown clock in region", lambda: _declare(regions=(_region(clock="beats"),)), "regions[0](kv).clock"),
     ("shape not a tuple", lambda: _declare(regions=(_region(shape=["n_steps", "frames", 4]),)), "regions[0](kv).shape"),
     ("shape not naming its clock", lambda: _declare(regions=(_region(shape=("n_steps", 4)),)), "regions[0](kv).shape"),
@@ -455,7 +455,7 @@ INVALID = [
     # operators
     ("operators not a tuple", lambda: _declare(operators=[_operator()]), "operators"),
     ("operator not an Operator", lambda: _declare(operators=("op",)), "operators[0]"),
-    ("operator without name", lambda: _declare(operators=(_operator(name=""),)), "operators[0]().name"),
+    ("operator without name", lambda: _declare(operators=(_operator(name=""),)), "operators[0].name"),
     ("reads not a tuple", lambda: _declare(operators=(_operator(reads="kv"),)), "operators[0](op).reads"),
     ("operator reading unknown region", lambda: _declare(operators=(_operator(reads=("kv", "ghost")),)),
      "operators[0](op).reads[1]"),

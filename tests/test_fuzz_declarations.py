@@ -569,7 +569,7 @@ def _region_mutations(decl: Declaration, i: int):
     out = []
     for v in BAD_NAME:
         where = f"regions[{i}]({v})" if isinstance(v, str) else f"regions[{i}]"
-        out.append((f"region name {v!r}", rep(name=v), {f"{where}.name"}))
+        out.append((f"region name {v!r}", rep(name=v), {f"{where}.name", f"regions[{i}].name"}))  # a bad name: not repeated
     if i > 0:
         out.append(("duplicate region name", rep(name=decl.regions[0].name), {f"regions[{i}]({decl.regions[0].name}).name"}))
     for v in BAD_REF:
@@ -644,7 +644,7 @@ def _operator_mutations(decl: Declaration, j: int):
 
     out = []
     for v in BAD_NAME:
-        out.append((f"operator name {v!r}", rep(name=v), {f"operators[{j}]({v}).name"}))
+        out.append((f"operator name {v!r}", rep(name=v), {f"operators[{j}]({v}).name", f"operators[{j}].name"}))
     if j > 0:
         out.append(("duplicate operator name", rep(name=decl.operators[0].name), {f"operators[{j}].name"}))
     for v in ("r0", ["r0"], None, 5, {"r0"}):

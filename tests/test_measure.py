@@ -146,7 +146,7 @@ def test_factorial_runs_every_arm_in_rounds_of_fresh_runtimes(tmp_path):
     res = run_study(cfg, progress=lambda m: None)
     s = res["summary"]
     assert s["processes_per_arm"] == 2 and s["processes_by_arm"] == {"B0": 2, "SRc": 2, "B0_repeat": 2}
-    assert s["stopped"] == "max processes" and s["method"]["min_processes"] == 2
+    assert s["stopped"] in ("max processes", "converged") and s["method"]["min_processes"] == 2
     assert s["a_a"]["arm"] == "B0_repeat" and len(s["a_a"]["ci"]) == 2
     lo, hi = s["speedup_SRc_vs_B0_ci"]
     assert lo <= s["speedup_SRc_vs_B0"] <= hi

@@ -77,9 +77,12 @@ def test_install_table_format_takes_over_dataframes_in_ipython_only():
 def test_glossary_renders_rest_inline_code():
     html = glossary.to_html()
     md = glossary.to_markdown()
-    assert "``" not in html and "``" not in md
-    assert "<code>prompt</code> frames plus <code>retained</code>" in html
-    assert "`prompt` frames plus `retained`" in md
+    assert "``" not in html and "``" not in md and ":class:`" not in html
+    # the conversion itself, on a docstring sentence (the glossary's own entries are written as sentences now)
+    text = "An immutable prompt of ``prompt`` frames plus ``retained`` frames (:class:`~x.PromptRetained`)"
+    assert glossary._rst_inline(text, "<code>{}</code>") == ("An immutable prompt of <code>prompt</code> frames plus "
+                                                              "<code>retained</code> frames (<code>x.PromptRetained</code>)")
+    assert "`prompt` frames plus `retained`" in glossary._rst_inline(text, "`{}`")
 
 
 def test_preflight_names_a_notebook_cell_as_ipython_does(monkeypatch):

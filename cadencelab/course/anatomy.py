@@ -56,9 +56,9 @@ def _what(stage: str, t2w: str, decode: str) -> str:
 
 def profiled_window(condition: str = "exact", ranges: tuple = ("synthesis", "flow", "vocoder")) -> pd.DataFrame:
     """Per arm and range of the profiled second: kernels, launches, busy_ms, wall_ms, idle_ms, slack_frac."""
-    obj, rel = data._duplex(duplex_condition(condition))
+    profiles, rel = data.duplex_profiles(duplex_condition(condition))
     rows = []
-    for arm, prof in data._need(obj, "profiles", rel).items():
+    for arm, prof in profiles.items():
         for st in prof["stages"]:
             if st["range"] in ranges:
                 rows.append(dict(arm=arm, range=st["range"], kernels=st["kernels"],

@@ -62,7 +62,7 @@ __all__ = [
     "soak_result", "soak_summary", "soak_chunks", "soak_turns",
     "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
     "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions", "paper_figures",
-    "duplex_served_summary", "tour_live", "is_recorded", "how_to_record", "result",
+    "duplex_served_summary", "tour_live", "is_recorded", "how_to_record", "result", "duplex_profiles",
 ]
 
 #: the columns cadencelab.viz.pareto reads (intervals as bounds, not half-widths)
@@ -243,7 +243,8 @@ def _pick(df: pd.DataFrame, column: str, value, rel: str) -> pd.DataFrame:
 
 
 #: the JSON shape of each key the loaders read: an object of records, an object, a string; others are arrays of records
-_SHAPES = {"arms": "records", "paths": "records", "summary": dict, "provenance": dict, "chunks_csv": str}
+_SHAPES = {"arms": "records", "paths": "records", "profiles": "records", "summary": dict, "provenance": dict,
+           "chunks_csv": str}
 
 
 def _need(obj: dict, key: str, rel: str):
@@ -455,6 +456,13 @@ def device_conditions() -> pd.DataFrame:
 def _duplex(condition: str) -> tuple[dict, str]:
     rel, how = _dataset("duplex_second", condition)
     return load_json(rel, how), rel
+
+
+def duplex_profiles(condition: str = "exact") -> tuple[dict, str]:
+    """The duplex second's profiled seconds, one record per arm (its ``stages``: kernels, launches, busy and
+    wall time per range), and the file they come from (relative to the data folder)."""
+    obj, rel = _duplex(condition)
+    return _need(obj, "profiles", rel), rel
 
 
 def duplex_second(condition: str = "exact", arm: str | None = None) -> pd.DataFrame:

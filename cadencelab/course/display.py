@@ -76,7 +76,9 @@ def frame_html(df: pd.DataFrame) -> str:
         return (f"<p class='cadencelab-empty'><i>(no rows)</i> an empty {_html.escape(type(df).__name__)}"
                 + (f" with columns {_html.escape(cols)}" if cols else "") + "</p>")
     with pd.option_context("display.max_colwidth", None):
-        table = df._repr_html_()
+        table = df.to_html(notebook=True, max_rows=pd.get_option("display.max_rows"),
+                           max_cols=pd.get_option("display.max_columns"),
+                           show_dimensions=pd.get_option("display.show_dimensions"))
     return fit_table_html(table) if table else _html.escape(repr(df))
 
 
