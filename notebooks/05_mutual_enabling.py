@@ -60,7 +60,7 @@ HTML(glossary.to_html(notebook=5))
 
 # %%
 guess = predict.Prediction("Where do S, R and Rc land against B0 on the latency / peak-memory plane?",
-                           value=PREDICT_PLACES, choices=predict.PLACES)
+                           value=PREDICT_PLACES, parts=["S", "R", "Rc"], choices=predict.PLACES)
 guess
 
 # %% [markdown]
