@@ -675,7 +675,7 @@ def table(result: dict) -> str:
         cpu_na = "n/a on CPU" if r.get("peak_MiB_median") != r.get("peak_MiB_median") else "n/a"
         rows.append(
             f"{a:>18}  lat {_fmt(r.get('latency_ms'), '8.2f')} ms{delta}  x{r.get('processes', 0)} proc  "
-            f"peak {_fmt(r.get('peak_MiB_median'), '.0f', cpu_na)} MiB  exact {ex}  "
+            f"peak {_fmt(r.get('peak_MiB_median'), '.0f', cpu_na)}{'' if cpu_na == 'n/a on CPU' else ' MiB'}  exact {ex}  "
             f"busy {_fmt(r.get('busy_ms_median'), '.1f')} ms  launches {_fmt(r.get('kernel_launches_per_chunk'), '.0f')}"
             f"/{_fmt(r.get('graph_launches_per_chunk'), '.0f')} graphs")
     s = result["summary"]
