@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -100,11 +101,42 @@ def test_parse_cores_accepts_ranges_and_refuses_cores_it_cannot_use():
     assert measure.parse_cores("1-3", avail) == (1, 2, 3)
     assert measure.parse_cores("2,4", avail) == (2, 4)
     assert measure.parse_cores("none", avail) == ()
-    assert measure.parse_cores("auto", avail) == (1, 2, 3, 4)  # core 0 skipped when there are more
+    alone = {c: (c,) for c in avail}
+    assert measure.parse_cores("auto", avail, alone) == (1, 2, 3, 4)  # core 0 skipped when there are more
     assert measure.measurement_cores(4, {0, 1}) == (0, 1)
     for bad, why in (("7", "not available"), ("a-b", "not a core"), ("3-1", "backwards")):
         with pytest.raises(ValueError, match=why):
             measure.parse_cores(bad, avail)
+
+
+def test_auto_cores_take_one_logical_core_per_physical_core(tmp_path):
+    # 4 physical cores, SMT pairs (c, c + 4): the topology files as Linux writes them
+    for c in range(8):
+        d = tmp_path / f"cpu{c}" / "topology"
+        d.mkdir(parents=True)
+        (d / "thread_siblings_list").write_text(f"{c % 4},{c % 4 + 4}\n")
+    sib = measure.core_siblings(range(8), root=str(tmp_path))
+    assert sib[5] == (1, 5) and sib[0] == (0, 4)
+    assert measure.core_siblings([9], root=str(tmp_path)) == {9: (9,)}  # unreadable: its own sibling
+    # three physical cores past the first; the fourth core is filled from the remaining logical ones
+    assert measure.measurement_cores(3, range(8), sib) == (1, 2, 3)
+    assert measure.measurement_cores(4, range(8), sib) == (0, 1, 2, 3)
+    assert measure.measurement_cores(2, {1, 5, 2, 6}, sib) == (1, 2)  # never 1 and its sibling 5
+    # "1-2,5" style lists, as the kernel writes ranges
+    (tmp_path / "cpu0" / "topology" / "thread_siblings_list").write_text("0-1,5\n")
+    assert measure.core_siblings([0], root=str(tmp_path))[0] == (0, 1, 5)
+
+
+def test_core_survey_measures_every_core_and_restores_affinity():
+    before = os.sched_getaffinity(0)
+    cores = sorted(before)[:2]
+    survey = measure.core_survey(cores, rounds=2, pause_s=0.0, loop=2000, ops=50)
+    assert os.sched_getaffinity(0) == before
+    assert len(survey) == 2 * len(cores) and set(survey.core) == set(cores)
+    assert (survey.python_loop_ns > 0).all() and (survey.tiny_op_us > 0).all()
+    table = measure.survey_table(survey)
+    assert list(table.core) == list(table.sort_values("python_loop_ns", ascending=False).core)
+    assert (table.python_loop_ns_spread >= 0).all()
 
 
 def test_pin_to_cores_pins_this_process():
@@ -159,3 +191,28 @@ def test_factorial_runs_every_arm_in_rounds_of_fresh_runtimes(tmp_path):
     assert arms["B0"]["latency_delta"] == 0.0 and arms["SRc"]["latency_direction"] in (
         "faster", "slower", "no clear difference")
     assert (tmp_path / "token2wav_factorial.json").exists() and (tmp_path / "token2wav_factorial_blocks.csv").exists()
+
+
+def test_staged_rounds_prepare_the_next_round_on_other_cores(tmp_path):
+    """Fresh processes (spawned): round 2's processes read the checkpoint and build the modules on the core
+    that is not the measurement core while round 1 is timed; every block says whether it overlapped, the
+    summary weighs the overlap, and the staged arms are as exact as the others."""
+    from cadencelab.bench.token2wav import StudyConfig, run_study, staging_cores
+
+    avail = sorted(os.sched_getaffinity(0))
+    if len(avail) < 2:
+        pytest.skip("needs two cores: one to measure on, one to stage on")
+    cfg = StudyConfig(config="teaching", device="cpu", arms=("B0", "B0_repeat"), blocks=1, chunks_per_turn=2,
+                      profile=False, processes=True, min_processes=2, max_processes=2, cores=str(avail[0]),
+                      out=str(tmp_path))
+    assert staging_cores(cfg) and avail[0] not in staging_cores(cfg)
+    assert staging_cores(dataclasses.replace(cfg, stage=False)) == ()
+    res = run_study(cfg, progress=lambda m: None)
+    s = res["summary"]
+    assert s["processes_by_arm"] == {"B0": 2, "B0_repeat": 2} and s["non_exact_arms"] == []
+    assert s["exact_blocks_all_arms"] == {"B0_repeat": 2}
+    assert all(p["stage_s"] > 0 and p["cores"] == [avail[0]] for p in res["processes"])
+    blocks = pd.DataFrame(res["blocks"])
+    assert blocks["staging"].dtype == bool and not blocks.loc[blocks.process == 1, "staging"].any()
+    e = s["staging_effect"]
+    assert e["arm"] == "B0" and e["blocks_overlapped"] + e["blocks_clear"] == 2

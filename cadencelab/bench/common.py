@@ -82,12 +82,25 @@ def set_up_device(device: str, condition: str | None = None):
     return dev, applied
 
 
-def serve(conn, build: Callable[[], Any], ready: Callable[[Any], dict], handlers: dict[str, Callable]) -> None:
+def serve(conn, build: Callable[..., Any], ready: Callable[[Any], dict], handlers: dict[str, Callable],
+          prepare: Callable[[], Any] | None = None) -> None:
     """A study's arm process: ``build()`` the arm, answer ``("ready", ready(arm))``, then serve
     requests ``(kind, *args)`` with ``handlers[kind](arm, *args)`` -> ``("ok", result)`` until
-    ``("stop",)``. Any exception is answered ``("error", traceback)``; a failed build ends the process."""
+    ``("stop",)``. Any exception is answered ``("error", traceback)``; a failed build ends the process.
+
+    With ``prepare`` the set-up comes in two steps: ``prepare()`` (work that may overlap other
+    processes' timed blocks: no device work) answers ``("staged", {"stage_s": seconds})``, then the
+    process waits for ``("go",)`` and calls ``build(prepared)``; ``("stop",)`` instead ends it."""
     try:
-        arm = build()
+        if prepare is None:
+            arm = build()
+        else:
+            t0 = time.perf_counter()
+            prepared = prepare()
+            conn.send(("staged", dict(stage_s=time.perf_counter() - t0)))
+            if conn.recv()[0] != "go":
+                return
+            arm = build(prepared)
         conn.send(("ready", ready(arm)))
     except Exception:
         conn.send(("error", traceback.format_exc()))
@@ -124,6 +137,21 @@ class ArmProcess:
             return ("error", self.dead)
         self.conn.send(msg)
         return self.wait(timeout)
+
+    def poll(self) -> tuple | None:
+        """The worker's next message if one is waiting (None if not, or if the worker is gone)."""
+        if self.dead:
+            return None
+        try:
+            return self.conn.recv() if self.conn.poll(0) else None
+        except EOFError:
+            self.kill("the worker process died")
+            return None
+
+    def go(self) -> None:
+        """Tell a staged worker (:func:`serve` with ``prepare``) to finish its set-up."""
+        if not self.dead:
+            self.conn.send(("go",))
 
     def wait(self, timeout: float):
         if self.dead:

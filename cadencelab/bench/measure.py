@@ -35,7 +35,7 @@ from typing import Iterable, Sequence
 from ..profile.intervals import (CONFIDENCE, a_a_check, arm_processes, direction, hierarchical_bootstrap,
                                  interval_halfwidth, point, process_table, ratio_interval, relative_spread)
 
-__all__ = ["Method", "measurement_cores", "parse_cores", "pin_to_cores", "host_figures", "round_orders",
+__all__ = ["Method", "core_siblings", "core_survey", "survey_table", "measurement_cores", "parse_cores", "pin_to_cores", "host_figures", "round_orders",
            "hierarchical_bootstrap", "ratio_interval", "interval_halfwidth", "stop_reason", "a_a_check",
            "direction", "arm_processes", "process_table", "point", "relative_spread", "CONFIDENCE"]
 
@@ -68,22 +68,57 @@ class Method:
 # ---------------------------------------------------------------------------------------
 
 
-def measurement_cores(n: int = 4, available: Iterable[int] | None = None) -> tuple:
-    """A fixed set of ``n`` cores for timed work: the lowest ones this process may run on, skipping
-    the first (where the kernel tends to put interrupts) when more than ``n`` are available."""
+def core_siblings(cores: Iterable[int], root: str = "/sys/devices/system/cpu") -> dict:
+    """Each core's SMT siblings (the logical cores sharing its physical core, itself included), read
+    from ``root``'s topology files; a core whose file cannot be read is its own only sibling."""
+    out = {}
+    for c in cores:
+        try:
+            with open(f"{root}/cpu{c}/topology/thread_siblings_list") as f:
+                out[c] = tuple(sorted(_cpu_list(f.read())))
+        except (OSError, ValueError):
+            out[c] = (c,)
+    return out
+
+
+def _cpu_list(text: str) -> list:
+    cores = []
+    for part in text.strip().split(","):
+        lo, _, hi = part.strip().partition("-")
+        cores.extend(range(int(lo), int(hi or lo) + 1))
+    return cores
+
+
+def measurement_cores(n: int = 4, available: Iterable[int] | None = None, siblings: dict | None = None) -> tuple:
+    """A fixed set of ``n`` cores for timed work: the lowest ones this process may run on, one logical
+    core per physical core (an SMT sibling shares its core's execution units, so two busy siblings slow
+    each other), skipping the first physical core (where the kernel tends to put interrupts) when enough
+    others are available. ``siblings``: :func:`core_siblings` (read from the host when None)."""
     cores = sorted(os.sched_getaffinity(0) if available is None else available)
-    if len(cores) > n:
-        cores = cores[1:]
-    return tuple(cores[:n])
+    sib = core_siblings(cores) if siblings is None else siblings
+    chosen, used = [], set()
+    for c in cores:
+        group = set(sib.get(c, (c,)))
+        if group & used:
+            continue
+        chosen.append(c)
+        used |= group
+    if len(chosen) > n:
+        chosen = chosen[1:]
+    elif len(chosen) < n:  # too few physical cores: fill with the remaining logical ones, lowest first
+        chosen += [c for c in cores if c not in chosen][:n - len(chosen)]
+        chosen = sorted(chosen)
+    return tuple(chosen[:n])
 
 
-def parse_cores(text: str, available: Iterable[int] | None = None) -> tuple:
+def parse_cores(text: str, available: Iterable[int] | None = None, siblings: dict | None = None) -> tuple:
     """``--cores``: ``auto`` (:func:`measurement_cores`), ``none`` (no pinning) or a list such as
-    ``1-4`` or ``2,3,5``; every core must be one this process may run on."""
+    ``1-4`` or ``2,3,5``; every core must be one this process may run on. ``siblings``: as for
+    :func:`measurement_cores` (read from the host when None)."""
     text = text.strip().lower()
     avail = set(os.sched_getaffinity(0) if available is None else available)
     if text == "auto":
-        return measurement_cores(available=avail)
+        return measurement_cores(available=avail, siblings=siblings)
     if text in ("none", ""):
         return ()
     cores: list[int] = []
@@ -162,6 +197,45 @@ def host_figures(device, ops: int = 3000, loop: int = 300_000) -> dict:
     py_s = (time.perf_counter() - t0) / loop
     return dict(tiny_ops_per_s=1.0 / op_s, tiny_op_us=op_s * 1e6, python_loop_ns=py_s * 1e9, cpu_model=cpu_model(),
                 cpus_available=len(os.sched_getaffinity(0)))
+
+
+def core_survey(cores: Sequence[int], rounds: int = 5, device: str = "cpu", pause_s: float = 1.0,
+                loop: int = 200_000, ops: int = 2000, progress=None) -> "pd.DataFrame":
+    """How fast each core runs host-bound work, and how steadily: this process pins itself to one core
+    at a time and measures :func:`host_figures` there (a pure-Python loop rate and the tiny-op rate on
+    ``device``), ``rounds`` sweeps over ``cores`` spaced ``pause_s`` apart (a busy neighbour or a
+    frequency change shows as a round that differs). The original affinity is restored. One row per
+    (round, core), with the core's SMT siblings."""
+    import pandas as pd
+
+    before = os.sched_getaffinity(0)
+    sib = core_siblings(cores)
+    rows = []
+    try:
+        for r in range(rounds):
+            for c in cores:
+                os.sched_setaffinity(0, {c})
+                h = host_figures(device, ops=ops, loop=loop)
+                rows.append(dict(round=r, core=c, siblings=",".join(map(str, sib[c])),
+                                 python_loop_ns=h["python_loop_ns"], tiny_op_us=h["tiny_op_us"]))
+            if progress is not None:
+                progress(f"survey round {r + 1} of {rounds} done")
+            if r + 1 < rounds:
+                time.sleep(pause_s)
+    finally:
+        os.sched_setaffinity(0, before)
+    return pd.DataFrame(rows)
+
+
+def survey_table(survey: "pd.DataFrame") -> "pd.DataFrame":
+    """Per core: the median and the relative spread ((max - min) / median) across rounds of the Python
+    loop time and the tiny-op time, slowest median first."""
+    g = survey.groupby(["core", "siblings"])
+    out = g.agg(python_loop_ns=("python_loop_ns", "median"), tiny_op_us=("tiny_op_us", "median")).reset_index()
+    for col in ("python_loop_ns", "tiny_op_us"):
+        spread = g[col].agg(lambda v: (v.max() - v.min()) / v.median()).reset_index(drop=True)
+        out[f"{col}_spread"] = spread.to_numpy()
+    return out.sort_values("python_loop_ns", ascending=False).reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------

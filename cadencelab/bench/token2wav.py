@@ -46,6 +46,8 @@ from ..profile.provenance import run_provenance
 from .common import ArmProcess, InlineArm, built_checkpoint, check_out, serve, set_up_device, write_csv, write_json
 from .measure import (Method, a_a_check, arm_processes, direction, host_figures, interval_halfwidth, parse_cores,
                       pin_to_cores, point, ratio_interval, relative_spread, round_orders, stop_reason)
+from .token2wav_analysis import (UNSTABLE_SPREAD, b0_split, busy_floor, cross_process_exact, exact_by_hash, fairness,
+                                 host_summary, staging_effect)
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
                     opt, positive_float)
 
@@ -77,6 +79,9 @@ class StudyConfig:
     time_budget_s: float = options.time_budget(480.0)
     target_halfwidth: float = options.target_halfwidth()
     cores: str = options.cores()
+    stage: bool = opt(True, help="the next round's processes run the CPU part of their set-up (reading the checkpoint, "
+                                 "building the modules; no device work) on cores other than the measurement cores "
+                                 "while a round is timed; each timed block records whether it overlapped")
     extend_arms: tuple = opt(("B0", "SRc", "B0_repeat"),
                              help="the arms that get processes past --min-processes (the headline's and the A/A "
                                   "check's); the others stop at --min-processes")
@@ -126,28 +131,47 @@ def block_seed(cfg: StudyConfig, block: int) -> int:
 # ---------------------------------------------------------------------------------------
 
 
-class ArmRunner:
-    """Holds one arm's runtime and runs blocks on it."""
+def stage_arm(arm: str, ckpt: str, cfg: StudyConfig) -> dict:
+    """The CPU-only part of an arm's set-up: the checkpoint read and the vendor modules built on the
+    CPU (exactly what :func:`~cadencelab.adapters.token2wav.load_checkpoint` does before it moves
+    them to the device). No device work, so it may run while another round is timed."""
+    from ..adapters.token2wav import load_checkpoint
+    from ..adapters.token2wav.runtime import runtime_envelope
 
-    def __init__(self, arm: str, ckpt: str, cfg: StudyConfig):
+    base, _ = split_arm(arm, cfg.condition)
+    t0 = time.perf_counter()
+    flow, hift, mcfg = load_checkpoint(ckpt, device="cpu", seed_for_noise=cfg.seed,
+                                       envelope=runtime_envelope(base, cfg.n_timesteps))
+    return dict(flow=flow, hift=hift, mcfg=mcfg, stage_s=time.perf_counter() - t0)
+
+
+class ArmRunner:
+    """Holds one arm's runtime and runs blocks on it. ``staged``: :func:`stage_arm`'s result, when the
+    CPU part of the set-up ran earlier (else it runs here)."""
+
+    def __init__(self, arm: str, ckpt: str, cfg: StudyConfig, staged: dict | None = None):
         import torch
 
-        from ..adapters.token2wav import load_checkpoint, make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+        from ..adapters.token2wav import make_prompt
+        from ..adapters.token2wav.runtime import Token2wavRuntime
 
         base, self.condition = split_arm(arm, cfg.condition)
+        t0 = time.perf_counter()
+        here = staged is None
+        staged = stage_arm(arm, ckpt, cfg) if here else staged
+        self.stage_s = staged["stage_s"]
         self.device, self.determinism = set_up_device(cfg.device, self.condition)  # before the first CUDA call
         self.torch = torch
         self.arm, self.cfg = arm, cfg
-        t0 = time.perf_counter()
-        flow, hift, mcfg = load_checkpoint(ckpt, device=self.device, seed_for_noise=cfg.seed,
-                                           envelope=runtime_envelope(base, cfg.n_timesteps))
+        flow, hift, mcfg = staged["flow"].to(self.device), staged["hift"].to(self.device), staged["mcfg"]
         self.prompt = make_prompt(mcfg, cfg.seed, self.device)
         backend = "cuda" if self.device.type == "cuda" else "eager"
         self.rt = Token2wavRuntime(flow, hift, self.device, base, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=backend)
-        self.setup_s = time.perf_counter() - t0
-        # timed work only on the study's fixed cores (set-up may overlap other arms' on every core)
-        self.cores = pin_to_cores(cfg.method().cores)
+        self.start_s = time.perf_counter() - t0 - (self.stage_s if here else 0.0)  # the device part
+        self.setup_s = self.stage_s + self.start_s
+        # timed work only on the study's fixed cores, resolved by the study (run_study) before any process started;
+        # a staged process runs on the staging cores until here, so they are not checked against its affinity
+        self.cores = pin_to_cores(parse_cores(cfg.cores, available=range(os.cpu_count() or 1)) if cfg.processes else ())
         self.host = None  # measured before the first block, when no other arm is setting up
 
     def _sync(self):
@@ -242,7 +266,8 @@ def _profile_rows(prof, arm: str) -> dict:
 
 
 def _ready(r: ArmRunner) -> dict:
-    return dict(setup_s=r.setup_s, determinism=r.determinism, cores=list(r.cores))
+    return dict(setup_s=r.setup_s, stage_s=r.stage_s, start_s=r.start_s, determinism=r.determinism,
+                cores=list(r.cores))
 
 
 #: the requests an arm answers, in its process (:func:`serve`) or inline (:class:`InlineArm`)
@@ -250,19 +275,23 @@ HANDLERS = {"block": lambda r, spec: r.run_block(spec),
             "profile": lambda r, spec, path: r.run_block(spec, profile_path=path)}
 
 
-def _worker(conn, arm: str, ckpt: str, cfg_dict: dict) -> None:
-    """Process entry: build the arm, then serve block (and profiled block) requests until told to stop."""
-    serve(conn, lambda: ArmRunner(arm, ckpt, StudyConfig(**cfg_dict)), _ready, HANDLERS)
-
-
-# ---------------------------------------------------------------------------------------
-# orchestration
-# ---------------------------------------------------------------------------------------
+def _worker(conn, arm: str, ckpt: str, cfg_dict: dict, staging_cores: tuple = ()) -> None:
+    """Process entry: build the arm, then serve block (and profiled block) requests until told to stop.
+    With ``staging_cores`` the CPU part of the set-up runs first, pinned to those cores (never the
+    measurement cores), and the rest waits for the go (:func:`~cadencelab.bench.common.serve`)."""
+    cfg = StudyConfig(**cfg_dict)
+    if not staging_cores:
+        serve(conn, lambda: ArmRunner(arm, ckpt, cfg), _ready, HANDLERS)
+        return
+    pin_to_cores(staging_cores)
+    serve(conn, lambda staged: ArmRunner(arm, ckpt, cfg, staged=staged), _ready, HANDLERS,
+          prepare=lambda: stage_arm(arm, ckpt, cfg))
 
 
 class _Proc(ArmProcess):
-    def __init__(self, arm, ckpt, cfg: StudyConfig):
-        super().__init__(arm, _worker, (arm, ckpt, dataclasses.asdict(cfg)))
+    def __init__(self, arm, ckpt, cfg: StudyConfig, staging_cores: tuple = ()):
+        super().__init__(arm, _worker, (arm, ckpt, dataclasses.asdict(cfg), tuple(staging_cores)))
+        self.staged = None if staging_cores else {}  # what it reported when staged ({}: not staged)
 
 
 def _inline(arm, ckpt, cfg: StudyConfig) -> InlineArm:
@@ -302,14 +331,46 @@ def run_study(cfg: StudyConfig, progress=print) -> dict:
         return _run_rounds(cfg, ckpt, out, t_start, progress)
 
 
-def _start_round(cfg: StudyConfig, ckpt: str, arms: list, failures: dict, r: int, progress) -> tuple[dict, dict]:
-    """Round ``r``'s fresh arm processes (their set-up overlaps; nothing is timed yet): the live ones
-    and what each reported when ready (set-up time, applied condition, cores, host figures)."""
-    make = _Proc if cfg.processes else _inline
-    procs = {a: make(a, ckpt, cfg) for a in arms}
+def _spawn(cfg: StudyConfig, ckpt: str, arms: list, staging: tuple) -> dict:
+    """Fresh arm processes for ``arms`` (inline arms without ``cfg.processes``); with ``staging`` cores
+    they run the CPU part of their set-up there and wait for the go (:func:`_start_round`)."""
+    if not cfg.processes:
+        return {a: _inline(a, ckpt, cfg) for a in arms}
+    return {a: _Proc(a, ckpt, cfg, staging) for a in arms}
+
+
+def _staging_pending(procs: dict | None) -> bool:
+    """Whether any of a staged round's processes is still preparing (their reports are read as they come)."""
+    pending = False
+    for p in (procs or {}).values():
+        if getattr(p, "staged", {}) is None and not p.dead:
+            msg = p.poll()
+            if msg is None:
+                pending = not p.dead or pending
+            else:
+                p.staged = msg[1] if msg[0] == "staged" else {"early": msg}
+    return pending
+
+
+def _start_round(cfg: StudyConfig, procs: dict, failures: dict, r: int, progress) -> tuple[dict, dict]:
+    """Round ``r``: its processes finish their set-up together (staged ones get the go once all have
+    staged; nothing is timed yet). The live ones and what each reported when ready (set-up time,
+    applied condition, cores)."""
+    timeout = cfg.block_timeout_s
+    answers = {}
+    for a, p in procs.items():
+        staged = getattr(p, "staged", {})
+        if staged is None:
+            kind, info = p.wait(timeout)
+            staged = p.staged = info if kind == "staged" else {"early": (kind, info)}
+        if "early" in staged:
+            answers[a] = staged["early"]
+    for a, p in procs.items():
+        if a not in answers and getattr(p, "staged", {}):
+            p.go()
     ready = {}
     for a, p in procs.items():
-        kind, info = p.wait(cfg.block_timeout_s + (cfg.compile_timeout_s if a == "compile" else 0))
+        kind, info = answers.get(a) or p.wait(timeout + (cfg.compile_timeout_s if a == "compile" else 0))
         if kind == "ready":
             ready[a] = dict(info, process=r)
         else:
@@ -319,29 +380,47 @@ def _start_round(cfg: StudyConfig, ckpt: str, arms: list, failures: dict, r: int
     return {a: p for a, p in procs.items() if a in ready}, ready
 
 
+def _round_arms(cfg: StudyConfig, method: Method, r: int, failures: dict) -> list:
+    """The arms of round ``r``: every arm up to ``min_processes``, then the ``extend_arms``."""
+    return [a for a in cfg.arms if a not in failures and (r < method.min_processes or a in cfg.extend_arms)]
+
+
+def _drop(procs: dict | None) -> None:
+    for p in (procs or {}).values():
+        p.kill("not needed") if isinstance(p, ArmProcess) else p.stop()
+
+
 def _run_rounds(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) -> dict:
     method = cfg.method()
+    staging = staging_cores(cfg)
     failures: dict[str, str] = {}
     processes: list[dict] = []  # one record per arm process: what it reported when ready
     blocks: list[dict] = []
     profiles: dict = {}
-    stopped = None
+    stopped, upcoming = None, None  # upcoming: the next round's processes, staging while this one is timed
     for r in range(method.max_processes):
         t_round = time.perf_counter()
-        live = [a for a in cfg.arms if a not in failures and (r < method.min_processes or a in cfg.extend_arms)]
-        procs, ready = _start_round(cfg, ckpt, live, failures, r, progress)
+        live = _round_arms(cfg, method, r, failures)
+        if upcoming is not None and list(upcoming) != live:
+            _drop(upcoming)
+            upcoming = None
+        procs, ready = _start_round(cfg, upcoming or _spawn(cfg, ckpt, live, staging), failures, r, progress)
         processes += [dict(arm=a, **info) for a, info in ready.items()]
+        following = _round_arms(cfg, method, r + 1, failures)
+        upcoming = _spawn(cfg, ckpt, following, staging) if staging and following and r + 1 < method.max_processes \
+            else None
         for b, order in enumerate(round_orders(list(procs), r, cfg.blocks + 1)):
             for a in order:
                 if a in failures:
                     continue
                 timeout = cfg.block_timeout_s + (cfg.compile_timeout_s if (a == "compile" and b == 0) else 0)
+                overlap = _staging_pending(upcoming)
                 kind, res = procs[a].ask(("block", b), timeout)
                 if kind != "ok":
                     failures[a] = str(res)[-2000:]
                     progress(f"arm {a} failed in process {r}, block {b}: {str(res).strip().splitlines()[-1]}")
                     continue
-                res.update(warmup=b == 0, process=r)
+                res.update(warmup=b == 0, process=r, staging=overlap)
                 blocks.append(res)
                 record = next(p for p in processes if p["arm"] == a and p["process"] == r)
                 record.setdefault("host", res.pop("host", None))
@@ -355,8 +434,8 @@ def _run_rounds(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress
         s = result["summary"]
         elapsed, round_s = time.perf_counter() - t_start, time.perf_counter() - t_round
         hw = interval_halfwidth(s["speedup_SRc_vs_B0"] or float("nan"), *(s["speedup_SRc_vs_B0_ci"] or (float("nan"),) * 2))
-        upcoming = [a for a in cfg.arms if a not in failures and (r + 1 < method.min_processes or a in cfg.extend_arms)]
-        next_s = round_s * len(upcoming) / max(1, len(live))  # the next round's arms, at this round's pace
+        following = _round_arms(cfg, method, r + 1, failures)
+        next_s = round_s * len(following) / max(1, len(live))  # the next round's arms, at this round's pace
         stopped = stop_reason(method, r + 1, hw, elapsed, next_s)
         progress(f"round {r + 1} done ({round_s:.0f} s, {elapsed:.0f} s in all): headline interval half-width "
                  f"{100 * hw:.1f}% of its point" + (f"; stopping: {stopped}" if stopped else ""))
@@ -367,7 +446,24 @@ def _run_rounds(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress
         write_results(result, out)  # after every round: a run cut short keeps what it measured
         if stopped or not (set(cfg.arms) & set(cfg.extend_arms)) - set(failures):
             break
+    _drop(upcoming)
     return result
+
+
+def staging_cores(cfg: StudyConfig) -> tuple:
+    """The cores the next round's processes prepare on while a round is timed: every core this process
+    may run on that is neither a measurement core nor an SMT sibling of one. Empty (no staging: each
+    round sets up before it is timed, nothing overlapping) with ``--no-stage``, inline arms, no
+    pinning, or no such core."""
+    from .measure import core_siblings
+
+    cores = cfg.method().cores
+    if not (cfg.stage and cfg.processes and cores):
+        return ()
+    avail = sorted(os.sched_getaffinity(0))
+    taken = {s for c in cores for s in core_siblings([c])[c]} | set(cores)
+    free = tuple(c for c in avail if c not in taken)
+    return free
 
 
 def _profile_round(cfg: StudyConfig, ckpt: str, out: Path, procs: dict, failures: dict, progress) -> dict:
@@ -426,7 +522,7 @@ def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict
         steady_wall = [x["wall_ms"] for x in b["rows"] if x["kind"] == "steady"]
         block_rows.append(dict(
             arm=b["arm"], process=b["process"], block=b["block"], warmup=b["warmup"], peak_bytes=b["peak_bytes"],
-            reference=ref_arm,
+            reference=ref_arm, staging=bool(b.get("staging", False)),
             steady_latency_ms_median=float(np.median(steady)) if steady else float("nan"),
             steady_latency_ms_p95=float(np.percentile(steady, 95)) if steady else float("nan"),
             steady_wall_ms_median=float(np.median(steady_wall)) if steady_wall else float("nan"),
@@ -552,100 +648,10 @@ def _summary(cfg: StudyConfig, arms: dict, bdf: pd.DataFrame, lat: dict, process
         fairness=fairness(arms),
         busy_floor=busy_floor(arms),
         b0_split=b0_split(arms, processes),
+        staging_effect=staging_effect(bdf, seed=cfg.seed),
         profiler_wall_ratio={a: r["profiler_wall_ratio"] for a, r in arms.items() if r.get("profiler_wall_ratio")},
     )
     return s
-
-
-#: the spread of an arm's process means (std / mean) above which pyperf calls a system unstable
-UNSTABLE_SPREAD = 0.10
-
-
-def host_summary(processes: list[dict]) -> dict | None:
-    """The host the study ran on: its CPU model, the pinned cores, and the tiny-op rate
-    (:func:`~cadencelab.bench.measure.host_figures`) across every arm process (median, min, max)."""
-    hosts = [p["host"] for p in processes if p.get("host")]
-    if not hosts:
-        return None
-    rate = np.array([h["tiny_ops_per_s"] for h in hosts], float)
-    return dict(cpu_model=hosts[0].get("cpu_model"), cores=processes[0].get("cores"),
-                cpus_available=hosts[0].get("cpus_available"),
-                tiny_ops_per_s_median=float(np.median(rate)), tiny_ops_per_s_min=float(rate.min()),
-                tiny_ops_per_s_max=float(rate.max()),
-                python_loop_ns_median=float(np.median([h["python_loop_ns"] for h in hosts])), processes=len(hosts))
-
-
-def cross_process_exact(timed: pd.DataFrame) -> dict | None:
-    """Whether B0's hashes of each block agree across its processes (the stock runtime's own
-    determinism between processes): ``{"blocks": n, "agree": m}`` over block indices."""
-    if timed.empty:
-        return None
-    b0 = timed[timed["arm"] == "B0"]
-    if b0.empty:
-        return None
-    agree = b0.groupby("block")[["sha_mel", "sha_f32", "sha_i16"]].nunique().eq(1).all(axis=1)
-    return dict(blocks=int(len(agree)), agree=int(agree.sum()), processes=int(b0["process"].nunique()))
-
-
-def b0_split(arms: dict, processes: list[dict]) -> dict | None:
-    """Why B0's latency moves with the host: its steady chunk split into device-busy time (the
-    profile), host dispatch and launch (its kernel launches at this host's tiny-op rate) and the
-    rest of the host's time (Python and framework work between launches). ``predict(rate)``: B0's
-    latency on a host whose tiny-op rate is ``rate`` is about ``launches / rate + other_host_ms``."""
-    b0 = arms.get("B0", {})
-    launches, lat, busy = b0.get("kernel_launches_per_chunk"), b0.get("latency_ms"), b0.get("busy_ms_median")
-    rates = [p["host"]["tiny_ops_per_s"] for p in processes if p.get("arm") == "B0" and p.get("host")]
-    if not launches or not rates or lat is None or lat != lat:
-        return None
-    rate = float(np.median(rates))
-    launch_ms = launches / rate * 1e3
-    return dict(latency_ms=lat, device_busy_ms=busy, kernel_launches=launches, tiny_ops_per_s=rate,
-                dispatch_launch_ms=launch_ms, other_host_ms=max(lat - launch_ms, 0.0),
-                dispatch_launch_share=min(launch_ms / lat, 1.0))
-
-
-def fairness(arms: dict, tolerance: float = 0.05) -> dict | None:
-    """The fairness gate: the study's B0 (under its exact condition) against ``B0@defaults`` (nothing
-    pinned) measured in the same run, over processes and blocks. ``B0_slower_by`` is B0's latency
-    relative to the reference; the gate ``holds`` when its whole 95% interval is at most
-    ``tolerance``, ``fails`` when the whole interval is above it, and is ``inconclusive`` otherwise
-    (``verdict``). None when the study has no such arm."""
-    ref = arms.get(f"B0@{REFERENCE}")
-    if not ref or "failed" in ref or "B0" not in arms or "failed" in arms["B0"]:
-        return None
-    d, lo, hi = ref.get("latency_delta"), ref.get("latency_delta_lo"), ref.get("latency_delta_hi")
-    if d is None or d != d:
-        return None
-    slower = 1 / (1 + d) - 1  # B0 relative to the unpinned reference (delta is reference / B0 - 1)
-    ci = [1 / (1 + hi) - 1, 1 / (1 + lo) - 1]
-    verdict = "holds" if ci[1] <= tolerance else "fails" if ci[0] > tolerance else "inconclusive"
-    return dict(reference_arm=f"B0@{REFERENCE}", B0_ms=arms["B0"].get("latency_ms"), reference_ms=ref.get("latency_ms"),
-                B0_slower_by=slower, B0_slower_by_ci=ci, tolerance=tolerance, verdict=verdict,
-                holds=verdict == "holds")
-
-
-def busy_floor(arms: dict) -> dict | None:
-    """The device-busy floor from the profiled blocks: B0's busy time per steady chunk, the ceiling
-    it puts on any exact replay (B0 latency / B0 busy: no replay can beat running B0's kernels back to
-    back) and the share of that ceiling SRc's speedup reaches."""
-    b0, src = arms.get("B0", {}), arms.get("SRc", {})
-    busy, lat = b0.get("busy_ms_median"), b0.get("latency_ms", b0.get("steady_latency_ms_median"))
-    if not busy or not lat or lat != lat:
-        return None
-    ceiling = lat / busy
-    out = dict(B0_busy_ms=busy, B0_latency_ms=lat, ceiling=ceiling)
-    src_lat = src.get("latency_ms", src.get("steady_latency_ms_median"))
-    if src_lat:
-        speedup = lat / src_lat
-        out.update(SRc_speedup=speedup, SRc_share_of_ceiling=speedup / ceiling, SRc_busy_ms=src.get("busy_ms_median"))
-    return out
-
-
-def exact_by_hash(timed: pd.DataFrame) -> dict:
-    """Per arm, timed blocks whose mel / float32 PCM / int16 PCM hashes equal B0's."""
-    if timed.empty:
-        return {}
-    return {a: {h: int(g[f"exact_{h}"].sum()) for h in ("mel", "f32", "i16")} for a, g in timed.groupby("arm")}
 
 
 def write_results(result: dict, out: Path) -> None:

@@ -83,6 +83,7 @@ STUDIES = (
                                      "freeze_style_chunks.csv")),
     Study("sessions", "sessions", ("sessions.json", "sessions.csv", "sessions_chunks.csv", "runs_<arm>.jsonl")),
     Study("kit", "kit", ("kit_factorial.json", "kit_factorial_blocks.csv")),
+    Study("host", "host", ("host_survey.json", "host_survey.csv")),
 )
 
 #: the older recordings' arms (one process per arm then)
