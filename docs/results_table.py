@@ -165,6 +165,24 @@ def table(path: Path) -> str:
 BEGIN, END = "<!-- results:begin (python docs/results_table.py --write-readme) -->", "<!-- results:end -->"
 
 
+def _cores_note(headline_path: Path) -> str:
+    """`` (cores 4, 6, 10: ...)``: the cores the headline pinned to, and where the host survey ranks them."""
+    cores = (_read(headline_path)["summary"].get("method") or {}).get("cores") or []
+    survey = headline_path.parent / "host_survey.json"
+    if not cores:
+        return ""
+    text = f" (cores {', '.join(map(str, cores))}"
+    if survey.exists():
+        per_core = _read(survey)["per_core"]
+        ranked = [r["core"] for r in sorted(per_core, key=lambda r: r["python_loop_ns"])]
+        ranks = sorted(ranked.index(c) + 1 for c in cores if c in ranked)
+        moved = [r["python_loop_ns_spread"] for r in per_core]
+        text += (f": ranked {', '.join(map(str, ranks))} of {len(ranked)} by median Python loop time in the host "
+                 f"survey, `{_name(survey)}`, where every core's time moved by {100 * min(moved):.0f}-"
+                 f"{100 * max(moved):.0f}% between sweeps" if ranks else "")
+    return text + ")"
+
+
 def trust_lines(headline_path: Path, factorial_path: Path) -> list[str]:
     """The headline and how far to trust it: SRc vs B0 over the most processes, the A/A check that gates every
     direction, the spread of the host-bound B0, and why the ratio moves with the host (B0's split)."""
@@ -176,7 +194,7 @@ def trust_lines(headline_path: Path, factorial_path: Path) -> list[str]:
         out.append(f"- **Headline** (`{_name(headline_path)}`, {prov.get('date', '')[:10]}, commit "
                    f"`{prov.get('git_commit')}`): SRc vs B0 **{trust.figure_text(h['speedup'], *h['ci'])}** steady-chunk "
                    f"speedup over {h['processes']} fresh processes per arm, run in alternation and pinned to the same "
-                   f"cores. The rounds stopped on the {h['stopped']}: the interval's half-width is "
+                   f"cores{_cores_note(headline_path)}. The rounds stopped on the {h['stopped']}: the interval's half-width is "
                    f"{100 * h['halfwidth']:.0f}% of the point, {hit} the {100 * h['target']:.0f}% target. The width "
                    f"is B0's: its process means spread by "
                    f"{100 * trust.arms_frame('headline').set_index('arm').loc['B0', 'spread']:.0f}% while SRc's spread "
@@ -187,12 +205,21 @@ def trust_lines(headline_path: Path, factorial_path: Path) -> list[str]:
                        f"{aa['reference']}: {trust.figure_text(aa['ratio'], *aa['ci'], unit='%')}; the interval "
                        + ("contains 0, so the check holds and the study's directions stand." if aa["holds"] else
                           "excludes 0: **the study is unstable** and claims no direction."))
+        st = trust.staging_check("headline")
+        if st:
+            e = st["effect"]
+            out.append(f"- **Staging check**: while a round is timed, the next round's processes read the checkpoint "
+                       f"and build their modules on the other cores (no device work). {e['blocks_overlapped']} of "
+                       f"B0's {e['blocks_overlapped'] + e['blocks_clear']} timed blocks overlapped that staging; "
+                       f"against the rest they took {trust.figure_text(e['ratio'], *e['ci'], unit='%')} "
+                       f"({e['direction']}). From the blocks no staging overlapped alone, SRc vs B0 is "
+                       f"{trust.figure_text(st['clear_speedup'], *st['clear_ci'])}.")
     split = trust.b0_split("factorial") if factorial_path.exists() else None
     if split:
         hh = _read(headline_path)["summary"].get("host") if headline_path.exists() else None
         host = hh or _read(factorial_path)["summary"]["host"]
         out.append(f"- **Why the ratio moves with the host**: B0 is host-bound. Of its {split['latency_ms']:.0f} ms "
-                   f"steady chunk the device is busy {split['device_busy_ms']:.1f} ms; its "
+                   f"steady chunk in the factorial's profiled round the device is busy {split['device_busy_ms']:.1f} ms; its "
                    f"{split['kernel_launches']:.0f} kernel launches at this host's rate of "
                    f"{split['tiny_ops_per_s'] / 1e3:.0f} k tiny ops/s (a one-element add: dispatch plus launch; "
                    f"{host['cpu_model']}; {host['tiny_ops_per_s_min'] / 1e3:.0f}-{host['tiny_ops_per_s_max'] / 1e3:.0f} k "

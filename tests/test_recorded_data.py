@@ -122,6 +122,8 @@ def test_how_to_record_matches_what_was_recorded(name):
 
     if "conditions" in cfg:  # the conditions study runs every condition; it has no one condition
         return
+    if not any(f.name == "condition" for f in dataclasses.fields(cls)):  # runs no model (the host survey)
+        return
     recorded = data.recorded_condition(obj)
     named = words[words.index("--condition") + 1] if "--condition" in words else EXACT
     assert named == recorded, (name, named, recorded)

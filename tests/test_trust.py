@@ -131,3 +131,22 @@ def test_latency_interval_and_process_frame():
     assert ceiling[1] < ceiling[0] < ceiling[2]
     with pytest.raises(ValueError, match="older recording"):
         trust.process_frame("factorial_pinned")
+
+
+def test_the_headline_meets_the_issue_bar_and_says_what_staging_did():
+    """The recorded headline: A/A holds, half-width within 10% of the point, at least 3 processes per arm;
+    the staging check's direction is the one its interval supports, and the README prints it and the
+    headline recomputed from the blocks no staging overlapped."""
+    h = trust.headline("headline")
+    assert h["a_a"]["holds"] and h["processes"] >= 3 and h["halfwidth"] <= 0.10
+    st = trust.staging_check("headline")
+    assert st is not None
+    e = st["effect"]
+    assert e["direction"] == trust.claim(*e["ci"])
+    lo, hi = st["clear_ci"]
+    assert lo < st["clear_speedup"] < hi and st["clear_blocks"]["B0"] == e["blocks_clear"]
+    line = next(l for l in results_table.readme_block((ROOT / "README.md").read_text()).splitlines()
+                if l.startswith("- **Staging check**"))
+    assert trust.figure_text(e["ratio"], *e["ci"], unit="%") in line and f"({e['direction']})" in line
+    assert trust.figure_text(st["clear_speedup"], *st["clear_ci"]) in line
+    assert trust.staging_check("factorial") is None  # recorded before staging: nothing to weigh

@@ -103,13 +103,18 @@ RECORDINGS = (
               "--device cuda --arms B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph_50,B0@defaults --time-budget 440",
               _FACTORIAL_THEN + " and DIR/token2wav_factorial_blocks.csv and _chunks.csv beside it",
               "factorial (exact condition; 3 fresh processes per arm)", 8.8, "token2wav"),
-    # the headline and the A/A check alone, with as many fresh processes as the budget allows
+    # which cores run host-bound work fast and steadily: the headline pins to the fastest three it found
+    Recording("host", "host", "h200/host_survey.json", "--device cuda --rounds 4 --pause 0.5",
+              "copy DIR/host_survey.json to {path} and gzip DIR/host_survey.csv beside it",
+              "host survey (the cores the headline pins to)", 0.3, "host"),
+    # the headline and the A/A check alone, with as many fresh processes as the budget allows, pinned to the
+    # host survey's three fastest cores, the next round staging on the others
     Recording("headline", "token2wav", "h200/token2wav_headline.json",
-              "--device cuda --arms B0,SRc,B0_repeat --no-profile --max-processes 16 --time-budget 470",
+              "--device cuda --arms B0,SRc,B0_repeat --no-profile --max-processes 40 --time-budget 520 --cores 4,6,10",
               "copy DIR/token2wav_factorial.json to {path}, DIR/token2wav_factorial_blocks.csv beside it as "
               "token2wav_headline_blocks.csv, and gzip DIR/token2wav_factorial_chunks.csv beside it as "
               "token2wav_headline_chunks.csv.gz", "headline: SRc vs B0 and the A/A check (fresh processes until the "
-              "budget)", 7.7, "headline"),
+              "budget)", 8.4, "headline"),
     # older recordings (earlier commits, named in their provenance), kept because the course compares them
     Recording("factorial_pinned", "token2wav", "h200/token2wav_factorial_pinned_ws.json",
               f"--device cuda --arms {_FACTORIAL_ARMS} {_OLDER}", _FACTORIAL_THEN),

@@ -11,6 +11,8 @@ fresh processes, the A/A check that gates every direction, and why a host-bound 
     process_frame(name)              one row per arm and process: its blocks' mean, spread, the host's tiny-op rate
     b0_split(name)                   B0's steady chunk split into device busy, dispatch + launch and other host time
     predicted_b0_ms(rate, name)      B0's latency on a host with another tiny-op rate, from that split
+    staging_check(name)              what the next round's staging did to B0, and the headline from the blocks
+                                     that no staging overlapped
 
 ``name`` is a recorded dataset: ``"headline"`` (B0, SRc and B0_repeat only, the most processes) or
 ``"factorial"`` (every arm, at least three processes each). The intervals were computed when the
@@ -24,11 +26,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..profile.intervals import CONFIDENCE, arm_processes, direction, hierarchical_bootstrap, point, process_table, relative_spread
+from ..profile.intervals import (CONFIDENCE, arm_processes, direction, hierarchical_bootstrap, point, process_table,
+                                 ratio_interval, relative_spread)
 from . import data
 
 __all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "process_frame", "b0_split", "predicted_b0_ms",
-           "is_trusted", "latency_interval", "ceiling_interval"]
+           "is_trusted", "latency_interval", "ceiling_interval", "staging_check"]
 
 
 def _finite(*v) -> bool:
@@ -157,3 +160,21 @@ def ceiling_interval(name: str = "factorial") -> tuple[float, float, float]:
     pt, lo, hi = latency_interval(name, "B0")
     busy = floor["B0_busy_ms"]
     return pt / busy, lo / busy, hi / busy
+
+
+def staging_check(name: str = "headline", seed: int = 0) -> dict | None:
+    """Whether the staging of the next round (its processes' CPU-only set-up on other cores, overlapping
+    some timed blocks) moved the figures: ``effect`` (B0's overlapped blocks against its clear ones, as
+    recorded: ``ratio``, ``ci``, ``direction``, block counts) and ``clear_speedup`` / ``clear_ci``
+    (SRc vs B0 recomputed from the timed blocks no staging overlapped, over the same processes).
+    None for a recording made without staging."""
+    r = data.result(name)
+    effect = r["summary"].get("staging_effect")
+    blocks = pd.DataFrame(r.get("blocks", []))
+    if not effect or "staging" not in blocks:
+        return None
+    clear = blocks[~blocks["warmup"] & ~blocks["staging"].astype(bool)]
+    per = arm_processes(clear, "steady_latency_ms_median")
+    pt, lo, hi = ratio_interval(per.get("B0", []), per.get("SRc", []), seed=seed)
+    return dict(effect=effect, clear_speedup=1 + pt, clear_ci=[1 + lo, 1 + hi],
+                clear_blocks={a: int(sum(len(v) for v in per.get(a, []))) for a in ("B0", "SRc")})
