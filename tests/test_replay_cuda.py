@@ -227,6 +227,30 @@ def test_a_garbage_collection_during_capture_cannot_invalidate_it():
 
 
 @pytest.mark.cuda
+def test_inputs_are_keyed_by_their_alignment_up_to_256_bytes():
+    """A view 16- but not 256-aligned is another class than a fresh (512-aligned) tensor of the same shape:
+    cuBLASLt picks its kernel by alignment up to 256 bytes, so the stock call on the view may compute other
+    bits than a replay of a graph captured on an aligned buffer. Each class replays exactly on its own."""
+    from cadencelab.replay.engine import _static_like
+    from cadencelab.replay.signature import alignment, signature
+
+    dev = torch.device("cuda")
+    lin = torch.nn.Linear(64, 64, device=dev)
+    big = torch.randn(1, 64 * 64 + 12, device=dev)
+    fresh = torch.randn(64, 64, device=dev)
+    view = big[0, 12:12 + 64 * 64].view(64, 64)  # 48 bytes past a 512-aligned block
+    assert alignment(view) == 256 and fresh.data_ptr() % 256 == 0 and view.data_ptr() % 256 == 48
+    assert signature((view,), {}) != signature((fresh,), {})
+    assert _static_like(view).data_ptr() % 256 == 48
+    eng = ExactShapeReplay(lambda x: lin(x), name="align", backend="cuda")
+    with torch.no_grad():
+        for x in (fresh, view, fresh.clone(), big[0, 12:12 + 64 * 64].view(64, 64).clone()):
+            for _ in range(3):
+                assert torch.equal(eng(x), lin(x))
+    c = eng.counters()
+    assert len(c) == 2 and (c["status"] == CAPTURED).all() and (c["replays"] > 0).all()
+
+
 def test_sync_inside_capture_fails_closed_to_eager():
     def syncing(x):
         return x * 2 + x.max().item()  # a host read: illegal while the stream is capturing

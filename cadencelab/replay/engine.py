@@ -40,7 +40,7 @@ import torch
 
 from ..contract.derivation import CLASS_BUDGET
 from .effects import RngSnapshot, cuda_devices
-from .signature import ALIGN, Unkeyable, describe, flatten, signature, unflatten
+from .signature import Unkeyable, alignment, describe, flatten, signature, unflatten
 
 log = logging.getLogger("cadencelab.replay")
 
@@ -92,7 +92,7 @@ def replay_disabled() -> bool:
 def _static_like(t: torch.Tensor) -> torch.Tensor:
     """A buffer with ``t``'s shape, strides, dtype, device and pointer alignment residue."""
     span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0) if t.numel() else 0
-    resid = (t.data_ptr() % ALIGN) // t.element_size()
+    resid = (t.data_ptr() % alignment(t)) // t.element_size()
     raw = torch.empty(span + resid, dtype=t.dtype, device=t.device)
     return raw.as_strided(t.shape, t.stride(), raw.storage_offset() + resid)
 

@@ -12,6 +12,16 @@ import torch
 
 _SCALARS = (bool, int, float, str, type(None))
 ALIGN = 16  # bytes: vectorised kernels select on pointer alignment
+# CUDA: cuBLASLt's heuristics and PyTorch's call into it consider a pointer's alignment up to 256 bytes, so a
+# stock call on a view 16- but not 256-aligned can run another kernel (other bits) than a replay reading a
+# 256-aligned static buffer; the caching allocator's blocks are 512-aligned, so fresh tensors share one residue.
+CUDA_ALIGN = 256
+
+
+def alignment(t: torch.Tensor) -> int:
+    """The alignment (bytes) whose residue keys ``t``'s pointer: :data:`CUDA_ALIGN` on CUDA, :data:`ALIGN`
+    elsewhere (the CPU allocator aligns to 64 bytes, finer than the vector widths its kernels select on)."""
+    return CUDA_ALIGN if t.is_cuda else ALIGN
 
 
 class Unkeyable(TypeError):
@@ -60,7 +70,7 @@ def strides(t: torch.Tensor) -> tuple:
 
 
 def tensor_key(t: torch.Tensor) -> tuple:
-    return (tuple(t.shape), strides(t), str(t.dtype), str(t.device), t.data_ptr() % ALIGN)
+    return (tuple(t.shape), strides(t), str(t.dtype), str(t.device), t.data_ptr() % alignment(t))
 
 
 def scalar_key(v) -> tuple:
