@@ -124,7 +124,7 @@ feedback
 # SRc's measured idle is larger than its few launches predict. Is the profiled window whole? It holds the
 # same device work in both arms (kernels and busy time below), so the idle is not work the window missed.
 # SRc's idle sits inside the flow graph's replay, spread over its kernels: a microsecond or two between
-# consecutive kernels, which the device dispatches itself (notebook 6 looks inside).
+# consecutive kernels, which the device dispatches itself (notebook 7 looks inside).
 
 # %%
 window = anatomy.profiled_window(CONDITION).set_index(["arm", "range"])

@@ -221,7 +221,7 @@ def test_the_tour_gives_every_kernel_the_switch():
 
 
 # ---------------------------------------------------------------------------------------
-# the graded tasks whose answers are functions: the capture wrapper (nb 8) and the capstone adapter (nb 9)
+# the graded tasks whose answers are functions: the capture wrapper (nb 9) and the capstone adapter (nb 10)
 # ---------------------------------------------------------------------------------------
 
 

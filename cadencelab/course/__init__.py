@@ -15,7 +15,7 @@
     exercises       graded checkers with diagnostic hints (a package: the machinery, one module per notebook group)
     solutions       a correct answer and the planted mistakes of every exercise
     glossary        the course's terms as a DataFrame, and as markdown / HTML
-    sample_encoder  notebook 7's streaming encoder, for its declaration exercise
+    sample_encoder  notebook 8's streaming encoder, for its declaration exercise
 """
 
 import sys as _sys

@@ -130,7 +130,7 @@ def verdict(feedback: Feedback) -> str:
 
 def certified(answer, feedback: Feedback):
     """``answer`` when its feedback certifies it, else the course's stand-in (printed as such), so the cells
-    after an adapter exercise (notebook 7's declaration, notebook 9's adapter) run either way."""
+    after an adapter exercise (notebook 8's declaration, notebook 10's adapter) run either way."""
     if feedback.ok and not getattr(feedback, "course_answer", False):
         return answer
     print("the cells below use the course's own " + ("declaration" if feedback.exercise == "declaration" else

@@ -6,7 +6,7 @@ teaching model); :func:`planted` lists, per exercise, each diagnosable mistake w
 produces. The tour and tests/test_exercises.py use both: every solution must pass its checker and
 every planted mistake must fire its own hint, so every exercise is solvable and every hint reachable.
 
-For notebook 7 the planted mistakes are whole declaration functions (:data:`PLANTED_DECLARATIONS`).
+For notebook 8 the planted mistakes are whole declaration functions (:data:`PLANTED_DECLARATIONS`).
 """
 
 from __future__ import annotations
@@ -79,6 +79,13 @@ def _solve_verdict(arm: str = "S", condition: str = "exact") -> dict:
     return dict(verdict="faster" if hi < 0 else ("slower" if lo > 0 else ex.NO_CLEAR_DIFFERENCE))
 
 
+def _solve_capacity(arm: str = "SRc", workload: str = "speak_heavy", dataset: str = "sessions") -> dict:
+    cap = _data().sessions_capacity(workload, dataset=dataset)
+    mine = cap[cap["arm"] == arm]
+    return dict(sessions=int(mine.loc[mine["all_hold"].astype(bool), "sessions"].max()),
+                plateau=float(mine["goodput"].max()))
+
+
 def _solve_slack(summary: pd.DataFrame | None = None) -> dict:
     s = (ex.recorded_summary() if summary is None else summary).set_index("variant")
     return {v: 1 - r["busy_us"] / r["wall_us"] for v, r in s.iterrows()}
@@ -100,6 +107,7 @@ SOLVERS: dict[str, Callable] = {
     "graph_breaks": _by_running("graph_breaks"),
     "paired_interval": _solve_interval,
     "paired_interval_verdict": _solve_verdict,
+    "capacity": _solve_capacity,
     "slack": _solve_slack,
 }
 
@@ -131,7 +139,7 @@ def planted(name: str) -> list[tuple[str, dict, object]]:
 
 
 # ---------------------------------------------------------------------------------------
-# notebook 7: the declaration and its planted slips
+# notebook 8: the declaration and its planted slips
 # ---------------------------------------------------------------------------------------
 
 
@@ -150,7 +158,7 @@ def _declare(s: se.Sizes, kv_policy=None, offset=None, context=None, hop=None) -
 
 
 def declaration_solution(s: se.Sizes) -> Declaration:
-    """The right answer of notebook 7's exercise: every size read from ``s``."""
+    """The right answer of notebook 8's exercise: every size read from ``s``."""
     return _declare(s)
 
 

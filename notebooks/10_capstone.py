@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 9 · Capstone: adapt a model the course has not shown
+# # 10 · Capstone: adapt a model the course has not shown
 #
 # Everything so far was Token2wav, the teaching model, or a model whose declaration the course walked you
 # through. Here is a streaming model you have not seen, as its author wrote it: a **sliding-window
@@ -47,7 +47,7 @@ from cadencelab.course import capstone, glossary, grading
 from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal
 
-HTML(glossary.to_html(notebook=9))  # the terms this notebook uses
+HTML(glossary.to_html(notebook=10))  # the terms this notebook uses
 
 # %% [markdown]
 # ## The model
@@ -128,5 +128,5 @@ show(viz.misses_figure(cert.runtime.engine.counters()))
 # %% tags=["check"]
 assert cert.ok, cert.table
 assert counts["steady"] == len(cert.catalog.query("kind == 'steady' and derived"))
-print(f"CHECK OK: notebook 9: the sliding-window decoder certified ({BACKEND} backend, K = {counts['steady']}); "
+print(f"CHECK OK: notebook 10: the sliding-window decoder certified ({BACKEND} backend, K = {counts['steady']}); "
       f"your adapter: {grading.verdict(feedback)}")

@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 6 · Kernel timeline replay
+# # 7 · Kernel timeline replay
 #
 # A steady Token2wav chunk is thousands of device ops either way (the summary below counts them). Eagerly,
 # the host issues them one by one and the GPU waits in between (`host_wait`); replayed, two
@@ -46,7 +46,7 @@ from cadencelab.course.player import timeline_player
 from cadencelab.profile import compare
 
 # %%
-HTML(glossary.to_html(notebook=6))
+HTML(glossary.to_html(notebook=7))
 
 # %%
 tl = chunk_timelines("auto")
@@ -218,6 +218,6 @@ if "kernels" in tl.what:  # device traces: the slack story, measured against the
     assert (est["unprofiled_slack"] < est["profiled_slack"]).all() and (est["est_over_idle"] < 1).all()
     assert ratios.loc["B0", "this_chunk_overhead"] > ratios.loc["B0", "profiler_wall_ratio"]  # the slower eager chunk
 assert len(tl.eager) > 0 and len(tl.replay) > 0 and len(busy) == 2
-print(f"CHECK OK: notebook 6: slack of the chunk (the exercise's) eager {s.loc['eager', 'slack_frac']:.3f} vs replay "
+print(f"CHECK OK: notebook 7: slack of the chunk (the exercise's) eager {s.loc['eager', 'slack_frac']:.3f} vs replay "
       f"{s.loc['replay', 'slack_frac']:.3f}; over the player's aligned steps {end.loc['eager', 'slack_frac']:.3f} vs "
       f"{end.loc['replay', 'slack_frac']:.3f}; {len(tl.eager)} / {len(tl.replay)} events; exercise {graded}")
