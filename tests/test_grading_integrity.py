@@ -317,6 +317,41 @@ def test_blank_adapter_and_answers_switched_on(monkeypatch):
     assert fb.ok and grading.certified(blank, fb) == sol.adapter_solution
 
 
+def test_the_codec_adapter_is_certified_and_its_planted_slips_named():
+    """The capstone's second model, a causal codec decoder with a ring cache: the answer written as a student
+    would (not derived from the grader's reference) is certified at both configurations; each slip fails with its
+    clause or the field that differs, and the hidden configuration's sizes never appear."""
+    from cadencelab.course import capstone
+
+    assert capstone.check_adapter(sol.solution("adapter", model="codec"), model="codec").ok
+    hints = {"window_for_ring": "regions.kv.policy", "no_flush": "operators.decode.flush",
+             "literal_size": "regions.kv.policy", "ctx_not_declared": "regions.ctx",
+             "ctx_kept_on_the_model": "preflight table names the line"}
+    assert set(hints) == set(sol.PLANTED_CODEC_ADAPTERS)
+    for mistake, inputs, adapter in sol.planted("codec_adapter"):
+        fb = capstone.check_adapter(adapter, **inputs)
+        assert not fb.ok and fb.mistakes and hints[mistake] in fb.message, (mistake, fb.table)
+        if mistake == "literal_size":
+            assert fb.mistakes == ["literal_size"]
+        hidden = capstone.capstone_model("codec").hidden
+        assert f"capacity={hidden.capacity}" not in _feedback_text(fb) and f"Ring({hidden.capacity})" not in fb.message
+
+
+def test_a_blank_codec_adapter_takes_the_codec_stand_in(monkeypatch):
+    from cadencelab.course import capstone
+
+    blank = (lambda s: ..., lambda m: ...)
+    monkeypatch.delenv(grading.SOLUTIONS_ENV, raising=False)
+    fb = grading.grade(capstone.check_adapter, blank, model="codec")
+    assert grading.verdict(fb) == "not answered yet" and fb.inputs == {"model": "codec"}
+    assert grading.certified(blank, fb) == sol.ADAPTER_SOLUTIONS["codec"]  # the stand-in of the model picked
+    monkeypatch.setenv(grading.SOLUTIONS_ENV, "1")
+    fb = grading.grade(capstone.check_adapter, blank, model="codec")
+    assert fb.ok and grading.certified(blank, fb) == sol.ADAPTER_SOLUTIONS["codec"]
+    with pytest.raises(ValueError, match="pick one of"):
+        capstone.check_adapter(blank, model="nope")
+
+
 @pytest.mark.cuda
 def test_the_capture_task_and_the_capstone_on_a_gpu():
     """Live: the wrapper replays real CUDA graphs (exact, one capture per shape, faster than eager), and the

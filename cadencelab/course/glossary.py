@@ -134,6 +134,12 @@ def _terms() -> list[dict]:
                         "one launch: it reads the buffers it was captured on (copy new values into the static input) "
                         "and writes the same output buffer every replay (clone what you keep)",
              notebooks=(4, 9), source="torch.cuda.CUDAGraph; cadencelab.course.graph_lesson.capture"),
+        dict(term="ring", kind="state",
+             definition="a region that keeps a fixed number of frames, frame i of a turn at slot i % capacity, "
+                        "zero-filled at the turn's start: always allocated at its capacity, so its extent never "
+                        "changes and it adds no shape class; the write position lives on the device and a step sees "
+                        "the ring as a RingView (write, filled, buffer)",
+             notebooks=(10,), source="cadencelab.contract.Ring; cadencelab.adapters.kit.RingView"),
         dict(term="TF32", kind="device",
              definition="TensorFloat-32: the GPU's matmul / convolution mode that rounds inputs to a 10-bit mantissa "
                         "for speed; whether it is on changes results, so every arm runs under one device condition",
