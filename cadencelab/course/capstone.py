@@ -148,3 +148,51 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
                       "from the sizes: right for the sizes shown, wrong for another configuration of the model."
                       + (f" The first field that differs: {field}." if field else ""))
     return Feedback("adapter", pd.DataFrame([shown, hidden], columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+
+
+def diagnose(model: str = DEFAULT_MODEL, backend: str = "cuda", device: str = "cuda") -> dict:
+    """The course's own adapter of ``model`` through the grader and through one certificate at the shown sizes,
+    with everything a failure is read from: ``feedback`` (the grader's rows), ``clauses``, ``preflight`` (every
+    row, info included), ``counters`` (per class: status, reason, replays), ``events`` (captures, failed
+    captures with their error, invalidations) and ``mismatches`` (calls not bit-exact). For a device run:
+    ``python -m cadencelab.course.capstone --device cuda``."""
+    from .solutions import ADAPTER_SOLUTIONS
+
+    answer = ADAPTER_SOLUTIONS[capstone_model(model).name]
+    fb = check_adapter(answer, backend=backend, device=device, model=model)
+    cert = certificate(answer, backend=backend, device=device, model=model)
+    engines = list(cert.runtime.engines.values()) if cert.runtime is not None else []
+    events = pd.DataFrame([e for eng in engines for e in eng.events], columns=["engine", "call", "kind", "label", "detail"])
+    return dict(model=model, ok=bool(fb.ok and cert.ok), feedback=fb.table, clauses=cert.table,
+                preflight=pd.DataFrame(cert.preflight), counters=pd.concat([e.counters() for e in engines]) if engines
+                else pd.DataFrame(), events=events, mismatches=cert.exact[~cert.exact["equal"]])
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m cadencelab.course.capstone",
+                                 description="certify the course's own adapter of every capstone model and print "
+                                             "what a failure is read from")
+    ap.add_argument("--device", default="cuda", help="where the models run (default: cuda; cpu runs the eager backend)")
+    ap.add_argument("--model", action="append", choices=list(MODELS), help="a model (default: every one)")
+    a = ap.parse_args(argv)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"{ap.prog}: error: --device {a.device}: no CUDA device here", file=__import__("sys").stderr)
+        return 2
+    backend = "eager" if a.device == "cpu" else "cuda"
+    ok = True
+    with pd.option_context("display.width", 200, "display.max_colwidth", 120, "display.max_columns", 20):
+        for name in a.model or list(MODELS):
+            d = diagnose(name, backend=backend, device=a.device)
+            ok &= d["ok"]
+            print(f"== {name} ({capstone_model(name).title}) on {a.device}, {backend} backend: "
+                  f"{'CERTIFIED' if d['ok'] else 'NOT CERTIFIED'}")
+            for part in ("feedback", "clauses", "preflight", "counters", "events", "mismatches"):
+                if len(d[part]):
+                    print(f"-- {part}\n{d[part].to_string(index=False)}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
