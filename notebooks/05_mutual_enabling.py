@@ -29,6 +29,7 @@
 import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
+LIVE_PRESET = "full"  # the live cells' size: "full" (the recordings') or "small" (a smaller GPU; README: Running live)
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
 # your prediction before the reveal, one place per arm (the widget starts from these; None: choose in the widget)
 PREDICT_PLACES = None
@@ -41,6 +42,7 @@ from cadencelab import viz
 from cadencelab.course import data, glossary, grading, panels, paper, predict, trust
 from cadencelab.course.display import show
 from cadencelab.course.exercises import check_paired_interval
+from cadencelab.course.live_cells import live_preset
 
 # %% [markdown]
 # The terms this notebook leans on (the arms B0 ... SRc, the exact condition, the A/A check) are defined in
@@ -208,7 +210,7 @@ ctl.round(1)
 # bindings replay captures and how large a solver workspace the state rule allocates.
 
 # %%
-panel = panels.rules_panel(condition=CONDITION, live=LIVE)
+panel = panels.rules_panel(condition=CONDITION, live=LIVE, config=live_preset(LIVE_PRESET)["token2wav"])
 panel
 
 # %% [markdown]

@@ -30,6 +30,7 @@
 import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
+LIVE_PRESET = "full"  # the live cells' size: "full" (the recordings') or "small" (a smaller GPU; README: Running live)
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
 PREDICT_BUSY_MS = None  # your prediction of one steady chunk's device-busy ms: {"eager": ..., "replay": ...}
 
@@ -42,6 +43,7 @@ from cadencelab.course import data, glossary, grading, predict
 from cadencelab.course.display import show
 from cadencelab.course.exercises import check_slack
 from cadencelab.course.live import chunk_timelines
+from cadencelab.course.live_cells import live_preset
 from cadencelab.course.player import timeline_player
 from cadencelab.profile import compare
 
@@ -198,7 +200,7 @@ show(progress)
 
 # %%
 if LIVE:
-    live = chunk_timelines("live", config="real", device="cuda")
+    live = chunk_timelines("live", config=live_preset(LIVE_PRESET)["token2wav"], device="cuda")
     display(live.summary[["variant", "wall_us", "busy_us", "slack_frac", "host_wait_us", "graph_launches"]])
     display(timeline_player(live.eager, live.replay))
 else:

@@ -6,6 +6,8 @@
     panels          interactive panels: clock sliders, the rules panel
     player          the kernel-timeline player (eager beside replay, idle accumulating)
     live            live runs through the adapter's build call: the factorial, one profiled chunk
+    live_cells      the notebooks' live cells, their sizes (LIVE_PRESET) and the GPU memory each needs, measured
+    capstone        the capstone's grader (capstone_models: the models a student may pick)
     display         what the panels share (ipywidgets on demand, a figure into an Output, a readout table)
     tour            run the notebooks headless and write the HTML report, or open them in JupyterLab
     kernel          how a notebook is executed: in a new kernel (IPC, its output off the terminal) or a shared one

@@ -240,9 +240,9 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
 
 
 def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
-    from .capstone import certified_declaration
+    from .capstone_models import window_declaration
 
-    d = certified_declaration(s)
+    d = window_declaration(s)
     regions = []
     for r in d.regions:
         if r.name == "kv" and (kv_policy is not None or window is not None):
@@ -262,7 +262,7 @@ def _replace(obj, **changes):
 
 
 def _decoder_step(model, whole_cache: bool = False):
-    from .capstone import decode
+    from .capstone_models import decode
 
     def step(x, caches, last):
         out, kv, raw = decode(model, x, caches["kv"], caches["tail"], last)
