@@ -22,6 +22,7 @@ from cadencelab.course.capacity import goodput_plateau
 from cadencelab.course.data import recorded_condition
 from cadencelab.course.paper import paper_vs_table, recovered_share
 from cadencelab.course.anatomy import served_frame
+from cadencelab.course.live_cells import guide as live_guide
 from cadencelab.course.studies import DEVICE_TASKS, RECORDINGS, device_task, recording
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE
 
@@ -636,12 +637,14 @@ def render(paths=None) -> str:
 
 STUDIES_BEGIN = "<!-- studies:begin (python docs/results_table.py --write-readme) -->"
 STUDIES_END = "<!-- studies:end -->"
+LIVE_BEGIN = "<!-- live:begin (python docs/results_table.py --write-readme) -->"
+LIVE_END = "<!-- live:end -->"
 DEVICE_BEGIN = "<!-- commands:begin (python docs/results_table.py --write-device-doc) -->"
 DEVICE_END = "<!-- commands:end -->"
 
 
-def _minutes(m: float) -> str:
-    return f"{m:g} min"
+def _minutes(m: float | None) -> str:
+    return "not timed yet" if m is None else f"{m:g} min"
 
 
 def _runs() -> list[tuple]:
@@ -700,6 +703,11 @@ def readme_block(readme: str) -> str:
     return _block(readme, BEGIN, END, "README.md")
 
 
+def readme_live_block(readme: str) -> str:
+    """The text between the live markers of ``readme`` (stripped): the running-live guide."""
+    return _block(readme, LIVE_BEGIN, LIVE_END, "README.md")
+
+
 def readme_studies_block(readme: str) -> str:
     """The text between the studies markers of ``readme`` (stripped)."""
     return _block(readme, STUDIES_BEGIN, STUDIES_END, "README.md")
@@ -712,6 +720,7 @@ def device_doc_block(doc: str) -> str:
 
 def write_readme(path: Path = ROOT / "README.md") -> None:
     text = _replace(path.read_text(), BEGIN, END, render(), "README.md")
+    text = _replace(text, LIVE_BEGIN, LIVE_END, live_guide(), "README.md")
     path.write_text(_replace(text, STUDIES_BEGIN, STUDIES_END, readme_commands(), "README.md"))
 
 

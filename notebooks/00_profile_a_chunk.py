@@ -124,7 +124,7 @@ show(handson.busy_idle_figure({"stock torch.cat": stock, "carry": mine}))
 # Most of a small chunk's wall time is spent between operations, whichever runtime: the arithmetic is short
 # and the host's work around it is not. That idle share is the **orchestration slack**. On a GPU it has the
 # same definition, with the device's kernels as the busy intervals: notebook 1 reads it from a recorded H200
-# second, notebook 6 walks it kernel by kernel, and notebook 8 has you remove it with CUDA graphs.
+# second, notebook 7 walks it kernel by kernel, and notebook 9 has you remove it with CUDA graphs.
 
 # %%
 if LIVE:

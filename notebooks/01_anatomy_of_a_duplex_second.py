@@ -27,6 +27,7 @@
 import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
+LIVE_PRESET = "full"  # the live cells' size: "full" (the recordings') or "small" (a smaller GPU; README: Running live)
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
 PREDICT_LAUNCHES = None  # your prediction, e.g. {"B0": ..., "SRc": ...}, or type it in the boxes below
 
@@ -38,6 +39,7 @@ from cadencelab import viz
 from cadencelab.contract import backbone_declaration, derive
 from cadencelab.course import anatomy, data, exercises, frames, glossary, grading
 from cadencelab.course.display import show
+from cadencelab.course.live_cells import live_preset
 from cadencelab.course.predict import Prediction, reveal, reveal_figure
 
 HTML(glossary.to_html(notebook=1))  # the terms this notebook uses; the tour's report has the whole glossary
@@ -124,7 +126,7 @@ feedback
 # SRc's measured idle is larger than its few launches predict. Is the profiled window whole? It holds the
 # same device work in both arms (kernels and busy time below), so the idle is not work the window missed.
 # SRc's idle sits inside the flow graph's replay, spread over its kernels: a microsecond or two between
-# consecutive kernels, which the device dispatches itself (notebook 6 looks inside).
+# consecutive kernels, which the device dispatches itself (notebook 7 looks inside).
 
 # %%
 window = anatomy.profiled_window(CONDITION).set_index(["arm", "range"])
@@ -250,10 +252,10 @@ data.paper_duplex_second("live_speak")[["stage", "dur_ms", "arm", "note"]]
 # %%
 if LIVE:
     from cadencelab.adapters.duplex import build_models, run_second
-    models = build_models("h200", "cuda")
+    models = build_models(live_preset(LIVE_PRESET)["duplex"], "cuda")
     runs = {"live B0": ("B0", "eager"), "live SRc": ("SRc", "eager"),
             "live SRc, LMs served (control, not exact)": ("SRc", "graph")}
-    live = pd.concat([run_second("h200", arm=a, device="cuda", models=models, decode=d).assign(source=name)
+    live = pd.concat([run_second(models.cfg, arm=a, device="cuda", models=models, decode=d).assign(source=name)
                       for name, (a, d) in runs.items()])
     top = live[live["parent"].fillna("") == ""]
     show(viz.waterfall(top, options=viz.WaterfallOptions(layout="facets", title="One live duplex second")))

@@ -154,7 +154,7 @@ limit
 
 # %% [markdown]
 # So the audit proves *the carry implements the declared cut*, not that the declaration matches the model.
-# The second half is the adapter kit's job (notebook 7): certify the declaration against the stock step,
+# The second half is the adapter kit's job (notebook 8): certify the declaration against the stock step,
 # output for output, on more than one configuration.
 #
 # ## The same carry inside Token2wav

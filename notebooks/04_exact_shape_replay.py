@@ -24,7 +24,7 @@
 # backend: identical bookkeeping (catalog, admission, guards, counters), every call run eagerly, so there
 # "replay" is the eager call and its bit-identity holds by construction. Real CUDA graphs are captured where
 # the model is on a GPU: the live cell of the randomness section, the recorded H200 runs, and the capture
-# task of notebook 8 (a model moved to the GPU).
+# task of notebook 9 (a model moved to the GPU).
 
 # %% tags=["parameters"]
 # parameters: the tour and CI may override these (papermill style)

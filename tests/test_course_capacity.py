@@ -48,3 +48,28 @@ def test_b0_alone_reads_both_studies():
     fac = data.factorial().set_index("arm")
     assert t.loc["factorial B0", "ms"] == fac.loc["B0", "steady_latency_ms_median"]
     assert t.loc["sessions B0, N = 1, steady chunks", "ms"] > 0 and "host clock" in t["what"].str.cat()
+
+
+@pytest.mark.parametrize("dataset", list(capacity.DATASETS))
+def test_lower_bounds_names_every_bound_from_the_file(dataset):
+    line = capacity.lower_bounds(dataset)
+    low = capacity.capacity_bounds(dataset).query("bound == 'lower_bound'")
+    for r in low.itertuples():
+        assert f"{r.arm} {r.workload.replace('_', '-')} {r.shown}" in line
+    assert ("no lower bounds" in line) == low.empty
+
+
+def test_lanes_reading_says_what_a_lower_bound_settles(monkeypatch):
+    r = capacity.lanes_reading("speak_heavy")
+    plateau = capacity.goodput_plateau("speak_heavy").set_index("arm")
+    assert r["ratio"] == pytest.approx(plateau.loc["SRl", "vs_SRc"]) and r["lanes"] == data.sessions_summary()["lanes"]
+    assert f"{r['ratio']:.2f}x" in r["reading"]
+    assert ("does not settle" in r["reading"]) == (r["bound"] == "lower_bound")
+    # a recording where SRl broke: the same reading says the plateau is measured (the notebook prints it, no prose)
+    bounds = capacity.capacity_bounds("sessions")
+    broke = bounds.assign(bound="exact", shown=bounds["max_sessions"].astype(str))
+    monkeypatch.setattr(capacity, "capacity_bounds", lambda dataset="sessions": broke)
+    r = capacity.lanes_reading("speak_heavy")
+    assert r["bound"] == "exact" and "measured, not bounded" in r["reading"] and ">=" not in r["reading"]
+    with pytest.raises(ValueError, match="no SRl and SRc runs"):
+        capacity.lanes_reading("mixed", "sessions_srb_mixed")

@@ -33,7 +33,7 @@ def test_every_planted_mistake_fires_its_hint(name, mistake):
 
 def test_every_exercise_has_planted_mistakes_and_every_notebook_an_exercise():
     t = ex.exercises_table()
-    assert set(t["notebook"]) == set(range(8))  # (8 and 9 grade whole functions: tests/test_grading_integrity.py)
+    assert set(t["notebook"]) == set(range(9))  # (9 and 10 grade whole functions: tests/test_grading_integrity.py)
     assert all(len(m) > 0 for m in t["mistakes"])
     assert {m for m, _, _ in sol.planted("declaration")} == set(ex.DECLARATION_MISTAKES)
 

@@ -221,7 +221,7 @@ def test_the_tour_gives_every_kernel_the_switch():
 
 
 # ---------------------------------------------------------------------------------------
-# the graded tasks whose answers are functions: the capture wrapper (nb 8) and the capstone adapter (nb 9)
+# the graded tasks whose answers are functions: the capture wrapper (nb 9) and the capstone adapter (nb 10)
 # ---------------------------------------------------------------------------------------
 
 
@@ -317,6 +317,67 @@ def test_blank_adapter_and_answers_switched_on(monkeypatch):
     assert fb.ok and grading.certified(blank, fb) == sol.adapter_solution
 
 
+def test_the_codec_adapter_is_certified_and_its_planted_slips_named():
+    """The capstone's second model, a causal codec decoder with a ring cache: the answer written as a student
+    would (not derived from the grader's reference) is certified at both configurations; each slip fails with its
+    clause or the field that differs, and the hidden configuration's sizes never appear."""
+    from cadencelab.course import capstone
+
+    assert capstone.check_adapter(sol.solution("adapter", model="codec"), model="codec").ok
+    hints = {"window_for_ring": "regions.kv.policy", "no_flush": "operators.decode.flush",
+             "literal_size": "regions.kv.policy", "ctx_not_declared": "regions.ctx",
+             "ctx_kept_on_the_model": "preflight table names the line"}
+    assert set(hints) == set(sol.PLANTED_CODEC_ADAPTERS)
+    for mistake, inputs, adapter in sol.planted("codec_adapter"):
+        fb = capstone.check_adapter(adapter, **inputs)
+        assert not fb.ok and fb.mistakes and hints[mistake] in fb.message, (mistake, fb.table)
+        if mistake == "literal_size":
+            assert fb.mistakes == ["literal_size"]
+        hidden = capstone.capstone_model("codec").hidden
+        assert f"capacity={hidden.capacity}" not in _feedback_text(fb) and f"Ring({hidden.capacity})" not in fb.message
+
+
+def test_a_blank_codec_adapter_takes_the_codec_stand_in(monkeypatch):
+    from cadencelab.course import capstone
+
+    blank = (lambda s: ..., lambda m: ...)
+    monkeypatch.delenv(grading.SOLUTIONS_ENV, raising=False)
+    fb = grading.grade(capstone.check_adapter, blank, model="codec")
+    assert grading.verdict(fb) == "not answered yet" and fb.inputs == {"model": "codec"}
+    assert grading.certified(blank, fb) == sol.ADAPTER_SOLUTIONS["codec"]  # the stand-in of the model picked
+    monkeypatch.setenv(grading.SOLUTIONS_ENV, "1")
+    fb = grading.grade(capstone.check_adapter, blank, model="codec")
+    assert fb.ok and grading.certified(blank, fb) == sol.ADAPTER_SOLUTIONS["codec"]
+    with pytest.raises(ValueError, match="pick one of"):
+        capstone.check_adapter(blank, model="nope")
+
+
+def test_the_capstone_diagnosis_reads_every_part_of_a_certificate(capsys):
+    """``python -m cadencelab.course.capstone`` (what the lead runs on a GPU): the course's adapter of each model
+    through the grader and one certificate, with the tables a failure is read from; exit 1 when one fails."""
+    from cadencelab.course import capstone
+
+    d = capstone.diagnose("codec", backend="eager", device="cpu")
+    assert d["ok"] and set(d["clauses"]["passed"]) == {True} and d["mismatches"].empty
+    assert (d["counters"]["replays"] > 0).any() and (d["events"]["kind"] == "capture").any()
+    assert capstone.main(["--device", "cpu", "--model", "codec"]) == 0
+    out = capsys.readouterr().out
+    assert "== codec" in out and "CERTIFIED" in out and "-- clauses" in out and "== window" not in out
+    if not __import__("torch").cuda.is_available():
+        assert capstone.main(["--device", "cuda"]) == 2 and "no CUDA device" in capsys.readouterr().err
+
+
+def test_capstone_calls_are_their_own_tensors():
+    """The grader's calls are not views into a turn: a stock run and a replay read inputs at one alignment."""
+    from cadencelab.course import capstone
+
+    for name in capstone.MODELS:
+        traffic = capstone.shown_traffic(name)
+        xs = [x for turn in traffic.turns for x in turn]
+        assert all(x.storage_offset() == 0 and x.is_contiguous() for x in xs)
+        assert len({x.untyped_storage().data_ptr() for x in xs}) == len(xs)
+
+
 @pytest.mark.cuda
 def test_the_capture_task_and_the_capstone_on_a_gpu():
     """Live: the wrapper replays real CUDA graphs (exact, one capture per shape, faster than eager), and the
@@ -328,5 +389,9 @@ def test_the_capture_task_and_the_capstone_on_a_gpu():
     assert fb.ok and fb.row["device"].startswith("cuda") and fb.row["speedup"] > 1, fb.row
     for mistake, wrong in sol.PLANTED_WRAPPERS.items():
         assert task.check_wrapper(wrong, device="cuda").mistakes == [mistake]
-    assert capstone.check_adapter(sol.adapter_solution, backend="cuda", device="cuda").ok
-    assert capstone.certificate(sol.adapter_solution, backend="cuda", device="cuda").ok
+    for model in capstone.MODELS:  # every model a student may pick, certified with real graphs
+        d = capstone.diagnose(model, backend="cuda", device="cuda")
+        said = "\n".join(f"{k}:\n{d[k].to_string()}" for k in ("feedback", "clauses", "preflight", "events",
+                                                                 "mismatches") if len(d[k]))
+        assert d["ok"], f"{model} not certified on CUDA:\n{said}"
+        assert (d["counters"]["replays"] > 0).any() and (d["counters"]["backend"] == "cuda").all(), said

@@ -239,7 +239,7 @@ def test_the_teaching_model_on_the_kit_matches_its_hand_wired_runtime():
 
 @pytest.mark.cuda
 def test_conformer_is_certified_with_cuda_graphs():
-    """The kit's runtime captured for real (notebook 7 takes this path when LIVE)."""
+    """The kit's runtime captured for real (notebook 8 takes this path when LIVE)."""
     model = StreamingConformer().cuda()
     step, stock = conformer_steps(model)
     traffic = Traffic([[x.cuda() for x in turn] for turn in conformer_traffic().turns])

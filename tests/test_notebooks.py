@@ -48,7 +48,7 @@ def _source(name: str) -> Path:
 
 def test_seven_lessons_as_percent_sources():
     assert len(NAMES) >= 10 and not list(NOTEBOOKS.glob("*.ipynb")), "the .py sources are the only notebooks"
-    assert NAMES[0].startswith("00_") and NAMES[-1].startswith("09_"), "profiling opens it, the capstone ends it"
+    assert NAMES[0].startswith("00_") and NAMES[-1].startswith("10_"), "profiling opens it, the capstone ends it"
     for name in NAMES:
         path = _source(name)
         nb = tour.read_notebook(path)
@@ -143,6 +143,18 @@ def test_mutual_enabling_follows_its_condition(course_kernel):
     assert run.error is None, run.error[-3000:]
     b0 = data.pareto_frame("unpinned").set_index("arm").loc["B0", "lat_ms"]
     assert tour.CHECK_MARKER in run.check and f"B0 {b0:.1f} ms" in run.check, run.check
+
+
+def test_the_capstone_runs_on_each_model(course_kernel):
+    """Notebook 10 with each model a student may pick (the tour runs the default): the model's code and task are
+    shown, the course's answer for that model is certified and the check names the model."""
+    from cadencelab.course import capstone
+
+    for name in [m for m in capstone.MODELS if m != capstone.DEFAULT_MODEL]:
+        run = tour.execute_notebook(_source("10_capstone"), timeout=300, kernel=course_kernel,
+                                    parameters={**tour.COURSE_PARAMETERS, "MODEL": name})
+        assert run.error is None, run.error[-3000:]
+        assert tour.CHECK_MARKER in run.check and capstone.capstone_model(name).title in run.check, run.check
 
 
 def test_anatomy_runs_on_an_older_recording_with_blank_exercises():

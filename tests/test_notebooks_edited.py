@@ -43,9 +43,23 @@ def test_an_edited_notebook_2_ends_in_its_check(tmp_path, right):
     assert tour.CHECK_MARKER in run.check and f"not answered yet, {verdict}, not answered yet" in run.check, run.check
 
 
-def test_an_edited_notebook_6_ends_in_its_check(tmp_path):
+def test_an_edited_notebook_7_ends_in_its_check(tmp_path):
     right = {k: round(v, 2) for k, v in sol.solution("slack").items()}  # rounded within the stated 0.01
-    path = _edited(tmp_path, "06_", 'answer = {"eager": ..., "replay": ...}', f"answer = {right!r}")
+    path = _edited(tmp_path, "07_", 'answer = {"eager": ..., "replay": ...}', f"answer = {right!r}")
     run = tour.execute_notebook(path, env=LAB, cwd=ROOT / "notebooks")
     assert run.error is None, run.error[-2000:]
     assert tour.CHECK_MARKER in run.check and "exercise solved" in run.check, run.check
+
+
+def test_an_edited_notebook_6_ends_in_its_check(tmp_path):
+    """Notebook 6 as a student runs it: the prediction left blank (the reveal refuses), the capacity typed in
+    another style (a numpy int, the plateau rounded within the stated 2%)."""
+    right = sol.solution("capacity")
+    typed = f'answer = {{"sessions": np.int64({right["sessions"]}), "plateau": {round(right["plateau"], 1)}}}'
+    path = _edited(tmp_path, "06_", 'answer = {"sessions": ..., "plateau": ...}', "import numpy as np\n" + typed)
+    run = tour.execute_notebook(path, env=LAB, cwd=ROOT / "notebooks")
+    assert run.error is None, run.error[-2000:]
+    assert tour.CHECK_MARKER in run.check and "exercise: solved" in run.check, run.check
+    shown = "".join(o.get("data", {}).get("text/plain", "") for c in run.nb.cells if c.cell_type == "code"
+                    for o in c.get("outputs", []))
+    assert "predict first" in shown  # the reveal refuses until a prediction is given

@@ -79,7 +79,7 @@ def test_kernel_timeline_time_unit():
 
 @pytest.fixture(scope="module")
 def recorded_player(chunk):
-    """The player over the recorded chunk's timeline events (what notebook 6 passes it)."""
+    """The player over the recorded chunk's timeline events (what notebook 7 passes it)."""
     ev = {arm: events.timeline_events(t)[0] for arm, t in chunk.items()}
     return player.TimelinePlayer(ev["B0"], ev["SRc"], build=False)
 

@@ -246,7 +246,7 @@ def test_every_figure_has_a_caption_and_titled_axes(streams):
 
 
 def test_line_labels_sit_beside_the_line_off_the_data():
-    """Notebook 5's session plots and notebook 1's stage spread: the cadence label sits right of the plot, beside
+    """Notebook 6's session plots and notebook 1's stage spread: the cadence label sits right of the plot, beside
     the line's end, with its unit ("cadence 1000 ms", never "cadence (ms) 1000"), so no curve or box can cross it;
     the capacity legend sits under the plot, not in the right margin the label uses."""
     from cadencelab.course import anatomy, capacity
@@ -284,7 +284,7 @@ def test_counts_get_whole_number_ticks():
 
 
 def test_kernel_timeline_caption_speaks_of_an_idle_row_only_when_drawn():
-    """Notebook 5's lanes figure has no idle row: its caption must not describe one."""
+    """Notebook 6's lanes figure has no idle row: its caption must not describe one."""
     from cadencelab.course.frames import lanes_window
 
     lanes = viz.kernel_timeline(lanes_window(data.recorded_trace("SRl", "lanes")), label="name")

@@ -1,6 +1,6 @@
 """The teaching model on the adapter kit: a declaration plus a step (:class:`~cadencelab.adapters.kit.KitModel`).
 
-The same model, declaration and stream as :mod:`cadencelab.adapters.teaching`, written the way notebook 7
+The same model, declaration and stream as :mod:`cadencelab.adapters.teaching`, written the way notebook 8
 teaches: the step in the kit's stock form, the model's own stock step, prompt priming as ``init``. The
 kit's runtime of the SRc arm is bit-identical to :class:`~cadencelab.adapters.teaching.TeachingRuntime`
 with replay; ``python -m cadencelab.bench kit --model teaching`` runs the factorial on it.

@@ -6,6 +6,8 @@
     panels          interactive panels: clock sliders, the rules panel
     player          the kernel-timeline player (eager beside replay, idle accumulating)
     live            live runs through the adapter's build call: the factorial, one profiled chunk
+    live_cells      the notebooks' live cells, their sizes (LIVE_PRESET) and the GPU memory each needs, measured
+    capstone        the capstone's grader (capstone_models: the models a student may pick)
     display         what the panels share (ipywidgets on demand, a figure into an Output, a readout table)
     tour            run the notebooks headless and write the HTML report, or open them in JupyterLab
     kernel          how a notebook is executed: in a new kernel (IPC, its output off the terminal) or a shared one
@@ -15,7 +17,7 @@
     exercises       graded checkers with diagnostic hints (a package: the machinery, one module per notebook group)
     solutions       a correct answer and the planted mistakes of every exercise
     glossary        the course's terms as a DataFrame, and as markdown / HTML
-    sample_encoder  notebook 7's streaming encoder, for its declaration exercise
+    sample_encoder  notebook 8's streaming encoder, for its declaration exercise
 """
 
 import sys as _sys

@@ -1,4 +1,4 @@
-"""The sessions study read for notebook 5: capacity with its bounds, the lanes' plateau, B0 alone.
+"""The sessions study read for notebook 6: capacity with its bounds, the lanes' plateau, B0 alone.
 
     capacity_bounds(dataset)             per arm and workload: sessions holding the cadence, whether that is
                                          the break ("exact") or where the time budget stopped the sweep
@@ -6,7 +6,11 @@
     capacity_figure(workload, dataset)   p95 chunk latency vs sessions, each arm named with its exactness
                                          reference, the lower bounds marked in the figure itself
     goodput_plateau(workload, dataset)   per arm the most audio seconds served per second at any N, and each
-                                         arm's ratio to SRc (why lanes give ~1.8x, not 2.5x: the device saturates)
+                                         arm's ratio to SRc (why lanes gain less than their count: the device
+                                         saturates)
+    lower_bounds(dataset)                one line naming the counts that are lower bounds (or none)
+    lanes_reading(workload, dataset)     the lanes' plateau over SRc's, their count, and what the recording
+                                         settles about the limit (a lower bound settles less)
     b0_alone(dataset)                    B0 serving one session beside the factorial's B0, what each measures
 
 Everything is read from the recorded files through :mod:`cadencelab.course.data` and
@@ -23,7 +27,8 @@ from ..viz.options import CapacityOptions, set_caption
 from . import data
 from .frames import capacity_by_reference
 
-__all__ = ["capacity_bounds", "capacity_figure", "goodput_plateau", "b0_alone", "WORKLOADS", "DATASETS"]
+__all__ = ["capacity_bounds", "capacity_figure", "goodput_plateau", "lower_bounds", "lanes_reading", "b0_alone",
+           "WORKLOADS", "DATASETS"]
 
 #: the workloads of the sessions study and the two recordings of it the notebook shows
 WORKLOADS = ("speak_heavy", "mixed")
@@ -91,6 +96,37 @@ def goodput_plateau(workload: str = "speak_heavy", dataset: str = "sessions") ->
     ref = best.set_index("arm")["plateau_audio_s_per_s"].get("SRc")
     best["vs_SRc"] = best["plateau_audio_s_per_s"] / ref if ref else float("nan")
     return best.sort_values("plateau_audio_s_per_s", ascending=False).reset_index(drop=True)
+
+
+def lower_bounds(dataset: str = "sessions") -> str:
+    """One line: the counts of ``dataset`` that are lower bounds (the sweep's time budget ended before the arm
+    broke), or that there are none; read from the file, so a new recording says its own."""
+    b = capacity_bounds(dataset)
+    low = b[b["bound"] == "lower_bound"]
+    named = ", ".join(f"{r.arm} {r.workload.replace('_', '-')} {r.shown}" for r in low.itertuples())
+    return (f"lower bounds (the sweep's time budget ended before a break): {named}" if named else
+            "no lower bounds: every arm's sweep ran past its break")
+
+
+def lanes_reading(workload: str = "speak_heavy", dataset: str = "sessions") -> dict:
+    """What the recording says about lanes in ``workload``: ``lanes`` (graph sets the study ran), ``ratio``
+    (SRl's goodput plateau over SRc's), ``bound`` (SRl's capacity: "exact" or "lower_bound"), ``shown`` (its
+    count as the tables print it) and ``reading`` (one sentence: what the ratio does and does not settle)."""
+    s = data.sessions_summary(dataset)
+    plateau = goodput_plateau(workload, dataset).set_index("arm")
+    if "SRl" not in plateau.index or "SRc" not in plateau.index:
+        raise ValueError(f"lanes_reading: the {dataset} recording has no SRl and SRc runs in {workload}")
+    b = capacity_bounds(dataset).set_index(["arm", "workload"]).loc[("SRl", workload)]
+    ratio, lanes = float(plateau.loc["SRl", "vs_SRc"]), int(s.get("lanes", 0))
+    at = int(plateau.loc["SRl", "at_sessions"])
+    if b["bound"] == "lower_bound":
+        reading = (f"SRl's capacity is a lower bound ({b['shown']}: the sweep's time budget ended before a break) "
+                   f"and its plateau is read at the last N it ran ({at}), so the {ratio:.2f}x is a lower bound too: "
+                   f"whether the device is the whole limit this recording does not settle")
+    else:
+        reading = (f"SRl held the cadence up to {b['shown']} sessions and broke at the sweep's next N, so its plateau "
+                   f"({ratio:.2f}x SRc's, at N = {at}) is measured, not bounded")
+    return dict(lanes=lanes, ratio=ratio, bound=b["bound"], shown=b["shown"], at_sessions=at, reading=reading)
 
 
 def b0_alone(dataset: str = "sessions") -> pd.DataFrame:

@@ -1,9 +1,9 @@
 """The course's glossary: every term a notebook leans on, as a DataFrame and as markdown / HTML.
 
-Where the code defines a term, the definition is read from it (the arms' descriptions in
-``adapters.token2wav.runtime.ARMS``, docstrings of the derivations, the exact device condition's
-description), so the glossary says what the code does. A term the code does not define yet says so
-in its ``source`` column.
+Where the code holds a term's definition as data, the glossary reads it (the arms' descriptions in
+``adapters.token2wav.runtime.ARMS``, the check table of C1-C3, the exact device condition's
+description); every other entry is a sentence written for the course, never a docstring pasted in,
+and its ``source`` column names the code that implements the term.
 
     >>> g = glossary()
     >>> g.set_index("term").loc["B0", "definition"]
@@ -13,7 +13,6 @@ in its ``source`` column.
 from __future__ import annotations
 
 import html
-import inspect
 import re
 
 import pandas as pd
@@ -23,25 +22,24 @@ __all__ = ["glossary", "term", "to_markdown", "to_html", "GLOSSARY_COLUMNS"]
 GLOSSARY_COLUMNS = ["term", "kind", "definition", "notebooks", "source"]
 
 
-def _doc(obj, paragraph: int = 0) -> str:
-    """One paragraph of ``obj``'s docstring, joined into a line."""
-    paras = [p for p in inspect.cleandoc(obj.__doc__ or "").split("\n\n") if p.strip()]
-    return " ".join(line.strip() for line in paras[paragraph].splitlines()) if paras else ""
-
-
 def _arms() -> list[dict]:
-    from ..adapters.token2wav import batched, lanes
     from ..adapters.token2wav.runtime import ARMS
 
-    notebooks = {"B0": (1, 5, 6), "S": (5,), "R": (5,), "Rc": (5,), "SR": (5,), "SRc": (1, 5, 6)}
+    notebooks = {"B0": (1, 5, 6, 7), "SRc": (1, 5, 6, 7), "B0_repeat": (5, 6)}
     rows = [dict(term=a.name, kind="arm", definition=a.description, notebooks=notebooks.get(a.name, (5,)),
                  source=f"cadencelab.adapters.token2wav.runtime.ARMS[{a.name!r}]")
             for a in ARMS.values() if a.name != "compile"]
-    rows.append(dict(term="SRb", kind="arm", definition=_doc(batched).split(". ")[0].replace("EXPERIMENTAL: ", "")
-                     + " (experimental; gated on the batched eager path, not on a session run alone)",
-                     notebooks=(5,), source="cadencelab.adapters.token2wav.batched"))
-    rows.append(dict(term="SRl", kind="arm", definition=_doc(lanes).rstrip("."),
-                     notebooks=(5,), source="cadencelab.adapters.token2wav.lanes"))
+    rows.append(dict(term="SRb", kind="arm",
+                     definition="experimental: the chunks of several sessions that fall in one shape class batched "
+                                "into one SRc call (eager or replayed); batching changes GEMM shapes and the "
+                                "vocoder's noise draws, so its chunks are checked against the same batches run "
+                                "eagerly, not against each session run alone",
+                     notebooks=(6,), source="cadencelab.adapters.token2wav.batched"))
+    rows.append(dict(term="SRl", kind="arm",
+                     definition="lanes: several SRc graph sets over one set of weights replaying at once, each on "
+                                "its own CUDA stream with its own state and device generator; every chunk is "
+                                "bit-identical to the session run alone through B0",
+                     notebooks=(6,), source="cadencelab.adapters.token2wav.lanes"))
     return rows
 
 
@@ -67,28 +65,28 @@ def _terms() -> list[dict]:
         dict(term="cadence", kind="clocks",
              definition=f"the interval a full-duplex model must answer within: one second of its speech every "
                         f"{CADENCE_MS / 1e3:g} s of the person's; a second that takes longer overruns it",
-             notebooks=(1, 5), source="cadencelab.course.frames.CADENCE_MS"),
+             notebooks=(1, 6), source="cadencelab.course.frames.CADENCE_MS"),
         dict(term="declaration", kind="contract",
              definition="what a model states about itself before any traffic: its clocks and their rates, its state "
                         "regions with their retention policies, the operators that read them, and the admission "
                         "predicate; the catalog, envelopes, rho and checks C1-C3 are derived from it alone",
-             notebooks=(2, 7, 9), source="cadencelab.contract.Declaration"),
+             notebooks=(2, 8, 10), source="cadencelab.contract.Declaration"),
         dict(term="lookahead", kind="clocks",
              definition="frames (or tokens) a call reads beyond the ones it commits: they shape its output but stay "
                         "for the next call; declared as the offset of the clock, so a call reads f_call = f_chunk + "
-                        "lookahead", notebooks=(2, 7, 9), source="cadencelab.contract.Clock (offset)"),
+                        "lookahead", notebooks=(2, 8, 10), source="cadencelab.contract.Clock (offset)"),
         dict(term="flush", kind="clocks",
              definition="a turn's final call: it commits everything it holds, its lookahead included, so its size "
                         "ranges up to f_call; flushes above the admission predicate run eagerly (outside_catalog)",
-             notebooks=(2, 4, 7), source="cadencelab.contract.Operator (flush)"),
+             notebooks=(2, 4, 8, 10), source="cadencelab.contract.Operator (flush)"),
         dict(term="probe", kind="replay",
              definition="the first call of a shape class, run eagerly while the engine watches the host and device "
                         "random generators; host draws reject the class for good, otherwise it is captured and the "
                         "probe's result stands",
-             notebooks=(4, 7), source="cadencelab.replay.engine (module docstring, step 3)"),
+             notebooks=(4, 8), source="cadencelab.replay.engine (module docstring, step 3)"),
         dict(term="priming", kind="replay",
              definition=f"the cache-free prompt pass at a turn's start: eager by construction, counted as "
-                        f"'{PRIMING}'", notebooks=(4, 7), source="cadencelab.contract.PRIMING"),
+                        f"'{PRIMING}'", notebooks=(4, 8), source="cadencelab.contract.PRIMING"),
         dict(term="f_chunk vs f_call", kind="clocks", definition=f"f_chunk: {chunk} f_call: {call}",
              notebooks=(2, 4), source="cadencelab.contract.Token2wavClocks.chunk_frames / call_frames"),
         dict(term="envelope", kind="state",
@@ -104,38 +102,44 @@ def _terms() -> list[dict]:
              definition="K: steady shape classes, one per cached extent a region passes through, K = ceil(W / s) + 1. "
                         "The catalog size adds the admitted flush classes (and priming); each admitted class is one "
                         "captured graph at most",
-             notebooks=(2, 4), source="cadencelab.contract.catalog_counts"),
+             notebooks=(2, 4, 10), source="cadencelab.contract.catalog_counts"),
         dict(term="rho_r", kind="state",
              definition="over-reservation of region r: the bytes the stock code reserves over the bytes its declared "
                         "live extent needs (1 when the stock code already allocates to demand)",
-             notebooks=(2, 5), source="cadencelab.contract.rho_table"),
+             notebooks=(2,), source="cadencelab.contract.rho_table"),
         dict(term="busy time", kind="profile",
              definition="the time the device is executing something in a window: the union of its kernels' and "
                         "copies' intervals (overlaps counted once)",
-             notebooks=(0, 1, 6), source="cadencelab.profile.summary (busy_us)"),
+             notebooks=(0, 1, 5, 7), source="cadencelab.profile.summary (busy_us)"),
         dict(term="slack", kind="profile",
              definition="orchestration slack: the idle share of a window's wall time, (wall - busy) / wall; its idle "
                         "splits into host_wait (the device finished, the next launch not issued yet), kernel_wait "
                         "and other",
-             notebooks=(0, 1, 6), source="cadencelab.profile.summary (slack_frac)"),
+             notebooks=(0, 1, 5, 7), source="cadencelab.profile.summary (slack_frac)"),
         dict(term="carry", kind="state",
              definition="the buffer that holds one retained region for a whole turn, owned by the contract: allocated "
                         "once to the declared envelope, retention written in place at one address, elementwise "
                         "identical to the stock concatenate-and-cut",
-             notebooks=(0, 3, 7, 9), source="cadencelab.state.Carry"),
+             notebooks=(0, 3, 8, 10), source="cadencelab.state.Carry"),
         dict(term="shadow audit", kind="state",
              definition="the stock concatenation and cut run beside every retention and compared with the carry "
                         "elementwise; it counts agreements and records the first divergence (call, region, index)",
-             notebooks=(3, 7, 9), source="cadencelab.state.ShadowAuditor"),
+             notebooks=(3, 8, 10), source="cadencelab.state.ShadowAuditor"),
         dict(term="exact-shape replay", kind="replay",
              definition="one CUDA graph per catalog signature, captured at exact shapes (no padding) and admitted "
                         "call by call (signature, addresses, randomness); anything else runs eagerly",
-             notebooks=(4, 8), source="cadencelab.replay.engine"),
+             notebooks=(4, 9, 10), source="cadencelab.replay.engine"),
         dict(term="CUDA graph", kind="replay",
              definition="a recording of one call's kernels with their arguments, addresses included, replayed with "
                         "one launch: it reads the buffers it was captured on (copy new values into the static input) "
                         "and writes the same output buffer every replay (clone what you keep)",
-             notebooks=(4, 8), source="torch.cuda.CUDAGraph; cadencelab.course.graph_lesson.capture"),
+             notebooks=(4, 9), source="torch.cuda.CUDAGraph; cadencelab.course.graph_lesson.capture"),
+        dict(term="ring", kind="state",
+             definition="a region that keeps a fixed number of frames, frame i of a turn at slot i % capacity, "
+                        "zero-filled at the turn's start: always allocated at its capacity, so its extent never "
+                        "changes and it adds no shape class; the write position lives on the device and a step sees "
+                        "the ring as a RingView (write, filled, buffer)",
+             notebooks=(10,), source="cadencelab.contract.Ring; cadencelab.adapters.kit.RingView"),
         dict(term="TF32", kind="device",
              definition="TensorFloat-32: the GPU's matmul / convolution mode that rounds inputs to a 10-bit mantissa "
                         "for speed; whether it is on changes results, so every arm runs under one device condition",
@@ -144,16 +148,35 @@ def _terms() -> list[dict]:
              definition=f"the least kernel-selection pinning under which every arm is bit-exact across processes: "
                         f"'{EXACT}' ({CONDITIONS[EXACT].description})",
              notebooks=(5,), source="cadencelab.replay.determinism.EXACT"),
+        dict(term="process (as a sample)", kind="statistics",
+             definition="one fresh Python process running one arm's timed blocks, the unit a study samples: the "
+                        "same code in another process (another memory layout, another moment of the host) runs at "
+                        "another speed, so a figure is the mean over processes of each process's block mean and its "
+                        "interval resamples processes first",
+             notebooks=(5,), source="cadencelab.profile.intervals.point"),
+        dict(term="hierarchical bootstrap", kind="statistics",
+             definition="the interval the course quotes for a figure measured in several fresh processes: draw the "
+                        "processes with replacement, then the timed blocks within each drawn process, take the mean "
+                        "over processes of their block means, repeat; for an arm against B0 each arm is resampled on "
+                        "its own and the ratio taken per replicate, and the 2.5th and 97.5th percentiles bound the "
+                        "95% interval; an interval that includes 0 cannot tell the arms apart",
+             notebooks=(5,), source="cadencelab.profile.intervals.hierarchical_bootstrap / ratio_interval"),
         dict(term="paired bootstrap", kind="statistics",
-             definition="the interval of an arm's change against B0 from timed blocks run in pairs (the arms "
-                        "interleaved): the block pairs are resampled together with replacement, each resample's "
-                        "ratio of the arm's mean to B0's taken, and the 2.5th and 97.5th percentiles reported; an "
-                        "interval that includes 0 cannot tell the arms apart",
+             definition="how the older recordings (one process per arm) were read: the arm's timed blocks and B0's, "
+                        "run interleaved, resampled together in pairs with replacement, the ratio of the means taken "
+                        "per resample; it sees only the spread within one process, so it is narrower than the "
+                        "hierarchical bootstrap of the same arms and says less",
              notebooks=(5,), source="cadencelab.bench.token2wav.bootstrap_ratio"),
+        dict(term="A/A check", kind="statistics",
+             definition="the stock runtime run again as an arm of its own (B0_repeat, in fresh processes of its own) "
+                        "and compared with B0 exactly as any arm is: identical code must show no difference (its 95% "
+                        "interval contains 0), else the study claims no direction; its width is how far noise alone "
+                        "moves a figure",
+             notebooks=(5, 6), source="cadencelab.profile.intervals.a_a_check"),
         dict(term="goodput", kind="capacity",
              definition="seconds of audio served per second of wall time by the sessions that hold the cadence; "
                         "its plateau over the number of sessions is an arm's capacity",
-             notebooks=(5,), source="cadencelab.course.capacity.goodput_plateau"),
+             notebooks=(6,), source="cadencelab.course.capacity.goodput_plateau"),
     ]
     return rows + _checks()
 

@@ -73,7 +73,7 @@ def grade(check: Callable, answer, **inputs) -> Feedback:
     """
     if not callable(check):
         raise TypeError(f"grade: expected a check_... function, got {type(check).__name__}")
-    blank = _all_blank(answer) or _returns_blank(_name(check), answer)
+    blank = _all_blank(answer) or _returns_blank(_name(check), answer, inputs)
     if answers_on() and blank:
         fb = check(_course_answer(_name(check), inputs), **inputs)
         fb.course_answer = True
@@ -92,7 +92,7 @@ def grade(check: Callable, answer, **inputs) -> Feedback:
     return Feedback(_name(check), pd.DataFrame(rows, columns=FEEDBACK_COLUMNS))
 
 
-def _returns_blank(name: str, fn) -> bool:
+def _returns_blank(name: str, fn, inputs: Mapping | None = None) -> bool:
     """A function answer (a declaration, a wrapper, an adapter's pair) whose body still returns the blank."""
     try:
         if name == "declaration" and callable(fn):
@@ -104,7 +104,8 @@ def _returns_blank(name: str, fn) -> bool:
         if name == "adapter" and isinstance(fn, tuple) and len(fn) == 2:
             from . import capstone
 
-            return is_blank(fn[0]) or is_blank(fn[1]) or is_blank(fn[0](capstone.SHOWN)) or is_blank(fn[1](None))
+            shown = capstone.capstone_model((inputs or {}).get("model", capstone.DEFAULT_MODEL)).shown
+            return is_blank(fn[0]) or is_blank(fn[1]) or is_blank(fn[0](shown)) or is_blank(fn[1](None))
     except Exception:  # a half-written function: the checker reports what it raised
         return False
     return False
@@ -130,7 +131,7 @@ def verdict(feedback: Feedback) -> str:
 
 def certified(answer, feedback: Feedback):
     """``answer`` when its feedback certifies it, else the course's stand-in (printed as such), so the cells
-    after an adapter exercise (notebook 7's declaration, notebook 9's adapter) run either way."""
+    after an adapter exercise (notebook 8's declaration, notebook 10's adapter) run either way."""
     if feedback.ok and not getattr(feedback, "course_answer", False):
         return answer
     print("the cells below use the course's own " + ("declaration" if feedback.exercise == "declaration" else
@@ -140,4 +141,4 @@ def certified(answer, feedback: Feedback):
         from . import sample_encoder as se
 
         return se.reference_declaration
-    return _course_answer(feedback.exercise, {})
+    return _course_answer(feedback.exercise, dict(feedback.inputs))

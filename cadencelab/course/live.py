@@ -5,6 +5,9 @@
     profile_chunk(arm)        one steady chunk of an arm under torch.profiler -> its Trace
     chunk_timelines(source)   the B0 and SRc timelines of one steady chunk, recorded or live
 
+``python -m cadencelab.course.live_cells --memory --out DIR`` measures the GPU memory each live cell of the
+course needs (:mod:`cadencelab.course.live_cells`).
+
 Every arm is built by :func:`cadencelab.adapters.token2wav.runtime.build_runtime`; the factorial
 streams the calls :func:`cadencelab.adapters.token2wav.turns.chunk_pieces` makes of one seeded
 token stream. The benchmark studies (``python -m cadencelab.bench``) are not used here.

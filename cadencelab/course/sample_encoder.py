@@ -1,6 +1,6 @@
-"""The streaming encoder of notebook 7, shipped for its graded exercise.
+"""The streaming encoder of notebook 8, shipped for its graded exercise.
 
-Notebook 7 writes this model in the notebook, as its author would, and the student writes its
+Notebook 8 writes this model in the notebook, as its author would, and the student writes its
 declaration. The exercise checker (:func:`cadencelab.course.exercises.check_declaration`) needs
 the same model inside the package: it certifies the student's declaration on the sizes the
 notebook shows (:data:`VISIBLE`) and on a second configuration the student does not see

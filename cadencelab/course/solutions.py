@@ -6,7 +6,7 @@ teaching model); :func:`planted` lists, per exercise, each diagnosable mistake w
 produces. The tour and tests/test_exercises.py use both: every solution must pass its checker and
 every planted mistake must fire its own hint, so every exercise is solvable and every hint reachable.
 
-For notebook 7 the planted mistakes are whole declaration functions (:data:`PLANTED_DECLARATIONS`).
+For notebook 8 the planted mistakes are whole declaration functions (:data:`PLANTED_DECLARATIONS`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..contract import (
     Operator,
     PromptRetained,
     Region,
+    Ring,
     SlidingWindow,
     region_table,
     token2wav_declaration,
@@ -32,7 +33,8 @@ from ..contract import (
 from . import exercises as ex
 from . import sample_encoder as se
 
-__all__ = ["solution", "planted", "SOLVERS", "PLANTED_DECLARATIONS", "declaration_solution", "solutions_table"]
+__all__ = ["solution", "planted", "SOLVERS", "PLANTED_DECLARATIONS", "declaration_solution", "solutions_table",
+           "ADAPTER_SOLUTIONS", "PLANTED_CODEC_ADAPTERS"]
 
 
 def _data():
@@ -79,6 +81,13 @@ def _solve_verdict(arm: str = "S", condition: str = "exact") -> dict:
     return dict(verdict="faster" if hi < 0 else ("slower" if lo > 0 else ex.NO_CLEAR_DIFFERENCE))
 
 
+def _solve_capacity(arm: str = "SRc", workload: str = "speak_heavy", dataset: str = "sessions") -> dict:
+    cap = _data().sessions_capacity(workload, dataset=dataset)
+    mine = cap[cap["arm"] == arm]
+    return dict(sessions=int(mine.loc[mine["all_hold"].astype(bool), "sessions"].max()),
+                plateau=float(mine["goodput"].max()))
+
+
 def _solve_slack(summary: pd.DataFrame | None = None) -> dict:
     s = (ex.recorded_summary() if summary is None else summary).set_index("variant")
     return {v: 1 - r["busy_us"] / r["wall_us"] for v, r in s.iterrows()}
@@ -100,6 +109,7 @@ SOLVERS: dict[str, Callable] = {
     "graph_breaks": _by_running("graph_breaks"),
     "paired_interval": _solve_interval,
     "paired_interval_verdict": _solve_verdict,
+    "capacity": _solve_capacity,
     "slack": _solve_slack,
 }
 
@@ -112,7 +122,7 @@ def solution(name: str, **inputs):
     if name == "wrapper":
         return wrapper_solution
     if name == "adapter":
-        return adapter_solution
+        return ADAPTER_SOLUTIONS[inputs.get("model", "window")]
     if name not in SOLVERS:
         raise KeyError(f"no exercise {name!r}; known: {sorted([*SOLVERS, 'declaration'])}")
     return SOLVERS[name](**inputs)
@@ -126,12 +136,14 @@ def planted(name: str) -> list[tuple[str, dict, object]]:
         return [(m, {}, f) for m, f in PLANTED_WRAPPERS.items()]
     if name == "adapter":
         return [(m, {}, a) for m, a in PLANTED_ADAPTERS.items()]
+    if name == "codec_adapter":
+        return [(m, {"model": "codec"}, a) for m, a in PLANTED_CODEC_ADAPTERS.items()]
     e = ex.EXERCISES[name]
     return [(m.name, dict(m.plant), e.planted(m.name)) for m in e.mistakes]
 
 
 # ---------------------------------------------------------------------------------------
-# notebook 7: the declaration and its planted slips
+# notebook 8: the declaration and its planted slips
 # ---------------------------------------------------------------------------------------
 
 
@@ -150,7 +162,7 @@ def _declare(s: se.Sizes, kv_policy=None, offset=None, context=None, hop=None) -
 
 
 def declaration_solution(s: se.Sizes) -> Declaration:
-    """The right answer of notebook 7's exercise: every size read from ``s``."""
+    """The right answer of notebook 8's exercise: every size read from ``s``."""
     return _declare(s)
 
 
@@ -228,9 +240,9 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
 
 
 def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
-    from .capstone import certified_declaration
+    from .capstone_models import window_declaration
 
-    d = certified_declaration(s)
+    d = window_declaration(s)
     regions = []
     for r in d.regions:
         if r.name == "kv" and (kv_policy is not None or window is not None):
@@ -250,7 +262,7 @@ def _replace(obj, **changes):
 
 
 def _decoder_step(model, whole_cache: bool = False):
-    from .capstone import decode
+    from .capstone_models import decode
 
     def step(x, caches, last):
         out, kv, raw = decode(model, x, caches["kv"], caches["tail"], last)
@@ -270,4 +282,61 @@ PLANTED_ADAPTERS: dict[str, tuple] = {
     "no_lookahead": (lambda s: _decoder_declaration(s, offset=0), _decoder_step),
     "literal_size": (lambda s: _decoder_declaration(s, window=9), _decoder_step),
     "whole_cache_returned": (_decoder_declaration, lambda m: _decoder_step(m, whole_cache=True)),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# the capstone's second model: the causal codec decoder with a ring cache, written as a student would
+# ---------------------------------------------------------------------------------------
+
+
+def _codec_declaration(s, kv_policy=None, flush: bool = True, ctx: bool = True) -> Declaration:
+    clocks = (Clock("calls", "decoder call"), Clock("frames", "codec frame", parent="calls", ratio=s.chunk))
+    regions = [Region("kv", clock="frames", shape=(1, "frames", s.dim), policy=kv_policy or Ring(s.capacity),
+                      lifetime="turn")]
+    if ctx:  # the convolution's left context: the newest kernel - 1 input frames
+        regions.append(Region("ctx", clock="frames", shape=(1, "frames", s.dim), policy=Fixed(s.kernel - 1),
+                              lifetime="turn"))
+    op = Operator("decode", reads=tuple(r.name for r in regions), clock="frames",
+                  flush=(1, s.chunk - 1, 1) if flush else None)
+    return Declaration("codec-decoder", clocks, tuple(regions), (op,), admission=Admission("frames"),
+                       call_clock="calls")
+
+
+def _codec_step(model, ctx_on_model: bool = False):
+    import torch
+
+    from .capstone_models import attend_ring, front, to_samples
+
+    def step(x, caches, last):
+        ring = caches["kv"]
+        if ctx_on_model:  # the slip: the context kept on the model, outside the declared regions
+            ctx = getattr(model, "_ctx", None)
+            ctx = torch.zeros(1, model.s.kernel - 1, model.s.dim, device=x.device) if ctx is None else ctx
+        else:
+            ctx = caches["ctx"]
+        h = front(model, x, ctx)
+        k = model.key(h)
+        ring.write(k)  # the call's keys at the ring's next slots, on the device
+        out = to_samples(model, attend_ring(model, h, ring.buffer, ring.filled(k.shape[1])))
+        if ctx_on_model:
+            model._ctx = torch.cat([ctx, x], dim=1)[:, -(model.s.kernel - 1):]
+        return out, {"kv": k, "ctx": x}
+
+    return step
+
+
+#: the codec decoder's answer: (declare, make_step)
+codec_adapter_solution = (_codec_declaration, _codec_step)
+
+#: the capstone's answer per model
+ADAPTER_SOLUTIONS = {"window": adapter_solution, "codec": codec_adapter_solution}
+
+#: mistake name -> an adapter of the codec decoder that makes it
+PLANTED_CODEC_ADAPTERS: dict[str, tuple] = {
+    "window_for_ring": (lambda s: _codec_declaration(s, kv_policy=SlidingWindow(s.capacity)), _codec_step),
+    "no_flush": (lambda s: _codec_declaration(s, flush=False), _codec_step),
+    "literal_size": (lambda s: _codec_declaration(s, kv_policy=Ring(10)), _codec_step),
+    "ctx_not_declared": (lambda s: _codec_declaration(s, ctx=False), _codec_step),
+    "ctx_kept_on_the_model": (_codec_declaration, lambda m: _codec_step(m, ctx_on_model=True)),
 }

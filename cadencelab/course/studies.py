@@ -61,7 +61,7 @@ class DeviceTask:
 
     label: str
     command: str
-    minutes: float
+    minutes: float | None  # None: not run yet
     note: str = ""
     last: bool = False  # listed after the studies
     dataset: str = ""  # the recorded file it leaves under data/, if any (course.data.DATASETS)
@@ -160,6 +160,10 @@ DEVICE_TASKS = (
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
+    DeviceTask("the live cells' GPU memory (the README's running-live guide)",
+               "python -m cadencelab.course.live_cells --memory --out $OUT/memory", None, "not run yet",
+               dataset="live_memory", path="h200/live_memory.json",
+               then="copy live_memory.json and live_memory.csv from $OUT/memory to data/h200/"),
     DeviceTask("the course, live", "python -m cadencelab.cli tour $OUT/tour", 3.4,
                "7 of 7 notebooks ok, 2026-12-01", last=True, dataset="tour_live", path="h200/tour/summary.json",
                then="copy summary.json and tour.json from $OUT/tour to data/h200/tour/"),

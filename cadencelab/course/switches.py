@@ -22,4 +22,5 @@ TOUR_PREDICTIONS = {
     "PREDICT_SPEEDUP": 2.0,
     "PREDICT_DECODER_K": 2,
     "PREDICT_PLACES": {"S": "faster, less memory", "R": "faster, no clear difference", "Rc": "faster, no clear difference"},
+    "PREDICT_SESSIONS": {"B0": 4, "SRc": 8},
 }

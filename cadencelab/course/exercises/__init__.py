@@ -14,12 +14,13 @@ part of the answer.
                 check_rho                stock bytes over declared bytes per region
     notebook 3  check_audit_catch        which audit catches the wrong layout at which call
     notebook 4  check_graph_breaks       which change keeps a captured graph from replaying, and why
-    notebook 5  check_paired_interval    read a paired bootstrap interval of the factorial
-    notebook 6  check_slack              orchestration slack from a chunk summary frame
-    notebook 7  check_declaration        a declaration certified on the shown sizes and on hidden ones
+    notebook 5  check_paired_interval    read an interval of the factorial over processes and blocks
+    notebook 6  check_capacity           the most sessions that held the cadence, and the goodput plateau
+    notebook 7  check_slack              orchestration slack from a chunk summary frame
+    notebook 8  check_declaration        a declaration certified on the shown sizes and on hidden ones
 
 The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per
-notebook group (:mod:`.clocks`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.declaration`) and are
+notebook group (:mod:`.clocks`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`, :mod:`.declaration`) and are
 all importable from here. :mod:`cadencelab.course.solutions` holds a correct answer and the planted
 mistakes for each.
 """
@@ -45,9 +46,11 @@ from .recorded import (
     check_slack,
     recorded_summary,
 )
+from .sessions import CAPACITY, check_capacity
 
 __all__ = [
     "AUDIT_CATCH",
+    "CAPACITY",
     "DECLARATION_MISTAKES",
     "EXERCISES",
     "EXTENTS",
@@ -71,6 +74,7 @@ __all__ = [
     "Mistake",
     "check_K",
     "check_audit_catch",
+    "check_capacity",
     "check_declaration",
     "check_extents",
     "check_graph_breaks",
@@ -86,13 +90,14 @@ __all__ = [
 ]
 
 EXERCISES: dict[str, Exercise] = {e.name: e for e in (
-    OWN_PROFILE, LAUNCH_COST, EXTENTS, K_CLASSES, RHO, AUDIT_CATCH, GRAPH_BREAKS, PAIRED_INTERVAL, INTERVAL_VERDICT, SLACK)}
+    OWN_PROFILE, LAUNCH_COST, EXTENTS, K_CLASSES, RHO, AUDIT_CATCH, GRAPH_BREAKS, PAIRED_INTERVAL, INTERVAL_VERDICT,
+    CAPACITY, SLACK)}
 
 
 def exercises_table() -> pd.DataFrame:
     """One row per exercise: name, notebook, question, the mistakes it diagnoses."""
     rows = [dict(name=e.name, notebook=e.notebook, question=e.prompt, mistakes=[m.name for m in e.mistakes])
             for e in EXERCISES.values()]
-    rows.append(dict(name="declaration", notebook=7, question=check_declaration.__doc__.splitlines()[0],
+    rows.append(dict(name="declaration", notebook=8, question=check_declaration.__doc__.splitlines()[0],
                      mistakes=list(DECLARATION_MISTAKES)))
     return pd.DataFrame(rows).sort_values("notebook", kind="stable").reset_index(drop=True)

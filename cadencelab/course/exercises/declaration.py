@@ -1,4 +1,4 @@
-"""Notebook 7's exercise: a declaration for the sample encoder, certified on the shown sizes and on
+"""Notebook 8's exercise: a declaration for the sample encoder, certified on the shown sizes and on
 hidden ones (``check_declaration``), with :func:`declaration_diff` naming the fields that differ.
 """
 
@@ -16,7 +16,7 @@ __all__ = ["DECLARATION_MISTAKES", "check_declaration", "declaration_diff"]
 
 
 # =======================================================================================
-# notebook 7: a declaration, certified on the shown sizes and on hidden ones
+# notebook 8: a declaration, certified on the shown sizes and on hidden ones
 # =======================================================================================
 
 #: field-level slips in the sample encoder's declaration: (field, wrong-value predicate, name, hint)

@@ -52,10 +52,13 @@ class Mistake:
 
 @dataclass
 class Feedback:
-    """The verdict on one answer: a row per part (answer, expected, correct, the mistake it matches, hint)."""
+    """The verdict on one answer: a row per part (answer, expected, correct, the mistake it matches, hint);
+    ``inputs``: what the answer was graded under, where the course's stand-in depends on it (the capstone's
+    model)."""
 
     exercise: str
     table: pd.DataFrame
+    inputs: dict = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:

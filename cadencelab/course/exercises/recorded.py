@@ -1,9 +1,9 @@
 """Exercises on the recorded H200 data: notebook 1's launch cost, notebook 5's paired interval,
-notebook 6's orchestration slack.
+notebook 7's orchestration slack.
 
     notebook 1  check_launch_cost        idle per launch from the recorded duplex second
-    notebook 5  check_paired_interval    read a paired bootstrap interval of the factorial
-    notebook 6  check_slack              orchestration slack from a chunk summary frame
+    notebook 5  check_paired_interval    read an interval of the factorial over processes and blocks
+    notebook 7  check_slack              orchestration slack from a chunk summary frame
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ LAUNCH_COST = Exercise(
 
 
 # =======================================================================================
-# notebook 5: read a paired interval
+# notebook 5: read an interval of the factorial
 # =======================================================================================
 
 #: what a latency interval says (the paired-interval exercise's verdict choices)
@@ -104,8 +104,8 @@ def _interval_expected(c: _Interval) -> dict:
 
 PAIRED_INTERVAL = Exercise(
     "paired_interval", 5,
-    "From data.factorial: the arm's 95% paired interval of its latency change against B0 (latency_delta_lo, "
-    "latency_delta_hi, as fractions) and what it says: faster, slower or no clear difference.",
+    "From data.factorial: the arm's 95% interval (over processes and blocks) of its latency change against B0 "
+    "(latency_delta_lo, latency_delta_hi, as fractions) and what it says: faster, slower or no clear difference.",
     _prepare_interval, lambda c: {k: v for k, v in _interval_expected(c).items() if k != "verdict"},
     mistakes=(
         Mistake("percent_not_fraction", "the deltas are fractions of B0's latency (0.10 means +10%).",
@@ -120,7 +120,7 @@ PAIRED_INTERVAL = Exercise(
 
 INTERVAL_VERDICT = Exercise(
     "paired_interval_verdict", 5,
-    "What the arm's paired latency interval against B0 says: faster, slower or no clear difference.",
+    "What the arm's latency interval against B0 says: faster, slower or no clear difference.",
     _prepare_interval, lambda c: dict(verdict=_interval_expected(c)["verdict"]),
     mistakes=(
         Mistake("median_decides", "the median change is {median:+.1%}, but the interval includes 0: the data "
@@ -136,7 +136,7 @@ INTERVAL_VERDICT = Exercise(
 
 
 # =======================================================================================
-# notebook 6: orchestration slack from a trace frame
+# notebook 7: orchestration slack from a trace frame
 # =======================================================================================
 
 
@@ -177,7 +177,7 @@ def _slack_parts(c: _Slack, f: Callable) -> dict:
 
 
 SLACK = Exercise(
-    "slack", 6,
+    "slack", 7,
     "Orchestration slack per variant (eager, replay) of the chunk summary: the idle share of the chunk's wall time.",
     _prepare_slack, lambda c: _slack_parts(c, lambda r: (r["wall_us"] - r["busy_us"]) / r["wall_us"]),
     mistakes=(

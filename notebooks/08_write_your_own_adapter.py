@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 7 · Write your own adapter
+# # 8 · Write your own adapter
 #
 # The package ships four adapters (Token2wav, Mimi, a Freeze-Omni-style decoder, the teaching toy). Here you
 # adapt a fifth that it does not ship: a small streaming encoder defined in this notebook, as its author
@@ -62,7 +62,7 @@ from cadencelab.replay.preflight import preflight
 # it at its end):
 
 # %%
-HTML(glossary.to_html(notebook=7))
+HTML(glossary.to_html(notebook=8))
 
 # %% [markdown]
 # ## The model (not shipped)
@@ -358,6 +358,6 @@ assert bad.exact["equal"].iloc[:first.call + 1].all() and first.call < diverged 
 assert exact_table(want, run.outputs)["equal"].all() and run.table["path"].str.startswith("replay").any()
 assert (cross["exact_blocks"] == cross["blocks"]).all() and share > 0.5
 assert fz.loc["carry", "exact_blocks"] == fz.loc["carry", "blocks"] and fz.loc["overlap_recompute", "max_abs_diff"] > 0
-print(f"CHECK OK: notebook 7: a {n_lines}-line adapter certified ({BACKEND} backend); the forgotten sink "
+print(f"CHECK OK: notebook 8: a {n_lines}-line adapter certified ({BACKEND} backend); the forgotten sink "
       f"caught at call {first.call}, region '{first.region}', before the output diverged at call {diverged}; "
       f"exercise {grading.verdict(feedback)}")

@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 6 · Kernel timeline replay
+# # 7 · Kernel timeline replay
 #
 # A steady Token2wav chunk is thousands of device ops either way (the summary below counts them). Eagerly,
 # the host issues them one by one and the GPU waits in between (`host_wait`); replayed, two
@@ -30,6 +30,7 @@
 import torch
 
 LIVE = torch.cuda.is_available()  # run the GPU-only cells live
+LIVE_PRESET = "full"  # the live cells' size: "full" (the recordings') or "small" (a smaller GPU; README: Running live)
 CONDITION = "exact"  # recorded H200 data: "exact" (the exact device condition) or an older recording: pinned, unpinned
 PREDICT_BUSY_MS = None  # your prediction of one steady chunk's device-busy ms: {"eager": ..., "replay": ...}
 
@@ -42,11 +43,12 @@ from cadencelab.course import data, glossary, grading, predict
 from cadencelab.course.display import show
 from cadencelab.course.exercises import check_slack
 from cadencelab.course.live import chunk_timelines
+from cadencelab.course.live_cells import live_preset
 from cadencelab.course.player import timeline_player
 from cadencelab.profile import compare
 
 # %%
-HTML(glossary.to_html(notebook=6))
+HTML(glossary.to_html(notebook=7))
 
 # %%
 tl = chunk_timelines("auto")
@@ -198,7 +200,7 @@ show(progress)
 
 # %%
 if LIVE:
-    live = chunk_timelines("live", config="real", device="cuda")
+    live = chunk_timelines("live", config=live_preset(LIVE_PRESET)["token2wav"], device="cuda")
     display(live.summary[["variant", "wall_us", "busy_us", "slack_frac", "host_wait_us", "graph_launches"]])
     display(timeline_player(live.eager, live.replay))
 else:
@@ -218,6 +220,6 @@ if "kernels" in tl.what:  # device traces: the slack story, measured against the
     assert (est["unprofiled_slack"] < est["profiled_slack"]).all() and (est["est_over_idle"] < 1).all()
     assert ratios.loc["B0", "this_chunk_overhead"] > ratios.loc["B0", "profiler_wall_ratio"]  # the slower eager chunk
 assert len(tl.eager) > 0 and len(tl.replay) > 0 and len(busy) == 2
-print(f"CHECK OK: notebook 6: slack of the chunk (the exercise's) eager {s.loc['eager', 'slack_frac']:.3f} vs replay "
+print(f"CHECK OK: notebook 7: slack of the chunk (the exercise's) eager {s.loc['eager', 'slack_frac']:.3f} vs replay "
       f"{s.loc['replay', 'slack_frac']:.3f}; over the player's aligned steps {end.loc['eager', 'slack_frac']:.3f} vs "
       f"{end.loc['replay', 'slack_frac']:.3f}; {len(tl.eager)} / {len(tl.replay)} events; exercise {graded}")

@@ -7,19 +7,18 @@
 # ---
 
 # %% [markdown]
-# # 9 · Capstone: adapt a model the course has not shown
+# # 10 · Capstone: adapt a model the course has not shown
 #
 # Everything so far was Token2wav, the teaching model, or a model whose declaration the course walked you
-# through. Here is a streaming model you have not seen, as its author wrote it: a **sliding-window
-# decoder** (latent frames in, audio samples out). Write its adapter yourself, the two things the kit needs:
-# the declaration and the step. The kit's grader certifies it on traffic you never see, at the sizes shown
-# and at a second configuration you do not see either: the derived catalog against what the model is
-# observed to see, both audits, every call bit-identical to the model's own stock step, the carries at one
-# address, replay.
+# through. Here are streaming models you have not seen, each as its author wrote it: pick one and write its
+# adapter yourself, the two things the kit needs: the declaration and the step. The kit's grader certifies it
+# on traffic you never see, at the sizes shown and at a second configuration you do not see either: the
+# derived catalog against what the model is observed to see, both audits, every call bit-identical to the
+# model's own stock step, the carries at one address, replay.
 #
 # **You will learn**
-# - to read a model's streaming code and find its clocks (chunk, lookahead, samples per frame) and its state
-#   (what it keeps, under which retention) without being told;
+# - to read a model's streaming code and find its clocks (frames per call, lookahead, samples per frame) and
+#   its state (what it keeps, under which retention: a sliding window, a fixed context, a ring) without being told;
 # - to write a declaration and a views-form step that the kit certifies bit-exact on hidden traffic;
 # - to read a failed certificate: which clause failed, which field differs.
 #
@@ -33,55 +32,58 @@ import torch
 LIVE = torch.cuda.is_available()  # certify with real CUDA graphs
 BACKEND = "cuda" if LIVE else "eager"
 DEVICE = "cuda" if LIVE else "cpu"
-PREDICT_DECODER_K = None  # your prediction: the decoder's steady shape classes K
+MODEL = "window"  # the model you adapt: "window" (a sliding-window decoder) or "codec" (a codec decoder, ring cache)
+PREDICT_DECODER_K = None  # your prediction: the model's steady shape classes K
 
 # %%
 import inspect
 
-from IPython.display import HTML, display
+from IPython.display import HTML, Markdown, display
 
 from cadencelab import viz
 from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,  # noqa: F401
-                                 SlidingWindow, catalog_counts)  # the parts of your answer
+                                 Ring, SlidingWindow, catalog_counts)  # the parts of your answer
 from cadencelab.course import capstone, glossary, grading
 from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal
 
-HTML(glossary.to_html(notebook=9))  # the terms this notebook uses
+HTML(glossary.to_html(notebook=10))  # the terms this notebook uses
 
 # %% [markdown]
 # ## The model
 #
-# Its sizes live in one dataclass (the checker builds the model at a second configuration too), then its
-# code: the weights, `decode` (one call), and `stock_step` (the model's own streaming loop: concatenate, then
-# its own cut). Read it for the clocks and the state.
+# The models you may pick, then the one `MODEL` names: what it is, its sizes (one dataclass: the checker
+# builds the model at a second configuration too), then its code, the functions a call is made of and the
+# model's own streaming step (it concatenates and cuts its caches itself). Read it for the clocks and the state.
 
 # %%
-s = capstone.SHOWN
+spec = capstone.capstone_model(MODEL)
+print("models:", ", ".join(f"{m.name!r} ({m.title})" for m in capstone.MODELS.values()))
+display(Markdown(spec.about))
+s = spec.shown
 print(s)
-print(*(inspect.getsource(f) for f in (capstone.WindowDecoder, capstone.decode, capstone.stock_step)), sep="\n")
+print(*(inspect.getsource(f) for f in spec.code), sep="\n")
 
 # %% [markdown]
 # ## Predict
 #
-# How many steady shape classes will the decoder's K|V cache pass through (K, counting the empty cache)?
+# How many steady shape classes will the model's state pass through (K, counting the turn's first call)?
 
 # %%
-guess = Prediction("Steady shape classes K of the decoder", unit="classes", value=PREDICT_DECODER_K)
+guess = Prediction(f"Steady shape classes K of {spec.title}", unit="classes", value=PREDICT_DECODER_K)
 guess
 
 # %% [markdown]
 # ## Your adapter
 #
-# `declare(s)`: the model's `Declaration` ("window-decoder"), every size read from `s`: a call clock, a
-# frames clock (`chunk` per call, `lookahead` as its offset), a samples clock (`hop` per frame); a region for
-# each piece of state the stock step keeps, with the policy its cut implements; the operator `decode` reading
-# the K|V cache on frames (`flush="lookahead"`); admission on frames. `make_step(model)`: the views-form step,
-# `step(x, caches, last) -> (out, {region: the frames this call adds})`, built on `capstone.decode`.
+# What the adapter must hold, for the model you picked (every size read from `s`, never typed):
+
+# %%
+display(Markdown(spec.task))
 
 # %%
 def declare(s) -> Declaration:
-    """Your declaration of the sliding-window decoder, every size read from s."""
+    """Your declaration of the model, every size read from s."""
     return ...
 
 
@@ -98,7 +100,7 @@ def make_step(model):
 # that differs from what the model needs.
 
 # %%
-feedback = grading.grade(capstone.check_adapter, (declare, make_step), backend=BACKEND, device=DEVICE)
+feedback = grading.grade(capstone.check_adapter, (declare, make_step), backend=BACKEND, device=DEVICE, model=MODEL)
 feedback
 
 # %% [markdown]
@@ -107,7 +109,7 @@ feedback
 
 # %%
 adapter = grading.certified((declare, make_step), feedback)
-cert = capstone.certificate(adapter, backend=BACKEND, device=DEVICE)
+cert = capstone.certificate(adapter, backend=BACKEND, device=DEVICE, model=MODEL)
 cert.table
 
 # %%
@@ -119,7 +121,9 @@ show(viz.misses_figure(cert.runtime.engine.counters()))
 # What you did is the whole adapter workflow: read the model's streaming code for its clocks and its state,
 # declare them, hand the runtime a step that returns what each call adds, and let the kit certify it
 # bit-exact against the model's own loop. No number in your declaration was typed: the hidden configuration
-# checks that.
+# checks that. A ring is the one region whose extent never changes (it is always its capacity, written
+# modulo it), so its K is one class however long the turn; a sliding window passes through every extent up
+# to its width first. Try the other model: set `MODEL` and run the notebook again.
 #
 # ## Check
 #
@@ -128,5 +132,5 @@ show(viz.misses_figure(cert.runtime.engine.counters()))
 # %% tags=["check"]
 assert cert.ok, cert.table
 assert counts["steady"] == len(cert.catalog.query("kind == 'steady' and derived"))
-print(f"CHECK OK: notebook 9: the sliding-window decoder certified ({BACKEND} backend, K = {counts['steady']}); "
+print(f"CHECK OK: notebook 10: {spec.title} certified ({BACKEND} backend, K = {counts['steady']}); "
       f"your adapter: {grading.verdict(feedback)}")

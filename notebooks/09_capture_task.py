@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown]
-# # 8 · The capture task: make it faster, keep it exact
+# # 9 · The capture task: make it faster, keep it exact
 #
 # A performance problem in the style of a kernel leaderboard: you get a model, a reference (eager), and a
 # grader that runs your submission on traffic you never see. Your job is the wrapper notebook 4 built by
@@ -42,7 +42,7 @@ from cadencelab.course import glossary, grading
 from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal, reveal_figure
 
-HTML(glossary.to_html(notebook=8))  # the terms this notebook uses
+HTML(glossary.to_html(notebook=9))  # the terms this notebook uses
 
 # %% [markdown]
 # ## The problem
@@ -136,5 +136,5 @@ slips = {name: grading.grade(task.check_wrapper, wrong, device=DEVICE) for name,
 assert all(not fb.ok and fb.mistakes == [name] for name, fb in slips.items()), "each slip is named"
 assert board.loc[board["submission"] == "eager (reference)", "exact"].all()
 assert LIVE or mine.empty or mine["speedup"].iloc[0] < 1.5, "a simulated graph cannot beat eager on a CPU"
-print(f"CHECK OK: notebook 8: {len(slips)} slips named by the grader on hidden shapes; your wrapper: "
+print(f"CHECK OK: notebook 9: {len(slips)} slips named by the grader on hidden shapes; your wrapper: "
       f"{grading.verdict(feedback)}" + (f", {mine['speedup'].iloc[0]:.2f}x eager on {DEVICE}" if len(mine) else ""))
