@@ -267,6 +267,10 @@ def _carried(carries) -> dict:
     for c in now():
         if not hasattr(c, "buffer") or not hasattr(c, "name"):
             raise ValueError(f"bind: carries= takes Carry objects, got a {type(c).__name__}")
+    if not callable(carries):  # the same objects every call: each buffer read straight off its carry
+        fixed = now()
+        return dict(owners=lambda: [c.buffer for c in fixed],
+                    write_through={c.name: (lambda c=c: c.buffer) for c in fixed})
     return dict(owners=lambda: [c.buffer for c in now()],
                 write_through={c.name: (lambda n=c.name: next(k.buffer for k in now() if k.name == n)) for c in now()})
 
