@@ -12,8 +12,8 @@ step, in one of two forms:
   carry, in place.
 
 ``last`` is True on a turn's final call (which commits its lookahead frames).
-:class:`StreamingRuntime` then provides what ``TeachingRuntime`` and ``freeze_style.CarryStream``
-each wire by hand: one :class:`~cadencelab.state.Carry` per state region (one allocation, the same
+:class:`StreamingRuntime` then provides (the shipped teaching model, freeze-style decoder and Mimi run on it):
+one :class:`~cadencelab.state.Carry` per state region (one allocation, the same
 address across turn resets), retention in place, the audits (against the declared cut, and
 differentially against the model's own stock step), and replay through
 :func:`~cadencelab.replay.bind`.

@@ -41,6 +41,7 @@ class Bound:
     takes_frames: bool = False
     stock_frames: bool = False
     ring_written: dict = field(default_factory=dict)
+    appended: set = field(default_factory=set)  # regions the step appended to itself (Caches.append)
     label: tuple | None = None  # the label of the operator's latest call
 
 

@@ -28,7 +28,7 @@ from .adopt import adopted_carry, adopted_end, adoptions, held_state
 from .bound import Bound, LastLabel, per_op
 from .regions import base_of, check_initial, check_shape, state_regions
 from .rings import RingEnd, RingView
-from .steps import call_step, frames_at, merged, step_failed, takes_frames
+from .steps import Caches, call_step, frames_at, merged, step_failed, takes_frames
 from .traffic import Traffic
 
 __all__ = ["FORMS", "AUDITS", "GRANULARITIES", "ENGINE_OPTIONS", "Bound", "StreamingRuntime", "KitRun"]
@@ -57,6 +57,9 @@ class StreamingRuntime:
     audit:    "declared" and/or "differential": the carry against the declared stock cut, and against
               ``stock`` (the model's own step) run in shadow. The differential audit compares after every
               call but an operator's final call of a turn: what that call leaves behind nothing reads.
+              A :class:`~cadencelab.state.ShadowAuditor` given instead is the declared audit's (the caller
+              keeps it: its records, its ``compare`` mode). ``audit_regions``: the regions the audits
+              compare (default every state region).
     modules:  modules whose parameters the steps read (guarded by the engines).
 
     adopt:    ``{region: tensor}``: carries on tensors the model allocated itself (a ring region may name the
@@ -80,12 +83,14 @@ class StreamingRuntime:
                  writes: Mapping[str, Sequence[str]] | None = None, init: Callable | None = None, stock=None,
                  state_rule: bool = True, replay: bool = False, granularity: str = "call", backend: str = "auto",
                  audit=(), modules: Sequence[torch.nn.Module] = (), device="cpu", adopt: Mapping | None = None,
-                 held: Mapping | None = None, engine_options: Mapping | None = None):
+                 held: Mapping | None = None, engine_options: Mapping | None = None,
+                 audit_regions: Sequence[str] | None = None):
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
-        audits = (audit,) if isinstance(audit, str) else tuple(audit or ())
+        auditor = audit if isinstance(audit, ShadowAuditor) else None
+        audits = ("declared",) if auditor is not None else (audit,) if isinstance(audit, str) else tuple(audit or ())
         for a in audits:
             if a not in AUDITS:
                 raise ValueError(f"audit must name some of {AUDITS}, got {a!r}")
@@ -165,7 +170,11 @@ class StreamingRuntime:
         owners = list(self.carries.values()) + list(self.ends.values()) + self.held
         for b in self.ops.values():
             self._bind(b, replay, backend, owners, modules, dict(engine_options or {}))
-        self.declared = ShadowAuditor() if "declared" in audits else None
+        self.audited = set(self.names if audit_regions is None else audit_regions)
+        if self.audited - set(self.names):
+            raise ValueError(f"audit_regions: {sorted(self.audited - set(self.names))} are not state regions the "
+                             f"runtime carries ({self.names})")
+        self.declared = (auditor or ShadowAuditor()) if "declared" in audits else None
         self.differential = DifferentialAuditor(stock=self._stock_call) if "differential" in audits else None
         self.caches: dict = {}  # the stock arm's state (plain tensors, new every call)
         self._shadow: dict = {}
@@ -243,6 +252,12 @@ class StreamingRuntime:
         return bases
 
     # -- one call ------------------------------------------------------------------------
+    def _caches(self, b: Bound, views) -> Caches:
+        """A step's caches: each region's view (a ring's as a :class:`RingView`), appendable in place."""
+        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+                       for n, v in zip(b.touches, views)},
+                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form == "views" else {})
+
     def _views(self, b: Bound) -> list:
         return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
 
@@ -260,8 +275,7 @@ class StreamingRuntime:
 
     def _run_step(self, b: Bound, x, last, views):
         """The step on the carries' views (rings as :class:`RingView`), its output checked; no write."""
-        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
-                  for n, v in zip(b.touches, views)}
+        caches = self._caches(b, views)
         try:
             res = call_step(b.step, x, caches, last, self._f, b.takes_frames)
         except RuntimeError as e:
@@ -270,6 +284,7 @@ class StreamingRuntime:
         if self.form == "inplace":  # the step wrote its regions itself
             return res, {}
         out, got = res
+        b.appended = set(caches.appended)
         if not isinstance(got, Mapping):
             raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
         missing = [n for n in b.writes if n not in got]
@@ -304,6 +319,8 @@ class StreamingRuntime:
                 if not b.ring_written.get(n):
                     RingView(v, end, c.dim).write(got[n])
                 end.add_(got[n].shape[c.dim])
+            elif n in b.appended:  # the step wrote its new frames itself (Caches.append): retain
+                c.move_retained(v.shape[c.dim] + got[n].shape[c.dim])
             elif self.form == "views":
                 c.write_append_retained(got[n], v.shape[c.dim])
             else:
@@ -391,7 +408,7 @@ class StreamingRuntime:
         if self.declared is not None:
             self._audit_declared(b, got, ends)
         if self.differential is not None and not last:  # nothing reads what a final call leaves behind
-            self.differential.check(self.calls, self.carries, x, last)
+            self.differential.check(self.calls, {n: c for n, c in self.carries.items() if n in self.audited}, x, last)
         return out
 
     def on(self, operator: str, region: str, f: int) -> int:
@@ -405,6 +422,8 @@ class StreamingRuntime:
     def _audit_declared(self, b: Bound, got: dict, ends: dict) -> None:
         """The current audit: each written carry against the stock concatenation and cut *as declared*."""
         for n in b.writes:
+            if n not in self.audited:
+                continue
             c, r = self.carries[n], self.decl.region(n)
             if n in self.ends:  # the declared ring: frame i of the turn at slot i % capacity
                 shadow, k = self._shadow[n].clone(), got[n].shape[c.dim]
@@ -432,8 +451,7 @@ class StreamingRuntime:
         t, x, last = first
         self.reset(traffic.prompt(t))
         self._f = self.frames_of(x, last, b.name)
-        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
-                  for n, v in zip(b.touches, self._views(b))}
+        caches = self._caches(b, self._views(b))
         kw = {"frames": self._f} if b.takes_frames else {}
         return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
 
