@@ -20,7 +20,6 @@ provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is 
 from __future__ import annotations
 
 import importlib
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ import pandas as pd
 
 from . import options
 from .common import ArmProcess, InlineArm, serve, study_provenance, write_json
-from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, failed_line, int_range, names_in, opt,
+from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, exit_code, int_range, names_in, opt,
                     positive_float)
 from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_bootstrap, interval_halfwidth,
                       parse_cores, pin_to_cores, point, ratio_interval, round_orders, stop_reason)
@@ -221,10 +220,7 @@ def _cli(args) -> int:
             "bit_exact"]
     print(pd.DataFrame(res["arms"])[cols].to_string(index=False))
     print(f"summary: {res['summary']}")
-    line = failed_line("python -m cadencelab.bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"]])
-    if line:
-        print(line, file=sys.stderr)
-    return 0 if line is None else 1
+    return exit_code("bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"]])
 
 
 def add_parser(sub) -> Any:

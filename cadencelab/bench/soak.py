@@ -60,8 +60,8 @@ from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from . import options
 from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, check_out, set_up_device, write_csv,
                      write_json)
-from .flags import (MAX_CHUNKS, add_study_parser, check_devices, check_names, config_from_args, given, int_range,
-                    opt, positive_float)
+from .flags import (MAX_CHUNKS, add_study_parser, check_devices, check_names, config_from_args, exit_code, given,
+                    int_range, opt, positive_float)
 from ..profile.outputs import OutputRefused
 from .token2wav import provenance
 
@@ -619,14 +619,13 @@ def _cli(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"soak: {e}", flush=True)
         return 2
+    failed = sorted({f.split(" ", 1)[0] for f in res["failures"]})  # each failure starts with its arm
     if cfg.arms and cfg.arm not in cfg.arms:  # a reference-only run: nothing to gate yet
         print(f"{cfg.reference_arm} reference rows recorded under {cfg.out}: {res['summary']['reference_chunks']} "
               f"chunks; run the arm with --arms {cfg.arm} --out {cfg.out} to compare", flush=True)
-        return 2 if res["failures"] else 0
+        return exit_code("bench soak", failed)
     print(table(res), flush=True)
-    if res["failures"]:
-        return 2
-    return 0 if res["summary"]["passed"] else 1
+    return exit_code("bench soak", failed, [] if failed or res["summary"]["passed"] else [cfg.arm])
 
 
 def add_parser(sub) -> None:
