@@ -21,7 +21,7 @@ from ...contract import Declaration
 from ...state import Carry
 from .regions import declared_text
 
-__all__ = ["Held", "adoptions", "adopted_carry", "adopted_end", "held_state"]
+__all__ = ["Held", "adoptions", "adopted_carry", "adopted_end", "held_state", "on_device"]
 
 
 class Held:
@@ -33,6 +33,14 @@ class Held:
     @property
     def buffer(self) -> torch.Tensor:
         return self.get()
+
+
+def on_device(t: torch.Tensor, device) -> bool:
+    """``t`` lives on ``device`` ("cuda" meaning the current CUDA device, as tensors made there say "cuda:0")."""
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return t.device == d
 
 
 def _what(t) -> str:
@@ -64,7 +72,7 @@ def adopted_carry(decl: Declaration, region, tensor, shape: tuple, device: torch
     allocate (``shape``), the declared dtype and on the runtime's device."""
     dtype = getattr(torch, region.dtype)
     if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != tuple(shape) or tensor.dtype != dtype \
-            or tensor.device != device:
+            or not on_device(tensor, device):
         raise ValueError(f"adopt: region '{region.name}' was given {_what(tensor)}; {declared_text(decl, region)} "
                          f"is carried as {tuple(shape)} {dtype} on {device}")
     return Carry(region.name, region.policy, region.clock_axis, tensor)
@@ -72,7 +80,7 @@ def adopted_carry(decl: Declaration, region, tensor, shape: tuple, device: torch
 
 def adopted_end(region: str, end, device: torch.device) -> torch.Tensor:
     """The model's own count of frames written to a ring region: one int64 element on the device."""
-    if not isinstance(end, torch.Tensor) or end.dtype != torch.int64 or end.numel() != 1 or end.device != device:
+    if not isinstance(end, torch.Tensor) or end.dtype != torch.int64 or end.numel() != 1 or not on_device(end, device):
         raise ValueError(f"adopt: ring region '{region}''s write position must be one int64 element on {device} "
                          f"(the model's own count of frames written), got {_what(end)}")
     return end

@@ -26,7 +26,7 @@ from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
 from .adopt import adopted_carry, adopted_end, adoptions, held_state
 from .bound import Bound, LastLabel, per_op
-from .regions import base_of, check_initial, check_shape, state_regions
+from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
 from .steps import Caches, call_step, frames_at, merged, step_failed, takes_frames
 from .traffic import Traffic
@@ -256,7 +256,7 @@ class StreamingRuntime:
         """A step's caches: each region's view (a ring's as a :class:`RingView`), appendable in place."""
         return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
                        for n, v in zip(b.touches, views)},
-                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form == "views" else {})
+                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form != "inplace" else {})
 
     def _views(self, b: Bound) -> list:
         return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
@@ -295,7 +295,8 @@ class StreamingRuntime:
                 continue
             t = got[r.name]
             check_shape(self.decl, r, t, "the step's output")
-            if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name]:
+            cut = self.form == "stock" and constant_extent(r.policy) and t.shape[r.clock_axis] == r.policy.shape_extent(0)
+            if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name] and not cut:
                 raise ValueError(f"the step returned {t.shape[r.clock_axis]} frames for region '{r.name}' where the "
                                  f"declaration implies {self._expect[r.name]} ({self.form} form, {self._f} "
                                  f"'{b.op.clock}' committed)")
@@ -319,7 +320,7 @@ class StreamingRuntime:
                 if not b.ring_written.get(n):
                     RingView(v, end, c.dim).write(got[n])
                 end.add_(got[n].shape[c.dim])
-            elif n in b.appended:  # the step wrote its new frames itself (Caches.append): retain
+            elif n in b.appended and self.form == "views":  # the step wrote its new frames itself: retain
                 c.move_retained(v.shape[c.dim] + got[n].shape[c.dim])
             elif self.form == "views":
                 c.write_append_retained(got[n], v.shape[c.dim])
@@ -329,8 +330,16 @@ class StreamingRuntime:
     def _device_step(self, b: Bound, x, last, *views):
         """Device work of one call: the step on the carries' views, checked, then append + retain in place."""
         out, got = self._run_step(b, x, last, views)
+        seen = self._audited(got)
         self._write(b, got, views)
-        return (out, got) if self.declared is not None else out
+        return (out, seen) if self.declared is not None else out
+
+    def _audited(self, got: Mapping) -> Mapping:
+        """What the declared audit reads of a call: a returned view of a carry's own storage copied before the
+        write moves it (a stock-form step returning its in-buffer cache)."""
+        if self.declared is None:
+            return got
+        return {n: t.clone() if self.carries[n].owns(t) else t for n, t in got.items()}
 
     def frames_of(self, x, last: bool, operator: str | None = None) -> int:
         """The call's committed frames on the operator's clock (what the classifier labels it with).
@@ -394,8 +403,9 @@ class StreamingRuntime:
         views = self._views(b)
         ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
         if self.granularity == "step":
-            out, got = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
-            self._write(b, got, views)
+            out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
+            got = self._audited(new)
+            self._write(b, new, views)
         else:
             res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
             out, got = res if self.declared is not None else (res, None)

@@ -68,7 +68,8 @@ class Caches(dict):
     def append(self, name: str, new: torch.Tensor) -> torch.Tensor:
         """Write ``new`` into region ``name``'s carry in place, where its layout puts new frames (in front of
         a newest-first cache, after a chronological one); return the cache with them (a view of the carry).
-        The runtime then only retains. The step still returns ``new`` as the region's new frames."""
+        The runtime then only retains. A views-form step still returns ``new`` as the region's new frames; a
+        stock-form step returns the view itself as the region's attended cache."""
         c = self.carries.get(name)
         if c is None or name not in self:
             raise ValueError(f"Caches.append: '{name}' is not a region this step writes ({sorted(self)})")

@@ -24,6 +24,11 @@ the vendor graph re-bucketed to the live 50-frame chunk, and ``torch.compile`` i
 
 With every switch off the loop performs the stock operations in the stock order; a test
 checks it is bit-identical to :class:`StockToken2wav` (and, on CUDA, to the vendor class).
+
+Token2wav as a declaration plus a step is :mod:`.kit` (the adapter kit's arms). This runtime keeps its own
+wiring: R and SR replay each DiT call inside the vendor's Euler loop, flow and vocoder are two engines with
+the cross-fade, trim and staging eager between, S keeps the vendor's iSTFT, the controls patch the vendor,
+and the recorded H200 data were measured on these graphs. Its estimator carry is adopted through the kit.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from ...replay import At, ExactShapeReplay, bind
 from ...replay.determinism import pin_determinism
 from ...state import Carry
 from ..arms import FACTORIAL
+from ..kit.adopt import adopted_carry
 from .stock import crossfade
 from .configs import Token2wavConfig
 from .parts import (HostStaging, VocoderSplit, CountingGraph, ReplayedForwardChunk, capture_vendor_buckets,
@@ -181,7 +187,10 @@ class Token2wavRuntime:
         noise_frames = d.region("cfm_noise").policy.extent
         dec.rand_noise = dec.rand_noise[:, :, :noise_frames].clone()
         dt = att.dtype
-        self.est = Carry("estimator_att_cache", d.region("estimator_att_cache").policy, 4, att)
+        # the solver's own buffer, adopted as the estimator's carry (shape, dtype and device checked against the
+        # declaration's attended envelope)
+        est = d.region("estimator_att_cache")
+        self.est = adopted_carry(d, est, att, Carry.shape_for(d, est.name, "attended"), self.device)
         self.conf_att = Carry.for_region(d, "conformer_att_cache", self.device, dt)
         self.conf_cnn = Carry.for_region(d, "conformer_cnn_cache", self.device, dt)
         self.mel = Carry.for_region(d, "vocoder_mel_cache", self.device, envelope="attended")
