@@ -83,6 +83,22 @@ def test_a_stock_arm_is_built_with_the_vendors_buffers(stock):
     assert torch.equal(m.reference()[0], stock[0][0])  # the same first call (the same tokens) on the stock buffers
 
 
+def test_the_bench_entry_runs_token2wav(tmp_path, capsys):
+    import json
+
+    from cadencelab.bench.__main__ import main
+    from cadencelab.bench.kit import MODELS, load_model
+
+    rc = main(["kit", "--model", "test_token2wav_kit:small_on", "--device", "cpu", "--inline", "--min-processes", "1",
+               "--max-processes", "1", "--blocks", "1", "--cores", "none", "--arms", "B0,SRc", "--out", str(tmp_path)])
+    assert rc == 0
+    rec = json.loads((tmp_path / "kit_factorial.json").read_text())
+    assert rec["summary"]["model"] == "token2wav" and all(a["bit_exact"] for a in rec["arms"])
+    b0 = load_model("test_token2wav_kit:small_on", "cpu", "B0")  # a B0 process is given its arm
+    assert b0.adopt is None and b0.modules[0].decoder.att_cache_buffer.shape[4] == 1000
+    assert set(MODELS) >= {"token2wav", "token2wav-teaching"}
+
+
 @pytest.mark.cuda
 def test_the_kit_factorial_on_token2wav_with_cuda_graphs():
     """Device randomness is admitted on CUDA: every arm replays its classes and stays bit-exact."""
@@ -91,3 +107,20 @@ def test_the_kit_factorial_on_token2wav_with_cuda_graphs():
     assert df["bit_exact"].all() and df.attrs["certified"], (df, df.attrs["certificate"])
     rep = df.set_index("arm")
     assert (rep.loc[["R", "Rc", "SR", "SRc"], "replayed"] > 0).all() and (df["peak_mem_bytes"] >= 0).all()
+
+
+@pytest.mark.cuda
+def test_the_bench_entry_on_token2wav_with_cuda_graphs(tmp_path, capsys):
+    """``bench kit --model token2wav-teaching`` on a GPU: fresh processes per arm, every arm bit-exact, SRc replayed
+    (the lead's full run is ``--model token2wav``, the real sizes)."""
+    import json
+
+    from cadencelab.bench.__main__ import main
+
+    rc = main(["kit", "--model", "token2wav-teaching", "--device", "cuda", "--min-processes", "1", "--max-processes",
+               "1", "--blocks", "2", "--arms", "B0,S,SRc,B0_repeat", "--out", str(tmp_path)])
+    assert rc == 0, capsys.readouterr().err
+    rec = json.loads((tmp_path / "kit_factorial.json").read_text())
+    arms = {a["arm"]: a for a in rec["arms"]}
+    assert rec["summary"]["certified"] and all(a["bit_exact"] for a in arms.values())
+    assert arms["SRc"]["replayed"] > 0 and arms["B0"]["peak_mem_bytes"] > arms["S"]["peak_mem_bytes"]
