@@ -123,4 +123,4 @@ def test_the_bench_entry_on_token2wav_with_cuda_graphs(tmp_path, capsys):
     rec = json.loads((tmp_path / "kit_factorial.json").read_text())
     arms = {a["arm"]: a for a in rec["arms"]}
     assert rec["summary"]["certified"] and all(a["bit_exact"] for a in arms.values())
-    assert arms["SRc"]["replayed"] > 0 and arms["B0"]["peak_mem_bytes"] > arms["S"]["peak_mem_bytes"]
+    assert arms["SRc"]["replayed"] > 0 and arms["B0"]["replayed"] == 0
