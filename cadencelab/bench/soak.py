@@ -199,23 +199,19 @@ def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device:
     """Build ``arm`` on ``device`` and stream ``turn_ids``; append one JSON row per chunk to ``rows_path``."""
     import torch
 
-    from ..adapters.token2wav import load_checkpoint, make_prompt
-    from ..adapters.token2wav.runtime import Token2wavRuntime, chunk_frames, runtime_envelope
+    from ..adapters.token2wav.runtime import build_runtime, chunk_frames
 
     dev, determinism = set_up_device(device, cfg.condition)  # events, graphs, allocator: the current device
     cuda = dev.type == "cuda"
     t0 = time.perf_counter()
-    flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
-                                       envelope=runtime_envelope(arm, cfg.n_timesteps))
-    prompt = make_prompt(mcfg, cfg.seed, dev)
-    rt = Token2wavRuntime(flow, hift, dev, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg,
-                          backend="cuda" if cuda else "eager")
+    rt, prompt = build_runtime(None, arm, cfg.seed, dev, backend="cuda" if cuda else "eager",
+                               n_timesteps=cfg.n_timesteps, checkpoint=ckpt)
     f_chunk = rt.decl.admission.max_call if rt.decl is not None and rt.decl.admission else 50
     if cuda:
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
     setup_s = time.perf_counter() - t0
-    turns = {t.turn: t for t in plan_turns(cfg, mcfg.vocab_size)}
+    turns = {t.turn: t for t in plan_turns(cfg, rt.cfg.vocab_size)}
     written = 0
     t_stream = time.perf_counter()
     with open(rows_path, "a") as fh:

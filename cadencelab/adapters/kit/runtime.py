@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from ...contract import PRIMING, Declaration
-from ...contract.clocks import scale
+from ...contract.clocks import scale, scaled
 from ...contract.policies import Ring
 from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
@@ -165,6 +165,7 @@ class StreamingRuntime:
                     self.ends[r.name] = RingEnd(r.name, self.device,
                                                 None if end is None else adopted_end(r.name, end, self.device))
         self.held = held_state(held, self.names)
+        self._clock = {r.name: r.clock for r in self.regions}
         self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
                        for n, b in self.ops.items() for r in self.regions}
         owners = list(self.carries.values()) + list(self.ends.values()) + self.held
@@ -423,11 +424,8 @@ class StreamingRuntime:
 
     def on(self, operator: str, region: str, f: int) -> int:
         """``f`` ticks of ``operator``'s clock on ``region``'s clock."""
-        mul, div = self._ratio[(operator, region)]
-        if (f * mul) % div:
-            raise ValueError(f"{f} '{self.ops[operator].op.clock}' ticks are not whole ticks of region '{region}''s "
-                             f"clock")
-        return f * mul // div
+        return scaled(f, self._ratio[(operator, region)], self.ops[operator].op.clock, self._clock[region],
+                      f"region '{region}'")
 
     def _audit_declared(self, b: Bound, got: dict, ends: dict) -> None:
         """The current audit: each written carry against the stock concatenation and cut *as declared*."""
