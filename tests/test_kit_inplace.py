@@ -47,6 +47,16 @@ def test_an_in_place_model_on_adopted_state_is_bit_exact(arm):
         assert (c["status"] == "captured").all() and int(c["replays"].sum()) == traffic.calls - 2
 
 
+def test_held_state_is_guarded_not_aliased():
+    """Held state is never a call's argument: each engine checks its address every call (write-through), and
+    does not count it among the buffers a call's arguments may alias (owners)."""
+    model = SelfRing()
+    rt = _runtime(model, replay=True)
+    owners = {t.data_ptr() for t in rt.engine.owners()}
+    assert {"count", "first", "kv", "kv.end"} <= set(rt.engine.write_through())
+    assert model.ring.data_ptr() in owners and model.count.data_ptr() not in owners
+
+
 def test_the_runtime_advances_a_ring_position_the_model_does_not_keep():
     s, model = RingSizes(), SelfRing()
     traffic = ring_traffic()

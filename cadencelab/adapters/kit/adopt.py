@@ -25,14 +25,17 @@ __all__ = ["Held", "adoptions", "adopted_carry", "adopted_end", "held_state", "o
 
 
 class Held:
-    """One tensor of state the model keeps and the declaration does not name (``buffer``: read now)."""
+    """One tensor of state the model keeps and the declaration does not name (``buffer``: read now). Never a
+    call's argument, so an engine guards its address without aliasing it (``owner`` False)."""
+
+    owner = False
 
     def __init__(self, name: str, get: Callable[[], torch.Tensor]):
-        self.name, self.get = name, get
+        self.name, self.reader = name, get  # an engine reads the buffer through it (no property in between)
 
     @property
     def buffer(self) -> torch.Tensor:
-        return self.get()
+        return self.reader()
 
 
 def on_device(t: torch.Tensor, device) -> bool:
