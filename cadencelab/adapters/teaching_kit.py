@@ -2,8 +2,8 @@
 
 The same model, declaration, steps and stream as :mod:`cadencelab.adapters.teaching` (whose
 :class:`~cadencelab.adapters.teaching.TeachingRuntime` is this runtime behind the course's interface), bundled
-the way the write-your-own-adapter notebook teaches: the step in the kit's views form, the model's own stock step, prompt priming as
-``init``; ``python -m cadencelab.bench kit --model teaching`` runs the factorial on it.
+the way the write-your-own-adapter notebook teaches: the step in the kit's views form, the model's own stock
+step, prompt priming as ``init``; ``python -m cadencelab.bench kit --model teaching`` runs the factorial on it.
 """
 
 from __future__ import annotations
