@@ -82,8 +82,8 @@ class KitModel:
         """The runtime of one arm of :data:`ARMS`."""
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; arms: {list(ARMS)}")
-        return StreamingRuntime(self.decl, self.step, stock=self.stock, backend=backend, **self._kw(ARMS[arm]["state_rule"]),
-                                **ARMS[arm])
+        return StreamingRuntime(self.decl, self.step, stock=self.stock, backend=backend,
+                                **self._kw(ARMS[arm]["state_rule"]), **ARMS[arm])
 
     def _kw(self, state_rule: bool = True) -> dict:
         kw = dict(frames=self.frames, form=self.form, operator=self.operator, writes=self.writes, init=self.init,
@@ -91,7 +91,8 @@ class KitModel:
         return dict(kw, adopt=self.adopt, held=self.held) if state_rule else kw
 
     def certify(self, backend: str = "auto") -> Certification:
-        return certify(self.decl, self.step, self.stock, self.traffic, backend=backend, audits=self.audits, **self._kw())
+        return certify(self.decl, self.step, self.stock, self.traffic, backend=backend, audits=self.audits,
+                       **self._kw())
 
     def reference(self) -> list:
         """The stock step's outputs over the traffic (what every arm must equal)."""

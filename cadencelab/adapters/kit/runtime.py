@@ -296,7 +296,8 @@ class StreamingRuntime:
                 continue
             t = got[r.name]
             check_shape(self.decl, r, t, "the step's output")
-            cut = self.form == "stock" and constant_extent(r.policy) and t.shape[r.clock_axis] == r.policy.shape_extent(0)
+            cut = self.form == "stock" and constant_extent(r.policy) and \
+                t.shape[r.clock_axis] == r.policy.shape_extent(0)  # a constant region the model cut itself
             if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name] and not cut:
                 raise ValueError(f"the step returned {t.shape[r.clock_axis]} frames for region '{r.name}' where the "
                                  f"declaration implies {self._expect[r.name]} ({self.form} form, {self._f} "
@@ -400,7 +401,8 @@ class StreamingRuntime:
     def _call_carried(self, b: Bound, x, last: bool, f: int):
         before = {n: c.length for n, c in self.carries.items()}
         fr = {n: self.on(b.name, n, f) for n in b.writes}
-        self._expect = {n: before[n] + fr[n] if self.form == "stock" and n not in self.ends else fr[n] for n in b.writes}
+        self._expect = {n: before[n] + fr[n] if self.form == "stock" and n not in self.ends else fr[n]
+                        for n in b.writes}
         views = self._views(b)
         ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
         if self.granularity == "step":

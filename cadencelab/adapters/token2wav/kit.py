@@ -116,7 +116,8 @@ def kit_steps(flow, hift, decl, clocks: Token2wavClocks, spk: torch.Tensor, devi
         speech, source = vocoder.whole(attended, caches["vocoder_source_cache"])
         speech, out = fade_and_trim(speech, caches["vocoder_speech_cache"], last)
         return out, dict(new, vocoder_mel_cache=attended[..., -clocks.mel_cache_frames:].clone(),
-                         vocoder_source_cache=source[:, :, -keep:].clone(), vocoder_speech_cache=speech[:, -keep:].clone())
+                         vocoder_source_cache=source[:, :, -keep:].clone(),
+                         vocoder_speech_cache=speech[:, -keep:].clone())
 
     return step, stock
 
@@ -161,9 +162,9 @@ def kit_model(cfg: Token2wavConfig = TEACHING, seed: int = 0, device="cpu", *, a
     signals = _turns(cfg, clocks, seed, turns, chunks, device)
     traffic = Traffic.stream(decl, signals, clock="tokens", prompts=[prompt] * turns)
     adopt = {"estimator_att_cache": dec.att_cache_buffer, "estimator_cnn_cache": dec.cnn_cache_buffer}
-    return KitModel(decl, step, stock, traffic, frames=At(0, dim=1, clock="tokens"), form="stock", operator=OPERATOR, init=init,
-                    modules=(flow, hift), device=str(device), adopt=None if stock_arm else adopt, held={"spk": spk},
-                    audits=("declared",))
+    return KitModel(decl, step, stock, traffic, frames=At(0, dim=1, clock="tokens"), form="stock", operator=OPERATOR,
+                    init=init, modules=(flow, hift), device=str(device), adopt=None if stock_arm else adopt,
+                    held={"spk": spk}, audits=("declared",))
 
 
 def kit_model_on(device="cpu", arm: str | None = None) -> KitModel:
