@@ -143,3 +143,46 @@ class RingStreamer(torch.nn.Module):
             ring[:, (end + i) % s.capacity] = k[:, i]
         filled = torch.arange(s.capacity, device=x.device) < min(end + k.shape[1], s.capacity)
         return self.attend(x, ring, filled), {"kv": ring, "end": end + k.shape[1]}
+
+
+class SelfRing(torch.nn.Module):
+    """A streaming model that keeps its state itself, as Mimi's modules do: a ring of keys and its write
+    position allocated in :meth:`start`, written in place by :meth:`forward` (``index_copy_`` at the device
+    position), plus a call counter the declaration does not name and a flag that ``rebinds=True`` rebinds
+    every call (``self.first = torch.where(...)``, as moshi's replicate-padded conv does)."""
+
+    def __init__(self, sizes: RingSizes = RingSizes(), seed: int = 6, rebinds: bool = False):
+        super().__init__()
+        self.s, self.rebinds = sizes, rebinds
+        self.key = torch.nn.Linear(sizes.dim, sizes.dim)
+        self.query = torch.nn.Linear(sizes.dim, sizes.dim)
+        seeded(self, seed, 0.5)
+        self.start()
+
+    def start(self, device="cpu") -> None:
+        s = self.s
+        self.ring = torch.zeros(1, s.capacity, s.dim, device=device)
+        self.end = torch.zeros(1, dtype=torch.int64, device=device)
+        self.count = torch.zeros(1, dtype=torch.int64, device=device)
+        self.first = torch.ones(1, dtype=torch.bool, device=device)
+
+    def reset_state(self) -> None:
+        """In place, as a stream reset: position, counter and flag (the ring's stale frames stay, masked)."""
+        self.end.zero_()
+        self.count.zero_()
+        self.first.fill_(True)
+
+    def forward(self, x):
+        s, k = self.s, self.key(x)
+        slots = (self.end + torch.arange(k.shape[1], device=x.device)) % s.capacity
+        self.ring.index_copy_(1, slots, k)
+        self.end.add_(k.shape[1])
+        self.count.add_(1)
+        filled = torch.arange(s.capacity, device=x.device) < torch.clamp(self.end, max=s.capacity)
+        w = (self.query(x) @ self.ring.transpose(1, 2)).masked_fill(~filled, float("-inf"))
+        out = x + torch.softmax(w, dim=-1) @ self.ring + self.first.to(x.dtype)
+        if self.rebinds:
+            self.first = torch.where(self.count > 0, torch.zeros_like(self.first), self.first)
+        else:
+            self.first.copy_(torch.where(self.count > 0, torch.zeros_like(self.first), self.first))
+        return out

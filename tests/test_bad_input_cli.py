@@ -144,6 +144,30 @@ def test_bench_exit_code_reflects_failed_arms_and_gate(capsys, monkeypatch, tmp_
         assert n in _one_line(err)
 
 
+def test_every_study_ends_with_one_tail(capsys):
+    """exit_code: 0, or the one failed line on stderr and 1, whichever study (bad values exit 2 earlier)."""
+    from cadencelab.bench.flags import exit_code
+
+    assert exit_code("bench x") == 0 and capsys.readouterr().err == ""
+    assert exit_code("bench x", ["S"], ["SRc"]) == 1
+    assert _one_line(capsys.readouterr().err) == "bench x: arm(s) failed: S; exactness gate failed for: SRc"
+
+
+@pytest.mark.parametrize("failures, passed, rc", [([], True, 0), (["SRc turns 0..3 on cpu: boom"], False, 1),
+                                                  ([], False, 1)], ids=["pass", "arm_failed", "gate_failed"])
+def test_soak_exits_like_every_study(capsys, monkeypatch, tmp_path, failures, passed, rc):
+    from cadencelab.bench import soak
+
+    res = dict(failures=failures, summary=dict(passed=passed))
+    monkeypatch.setattr(soak, "run_soak", lambda cfg, progress=print: res)
+    monkeypatch.setattr(soak, "table", lambda res: "summary: ...")
+    got, out, err = _run(capsys, ["bench", "soak", "--device", "cpu", "--config", "teaching", "--out", str(tmp_path)])
+    assert got == rc, err
+    if rc:
+        assert _one_line(err) == ("bench soak: arm(s) failed: SRc" if failures else
+                                  "bench soak: exactness gate failed for: SRc")
+
+
 def _cli_subprocess(*argv, env_extra=None, timeout=60):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("CADENCELAB_DEBUG", None)

@@ -96,3 +96,16 @@ def test_cli_and_notebook_sliders_derive_the_same_catalog(tmp_path, capsys):
         k_nb = {k: int(v) for k, v in sliders.table.set_index("region")["K"].items()}
         assert k_cli == k_nb, (r, c, s)
         assert k_cli["estimator_att_cache"] == len(sliders.extents)
+
+
+def test_one_clock_conversion():
+    """convert (a scale taken now) and scaled (a scale a caller keeps) are one arithmetic, one error."""
+    from cadencelab.contract.clocks import convert, scale, scaled
+    from cadencelab.contract.examples import moshi_mimi_declaration
+
+    clocks = moshi_mimi_declaration().clock_map
+    assert convert(clocks, 1, "frames", "samples") == scaled(1, scale(clocks, "frames", "samples"), "frames", "samples")
+    assert convert(clocks, 3840, "samples", "frames") == 2
+    with pytest.raises(ValueError, match=r"kit: 1921 'samples' ticks are not whole 'frames' ticks \(1920 'samples' "
+                                         r"per 1 'frames'\)"):
+        scaled(1921, scale(clocks, "samples", "frames"), "samples", "frames", "kit")

@@ -39,7 +39,7 @@ def test_carry_bit_exact_with_full_history_reference(model, turns):
     got = stream_with_carry(model, turns, 20, runtime=rt)
     assert len(got) == len(ref) == 10  # >= 6 chunks in the first turn, then a turn reset
     assert all(torch.equal(a, b) for a, b in zip(ref, got))
-    assert rt.pointers() == ptrs and all(c.address_ok() for c in rt.carries)
+    assert rt.pointers() == ptrs and all(c.address_ok() for c in rt.carries) and len(rt.carries) == 5
 
 
 def test_overlap_recompute_is_not_bitwise_equal(model, turns):

@@ -12,6 +12,7 @@ import torch
 
 from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
 from cadencelab.contract import PromptRetained, SlidingWindow
+from cadencelab.state import ShadowAuditor
 from kit_models import ConformerSizes, DecoderSizes, StreamingConformer, TokenDecoder
 
 
@@ -223,7 +224,7 @@ def test_kit_refuses_what_it_cannot_run():
         StreamingRuntime(conformer_declaration(), step, form="other")
 
 
-def test_the_teaching_model_on_the_kit_matches_its_hand_wired_runtime():
+def test_the_teaching_model_on_the_kit_equals_its_stock_loop():
     from cadencelab.adapters import teaching, teaching_kit
 
     cfg = teaching.TeachingConfig()
@@ -231,10 +232,33 @@ def test_the_teaching_model_on_the_kit_matches_its_hand_wired_runtime():
     m = teaching_kit.kit_model(model, stream)
     cert = m.certify(backend="eager")
     assert cert.ok, cert.table
-    hand = teaching.TeachingRuntime(model, replay=True, backend="eager").run(stream)
-    assert all(torch.equal(a, b) for a, b in zip(hand.outputs, cert.runtime.run(m.traffic).outputs))
+    stock = teaching.TeachingRuntime(model, state_rule=False).run(stream)
+    assert all(torch.equal(a, b) for a, b in zip(stock.outputs, cert.runtime.run(m.traffic).outputs))
     reasons = cert.counters.set_index("reason")["count"]
-    assert reasons["priming"] == 2 and reasons["outside_catalog"] == 1  # as the hand-wired runtime counts them
+    assert reasons["priming"] == 2 and reasons["outside_catalog"] == 1
+
+
+def test_the_step_may_append_in_place_where_its_carry_has_room():
+    """Caches.append: the step attends over its carry after writing the new frames where the carry's layout puts
+    them (the teaching model's K|V, newest first, sized to the attended envelope); the runtime then only retains.
+    A carry without the room is refused by name."""
+    from cadencelab.adapters import teaching
+
+    cfg = teaching.TeachingConfig()
+    model, stream = teaching.TinyStreamer(cfg), teaching.make_stream(cfg)
+    rt = teaching.TeachingRuntime(model, auditor=ShadowAuditor())
+    run = rt.run(stream)
+    assert rt.kit.ops[teaching.OPERATOR].appended == {teaching.KV} and rt.auditor.ok
+    assert run.table["cache_ptr"].nunique() == 1 and rt.kv.capacity == cfg.prompt + cfg.retained + cfg.f_call
+
+    def step(x, caches, last):  # the conformer's conv context is Fixed(14): no room for a call's frames
+        caches.append("conv", x.transpose(1, 2))
+        return x, {}
+
+    bad = StreamingRuntime(conformer_declaration(), step)
+    bad.reset()
+    with pytest.raises(ValueError, match=r"region 'conv' holds 14 frames in a carry of 14: no room for 20 more"):
+        bad(conformer_traffic().turns[0][0])
 
 
 @pytest.mark.cuda

@@ -35,12 +35,21 @@ def test_the_factorial_runs_every_arm_bit_exact(make):
     assert set(df.attrs["catalog"]["kind"]) == {"steady", "flush"}
 
 
-def test_the_teaching_model_on_the_kit_is_its_hand_wired_runtimes_twin():
+def test_the_course_runtimes_are_the_kits():
+    """TeachingRuntime and CarryStream are kit runtimes behind the course's interface: the SRc arm of the kit
+    model, call for call."""
+    from cadencelab.adapters import freeze_style
+    from cadencelab.adapters.kit import StreamingRuntime
+
     m = teaching_kit.kit_model()
     cfg = teaching.TeachingConfig()
-    hand = teaching.TeachingRuntime(teaching.TinyStreamer(cfg), replay=True, backend="eager").run(teaching.make_stream(cfg))
+    course = teaching.TeachingRuntime(teaching.TinyStreamer(cfg), replay=True, backend="eager")
+    assert isinstance(course.kit, StreamingRuntime) and course.engine is course.kit.engine
+    hand = course.run(teaching.make_stream(cfg))
     kit = m.runtime("SRc", backend="eager").run(m.traffic)
     assert len(hand.outputs) == len(kit.outputs) and all(torch.equal(a, b) for a, b in zip(hand.outputs, kit.outputs))
+    carry = freeze_style.CarryStream(freeze_style.FreezeStyleDecoder(), replay=True, backend="eager")
+    assert isinstance(carry.kit, StreamingRuntime) and carry.kit.decl.model == freeze_style.kit_declaration().model
 
 
 def test_bad_factorial_arguments_are_refused():

@@ -41,7 +41,8 @@ LONG_MODULES = {
     "cadencelab/replay/engine.py": "ExactShapeReplay: keying, admission, probe, capture and replay of one class "
                                    "life cycle",
     "cadencelab/contract/derivation.py": "the derivations of one declaration, one after another (18 lines over)",
-    "cadencelab/adapters/mimi.py": "one adapter: Mimi's declaration, binding and eager reference (2 lines over)",
+    "cadencelab/adapters/mimi.py": "one adapter: Mimi's declaration, state audit, kit runtime and eager reference "
+                                   "(17 lines over)",
     "cadencelab/profile/trace.py": "one reader of the Kineto trace format, event kinds and their columns together",
     "cadencelab/profile/metrics.py": "the window metrics (busy, slack, idle split, stages) over one trace model",
     "cadencelab/profile/compare.py": "kernel streams, their alignment and the cadence diff share the op-kind model",

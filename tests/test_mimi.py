@@ -110,6 +110,20 @@ def test_replay_bookkeeping_exact_vs_eager(mimi, pcm, eager):
         assert s.pointers() == ptrs
 
 
+def test_the_replay_arm_is_the_kit_on_moshis_own_state(mimi):
+    from cadencelab.adapters.kit import StreamingRuntime
+
+    with M.MimiStream(mimi, "replay", backend="eager") as s:
+        rt = s.runtime
+        assert isinstance(rt, StreamingRuntime) and rt.form == "inplace" and set(rt.engines) == {M.ENCODE, M.DECODE}
+        for name, v in M.region_tensors(mimi).items():  # the carries are moshi's tensors, not copies
+            cache, end = v if isinstance(v, tuple) else (v, None)
+            assert rt.carries[name].buffer is cache and (end is None or rt.ends[name].buffer is end)
+        assert len(rt.carries) == 17 and len(rt.held) == 182 - 33
+        assert "downsample.conv.first" in {h.name for h in rt.held}
+        assert rt.ops[M.ENCODE].classifier.catalog == admitted_labels(rt.decl, M.ENCODE)
+
+
 def test_unpinned_rebinding_fails_closed(mimi):
     pcm8 = M.pcm_stream(8, seed=0)
     ref = _run(mimi, pcm8, "eager")[2]

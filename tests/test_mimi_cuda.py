@@ -61,5 +61,6 @@ def test_generic_replay_bit_exact(pcm, eager):
         assert (c["status"] == "captured").all(), c[["engine", "status", "reason"]]
         assert (c["replays"] == FRAMES - 1).all() and (c["invalidations"] == 0).all()
         assert s.vendor_graphs_captured() == 0
+        assert s.runtime.form == "inplace" and all(e.backend == "cuda" for e in s.engines.values())  # the kit's
         s.reset()  # a second stream on the same graphs, in place
         assert M.stream_hashes(M.run_stream(s, pcm)) == eager[2]

@@ -121,3 +121,18 @@ def test_arms_bit_identical_cuda(cfg):
             assert (voc["replays"] > 0).any(), rt.summaries()
         del rt
         torch.cuda.empty_cache()
+
+
+def test_one_build_path_from_a_checkpoint(tmp_path):
+    """build_runtime(checkpoint=...): what the benches load (the checkpoint at the arm's envelope, its config, the
+    seeded prompt), the same runtime and prompt as the steps done by hand."""
+    from cadencelab.adapters.token2wav import load_checkpoint, make_prompt, save_checkpoint
+    from cadencelab.adapters.token2wav.runtime import build_runtime
+
+    save_checkpoint(tmp_path, *build_token2wav(TEACHING, 3), TEACHING)
+    rt, prompt = build_runtime(None, "S", 5, "cpu", backend="eager", n_timesteps=4, checkpoint=tmp_path)
+    flow, hift, cfg = load_checkpoint(tmp_path, seed_for_noise=5, envelope=runtime_envelope("S", n_timesteps=4))
+    assert rt.cfg == cfg and rt.n_timesteps == 4 and rt.est.buffer.shape == flow.decoder.att_cache_buffer.shape
+    assert all(torch.equal(a, b) for a, b in zip(prompt.as_tuple(), make_prompt(cfg, 5, "cpu").as_tuple()))
+    assert torch.equal(rt.flow.decoder.rand_noise, flow.decoder.rand_noise[:, :, :rt.flow.decoder.rand_noise.shape[2]])
+    assert all(torch.equal(p, q) for p, q in zip(rt.flow.parameters(), flow.parameters()))

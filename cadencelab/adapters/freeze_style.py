@@ -50,8 +50,9 @@ Two streaming paths, both emitting one PCM tensor per 20-token chunk of a turn:
     far, keep the new samples. (b) is bit-exact (``torch.equal``, CPU float32) with that.
 
 The declaration hook is :func:`cadencelab.contract.examples.freeze_style_declaration` (catalog
-width 2: left-context extent 0 on the first chunk, then 20); ``stream_with_carry(..., replay=True)``
-wraps the chunk step in :class:`~cadencelab.replay.ExactShapeReplay` (backend ``"auto"``: CUDA
+width 2: left-context extent 0 on the first chunk, then 20); path (b) runs on the adapter kit
+(:class:`CarryStream`: :func:`kit_declaration`, every conv's context a region, plus :func:`kit_steps`), and
+``stream_with_carry(..., replay=True)`` replays each chunk through the kit's engine (backend ``"auto"``: CUDA
 graphs on a GPU, the eager backend's identical bookkeeping on a CPU) with the carries as owners.
 """
 
@@ -66,14 +67,13 @@ import torch
 import torch.nn.functional as F
 
 from ..contract.examples import freeze_style_declaration
-from ..contract.policies import Fixed
-from ..replay import At, bind
 from ..state import Carry
+from .kit import KitModel, StreamingRuntime, Traffic
 
 __all__ = [
     "FreezeStyleConfig", "FreezeStyleDecoder", "OverlapPolicy", "FULL_HISTORY", "CarryStream",
     "stream_reference", "stream_with_carry", "causal_conv", "compare", "declaration", "OPERATOR", "LEFT_CONTEXT",
-    "KIT_REGIONS", "kit_declaration", "kit_model", "kit_model_on",
+    "KIT_REGIONS", "kit_declaration", "kit_steps", "kit_model", "kit_model_on",
 ]
 
 OPERATOR = "decode_chunk"
@@ -275,26 +275,29 @@ def stream_reference(model: FreezeStyleDecoder, tokens, policy=FULL_HISTORY) -> 
 
 
 class CarryStream:
-    """Path (b): the Freeze-Omni-*style* decoder (NOT Freeze-Omni) streamed over carries.
+    """Path (b): the Freeze-Omni-*style* decoder (NOT Freeze-Omni) streamed over carries, on the adapter kit.
 
-    One :class:`Carry` per causal conv: ``carries[0]`` is the declared ``left_context`` region
-    (SlidingWindow(20) tokens; live extent 0 at a turn's start, then 20), the rest are ``Fixed``
-    carries of 2, 2, 2 and 6 frames. All are allocated once; their addresses never change.
-    ``replay=True`` wraps the chunk step in ExactShapeReplay with the declared catalog.
+    :func:`kit_declaration` plus :func:`kit_steps` on :class:`~cadencelab.adapters.kit.StreamingRuntime`
+    (``kit``; the same runtime as :func:`kit_model`'s S arm, or SRc with ``replay=True``): one carry per causal
+    conv, the declared ``left_context`` first (SlidingWindow(20) tokens; live extent 0 at a turn's start, then
+    20), the rest ``Fixed`` (2, 2, 2 and 6 frames), all allocated once at addresses that never change.
     """
 
     def __init__(self, model: FreezeStyleDecoder, *, replay: bool = False, backend: str = "auto"):
         self.model, self.cfg = model, model.cfg
-        self.decl = declaration(self.cfg)
-        dev = model.embed.weight.device
-        self.carries = [Carry.for_region(self.decl, LEFT_CONTEXT, dev)]
-        for i, (conv, n) in enumerate(zip(model.convs()[1:], self.cfg.contexts[1:])):
-            self.carries.append(Carry.allocate(f"conv{i + 1}_context", Fixed(n), (1, conv.in_channels, n), 2, device=dev))
-        self.engine = None
-        if replay:
-            self.engine = bind(self.decl, OPERATOR, self._step, reads={LEFT_CONTEXT: At("ctx0")},
-                               frames=At("tokens", dim=1), backend=backend, carries=self.carries, modules=[model])
+        self.decl = kit_declaration(self.cfg)
+        step, stock = kit_steps(model)
+        self.kit = StreamingRuntime(self.decl, step, stock=stock, form="stock", replay=replay, backend=backend,
+                                    modules=[model], device=model.embed.weight.device)
         self.reset()
+
+    @property
+    def carries(self) -> list[Carry]:
+        return list(self.kit.carries.values())
+
+    @property
+    def engine(self):
+        return self.kit.engine
 
     @property
     def state_bytes(self) -> int:
@@ -302,29 +305,12 @@ class CarryStream:
 
     def reset(self) -> None:
         """Turn reset, in place: left context to extent 0, the sample-rate contexts to zeros."""
-        self.carries[0].reset_in_place(None)
-        for c in self.carries[1:]:
-            c.buffer.zero_()
-            c.commit(c.capacity)
-        if self.engine is not None:
-            self.engine.record_external("turn reset")
+        self.kit.reset()
 
-    def _step(self, tokens, ctx0, *ctxs):
-        """Device work of one chunk: decode, write each conv's next left context into its carry."""
-        pcm, nxt = self.model.decode(tokens, (ctx0, *ctxs))
-        for c, h in zip(self.carries, nxt):
-            c.buffer.copy_(h)  # h is a view of a fresh conv workspace, never of the carry itself
-        return pcm
-
-    @torch.inference_mode()
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
-        """New tokens (1, n) -> their PCM (1, n * 600)."""
-        step = self.engine if self.engine is not None else self._step
-        pcm = step(tokens, self.carries[0].view(), *(c.buffer for c in self.carries[1:]))
-        self.carries[0].commit(self.carries[0].capacity)
-        for c in self.carries[1:]:
-            c.commit(c.capacity)
-        return pcm
+    def __call__(self, tokens: torch.Tensor, last: bool | None = None) -> torch.Tensor:
+        """New tokens (1, n) -> their PCM (1, n * 600); ``last``: the turn's final call (default: fewer tokens
+        than a chunk)."""
+        return self.kit(tokens, tokens.shape[1] != self.cfg.chunk_tokens if last is None else last)
 
     def pointers(self) -> tuple:
         return tuple(c.buffer.data_ptr() for c in self.carries)
@@ -435,19 +421,10 @@ def kit_declaration(cfg: FreezeStyleConfig | None = None):
                        admission=Admission("tokens", c.chunk_tokens), call_clock="chunks")
 
 
-def kit_model(model: FreezeStyleDecoder | None = None, tokens=None, device="cpu"):
-    """Path (b) on the adapter kit (:class:`~cadencelab.adapters.kit.KitModel`): :func:`kit_declaration`, the
-    step in the kit's stock form (each conv's whole input; the runtime keeps the declared cut in its carries),
-    the model's own streaming step (its own cut) and ``tokens`` (turns of ids, default two seeded turns)
-    cut into calls. Its outputs equal the full-history reference bit for bit (:func:`stream_reference`)."""
-    from .kit import KitModel, Traffic
-
-    model = model or FreezeStyleDecoder().to(device)
-    decl = kit_declaration(model.cfg)
-    if tokens is None:
-        g = torch.Generator().manual_seed(7)
-        tokens = [torch.randint(0, model.cfg.vocab, (1, n), generator=g) for n in (67, 40)]
-    dev = model.embed.weight.device
+def kit_steps(model: FreezeStyleDecoder):
+    """``(step, stock)`` of path (b) for the adapter kit: the step in the kit's stock form (each conv's whole
+    input, uncut: the runtime keeps the declared cut in its carries) and the model's own streaming step (its
+    own cut), both over the regions of :func:`kit_declaration`."""
 
     def step(x, caches, last):
         pcm, full = model.decode(x, [caches[n] for n in KIT_REGIONS], cut=False)
@@ -457,6 +434,21 @@ def kit_model(model: FreezeStyleDecoder | None = None, tokens=None, device="cpu"
         pcm, nxt = model.decode(x, [caches[n] for n in KIT_REGIONS])
         return pcm, dict(zip(KIT_REGIONS, nxt))
 
+    return step, stock
+
+
+def kit_model(model: FreezeStyleDecoder | None = None, tokens=None, device="cpu"):
+    """Path (b) on the adapter kit (:class:`~cadencelab.adapters.kit.KitModel`): :func:`kit_declaration`, the
+    step in the kit's stock form (each conv's whole input; the runtime keeps the declared cut in its carries),
+    the model's own streaming step (its own cut) and ``tokens`` (turns of ids, default two seeded turns)
+    cut into calls. Its outputs equal the full-history reference bit for bit (:func:`stream_reference`)."""
+    model = model or FreezeStyleDecoder().to(device)
+    decl = kit_declaration(model.cfg)
+    if tokens is None:
+        g = torch.Generator().manual_seed(7)
+        tokens = [torch.randint(0, model.cfg.vocab, (1, n), generator=g) for n in (67, 40)]
+    dev = model.embed.weight.device
+    step, stock = kit_steps(model)
     traffic = Traffic.stream(decl, [t.to(dev) for t in _turns(tokens)], clock="tokens")
     return KitModel(decl, step, stock, traffic, form="stock", modules=(model,), device=str(dev))
 

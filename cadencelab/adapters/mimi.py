@@ -29,11 +29,13 @@ their real call of 2 steps. Every operator's catalog width is 1: the carry *is* 
   encoder transformer, decoder transformer, SEANet decoder), a warm-up call, a capture, then per call
   a ``copy_`` of every tensor argument into the captured inputs and a replay; the quantizer and the
   resampling convs stay eager;
-* ``replay``: vendor graphs off; the whole per-frame ``encode`` and ``decode`` each wrapped in
-  cadencelab's generic :class:`~cadencelab.replay.ExactShapeReplay` with the declaration's catalog,
-  a classifier that reads the live state shapes (ring capacities, conv context, frames per call),
-  every streaming-state tensor as a write-through region (pointer-checked every call) and the
-  model's parameters and buffers as guarded modules. Nothing Mimi-specific is hand-graphed.
+* ``replay``: vendor graphs off; the declaration plus two steps (moshi's own per-frame ``encode`` and
+  ``decode``) on the adapter kit's :class:`~cadencelab.adapters.kit.StreamingRuntime` (:func:`kit_runtime`,
+  ``form="inplace"``: moshi writes its state itself). The kit adopts the 17 declared regions' tensors
+  (16 ring K|V caches with moshi's own write positions, the decoder's conv context: 33 of the 182
+  streaming-state tensors) as its carries, guards the other 149 as held state (pointer-checked every call), derives each
+  operator's catalog and classifier from the declaration and replays each whole per-frame call through
+  its engine, the model's parameters and buffers guarded. Nothing Mimi-specific is hand-graphed.
 
 torch.compile is off in every arm (moshi compiles ``apply_rope`` lazily otherwise): compiling is a
 separate variable, and it costs startup time the bench does not have.
@@ -46,8 +48,8 @@ the graph reads ``first`` at the address it had at capture and writes the new va
 address that Python then holds, so the tensor the graph reads is no longer referenced, may be
 reused, and garbage read as ``True`` would re-pad the conv context. The engine's handling:
 
-1. fail closed: every state tensor, ``first`` included, is a write-through region whose pointer is
-   checked on every call (the callable re-reads the *current* binding); a rebinding is pointer
+1. fail closed: every state tensor, ``first`` included, is a carry or held state whose pointer is
+   checked on every call (a held getter re-reads the *current* binding); a rebinding is pointer
    drift, the class's graph is dropped and the call runs eagerly (``pin_rebound=False`` shows
    this: invalidations, then the class stays eager, outputs still exact);
 2. pinned (the default): :func:`audit_state_addresses` finds the rebinding fields by running a
@@ -71,7 +73,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -79,13 +80,14 @@ import torch
 
 from ..contract.declaration import Operator
 from ..contract.examples import moshi_mimi_declaration
-from ..replay import At, ExactShapeReplay, bind
+from ..replay import At
 from ..replay.determinism import pin_determinism
+from .kit import StreamingRuntime
 
 __all__ = [
     "MOSHI_VERSION", "INSTALL_HINT", "ARMS", "MimiUnavailable", "load_moshi", "moshi_available", "build_mimi",
     "declaration", "set_vendor_graphs", "pin_determinism", "state_tensors", "audit_state_addresses",
-    "MimiStream", "pcm_stream", "run_stream", "stream_hashes",
+    "region_tensors", "kit_runtime", "MimiStream", "pcm_stream", "run_stream", "stream_hashes",
 ]
 
 MOSHI_VERSION = "0.2.13"
@@ -274,11 +276,17 @@ def audit_state_addresses(mimi, frames: int = 2) -> pd.DataFrame:
 
 
 @dataclass
-class _Pin:
+class Pin:
     """A rebinding state field moved to an anchor tensor allocated once."""
 
     ref: StateRef
     anchor: torch.Tensor
+
+    @classmethod
+    def on(cls, ref: StateRef) -> "Pin":
+        anchor = ref.get().clone()
+        ref.set(anchor)
+        return cls(ref, anchor)
 
     def restore(self) -> None:
         t = self.ref.get()
@@ -287,11 +295,58 @@ class _Pin:
             self.ref.set(self.anchor)
 
 
+def region_tensors(mimi, decl=None) -> dict:
+    """The live tensors of the declared regions: ``{ring: (K|V cache, moshi's write position)}`` for each
+    transformer layer's ring and ``{"conv_left_context": the decoder's first conv context}``."""
+    decl = decl or declaration()
+    states = mimi.get_streaming_state()
+    out = {}
+    for r in decl.regions:
+        if r.policy.kind == "ring":  # "<side>_kv_<layer>"
+            side, layer = r.name.split("_kv_")
+            kv = states[f"{side}_transformer.transformer.layers.{int(layer)}.self_attn"].kv_cache
+            out[r.name] = (kv.cache, kv.end_offset)
+    out["conv_left_context"] = states["decoder.model.0"].previous
+    return out
+
+
+def kit_runtime(mimi, refs: list[StateRef], pins: list[Pin] = (), *, backend: str = "auto",
+                max_invalidations: int = 3) -> StreamingRuntime:
+    """Mimi on the adapter kit: the declaration, moshi's own ``encode``/``decode`` as in-place steps (each
+    ending with the pins' restore), the declared regions adopted, every other state tensor of ``refs`` held,
+    replayed per operator; a turn reset is moshi's in-place ``reset_streaming``. ``mimi`` must be streaming."""
+    decl = declaration()
+    adopt = region_tensors(mimi, decl)
+    adopted = {t.data_ptr() for v in adopt.values() for t in (v if isinstance(v, tuple) else (v,))}
+    held = {r.name: r.get for r in refs if r.get().data_ptr() not in adopted}
+
+    def pinned(fn):
+        def step(x, caches, last):
+            out = fn(x)
+            for p in pins:
+                p.restore()
+            return out
+        return step
+
+    def reset(prompt):
+        mimi.reset_streaming()
+        for p in pins:
+            p.restore()
+
+    writes = {op: decl.operator(op).reads for op in (ENCODE, DECODE)}
+    return StreamingRuntime(decl, {ENCODE: pinned(mimi.encode), DECODE: pinned(mimi.decode)}, form="inplace",
+                            frames={ENCODE: At(0, dim=-1, clock="samples"), DECODE: -1}, writes=writes, adopt=adopt,
+                            held=held, init=reset, replay=True, backend=backend, modules=[mimi],
+                            engine_options=dict(max_invalidations=max_invalidations),
+                            device=next(mimi.parameters()).device)
+
+
 class MimiStream:
     """One streaming session (batch 1) of ``mimi`` under ``arm``; :meth:`step` takes one 1,920-sample frame.
 
-    ``arm="replay"``: two :class:`ExactShapeReplay` engines (``encode_frame``, ``decode_frame``), backend
-    ``"auto"`` (CUDA graphs on a GPU, the eager backend's identical bookkeeping on a CPU).
+    ``arm="replay"``: :func:`kit_runtime` (two engines, ``encode_frame`` and ``decode_frame``), backend
+    ``"auto"`` (CUDA graphs on a GPU, the eager backend's identical bookkeeping on a CPU); the other arms
+    call moshi directly (the stock path).
     ``pin_rebound``: move the fields that :func:`audit_state_addresses` finds rebinding to anchors
     (default); False leaves them rebinding, and the engine's pointer guard keeps those classes eager.
     ``rebinding``: the rebinding field names, when already audited (skips the audit frame).
@@ -303,7 +358,6 @@ class MimiStream:
             raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
         self.mimi, self.arm = mimi, arm
         self.device = next(mimi.parameters()).device
-        self.decl = declaration()
         self.rebinding = rebinding
         if arm == "replay" and pin_rebound and rebinding is None:
             audit = audit_state_addresses(mimi)
@@ -312,71 +366,29 @@ class MimiStream:
         set_vendor_graphs(self._vendor)
         self._stack = mimi.streaming(1)
         self.refs = state_tensors(mimi)
-        self.pins = self._pin([r for r in self.refs if r.name in (self.rebinding or [])]) if pin_rebound else []
-        self.engines: dict[str, ExactShapeReplay] = {}
+        self.pins = [Pin.on(r) for r in self.refs if r.name in (self.rebinding or [])] if pin_rebound else []
+        self.runtime: StreamingRuntime | None = None
         if arm == "replay":
-            self.engines = {op: self._engine(op, fn, backend, max_invalidations)
-                            for op, fn in ((ENCODE, self._encode), (DECODE, self._decode))}
+            self.runtime = kit_runtime(mimi, self.refs, self.pins, backend=backend,
+                                       max_invalidations=max_invalidations)
+            self.runtime.reset()
         self.frames = 0
 
-    # -- construction ------------------------------------------------------------------
-    @staticmethod
-    def _pin(refs: list[StateRef]) -> list[_Pin]:
-        pins = []
-        for r in refs:
-            anchor = r.get().clone()
-            r.set(anchor)
-            pins.append(_Pin(r, anchor))
-        return pins
-
-    def _engine(self, op: str, fn: Callable, backend: str, max_invalidations: int) -> ExactShapeReplay:
-        return bind(self.decl, op, fn, reads=self._state_reads(op), frames=self._frames(op), backend=backend,
-                    modules=[self.mimi], max_invalidations=max_invalidations,
-                    write_through={r.name: r.get for r in self.refs})
-
-    def _state_reads(self, op: str) -> dict:
-        """Where each region ``op`` reads lives: the live streaming-state tensors (not call arguments)."""
-        states = self.mimi.get_streaming_state()
-        side = "encoder" if op == ENCODE else "decoder"
-        out = {}
-        for name in self.decl.operator(op).reads:
-            if name == "conv_left_context":
-                out[name] = At(lambda s=states["decoder.model.0"]: s.previous, dim=-1)
-            else:
-                state = states[f"{side}_transformer.transformer.layers.{int(name.rsplit('_', 1)[1])}.self_attn"]
-                out[name] = At(lambda s=state: s.kv_cache.cache)
-        return out
-
-    @staticmethod
-    def _frames(op: str) -> At:
-        """Where a call's frames are: PCM samples (converted by the declared clock ratio) or code frames."""
-        return At("pcm", dim=-1, clock="samples") if op == ENCODE else At("codes", dim=-1)
-
-    # -- device work (what the engines capture) -----------------------------------------
-    def _encode(self, pcm: torch.Tensor) -> torch.Tensor:
-        codes = self.mimi.encode(pcm)
-        for p in self.pins:
-            p.restore()
-        return codes
-
-    def _decode(self, codes: torch.Tensor) -> torch.Tensor:
-        out = self.mimi.decode(codes)
-        for p in self.pins:
-            p.restore()
-        return out
+    @property
+    def engines(self) -> dict:
+        """The replay engines by operator (empty outside the replay arm)."""
+        return self.runtime.engines if self.runtime is not None else {}
 
     # -- the stream -----------------------------------------------------------------------
     @torch.no_grad()
     def encode(self, pcm: torch.Tensor) -> torch.Tensor:
         set_vendor_graphs(self._vendor)
-        fn = self.engines.get(ENCODE, self._encode)
-        return fn(pcm)
+        return self.runtime(pcm, operator=ENCODE) if self.runtime is not None else self.mimi.encode(pcm)
 
     @torch.no_grad()
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         set_vendor_graphs(self._vendor)
-        fn = self.engines.get(DECODE, self._decode)
-        return fn(codes)
+        return self.runtime(codes, operator=DECODE) if self.runtime is not None else self.mimi.decode(codes)
 
     def step(self, pcm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One 80 ms frame (1, 1, 1920) -> (codes (1, 8, 1), PCM (1, 1, 1920))."""
@@ -387,12 +399,14 @@ class MimiStream:
 
     @torch.no_grad()
     def reset(self) -> None:
-        """A new stream on the same state objects: moshi's in-place ``reset_streaming`` (addresses kept)."""
+        """A new stream on the same state objects: moshi's in-place ``reset_streaming`` (addresses kept);
+        in the replay arm the kit's turn reset, which runs it and zero-fills the adopted carries in place."""
+        if self.runtime is not None:
+            self.runtime.reset()
+            return
         self.mimi.reset_streaming()
         for p in self.pins:
             p.restore()
-        for e in self.engines.values():
-            e.record_external("stream reset")
 
     def close(self) -> None:
         self._stack.close()

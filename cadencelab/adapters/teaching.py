@@ -10,14 +10,14 @@ Token2wav flow, at toy sizes:
          (``cat([new, cache])``, then the stock cut ``cat([x[:prompt], x[-retained:]])``)
       -> output projection (+ optional dither noise drawn every call)
 
-Three runtimes on one code path (:class:`TeachingRuntime`):
+Three runtimes, each the declaration and :func:`kit_steps` on the adapter kit's
+:class:`~cadencelab.adapters.kit.StreamingRuntime` (:class:`TeachingRuntime` keeps the course's interface):
 
 * ``state_rule=False``: the stock loop: ``torch.cat`` per chunk, a new cache tensor every call;
 * ``state_rule=True``: the carry: the K|V cache in one buffer at one address, appended and
   retained in place (optionally watched by a :class:`~cadencelab.state.ShadowAuditor`);
-* ``replay=True`` (with the state rule): the chunk step wrapped in
-  :class:`~cadencelab.replay.ExactShapeReplay` with the declared catalog (``backend="auto"``:
-  CUDA graphs on a GPU, the eager backend's identical bookkeeping on a CPU).
+* ``replay=True`` (with the state rule): each chunk replayed by the kit's engine with the declared
+  catalog (``backend="auto"``: CUDA graphs on a GPU, the eager backend's identical bookkeeping on a CPU).
 
     >>> cfg = TeachingConfig()
     >>> model = TinyStreamer(cfg)
@@ -41,24 +41,14 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..contract import (
-    Admission,
-    Clock,
-    Declaration,
-    Fixed,
-    PRIMING,
-    Operator,
-    PromptRetained,
-    Region,
-    admitted_labels,
-    derive,
-)
-from ..replay import At, ExactShapeReplay, bind
+from ..contract import Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region, admitted_labels, derive
+from ..replay import ExactShapeReplay
 from ..state import Carry, ShadowAuditor
+from .kit import StreamingRuntime
 
 __all__ = [
-    "TeachingConfig", "declaration", "TinyStreamer", "TeachingStream", "make_stream", "TeachingRuntime",
-    "StreamRun", "bit_exact", "Certificate", "certify",
+    "TeachingConfig", "declaration", "TinyStreamer", "TeachingStream", "make_stream", "kit_steps", "prime_init",
+    "TeachingRuntime", "StreamRun", "bit_exact", "Certificate", "certify",
 ]
 
 OPERATOR = "chunk_step"
@@ -259,14 +249,48 @@ class StreamRun:
     runtime: Any = None
 
 
+def kit_steps(model: TinyStreamer, policy=None):
+    """The teaching model's two steps for the adapter kit: ``(step, stock)``.
+
+    ``step`` (views form): projects the chunk, appends its new K|V into the carry in place
+    (:meth:`~cadencelab.adapters.kit.steps.Caches.append`: where the carry's layout puts new frames) and
+    attends over the carry itself; it returns the frames the call adds (the runtime retains them, and
+    writes the conv context). ``stock``: the model's own loop, ``torch.cat`` and the model's own cut
+    (``policy``, default the shipped declaration's), a new cache tensor every call.
+    """
+    cut = policy or declaration(model.cfg).region(KV).policy
+
+    def step(x, caches, last):
+        y, q, new, _ = model.project(x, caches[CONTEXT])
+        kv = caches.append(KV, new)  # the attended cache, in the carry, at one address
+        return model.attend(q, kv, y), {KV: new, CONTEXT: x.transpose(1, 2)}
+
+    def stock(x, caches, last):
+        y, q, new, nxt = model.project(x, caches[CONTEXT])
+        kv = torch.cat([new, caches[KV]], dim=CLOCK_DIM)  # the stock concat: a new tensor per chunk
+        out = model.attend(q, kv, y)
+        return out, {KV: cut.apply(kv, CLOCK_DIM), CONTEXT: nxt}  # the stock cut (another cat once it fires)
+
+    return step, stock
+
+
+def prime_init(model: TinyStreamer):
+    """``init`` for the kit: each turn primed from its prompt (cache-free, eager), the base K|V and context."""
+    return lambda prompt: dict(zip((KV, CONTEXT), model.prime(prompt)))
+
+
 class TeachingRuntime:
-    """The teaching model streamed under the state rule and/or the compute rule.
+    """The teaching model streamed under the state rule and/or the compute rule, on the adapter kit.
+
+    The declaration and :func:`kit_steps` on :class:`~cadencelab.adapters.kit.StreamingRuntime` (``kit``);
+    this class keeps the course's interface (a :class:`TeachingStream`, a per-chunk table).
 
     state_rule: carry (True) or stock ``torch.cat`` (False).
-    replay:     wrap the chunk step in ExactShapeReplay (needs the state rule).
+    replay:     the chunk step through the kit's engine (needs the state rule).
     backend:    replay backend ("auto", "cuda", "eager").
-    layout:     override the carry's layout (to build a *wrong* carry for the audit lesson).
-    auditor:    a ShadowAuditor watching the K|V carry against the declared stock cut.
+    layout:     override the K|V carry's layout (to build a *wrong* carry for the audit lesson).
+    auditor:    a ShadowAuditor watching the K|V carry against the declared stock cut (the kit's declared
+                audit, on the K|V region).
     decl:       the declaration the carry and the catalog follow (default: ``declaration(model.cfg)``,
                 the right one); the stock loop always cuts as the model's own code does.
     """
@@ -278,82 +302,45 @@ class TeachingRuntime:
             raise ValueError("TeachingRuntime: replay here runs over the carry; turn the state rule on too")
         if auditor is not None and not state_rule:
             raise ValueError("TeachingRuntime: the shadow auditor watches a carry; turn the state rule on")
-        self.model = model
-        self.cfg = model.cfg
+        self.model, self.cfg = model, model.cfg
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.decl = decl if decl is not None else declaration(self.cfg)
         self.state_rule, self.auditor = state_rule, auditor
-        # the stock loop cuts as the model's code does; the carry follows the declaration it is given
-        self.stock_policy = declaration(self.cfg).region(KV).policy
-        self.policy = self.decl.region(KV).policy if state_rule else self.stock_policy
-        self.kv_cache = self.ctx_cache = None  # stock state (new tensors every call)
-        self.engine: ExactShapeReplay | None = None
-        self.calls = 0
-        self._watching = False
-        if state_rule:
-            self.kv = Carry.for_region(self.decl, KV, self.device)
-            if layout is not None:
-                self.kv.policy = dataclasses.replace(self.policy, layout=layout)
-            self.ctx = Carry.for_region(self.decl, CONTEXT, self.device)
-        if replay:
-            self.engine = bind(self.decl, OPERATOR, self._step_in_place, reads={KV: At("kv_view")},
-                               frames=At("x", dim=1), backend=backend, carries=[self.kv, self.ctx], modules=[model])
+        step, stock = kit_steps(model)
+        self.kit = StreamingRuntime(self.decl, step, stock=stock, init=prime_init(model), state_rule=state_rule,
+                                    replay=replay, backend=backend, audit=auditor if auditor is not None else (),
+                                    audit_regions=(KV,), modules=[model], device=self.device)
+        if layout is not None:
+            self.kv.policy = dataclasses.replace(self.decl.region(KV).policy, layout=layout)
 
-    # -- turns -----------------------------------------------------------------------
-    @torch.inference_mode()
+    @property
+    def kv(self) -> Carry:
+        return self.kit.carries[KV]
+
+    @property
+    def ctx(self) -> Carry:
+        return self.kit.carries[CONTEXT]
+
+    @property
+    def engine(self) -> ExactShapeReplay | None:
+        return self.kit.engine
+
+    @property
+    def calls(self) -> int:
+        return self.kit.calls
+
+    # -- turns and chunks ---------------------------------------------------------------
     def set_prompt(self, prompt: torch.Tensor) -> None:
         """Turn start: prime the caches from the prompt (eager), in place under the state rule."""
-        kv, ctx = self.model.prime(prompt)
-        if self.engine is not None:
-            self.engine.record_external(PRIMING)
-        if not self.state_rule:
-            self.kv_cache, self.ctx_cache = kv, ctx
-            return
-        if self.auditor is not None:
-            if not self._watching:  # the auditor's shadow follows the *declared* layout and policy
-                self.auditor.watch(self.kv, self.policy, base=kv)
-                self._watching = True
-            self.auditor.reset(self.kv, kv)
-        else:
-            self.kv.reset_in_place(kv)
-        self.ctx.reset_in_place(ctx)
+        self.kit.reset(prompt)
 
-    # -- one chunk -------------------------------------------------------------------
-    def _step_in_place(self, x, context, kv_view):
-        """Device work of one chunk on the carries (capturable: no host reads, no allocation of state)."""
-        y, q, new, nxt = self.model.project(x, context)
-        n = self.kv.write_appended(new, kv_view.shape[CLOCK_DIM])  # newest first: shift, write in front
-        out = self.model.attend(q, self.kv.buffer.narrow(CLOCK_DIM, 0, n), y)
-        context.copy_(nxt)
-        if self.auditor is None:
-            self.kv.move_retained(n)
-        return out, new
+    def stream(self, x: torch.Tensor, last: bool | None = None) -> torch.Tensor:
+        """One chunk (1, f, dim) -> output (1, f, dim); ``last``: the turn's final call (default: a chunk of
+        another size than f_chunk, a flush)."""
+        return self.kit(x, x.shape[1] != self.cfg.f_chunk if last is None else last)
 
-    @torch.inference_mode()
-    def stream(self, x: torch.Tensor) -> torch.Tensor:
-        """One chunk (1, f, dim) -> output (1, f, dim)."""
-        self.calls += 1
-        if not self.state_rule:
-            y, q, new, nxt = self.model.project(x, self.ctx_cache)
-            kv = torch.cat([new, self.kv_cache], dim=CLOCK_DIM)  # the stock concat: a new tensor per chunk
-            out = self.model.attend(q, kv, y)
-            self.kv_cache = self.stock_policy.apply(kv, CLOCK_DIM)  # the stock cut (another cat once it fires)
-            self.ctx_cache = nxt
-            return out
-        length, f = self.kv.length, x.shape[1]
-        step = self.engine if self.engine is not None else self._step_in_place
-        out, new = step(x, self.ctx.buffer, self.kv.view())
-        self.ctx.commit(self.ctx.capacity)
-        if self.auditor is not None:  # the carry wrote the new frames; the auditor retains and compares
-            self.kv.commit(length + f)
-            self.auditor.step(self.kv, new, self.calls - 1, appended=True)
-        else:
-            self.kv.commit(self.kv.policy.extent_after(length + f))
-        return out
-
-    # -- a whole stream ------------------------------------------------------------------
     def cache(self) -> torch.Tensor:
-        return self.kv.view() if self.state_rule else self.kv_cache
+        return self.kv.view() if self.state_rule else self.kit.caches[KV]
 
     def run(self, stream: TeachingStream, seed: int = 0) -> StreamRun:
         """Every turn of ``stream`` (re-primed at each turn start); seeds the generators first."""
@@ -365,7 +352,7 @@ class TeachingRuntime:
             self.set_prompt(stream.prompt)
             for i, x in enumerate(chunks):
                 before = self.engine.tally() if self.engine is not None else None
-                out = self.stream(x)
+                out = self.stream(x, last=i == len(chunks) - 1)
                 outs.append(out.clone())
                 cache = self.cache()
                 rows.append(dict(turn=turn, chunk=i, call=len(rows), f=x.shape[1],

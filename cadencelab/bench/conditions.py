@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -26,7 +25,7 @@ import pandas as pd
 from ..replay.determinism import CONDITIONS, EXACT, split_arm
 from . import options
 from .common import check_out, write_csv, write_json
-from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, check_names, config_from_args, failed_line,
+from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, check_names, config_from_args, exit_code,
                     int_range, opt, positive_float)
 from .token2wav import StudyConfig, run_study
 
@@ -163,11 +162,7 @@ def _cli(args) -> int:
     res = run_conditions(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
     failed = sorted(a for a, r in res["arms"].items() if "failed" in r)
-    line = failed_line("bench conditions", failed, [] if res["summary"]["chosen"] else ["every condition"])
-    if line:
-        print(line, file=sys.stderr, flush=True)
-        return 1
-    return 0
+    return exit_code("bench conditions", failed, [] if res["summary"]["chosen"] else ["every condition"])
 
 
 def add_parser(sub) -> None:

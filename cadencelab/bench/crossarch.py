@@ -14,13 +14,12 @@ provenance) and per-frame / per-chunk CSVs under ``--out``; prints a short table
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 
 
 from . import options
 from .common import check_out, json_default, write_csv, write_json
-from .flags import (MAX_BLOCKS, MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, names_in, opt,
+from .flags import (MAX_BLOCKS, MAX_CHUNKS, add_study_parser, config_from_args, exit_code, int_range, names_in, opt,
                     positive_float)
 from .freeze_style import FREEZE_GATED, run_freeze
 from .moshi_mimi import MIMI_ARMS, run_mimi
@@ -101,11 +100,7 @@ def _cli(args) -> int:
     mimi = res.get("mimi", {}).get("summary", {})
     freeze = [f"freeze:{p}" for p, r in res.get("freeze", {}).get("paths", {}).items()
               if p in FREEZE_GATED and not r.get("exact")]
-    line = failed_line("bench crossarch", mimi.get("failed_arms", ()), [*mimi.get("non_exact_arms", ()), *freeze])
-    if line:
-        print(line, file=sys.stderr, flush=True)
-        return 1
-    return 0
+    return exit_code("bench crossarch", mimi.get("failed_arms", ()), [*mimi.get("non_exact_arms", ()), *freeze])
 
 
 def add_parser(sub) -> None:

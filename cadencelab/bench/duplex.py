@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ from ..profile.provenance import run_provenance
 from ..replay.determinism import CONDITIONS
 from . import options
 from .common import check_out, write_csv, write_json
-from .flags import MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, names_in, opt
+from .flags import MAX_CHUNKS, add_study_parser, config_from_args, exit_code, int_range, names_in, opt
 
 # ---------------------------------------------------------------------------------------
 # configuration
@@ -325,11 +324,7 @@ def _cli(args) -> int:
         cfg.threads = 1  # tiny shapes gain nothing from intra-op threads and suffer when cores are shared
     res = run_study(cfg, progress=lambda m: print(m, flush=True))
     print(table(res), flush=True)
-    line = failed_line("bench duplex", res["failures"])
-    if line:
-        print(line, file=sys.stderr, flush=True)
-        return 1
-    return 0
+    return exit_code("bench duplex", res["failures"])
 
 
 def add_parser(sub) -> None:

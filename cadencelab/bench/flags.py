@@ -204,6 +204,16 @@ def failed_line(prog: str, failures: Iterable[str] = (), non_exact: Iterable[str
     return f"{prog}: " + "; ".join(parts) if parts else None
 
 
+def exit_code(prog: str, failures: Iterable[str] = (), non_exact: Iterable[str] = ()) -> int:
+    """The one tail of every study's command: 0 when nothing failed, else the :func:`failed_line` on stderr
+    and 1 (a bad value exits 2 before the study runs, through :func:`run_main`)."""
+    line = failed_line(prog, failures, non_exact)
+    if line is None:
+        return 0
+    print(line, file=sys.stderr, flush=True)
+    return 1
+
+
 def debug_requested(argv: list[str]) -> tuple[bool, list[str]]:
     """``--debug`` anywhere in ``argv`` (removed) or ``CADENCELAB_DEBUG`` set to a true value."""
     flag = "--debug" in argv

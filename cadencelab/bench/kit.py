@@ -1,8 +1,11 @@
 """The paper's factorial on any declared model (``python -m cadencelab.bench kit --model teaching``).
 
 ``--model`` names a :class:`~cadencelab.adapters.kit.KitModel`: a built-in (``teaching``: the course's
-model on the kit; ``freeze-style``: the Freeze-Omni-style decoder's carry path) or ``package.module:function``, a function of the device returning a KitModel (a user's
-declaration, step, stock step and traffic). The model is certified once (catalog and certificate, written
+model on the kit; ``freeze-style``: the Freeze-Omni-style decoder's carry path; ``token2wav`` and
+``token2wav-teaching``: Token2wav at its real and its teaching sizes, :mod:`cadencelab.adapters.token2wav.kit`)
+or ``package.module:function``, a function of the device returning a KitModel (a user's declaration, step, stock
+step and traffic). A function that also takes ``arm`` is given the one arm its process runs (Token2wav's
+stock arms then hold the vendor's own solver buffers). The model is certified once (catalog and certificate, written
 beside the figures); then every arm of :data:`~cadencelab.adapters.kit.ARMS` (and ``B0_repeat``, the A/A
 control: B0's code in processes of its own) is measured the way every study measures
 (:mod:`cadencelab.bench.measure`): rounds of fresh processes, one per arm, set up together, then the arms'
@@ -20,7 +23,7 @@ provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is 
 from __future__ import annotations
 
 import importlib
-import sys
+import inspect
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +33,7 @@ import pandas as pd
 
 from . import options
 from .common import ArmProcess, InlineArm, serve, study_provenance, write_json
-from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, failed_line, int_range, names_in, opt,
+from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, exit_code, int_range, names_in, opt,
                     positive_float)
 from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_bootstrap, interval_halfwidth,
                       parse_cores, pin_to_cores, point, ratio_interval, round_orders, stop_reason)
@@ -39,7 +42,9 @@ __all__ = ["MODELS", "KIT_ARMS", "KitConfig", "load_model", "run_study", "analys
 
 #: built-in models (name -> "module:function" of the device returning a KitModel)
 MODELS = {"teaching": "cadencelab.adapters.teaching_kit:kit_model_on",
-          "freeze-style": "cadencelab.adapters.freeze_style:kit_model_on"}
+          "freeze-style": "cadencelab.adapters.freeze_style:kit_model_on",
+          "token2wav": "cadencelab.adapters.token2wav.kit:kit_model_on",
+          "token2wav-teaching": "cadencelab.adapters.token2wav.kit:kit_model_teaching"}
 #: the factorial's arms and the A/A control
 KIT_ARMS = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat")
 HEADLINE = ("SRc", "B0")
@@ -53,7 +58,8 @@ def _check_model(flag: str, text: str) -> None:
 @dataclass
 class KitConfig:
     model: str = opt("teaching", check=_check_model,
-                     help="the KitModel: teaching, freeze-style, or package.module:function (a function of the device)")
+                     help="the KitModel: teaching, freeze-style, token2wav, token2wav-teaching, or package.module:function "
+                          "(a function of the device)")
     arms: tuple = opt(KIT_ARMS, parse=names_in(KIT_ARMS), help="comma-separated arms (B0_repeat: the A/A control)")
     device: str = options.device()
     blocks: int = opt(5, type=int_range(1, MAX_BLOCKS), help="timed blocks per process (plus one warm-up block)")
@@ -74,8 +80,9 @@ class KitConfig:
                       parse_cores(self.cores), seed=self.seed)
 
 
-def load_model(spec: str, device: str):
-    """The KitModel ``spec`` names (a built-in or ``package.module:function``), built on ``device``."""
+def load_model(spec: str, device: str, arm: str | None = None):
+    """The KitModel ``spec`` names (a built-in or ``package.module:function``), built on ``device`` (and for
+    ``arm`` when the function takes an ``arm``: the one arm a process runs)."""
     from ..adapters.kit import KitModel
 
     module, _, fn = MODELS.get(spec, spec).partition(":")
@@ -84,7 +91,11 @@ def load_model(spec: str, device: str):
     except (ImportError, AttributeError) as e:
         raise ValueError(f"--model {spec!r}: cannot load {module}:{fn} ({e})") from None
     try:
-        m = factory(device)
+        takes_arm = "arm" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        takes_arm = False
+    try:
+        m = factory(device, arm=arm) if takes_arm and arm is not None else factory(device)
     except TypeError as e:
         raise ValueError(f"--model {spec!r}: {module}:{fn} must be a function of the device ({e})") from None
     if not isinstance(m, KitModel):
@@ -99,7 +110,7 @@ class _ArmState:
         import torch
 
         torch.manual_seed(seed)
-        self.model = load_model(spec, device)
+        self.model = load_model(spec, device, "B0" if arm == "B0_repeat" else arm)
         self.reference = self.model.reference()
         self.rt = self.model.runtime("B0" if arm == "B0_repeat" else arm, backend)
         self.cores, self.pinned = cores, False
@@ -221,10 +232,7 @@ def _cli(args) -> int:
             "bit_exact"]
     print(pd.DataFrame(res["arms"])[cols].to_string(index=False))
     print(f"summary: {res['summary']}")
-    line = failed_line("python -m cadencelab.bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"]])
-    if line:
-        print(line, file=sys.stderr)
-    return 0 if line is None else 1
+    return exit_code("bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"]])
 
 
 def add_parser(sub) -> Any:

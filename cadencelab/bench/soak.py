@@ -60,8 +60,8 @@ from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from . import options
 from .common import (CALL_TOKENS, LOOKAHEAD, ArmProcess, built_checkpoint, check_out, set_up_device, write_csv,
                      write_json)
-from .flags import (MAX_CHUNKS, add_study_parser, check_devices, check_names, config_from_args, given, int_range,
-                    opt, positive_float)
+from .flags import (MAX_CHUNKS, add_study_parser, check_devices, check_names, config_from_args, exit_code, given,
+                    int_range, opt, positive_float)
 from ..profile.outputs import OutputRefused
 from .token2wav import provenance
 
@@ -199,23 +199,19 @@ def run_turns(arm: str, ckpt: str, cfg: SoakConfig, turn_ids: list[int], device:
     """Build ``arm`` on ``device`` and stream ``turn_ids``; append one JSON row per chunk to ``rows_path``."""
     import torch
 
-    from ..adapters.token2wav import load_checkpoint, make_prompt
-    from ..adapters.token2wav.runtime import Token2wavRuntime, chunk_frames, runtime_envelope
+    from ..adapters.token2wav.runtime import build_runtime, chunk_frames
 
     dev, determinism = set_up_device(device, cfg.condition)  # events, graphs, allocator: the current device
     cuda = dev.type == "cuda"
     t0 = time.perf_counter()
-    flow, hift, mcfg = load_checkpoint(ckpt, device=dev, seed_for_noise=cfg.seed,
-                                       envelope=runtime_envelope(arm, cfg.n_timesteps))
-    prompt = make_prompt(mcfg, cfg.seed, dev)
-    rt = Token2wavRuntime(flow, hift, dev, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg,
-                          backend="cuda" if cuda else "eager")
+    rt, prompt = build_runtime(None, arm, cfg.seed, dev, backend="cuda" if cuda else "eager",
+                               n_timesteps=cfg.n_timesteps, checkpoint=ckpt)
     f_chunk = rt.decl.admission.max_call if rt.decl is not None and rt.decl.admission else 50
     if cuda:
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
     setup_s = time.perf_counter() - t0
-    turns = {t.turn: t for t in plan_turns(cfg, mcfg.vocab_size)}
+    turns = {t.turn: t for t in plan_turns(cfg, rt.cfg.vocab_size)}
     written = 0
     t_stream = time.perf_counter()
     with open(rows_path, "a") as fh:
@@ -619,14 +615,13 @@ def _cli(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"soak: {e}", flush=True)
         return 2
+    failed = sorted({f.split(" ", 1)[0] for f in res["failures"]})  # each failure starts with its arm
     if cfg.arms and cfg.arm not in cfg.arms:  # a reference-only run: nothing to gate yet
         print(f"{cfg.reference_arm} reference rows recorded under {cfg.out}: {res['summary']['reference_chunks']} "
               f"chunks; run the arm with --arms {cfg.arm} --out {cfg.out} to compare", flush=True)
-        return 2 if res["failures"] else 0
+        return exit_code("bench soak", failed)
     print(table(res), flush=True)
-    if res["failures"]:
-        return 2
-    return 0 if res["summary"]["passed"] else 1
+    return exit_code("bench soak", failed, [] if failed or res["summary"]["passed"] else [cfg.arm])
 
 
 def add_parser(sub) -> None:

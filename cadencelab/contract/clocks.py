@@ -155,7 +155,13 @@ def scale(clocks: dict[str, Clock], frm: str, to: str, where: str = "clocks") ->
 
 def convert(clocks: dict[str, Clock], n: int, frm: str, to: str, where: str = "clocks") -> int:
     """``n`` ticks of ``frm`` as whole ticks of ``to`` (see :func:`scale`); a ValueError when not whole."""
-    mul, div = scale(clocks, frm, to, where)
+    return scaled(n, scale(clocks, frm, to, where), frm, to, where)
+
+
+def scaled(n: int, ratio: tuple[int, int], frm: str, to: str, where: str = "clocks") -> int:
+    """``n`` ticks of ``frm`` through a :func:`scale` already taken (``ratio``) as whole ticks of ``to``: what a
+    caller converting every call does with the ratio it keeps; a ValueError when not whole."""
+    mul, div = ratio
     if (n * mul) % div:
         raise ValueError(f"{where}: {n} '{frm}' ticks are not whole '{to}' ticks ({div} '{frm}' per {mul} '{to}')")
     return n * mul // div

@@ -259,7 +259,9 @@ def _tensor(v, where: str):
 
 def _carried(carries) -> dict:
     """owners= and write_through= of an engine from the carries it writes (a dict name -> Carry, a list of
-    carries, or a callable returning either): their buffers, read when the engine asks."""
+    carries, or a callable returning either): their buffers, read when the engine asks. An object whose
+    ``owner`` is False (state a model holds, never an argument) is write-through only; one with a ``reader``
+    (a function returning its buffer now) is read through it."""
     def now():
         cs = carries() if callable(carries) else carries
         return list(cs.values()) if isinstance(cs, Mapping) else list(cs)
@@ -267,6 +269,11 @@ def _carried(carries) -> dict:
     for c in now():
         if not hasattr(c, "buffer") or not hasattr(c, "name"):
             raise ValueError(f"bind: carries= takes Carry objects, got a {type(c).__name__}")
+    if not callable(carries):  # the same objects every call: each buffer read straight off its carry
+        fixed = now()
+        owned = [c for c in fixed if getattr(c, "owner", True)]  # state never passed as an argument: guarded only
+        return dict(owners=lambda: [c.buffer for c in owned],
+                    write_through={c.name: getattr(c, "reader", None) or (lambda c=c: c.buffer) for c in fixed})
     return dict(owners=lambda: [c.buffer for c in now()],
                 write_through={c.name: (lambda n=c.name: next(k.buffer for k in now() if k.name == n)) for c in now()})
 

@@ -83,20 +83,23 @@ class Carry:
                    f"carry {name!r} at {tuple(shape)} ({dtype})")
         return cls(name, policy, dim, torch.zeros(shape, dtype=dtype, device=device))
 
-    @classmethod
-    def for_region(cls, decl, region: str, device="cpu", dtype=None, envelope: str | None = None) -> "Carry":
-        """A carry sized from the declaration: retention bound A, or A + f_call for an in-buffer carry."""
+    @staticmethod
+    def shape_for(decl, region: str, envelope: str | None = None) -> tuple:
+        """The shape a carry of ``region`` has: retention bound A on its clock axis, or A + f_call for an
+        in-buffer carry (``envelope="attended"``; default the region's declared envelope)."""
         from ..contract.derivation import envelope as env
 
         r = decl.region(region)
         _, a, a_att = env(decl, region)
-        use = envelope or r.envelope
-        ext = int(a_att if use == "attended" else a)
-        shape = tuple(
-            ext if d == r.clock else (decl.dims[d] if isinstance(d, str) else d) for d in r.shape
-        )
+        ext = int(a_att if (envelope or r.envelope) == "attended" else a)
+        return tuple(ext if d == r.clock else (decl.dims[d] if isinstance(d, str) else d) for d in r.shape)
+
+    @classmethod
+    def for_region(cls, decl, region: str, device="cpu", dtype=None, envelope: str | None = None) -> "Carry":
+        """A carry sized from the declaration (:meth:`shape_for`), allocated zeroed."""
+        r = decl.region(region)
         dt = dtype or getattr(torch, r.dtype)
-        return cls.allocate(r.name, r.policy, shape, r.clock_axis, dt, device)
+        return cls.allocate(r.name, r.policy, cls.shape_for(decl, region, envelope), r.clock_axis, dt, device)
 
     # -- views and checks -------------------------------------------------------------
     @property

@@ -12,8 +12,8 @@ step, in one of two forms:
   carry, in place.
 
 ``last`` is True on a turn's final call (which commits its lookahead frames).
-:class:`StreamingRuntime` then provides what ``TeachingRuntime`` and ``freeze_style.CarryStream``
-each wire by hand: one :class:`~cadencelab.state.Carry` per state region (one allocation, the same
+:class:`StreamingRuntime` then provides (the shipped teaching model, freeze-style decoder and Mimi run on it):
+one :class:`~cadencelab.state.Carry` per state region (one allocation, the same
 address across turn resets), retention in place, the audits (against the declared cut, and
 differentially against the model's own stock step), and replay through
 :func:`~cadencelab.replay.bind`.
@@ -24,9 +24,13 @@ the labels the stock model was observed to see, the audit verdicts, bit-exactnes
 counters by reason and the carries' addresses. :func:`factorial` runs the paper's arms (B0, S, R, Rc,
 SR, SRc) on a :class:`KitModel` and returns one row per arm (latency, state, peak memory, exactness).
 
+A third form, ``form="inplace"``, runs a model that keeps its state itself (Moshi's Mimi): ``step(x, caches,
+last) -> out`` is its own streaming code, the declared regions' tensors are adopted as carries (``adopt=``)
+and the rest of its state is guarded (``held=``); see :mod:`.adopt`.
+
 Modules: :mod:`.traffic` (what to stream), :mod:`.regions` (bases and shape checks), :mod:`.steps` (how
-a step is called), :mod:`.rings` (ring regions), :mod:`.runtime` (the runtime and its arms),
-:mod:`.certify`, :mod:`.factorial`.
+a step is called), :mod:`.rings` (ring regions), :mod:`.adopt` (state the model allocates), :mod:`.bound`
+(one operator), :mod:`.runtime` (the runtime and its arms), :mod:`.certify`, :mod:`.factorial`.
 """
 
 from __future__ import annotations

@@ -69,24 +69,26 @@ class Certification:
 
 def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form: str = "views",
             operator: str | None = None, writes=None, init: Callable | None = None, backend: str = "auto", modules=(),
-            device="cpu") -> Certification:
-    """Run ``traffic`` through the model's own ``stock`` step and through the runtime (replay, both audits).
+            device="cpu", adopt=None, held=None, engine_options=None, audits=AUDITS) -> Certification:
+    """Run ``traffic`` through the model's own ``stock`` step and through the runtime (replay, its audits).
 
     ``step``/``stock``: one callable, or a dict operator -> step for a model of several operators (then
     ``writes`` too, see :class:`StreamingRuntime`). Clauses: the preflight finds no capture hazard in any
     step (:func:`~cadencelab.replay.preflight`, on every backend); per operator, the steady labels the stock
     model was observed to see equal the derived steady catalog and its flush labels are among the derived
-    flush classes; both audits agree on every retention; every call is bit-identical (``torch.equal``) to the
-    stock call; the carries never move; some call replayed.
+    flush classes; the ``audits`` (default both) agree on every retention; every call is bit-identical
+    (``torch.equal``) to the stock call; the carries never move; some call replayed. ``adopt``, ``held``,
+    ``engine_options``: as for :class:`StreamingRuntime`.
     """
     want, observed = run_stock(decl, stock, traffic, frames=frames, operator=operator, init=init, device=device)
-    kw = dict(frames=frames, form=form, operator=operator, writes=writes, init=init, device=device)
+    kw = dict(frames=frames, form=form, operator=operator, writes=writes, init=init, device=device, adopt=adopt,
+              held=held, engine_options=engine_options)
     probe = StreamingRuntime(decl, step, **kw)  # a throwaway runtime: the preflight's calls are real
     pfs = [probe.preflight(traffic, modules=modules, operator=n) for n in probe.ops]
     pf = pfs[0] if len(pfs) == 1 else Preflight(pd.concat(pfs, ignore_index=True))
     if len(pfs) > 1:
         pf.attrs.update(pfs[0].attrs, fn=", ".join(p.attrs.get("fn", "") for p in pfs))
-    rt = StreamingRuntime(decl, step, stock=stock, replay=True, backend=backend, audit=AUDITS, modules=modules, **kw)
+    rt = StreamingRuntime(decl, step, stock=stock, replay=True, backend=backend, audit=audits, modules=modules, **kw)
     got = rt.run(traffic)
     rows = []
 
@@ -118,17 +120,19 @@ def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form:
                + (f"; NOT derived: {sorted(extra)}" if extra else ""))
     cat = pd.DataFrame(cat_rows, columns=["operator", "kind", "label", "derived", "admitted", "observed"])
     # audits
-    audits = []
+    tables = []
     for name, aud in (("declared", rt.declared), ("differential", rt.differential)):
+        if aud is None:  # not asked for (audits=)
+            continue
         s = aud.summary()
         s.insert(0, "audit", name)
         first = aud.first_divergence
-        audits.append(s)
+        tables.append(s)
         clause(f"{name} audit agrees on every retention", aud.ok and aud.applications > 0,
                f"{aud.agreements} of {aud.applications} agree"
                + (f"; first divergence: call {first.call}, region {first.region}, index {first.index} ({first.detail})"
                   if first else ""))
-    audit = pd.concat(audits, ignore_index=True)
+    audit = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["audit", "region"])
     # exactness
     exact = exact_table(want, got.outputs)
     clause("bit-exact with the stock step", len(want) == len(got.outputs) and exact["equal"].all(),

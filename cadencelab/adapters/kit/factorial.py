@@ -24,7 +24,7 @@ import torch
 
 from ...contract import Declaration
 from .certify import Certification, certify, run_stock
-from .runtime import StreamingRuntime
+from .runtime import AUDITS, StreamingRuntime
 from .traffic import Traffic
 
 __all__ = ["ARMS", "KitModel", "run_block", "factorial", "arm_row_columns"]
@@ -45,8 +45,11 @@ ARMS: dict[str, dict] = {
 class KitModel:
     """A declared model as the kit runs it: what the user wrote, in one object.
 
-    decl, step, stock, traffic: the declaration, the step (views or stock ``form``), the model's own stock
-    step and what to stream; frames, operator, writes, init, modules: as for :class:`StreamingRuntime`.
+    decl, step, stock, traffic: the declaration, the step (views, stock or inplace ``form``), the model's own
+    stock step and what to stream; frames, operator, writes, init, modules, adopt, held, engine_options: as
+    for :class:`StreamingRuntime` (``adopt`` and ``held`` in the arms with the state rule: the others run
+    the stock step on plain tensors). ``audits``: what :meth:`certify` runs (default both; a model whose
+    stock step writes buffers the carries adopt cannot run the differential audit in shadow).
     """
 
     decl: Declaration
@@ -60,6 +63,10 @@ class KitModel:
     init: Callable | None = None
     modules: Sequence[torch.nn.Module] = field(default_factory=tuple)
     device: str = "cpu"
+    adopt: dict | None = None
+    held: dict | None = None
+    engine_options: dict | None = None
+    audits: tuple = AUDITS
 
     def __post_init__(self):
         if not isinstance(self.decl, Declaration):
@@ -75,14 +82,17 @@ class KitModel:
         """The runtime of one arm of :data:`ARMS`."""
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r}; arms: {list(ARMS)}")
-        return StreamingRuntime(self.decl, self.step, stock=self.stock, frames=self.frames, form=self.form,
-                                operator=self.operator, writes=self.writes, init=self.init, backend=backend,
-                                modules=self.modules, device=self.device, **ARMS[arm])
+        return StreamingRuntime(self.decl, self.step, stock=self.stock, backend=backend,
+                                **self._kw(ARMS[arm]["state_rule"]), **ARMS[arm])
+
+    def _kw(self, state_rule: bool = True) -> dict:
+        kw = dict(frames=self.frames, form=self.form, operator=self.operator, writes=self.writes, init=self.init,
+                  modules=self.modules, device=self.device, engine_options=self.engine_options)
+        return dict(kw, adopt=self.adopt, held=self.held) if state_rule else kw
 
     def certify(self, backend: str = "auto") -> Certification:
-        return certify(self.decl, self.step, self.stock, self.traffic, frames=self.frames, form=self.form,
-                       operator=self.operator, writes=self.writes, init=self.init, backend=backend,
-                       modules=self.modules, device=self.device)
+        return certify(self.decl, self.step, self.stock, self.traffic, backend=backend, audits=self.audits,
+                       **self._kw())
 
     def reference(self) -> list:
         """The stock step's outputs over the traffic (what every arm must equal)."""

@@ -17,11 +17,14 @@ __all__ = ["RingEnd", "RingView"]
 
 
 class RingEnd:
-    """Frames written this turn to one ring region: a device int64 scalar (``buffer``, an engine owner)."""
+    """Frames written this turn to one ring region: a device int64 scalar (``buffer``, an engine owner).
 
-    def __init__(self, region: str, device):
+    ``buffer`` given: the model's own count (an adopted ring), which the model advances itself."""
+
+    def __init__(self, region: str, device, buffer: torch.Tensor | None = None):
         self.name = f"{region}.end"
-        self.buffer = torch.zeros((), dtype=torch.int64, device=device)
+        self.model_advances = buffer is not None
+        self.buffer = buffer if buffer is not None else torch.zeros((), dtype=torch.int64, device=device)
         self.host = 0  # the same count on the host (bookkeeping, audits)
 
     def reset(self, frames: int = 0) -> None:

@@ -13,73 +13,31 @@ each operator its own catalog). Its arms are two switches and a granularity, as 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 import torch
 
 from ...contract import PRIMING, Declaration
-from ...contract.clocks import scale
+from ...contract.clocks import scale, scaled
 from ...contract.policies import Ring
 from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
-from .regions import base_of, check_initial, check_shape, state_regions
+from .adopt import adopted_carry, adopted_end, adoptions, held_state
+from .bound import Bound, LastLabel, per_op
+from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
-from .steps import call_step, frames_at, merged, step_failed, takes_frames
+from .steps import Caches, call_step, frames_at, merged, step_failed, takes_frames
 from .traffic import Traffic
 
-__all__ = ["FORMS", "AUDITS", "GRANULARITIES", "Bound", "StreamingRuntime", "KitRun"]
+__all__ = ["FORMS", "AUDITS", "GRANULARITIES", "ENGINE_OPTIONS", "Bound", "StreamingRuntime", "KitRun"]
 
-FORMS = ("views", "stock")
+FORMS = ("views", "stock", "inplace")
 AUDITS = ("declared", "differential")
 GRANULARITIES = ("call", "step")
-
-
-class LastLabel:
-    """An engine's classifier inside a runtime: the label the runtime already computed for the call."""
-
-    def __init__(self, classifier: Classifier):
-        self.classifier, self.op, self.label = classifier, classifier.op, None
-
-    @property
-    def catalog(self) -> set:
-        return self.classifier.catalog
-
-    def __call__(self, *args, **kwargs):
-        return self.label
-
-
-@dataclass
-class Bound:
-    """One declared operator of a runtime: its step (and stock step), where its frames are, the regions it
-    touches (reads, then writes, in declaration order), its classifier and its engine."""
-
-    name: str
-    op: object
-    step: Callable | None
-    stock: Callable | None
-    frames: At
-    writes: tuple
-    touches: tuple
-    classifier: Classifier | None = None
-    engine: object = None
-    takes_frames: bool = False
-    stock_frames: bool = False
-    ring_written: dict = field(default_factory=dict)
-    label: tuple | None = None  # the label of the operator's latest call
-
-
-def _per_op(value, names: Sequence[str], what: str) -> dict:
-    """``value`` for each operator: a mapping keyed by operator name, or one value for the only operator."""
-    if isinstance(value, Mapping):
-        extra = sorted(set(value) - set(names))
-        if extra:
-            raise ValueError(f"{what}: {extra} are not operators this runtime runs ({list(names)})")
-        return {n: value.get(n) for n in names}
-    if len(names) > 1 and value is not None and what in ("step", "stock"):
-        raise ValueError(f"{what}: this runtime runs {list(names)}: give a dict operator -> {what}")
-    return {n: value for n in names}
+#: what ``engine_options`` may set on each operator's engine (see :class:`~cadencelab.replay.ExactShapeReplay`)
+ENGINE_OPTIONS = ("max_invalidations", "max_classes", "clone_outputs", "strict", "pool")
 
 
 class StreamingRuntime:
@@ -99,9 +57,23 @@ class StreamingRuntime:
     audit:    "declared" and/or "differential": the carry against the declared stock cut, and against
               ``stock`` (the model's own step) run in shadow. The differential audit compares after every
               call but an operator's final call of a turn: what that call leaves behind nothing reads.
+              A :class:`~cadencelab.state.ShadowAuditor` given instead is the declared audit's (the caller
+              keeps it: its records, its ``compare`` mode). ``audit_regions``: the regions the audits
+              compare (default every state region).
     modules:  modules whose parameters the steps read (guarded by the engines).
 
-    A :class:`~cadencelab.contract.Ring` region reaches a views-form step as a :class:`RingView`. Each
+    adopt:    ``{region: tensor}``: carries on tensors the model allocated itself (a ring region may name the
+              model's own write position too, ``(tensor, end)``, which the model then advances); see
+              :mod:`.adopt`. ``held``: ``{name: tensor or getter}``, state the model keeps that the declaration
+              does not name, guarded by the engines (addresses checked every call).
+    engine_options: passed to each operator's engine (``max_invalidations``, ``max_classes``, ...).
+
+    ``form="inplace"``: ``step(x, caches, last) -> out`` is the model's own streaming code, writing every
+    region it writes in place as declared (typically adopted state); the runtime keeps the bookkeeping
+    (extents, ring positions it owns) and the replay, not the writes. Its audits need the frames a call
+    adds, which an in-place step does not return: they are refused in this form.
+
+    A :class:`~cadencelab.contract.Ring` region reaches a views- or inplace-form step as a :class:`RingView`. Each
     call is checked before anything changes (``x`` a tensor, a steady call committing the declared frames,
     no call after an operator's final call of a turn without :meth:`reset`); what a step returns is checked
     against the declared shapes and frame counts before it is written into a carry.
@@ -110,17 +82,26 @@ class StreamingRuntime:
     def __init__(self, decl: Declaration, step, *, frames=1, form: str = "views", operator: str | None = None,
                  writes: Mapping[str, Sequence[str]] | None = None, init: Callable | None = None, stock=None,
                  state_rule: bool = True, replay: bool = False, granularity: str = "call", backend: str = "auto",
-                 audit=(), modules: Sequence[torch.nn.Module] = (), device="cpu"):
+                 audit=(), modules: Sequence[torch.nn.Module] = (), device="cpu", adopt: Mapping | None = None,
+                 held: Mapping | None = None, engine_options: Mapping | None = None,
+                 audit_regions: Sequence[str] | None = None):
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
-        audits = (audit,) if isinstance(audit, str) else tuple(audit or ())
+        auditor = audit if isinstance(audit, ShadowAuditor) else None
+        audits = ("declared",) if auditor is not None else (audit,) if isinstance(audit, str) else tuple(audit or ())
         for a in audits:
             if a not in AUDITS:
                 raise ValueError(f"audit must name some of {AUDITS}, got {a!r}")
         if audits and not state_rule:
             raise ValueError("the audits watch the carries: turn the state rule on (state_rule=True)")
+        if audits and form == "inplace":
+            raise ValueError(f"the audits {audits} compare the frames a call adds, which an in-place step does not "
+                             f"return: run form='inplace' without audit= (check its outputs against the stock model)")
+        bad = sorted(set(engine_options or {}) - set(ENGINE_OPTIONS))
+        if bad:
+            raise ValueError(f"engine_options: {bad} are not engine options ({list(ENGINE_OPTIONS)})")
         names = list(step) if isinstance(step, Mapping) else [operator] if operator else [o.name for o in decl.operators]
         if not isinstance(step, Mapping) and len(names) != 1:
             raise ValueError(f"the {decl.model} declaration has {len(names)} operators: name one, or give a dict "
@@ -134,15 +115,15 @@ class StreamingRuntime:
         self.device = torch.device(device)
         self.regions = state_regions(decl)
         self.names = [r.name for r in self.regions]
-        steps, stocks = _per_op(step, names, "step"), _per_op(stock, names, "stock")
-        where = _per_op(frames, names, "frames")
+        steps, stocks = per_op(step, names, "step"), per_op(stock, names, "stock")
+        where = per_op(frames, names, "frames")
         if writes is None and len(names) > 1 and state_rule:
             raise ValueError(f"several operators {names}: say which regions each step returns, writes={{op: (...)}}")
-        wr = _per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
+        wr = per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
         rings = {r.name for r in self.regions if isinstance(r.policy, Ring)}
-        if rings and form != "views":
+        if rings and form == "stock":
             raise ValueError(f"ring regions {sorted(rings)} need form='views' (the step reads the ring in ring order "
-                             f"and returns its new frames)")
+                             f"and returns its new frames) or form='inplace'")
         self.ops: dict[str, Bound] = {}
         for n in names:
             op = decl.operator(n)
@@ -167,28 +148,41 @@ class StreamingRuntime:
                                 takes_frames=takes_frames(steps[n]),
                                 stock_frames=stocks[n] is not None and takes_frames(stocks[n]))
         check_initial(decl, self.regions, init)
+        adopt = adoptions(adopt, self.names, rings, self.state_rule)
         self.carries: dict[str, Carry] = {}
         self.ends: dict[str, RingEnd] = {}
         if state_rule:
             for r in self.regions:
                 grows = r.policy.kind not in ("fixed", "ring")
                 env = "attended" if (form == "views" and grows and r.policy.layout == "newest_first") else None
-                self.carries[r.name] = Carry.for_region(decl, r.name, self.device, envelope=env)
+                if r.name in adopt:
+                    shape = Carry.shape_for(decl, r.name, env)
+                    self.carries[r.name] = adopted_carry(decl, r, adopt[r.name][0], shape, self.device)
+                else:
+                    self.carries[r.name] = Carry.for_region(decl, r.name, self.device, envelope=env)
                 if r.name in rings:
-                    self.ends[r.name] = RingEnd(r.name, self.device)
+                    end = adopt.get(r.name, (None, None))[1]
+                    self.ends[r.name] = RingEnd(r.name, self.device,
+                                                None if end is None else adopted_end(r.name, end, self.device))
+        self.held = held_state(held, self.names)
+        self._clock = {r.name: r.clock for r in self.regions}
         self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
                        for n, b in self.ops.items() for r in self.regions}
-        owners = list(self.carries.values()) + list(self.ends.values())
+        owners = list(self.carries.values()) + list(self.ends.values()) + self.held
         for b in self.ops.values():
-            self._bind(b, replay, backend, owners, modules)
-        self.declared = ShadowAuditor() if "declared" in audits else None
+            self._bind(b, replay, backend, owners, modules, dict(engine_options or {}))
+        self.audited = set(self.names if audit_regions is None else audit_regions)
+        if self.audited - set(self.names):
+            raise ValueError(f"audit_regions: {sorted(self.audited - set(self.names))} are not state regions the "
+                             f"runtime carries ({self.names})")
+        self.declared = (auditor or ShadowAuditor()) if "declared" in audits else None
         self.differential = DifferentialAuditor(stock=self._stock_call) if "differential" in audits else None
         self.caches: dict = {}  # the stock arm's state (plain tensors, new every call)
         self._shadow: dict = {}
         self._cur, self._f, self._expect, self._ended = next(iter(self.ops)), 0, {}, set()
         self.calls = 0
 
-    def _bind(self, b: Bound, replay: bool, backend: str, owners: list, modules) -> None:
+    def _bind(self, b: Bound, replay: bool, backend: str, owners: list, modules, options: dict) -> None:
         """The operator's classifier (built once) and, with replay, its engine (labelled by the runtime)."""
         if self.state_rule:
             fn = (lambda x, last, *views, b=b: self._device_step(b, x, last, *views)) if self.granularity == "call" \
@@ -201,7 +195,7 @@ class StreamingRuntime:
         b.classifier = Classifier(self.decl, b.name, fn, reads=reads, frames=b.frames)
         if replay:
             b.engine = bind(self.decl, b.name, fn, classifier=LastLabel(b.classifier), backend=backend,
-                            carries=owners, modules=list(modules))
+                            carries=owners, modules=list(modules), **options)
 
     # -- the operators ---------------------------------------------------------------------
     def bound(self, operator: str | None) -> Bound:
@@ -250,14 +244,21 @@ class StreamingRuntime:
         for r in self.regions:
             if r.name in self.ends:
                 self.ends[r.name].reset(r.initial)
-        self.caches = {n: b.clone() for n, b in bases.items()}
-        self._shadow = {n: b.clone() for n, b in bases.items()}
+        # the stock arm's state, and the declared audit's shadow: held only where they are read
+        self.caches = {} if self.state_rule else {n: b.clone() for n, b in bases.items()}
+        self._shadow = {n: b.clone() for n, b in bases.items()} if self.declared is not None else {}
         if self.differential is not None:
             self.differential.start(bases)
         self._ended = set()
         return bases
 
     # -- one call ------------------------------------------------------------------------
+    def _caches(self, b: Bound, views) -> Caches:
+        """A step's caches: each region's view (a ring's as a :class:`RingView`), appendable in place."""
+        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+                       for n, v in zip(b.touches, views)},
+                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form != "inplace" else {})
+
     def _views(self, b: Bound) -> list:
         return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
 
@@ -275,13 +276,16 @@ class StreamingRuntime:
 
     def _run_step(self, b: Bound, x, last, views):
         """The step on the carries' views (rings as :class:`RingView`), its output checked; no write."""
-        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
-                  for n, v in zip(b.touches, views)}
+        caches = self._caches(b, views)
         try:
-            out, got = call_step(b.step, x, caches, last, self._f, b.takes_frames)
+            res = call_step(b.step, x, caches, last, self._f, b.takes_frames)
         except RuntimeError as e:
             raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
                               f"step of '{b.name}'") from e
+        if self.form == "inplace":  # the step wrote its regions itself
+            return res, {}
+        out, got = res
+        b.appended = set(caches.appended)
         if not isinstance(got, Mapping):
             raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
         missing = [n for n in b.writes if n not in got]
@@ -292,7 +296,9 @@ class StreamingRuntime:
                 continue
             t = got[r.name]
             check_shape(self.decl, r, t, "the step's output")
-            if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name]:
+            cut = self.form == "stock" and constant_extent(r.policy) and \
+                t.shape[r.clock_axis] == r.policy.shape_extent(0)  # a constant region the model cut itself
+            if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name] and not cut:
                 raise ValueError(f"the step returned {t.shape[r.clock_axis]} frames for region '{r.name}' where the "
                                  f"declaration implies {self._expect[r.name]} ({self.form} form, {self._f} "
                                  f"'{b.op.clock}' committed)")
@@ -301,16 +307,23 @@ class StreamingRuntime:
         return out, {n: got[n] for n in b.writes}
 
     def _write(self, b: Bound, got: Mapping, views) -> None:
-        """Append + retain each written region in place (rings: at the device position, then advance it)."""
+        """Append + retain each written region in place (rings: at the device position, then advance it).
+
+        In place form the step wrote them: only a ring position the runtime owns is advanced."""
         for n, v in zip(b.touches, views):
             if n not in b.writes:
                 continue
             c = self.carries[n]
-            if n in self.ends:
+            if self.form == "inplace":
+                if n in self.ends and not self.ends[n].model_advances:
+                    self.ends[n].buffer.add_(self._expect[n])
+            elif n in self.ends:
                 end = self.ends[n].buffer
                 if not b.ring_written.get(n):
                     RingView(v, end, c.dim).write(got[n])
                 end.add_(got[n].shape[c.dim])
+            elif n in b.appended and self.form == "views":  # the step wrote its new frames itself: retain
+                c.move_retained(v.shape[c.dim] + got[n].shape[c.dim])
             elif self.form == "views":
                 c.write_append_retained(got[n], v.shape[c.dim])
             else:
@@ -319,8 +332,16 @@ class StreamingRuntime:
     def _device_step(self, b: Bound, x, last, *views):
         """Device work of one call: the step on the carries' views, checked, then append + retain in place."""
         out, got = self._run_step(b, x, last, views)
+        seen = self._audited(got)
         self._write(b, got, views)
-        return (out, got) if self.declared is not None else out
+        return (out, seen) if self.declared is not None else out
+
+    def _audited(self, got: Mapping) -> Mapping:
+        """What the declared audit reads of a call: a returned view of a carry's own storage copied before the
+        write moves it (a stock-form step returning its in-buffer cache)."""
+        if self.declared is None:
+            return got
+        return {n: t.clone() if self.carries[n].owns(t) else t for n, t in got.items()}
 
     def frames_of(self, x, last: bool, operator: str | None = None) -> int:
         """The call's committed frames on the operator's clock (what the classifier labels it with).
@@ -380,12 +401,14 @@ class StreamingRuntime:
     def _call_carried(self, b: Bound, x, last: bool, f: int):
         before = {n: c.length for n, c in self.carries.items()}
         fr = {n: self.on(b.name, n, f) for n in b.writes}
-        self._expect = {n: fr[n] if self.form == "views" or n in self.ends else before[n] + fr[n] for n in b.writes}
+        self._expect = {n: before[n] + fr[n] if self.form == "stock" and n not in self.ends else fr[n]
+                        for n in b.writes}
         views = self._views(b)
         ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
         if self.granularity == "step":
-            out, got = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
-            self._write(b, got, views)
+            out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
+            got = self._audited(new)
+            self._write(b, new, views)
         else:
             res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
             out, got = res if self.declared is not None else (res, None)
@@ -398,20 +421,19 @@ class StreamingRuntime:
         if self.declared is not None:
             self._audit_declared(b, got, ends)
         if self.differential is not None and not last:  # nothing reads what a final call leaves behind
-            self.differential.check(self.calls, self.carries, x, last)
+            self.differential.check(self.calls, {n: c for n, c in self.carries.items() if n in self.audited}, x, last)
         return out
 
     def on(self, operator: str, region: str, f: int) -> int:
         """``f`` ticks of ``operator``'s clock on ``region``'s clock."""
-        mul, div = self._ratio[(operator, region)]
-        if (f * mul) % div:
-            raise ValueError(f"{f} '{self.ops[operator].op.clock}' ticks are not whole ticks of region '{region}''s "
-                             f"clock")
-        return f * mul // div
+        return scaled(f, self._ratio[(operator, region)], self.ops[operator].op.clock, self._clock[region],
+                      f"region '{region}'")
 
     def _audit_declared(self, b: Bound, got: dict, ends: dict) -> None:
         """The current audit: each written carry against the stock concatenation and cut *as declared*."""
         for n in b.writes:
+            if n not in self.audited:
+                continue
             c, r = self.carries[n], self.decl.region(n)
             if n in self.ends:  # the declared ring: frame i of the turn at slot i % capacity
                 shadow, k = self._shadow[n].clone(), got[n].shape[c.dim]
@@ -439,8 +461,7 @@ class StreamingRuntime:
         t, x, last = first
         self.reset(traffic.prompt(t))
         self._f = self.frames_of(x, last, b.name)
-        caches = {n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
-                  for n, v in zip(b.touches, self._views(b))}
+        caches = self._caches(b, self._views(b))
         kw = {"frames": self._f} if b.takes_frames else {}
         return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
 

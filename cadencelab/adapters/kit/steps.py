@@ -10,7 +10,7 @@ import torch
 from ...contract import Declaration
 from ...replay import At
 
-__all__ = ["frames_at", "step_failed", "takes_frames", "call_step", "merged"]
+__all__ = ["frames_at", "step_failed", "takes_frames", "call_step", "merged", "Caches"]
 
 
 def frames_at(frames, last: int) -> At:
@@ -54,3 +54,30 @@ def merged(caches: Mapping, new: Mapping) -> dict:
     if not isinstance(new, Mapping):
         raise ValueError(f"the stock step must return (output, {{region: tensor}}), got a {type(new).__name__} second")
     return {**caches, **new}
+
+
+class Caches(dict):
+    """What a views-form step is given: region name -> its cached frames (a view of the carry; a ring's
+    :class:`~cadencelab.adapters.kit.RingView`), plus :meth:`append` for a step that attends over its cache
+    after the call's new frames are in it, as a model writing its own buffer does."""
+
+    def __init__(self, views: Mapping, carries: Mapping):
+        super().__init__(views)
+        self.carries, self.appended = carries, set()
+
+    def append(self, name: str, new: torch.Tensor) -> torch.Tensor:
+        """Write ``new`` into region ``name``'s carry in place, where its layout puts new frames (in front of
+        a newest-first cache, after a chronological one); return the cache with them (a view of the carry).
+        The runtime then only retains. A views-form step still returns ``new`` as the region's new frames; a
+        stock-form step returns the view itself as the region's attended cache."""
+        c = self.carries.get(name)
+        if c is None or name not in self:
+            raise ValueError(f"Caches.append: '{name}' is not a region this step writes ({sorted(self)})")
+        n, f = self[name].shape[c.dim], new.shape[c.dim]
+        if getattr(c.policy, "kind", "") == "ring" or n + f > c.capacity:
+            raise ValueError(f"Caches.append: region '{name}' holds {n} frames in a carry of {c.capacity}: no room "
+                             f"for {f} more in place (declare it with envelope='attended'; a ring writes through "
+                             f"its RingView)")
+        c.write_appended(new, n)
+        self.appended.add(name)
+        return c.buffer.narrow(c.dim, 0, n + f)

@@ -24,6 +24,10 @@ the vendor graph re-bucketed to the live 50-frame chunk, and ``torch.compile`` i
 
 With every switch off the loop performs the stock operations in the stock order; a test
 checks it is bit-identical to :class:`StockToken2wav` (and, on CUDA, to the vendor class).
+
+Token2wav as a declaration plus a step is :mod:`.kit` (the kit's arms). This runtime keeps its own wiring (R/SR
+replay each DiT call inside the vendor loop; flow and vocoder are two engines, eager work between; S keeps the
+vendor iSTFT; the controls; the recorded H200 graphs); its estimator carry is adopted through the kit.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ from ...replay import At, ExactShapeReplay, bind
 from ...replay.determinism import pin_determinism
 from ...state import Carry
 from ..arms import FACTORIAL
+from ..kit.adopt import adopted_carry
 from .stock import crossfade
 from .configs import Token2wavConfig
 from .parts import (HostStaging, VocoderSplit, CountingGraph, ReplayedForwardChunk, capture_vendor_buckets,
                     make_constants_device_resident)
-from .envelopes import demand_envelope
+from .envelopes import STOCK_ENVELOPE, demand_envelope
 from .turns import check_flag, check_tokens
 from .prompts import PromptState
 
@@ -181,7 +186,8 @@ class Token2wavRuntime:
         noise_frames = d.region("cfm_noise").policy.extent
         dec.rand_noise = dec.rand_noise[:, :, :noise_frames].clone()
         dt = att.dtype
-        self.est = Carry("estimator_att_cache", d.region("estimator_att_cache").policy, 4, att)
+        est = d.region("estimator_att_cache")  # the solver's own buffer, adopted: checked against the declaration
+        self.est = adopted_carry(d, est, att, Carry.shape_for(d, est.name, "attended"), self.device)
         self.conf_att = Carry.for_region(d, "conformer_att_cache", self.device, dt)
         self.conf_cnn = Carry.for_region(d, "conformer_cnn_cache", self.device, dt)
         self.mel = Carry.for_region(d, "vocoder_mel_cache", self.device, envelope="attended")
@@ -453,21 +459,24 @@ def runtime_envelope(arm, n_timesteps: int | None = None, clocks: Token2wavClock
     if spec.state_rule:
         c = clocks.with_(n_steps=n_timesteps)
         return demand_envelope(c.n_steps, c.demand_frames)
-    from .envelopes import STOCK_ENVELOPE
-
     return STOCK_ENVELOPE
 
 
 def build_runtime(cfg: Token2wavConfig, arm, seed: int, device="cpu", clocks: Token2wavClocks = T2W_CLOCKS,
-                  backend: str = "auto", n_timesteps: int | None = None) -> tuple[Token2wavRuntime, PromptState]:
-    """One arm ready to stream, from ``clocks``: seeded modules at the arm's envelope, the runtime and the
-    seeded prompt of ``clocks.prompt_frames`` frames (``set_stream_cache(prompt)`` starts a turn)."""
+                  backend: str = "auto", n_timesteps: int | None = None, checkpoint=None):
+    """Every bench's one build path for an arm: ``(runtime, prompt)``, modules at the arm's envelope (seeded, or
+    loaded from the ``checkpoint`` folder with ``seed`` for its start noise: ``cfg`` None is read from it, then
+    ``runtime.cfg``), the seeded prompt (``set_stream_cache(prompt)`` starts a turn)."""
     from .build import build_token2wav
+    from .checkpoint import load_checkpoint
     from .prompts import make_prompt
 
-    c = clocks.with_(n_steps=n_timesteps)
-    device = torch.device(device)
-    flow, hift = build_token2wav(cfg, seed, device=device, envelope=runtime_envelope(arm, clocks=c))
+    c, device = clocks.with_(n_steps=n_timesteps), torch.device(device)
+    if checkpoint is None:
+        flow, hift = build_token2wav(cfg, seed, device=device, envelope=runtime_envelope(arm, clocks=c))
+    else:
+        flow, hift, cfg = load_checkpoint(checkpoint, device=device, seed_for_noise=seed,
+                                          envelope=runtime_envelope(arm, clocks=c))
     rt = Token2wavRuntime(flow, hift, device, arm, cfg=cfg, backend=backend, clocks=c)
     return rt, make_prompt(cfg, seed, device, clocks=c)
 

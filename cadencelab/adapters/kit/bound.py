@@ -1,0 +1,57 @@
+"""One declared operator of a kit runtime: its step, where its frames are, its classifier and engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from ...replay import At, Classifier
+
+__all__ = ["LastLabel", "Bound", "per_op"]
+
+
+class LastLabel:
+    """An engine's classifier inside a runtime: the label the runtime already computed for the call."""
+
+    def __init__(self, classifier: Classifier):
+        self.classifier, self.op, self.label = classifier, classifier.op, None
+
+    @property
+    def catalog(self) -> set:
+        return self.classifier.catalog
+
+    def __call__(self, *args, **kwargs):
+        return self.label
+
+
+@dataclass
+class Bound:
+    """One declared operator of a runtime: its step (and stock step), where its frames are, the regions it
+    touches (reads, then writes, in declaration order), its classifier and its engine."""
+
+    name: str
+    op: object
+    step: Callable | None
+    stock: Callable | None
+    frames: At
+    writes: tuple
+    touches: tuple
+    classifier: Classifier | None = None
+    engine: object = None
+    takes_frames: bool = False
+    stock_frames: bool = False
+    ring_written: dict = field(default_factory=dict)
+    appended: set = field(default_factory=set)  # regions the step appended to itself (Caches.append)
+    label: tuple | None = None  # the label of the operator's latest call
+
+
+def per_op(value, names: Sequence[str], what: str) -> dict:
+    """``value`` for each operator: a mapping keyed by operator name, or one value for the only operator."""
+    if isinstance(value, Mapping):
+        extra = sorted(set(value) - set(names))
+        if extra:
+            raise ValueError(f"{what}: {extra} are not operators this runtime runs ({list(names)})")
+        return {n: value.get(n) for n in names}
+    if len(names) > 1 and value is not None and what in ("step", "stock"):
+        raise ValueError(f"{what}: this runtime runs {list(names)}: give a dict operator -> {what}")
+    return {n: value for n in names}
