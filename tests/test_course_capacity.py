@@ -48,3 +48,15 @@ def test_b0_alone_reads_both_studies():
     fac = data.factorial().set_index("arm")
     assert t.loc["factorial B0", "ms"] == fac.loc["B0", "steady_latency_ms_median"]
     assert t.loc["sessions B0, N = 1, steady chunks", "ms"] > 0 and "host clock" in t["what"].str.cat()
+
+
+@pytest.mark.parametrize("dataset", list(capacity.DATASETS))
+def test_recorded_capacities_are_exact_once_swept_to_the_break(dataset):
+    """Issue 23's done-when: every capacity of a recording made with the sweep to the break point (it records
+    ``capacity_bracket``) is exact, its bracket [holds, breaks] around it; the older recordings predate it."""
+    s = data.sessions_summary(dataset)
+    if "capacity_bracket" not in s:
+        pytest.skip(f"{dataset}: recorded before the sweep to the break point (no capacity_bracket)")
+    b = capacity.capacity_bounds(dataset)
+    assert (b["bound"] == "exact").all(), b[b["bound"] != "exact"]
+    assert (b["breaks_at"] > b["max_sessions"]).all()

@@ -219,3 +219,19 @@ def test_verify_runs_what_fits_and_says_what_was_left(tmp_path, monkeypatch):
     left = [r for r in rows if r["kind"] == "unverified"]
     assert {(r["task"], r.get("session"), r.get("sessions")) for r in left} == {(REFERENCE, 2, None), (GATE, None, 2)}
     assert [r["sessions"] for r in rows if r["kind"] == "gate"] == [3, 1]  # the capacity point first
+
+
+def test_the_readme_shows_a_bracket_only_where_it_is_wider_than_one_session():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs"))
+    import results_table
+
+    s = dict(max_sessions_at_cadence_SRl={"mixed": 56, "speak_heavy": 28},
+             capacity_bound={"SRl": {"mixed": "exact", "speak_heavy": "exact"}},
+             capacity_bracket={"SRl": {"mixed": [56, 64], "speak_heavy": [28, 29]}})
+    assert results_table._cap(s, "SRl", "mixed") == "56 (64 broke)"
+    assert results_table._cap(s, "SRl", "speak_heavy") == "28"
+    old = dict(max_sessions_at_cadence_SRl={"mixed": 16}, capacity_bound={"SRl": {"mixed": "lower_bound"}})
+    assert results_table._cap(old, "SRl", "mixed") == ">=16"
