@@ -190,9 +190,9 @@ class _FakeServer:
         self.recovered += 1
 
 
-def _sweep(cfg, server, deadline=1e18, refs=None):
+def _sweep(cfg, server, deadline=1e18, owed=None):
     runs = []
-    sweeps = study.sweep_arm(server, cfg, deadline, runs.append, progress=lambda m: None, refs=refs)
+    sweeps = study.sweep_arm(server, cfg, deadline, runs.append, progress=lambda m: None, owed=owed)
     return runs, sweeps
 
 
@@ -274,13 +274,13 @@ def test_a_point_is_run_only_with_the_references_it_adds():
                                workloads=("speak_heavy",), max_sessions=4)
     import time
 
-    refs = study.OwedReferences({0: 2}, chunk_s=10.0, workers=2)
-    assert refs.adds(cfg, "speak_heavy", 1) == 0 and refs.adds(cfg, "speak_heavy", 2) == 2
-    assert refs.seconds(2) == pytest.approx(10.0)
-    runs, sweeps = _sweep(cfg, _FakeServer(cfg), deadline=time.perf_counter() + 25.0, refs=refs)
-    # N=1 adds nothing, N=2 adds 2 chunks (10 s), N=4 would add 4 more (20 s more): skipped
+    owed = study.OwedVerification({0: 2}, chunk_s=10.0, workers=2)
+    assert owed.adds(cfg, "speak_heavy", 1) == 0 and owed.adds(cfg, "speak_heavy", 2) == 2
+    assert owed.seconds(2) == pytest.approx(20.0)
+    runs, sweeps = _sweep(cfg, _FakeServer(cfg), deadline=time.perf_counter() + 25.0, owed=owed)
+    # N=1 adds nothing (10 s owed), N=2 adds 2 chunks (20 s owed), N=4 would owe 40 s: skipped
     assert [(r["sessions"], bool(r.get("skipped"))) for r in runs] == [(1, False), (2, False), (4, True)]
-    assert refs.need == {0: 2, 1: 2} and refs.added_chunks == 2
+    assert owed.need == {0: 2, 1: 2} and owed.added_chunks == 2
 
 
 def test_sessions_config_arrivals_and_sweep_fields():
@@ -318,8 +318,7 @@ def test_bench_smoke_cpu(tmp_path):
         # nothing broke below the cap: a lower bound, its bracket open above
         assert s["capacity_bound"]["SRc"] == {"mixed": "lower_bound", "speak_heavy": "lower_bound"}
         assert s["capacity_bracket"]["SRc"] == {"mixed": [2, None], "speak_heavy": [2, None]}
-        assert r["provenance"]["study"]["stagger"] is (mode == "staggered")
-        assert r["provenance"]["arrivals_in_one_process"] == ["aligned", "staggered"]
+        assert r["provenance"]["arrivals"] == mode and r["provenance"]["study"]["arrivals"] == ("aligned", "staggered")
         assert sorted(r["arms"]["SRc"]["sweeps"]) == ["aligned/mixed", "aligned/speak_heavy", "staggered/mixed",
                                                       "staggered/speak_heavy"]
     s = res["summary"]

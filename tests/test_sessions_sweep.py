@@ -6,8 +6,7 @@ import pandas as pd
 import pytest
 
 from cadencelab.bench import sessions as study
-from cadencelab.bench.sessions_sweep import (BREAKS, HOLDS, OOM, Sweep, arm_deadline, order_points,
-                                             reference_seconds)
+from cadencelab.bench.sessions_sweep import BREAKS, HOLDS, OOM, Sweep, arm_deadline, order_points
 from cadencelab.bench.sessions_verify import GATE, REFERENCE, gate_tasks, reference_tasks, split_workers
 
 
@@ -112,11 +111,23 @@ def test_order_points_runs_every_ascent_first_and_a_refused_point_stops_its_swee
     assert sweeps["c"].stopped and not sweeps["c"].exact and sweeps["a"].bracket == (5, 6)
 
 
-def test_arm_deadline_keeps_the_later_arms_reserve_and_the_owed_verification():
-    assert arm_deadline(0.0, 540.0, 3, 45.0, 20.0) == 540.0 - 135.0 - 20.0
-    assert arm_deadline(500.0, 540.0, 3, 45.0, 20.0) == 500.0  # never in the past: the arm then skips its points
-    assert reference_seconds(0, 0.3, 3, 20.0) == 0.0
-    assert reference_seconds(30, 0.3, 3, 20.0) == pytest.approx(23.0)
+def test_arm_deadline_keeps_the_later_arms_reserve():
+    assert arm_deadline(0.0, 540.0, 3, 45.0) == 540.0 - 135.0
+    assert arm_deadline(500.0, 540.0, 3, 45.0) == 500.0  # never in the past: the arm then skips its points
+
+
+def test_the_verification_owed_is_the_longer_of_references_and_capacity_gates():
+    cfg = study.SessionsConfig(device="cpu", config="teaching", speak_seconds=2)
+    owed = study.OwedVerification({0: 2}, chunk_s=0.3, workers=3, start_s=20.0, gates_s=5.0)
+    assert owed.seconds() == pytest.approx(20.0 + 5.0)  # 2 chunks of references: 0.2 s < 5 s of gates
+    assert owed.adds(cfg, "speak_heavy", 3) == 4  # sessions 1 and 2, two chunks each
+    assert owed.seconds(100) == pytest.approx(20.0 + 102 * 0.3 / 3)
+    assert owed.seconds(0, 30.0) == pytest.approx(20.0 + 35.0)
+    owed.add([dict(session=1, chunk=1), dict(session=0, chunk=1)])
+    assert owed.need == {0: 2, 1: 2} and owed.added_chunks == 2
+    srb = study.OwedVerification({0: 2}, chunk_s=0.3, gated=False)
+    assert srb.adds(cfg, "speak_heavy", 3) == 0 and srb.seconds() == pytest.approx(0.6)
+    assert study.OwedVerification().seconds() == 0.0
 
 
 def test_reference_tasks_cover_every_session_with_its_most_chunks():

@@ -82,13 +82,13 @@ from .flags import (MAX_CHUNKS, add_study_parser, config_from_args, failed_line,
                     positive_float)
 from .sessions_analysis import analyse
 from .session_serving import ARRIVALS, WORKLOADS, chunks_needed
-from .sessions_arm import OwedReferences, for_arrivals, read_rows, run_arm_process, serve_arm, sweep_arm
-from .sessions_sweep import arm_deadline, reference_seconds
+from .sessions_arm import OwedVerification, for_arrivals, read_rows, run_arm_process, serve_arm, sweep_arm
+from .sessions_sweep import arm_deadline
 from .sessions_verify import GATE, GATED_ARM, REFERENCE, gate_tasks, reference_tasks, split_workers, verify
 from .token2wav import provenance
 
 __all__ = ["SessionsConfig", "run_study", "run_studies", "result_stem", "arm_order", "table", "write_results",
-           "for_arrivals", "OwedReferences", "sweep_arm", "serve_arm", "read_rows", "analyse"]
+           "for_arrivals", "OwedVerification", "sweep_arm", "serve_arm", "read_rows", "analyse"]
 
 
 SERVED_ARMS = ("SRb", "SRl")
@@ -245,29 +245,31 @@ def run_studies(cfg: SessionsConfig, progress=print) -> dict:
         ents["verification"] = [e for e in ver if e.get("kind") == "reference" or e.get("arrivals") == mode]
         result = analyse(cfg_m, ents, infos, failures)
         result["verification"] = verification
-        result["provenance"] = dict(provenance(cfg_m), wall_s=wall, arrivals_in_one_process=list(cfg.arrivals))
+        # the study's config as the command gave it (every arrival mode), and the mode this result holds
+        result["provenance"] = dict(provenance(cfg), wall_s=wall, arrivals=mode)
         write_results(result, out, result_stem(cfg, mode))
         results[mode] = result
     return results
 
 
-def _owed(cfg: SessionsConfig, order: list, entries: dict, infos: dict) -> tuple[dict | None, float]:
-    """The solo references owed by the runs so far (for the next arm) and the seconds the verification
-    already owed will take (references and the SRb gates of its sweeps' brackets)."""
-    if "B0" not in cfg.arms:
-        return None, 0.0
-    kinds = [REFERENCE] + ([GATE] if GATED_ARM in cfg.arms else [])
-    workers = split_workers(cfg.verify_workers if cfg.processes else 1, kinds)[REFERENCE]
+def _owed(cfg: SessionsConfig, arm: str, entries: dict, infos: dict) -> dict | None:
+    """What the verification owes for the runs so far (:class:`~.sessions_arm.OwedVerification`'s fields),
+    for ``arm``'s budget: the solo references of the gated arms' runs (priced by B0's warm-up and start) and
+    the SRb gates of its capacity points; None when there is nothing to verify."""
+    if "B0" not in cfg.arms and GATED_ARM not in cfg.arms:
+        return None
+    kinds = ([REFERENCE] if "B0" in cfg.arms else []) + ([GATE] if GATED_ARM in cfg.arms else [])
+    workers = split_workers(cfg.verify_workers if cfg.processes else 1, kinds).get(REFERENCE, 1)
     b0 = infos.get("B0", {})
     runs = [e for a, es in entries.items() if a != GATED_ARM for e in es if e.get("kind") == "run"]
-    need = chunks_needed([r for e in runs for r in e["rows"]])
-    refs = reference_seconds(sum(need.values()), b0.get("chunk_s_warmup", 0.0), workers, b0.get("ready_s", 0.0))
     srb = infos.get(GATED_ARM, {})
-    gates = [t for t in gate_tasks([e for e in entries.get(GATED_ARM, []) if e.get("kind") == "run"],
-                                   {int(k): v for k, v in srb.get("eager_batch_s_warmup", {}).items()})
-             if t.priority[0] < 2]
-    owed = dict(need=need, chunk_s=b0.get("chunk_s_warmup"), workers=workers)
-    return owed, max(refs, sum(t.estimate_s for t in gates))
+    gates = gate_tasks([e for e in entries.get(GATED_ARM, []) if e.get("kind") == "run"],
+                       {int(k): v for k, v in srb.get("eager_batch_s_warmup", {}).items()})
+    return dict(need=chunks_needed([r for e in runs for r in e["rows"]]) if "B0" in cfg.arms else {},
+                chunk_s=b0.get("chunk_s_warmup", 0.0), workers=workers,
+                start_s=max(b0.get("ready_s", 0.0), srb.get("ready_s", 0.0)),
+                gates_s=sum(t.estimate_s for t in gates if t.priority[0] == 0),
+                gated="B0" in cfg.arms and arm != GATED_ARM)
 
 
 def _run_arms(cfg: SessionsConfig, order: list, ckpt: str, out: Path, deadline: float, progress) -> tuple[dict, dict]:
@@ -278,11 +280,9 @@ def _run_arms(cfg: SessionsConfig, order: list, ckpt: str, out: Path, deadline: 
         path.unlink(missing_ok=True)
     for k, arm in enumerate(order):
         rows_path = str(out / f"runs_{arm}.jsonl")
-        owed, owed_s = _owed(cfg, order, {a: read_rows(out / f"runs_{a}.jsonl") for a in order[:k]}, infos)
-        now = time.perf_counter()
-        budget = arm_deadline(now, deadline, len(order) - k - 1, cfg.arm_reserve_s, owed_s) - now
-        if arm == GATED_ARM:
-            owed = None  # gated on its own batched eager path, not on the solo references
+        owed = _owed(cfg, arm, {a: read_rows(out / f"runs_{a}.jsonl") for a in order[:k]}, infos)
+        now = time.perf_counter()  # the verification owed is counted point by point (sessions_arm.sweep_arm)
+        budget = arm_deadline(now, deadline, len(order) - k - 1, cfg.arm_reserve_s) - now
         progress(f"arm {arm}: {budget:.0f} s of the time budget")
         if cfg.processes:
             kind, res = run_arm_process(arm, ckpt, cfg, budget, rows_path, owed)

@@ -15,7 +15,7 @@ from .common import ArmProcess, json_default
 from .session_serving import ArmServer, chunks_needed, guarded_run, holds_cadence, schedule, worst_p95
 from .sessions_sweep import BREAKS, HOLDS, OOM, Sweep, order_points
 
-__all__ = ["for_arrivals", "OwedReferences", "sweep_arm", "serve_arm", "run_arm_process", "read_rows"]
+__all__ = ["for_arrivals", "OwedVerification", "sweep_arm", "serve_arm", "run_arm_process", "read_rows"]
 
 
 def for_arrivals(cfg, mode: str):
@@ -23,56 +23,69 @@ def for_arrivals(cfg, mode: str):
     return dataclasses.replace(cfg, arrivals=(mode,), stagger=mode == "staggered")
 
 
-class OwedReferences:
-    """The solo references the runs so far need (chunks per session) and what streaming them will take
-    (``chunk_s`` a chunk of B0 on ``workers`` processes): a point is run only if it fits with the
-    references it adds."""
+class OwedVerification:
+    """What the verification phase (:mod:`.sessions_verify`) owes when a point is considered: the solo
+    references the runs so far need (``need``: chunks per session, streamed at ``chunk_s`` a chunk on
+    ``workers`` processes) and the SRb gates of the capacity points (``gates_s``, on one process), each
+    after a worker's start (``start_s``). The two kinds run at once: the time owed is the longer. A point
+    is run only if it fits with what it would add; ``gated`` is False for an arm not gated on the solo
+    references (SRb), whose runs add none."""
 
-    def __init__(self, need: dict | None = None, chunk_s: float = 0.0, workers: int = 1):
+    def __init__(self, need: dict | None = None, chunk_s: float = 0.0, workers: int = 1, start_s: float = 0.0,
+                 gates_s: float = 0.0, gated: bool = True):
         self.need = {int(k): int(v) for k, v in (need or {}).items()}
-        self.chunk_s, self.workers = chunk_s, max(1, workers)
-        self.added_chunks = 0  # owed since this arm started (the arm's deadline left out the others)
+        self.chunk_s, self.workers, self.start_s = chunk_s or 0.0, max(1, workers), start_s or 0.0
+        self.gates_s, self.gated = gates_s or 0.0, gated
+        self.added_chunks = 0  # references added since this arm started
 
     def adds(self, cfg, workload: str, n: int) -> int:
-        """Chunks ``n`` sessions under ``workload`` would add to the references owed."""
+        """Chunks of solo references ``n`` sessions under ``workload`` would add."""
+        if not self.gated:
+            return 0
         want = chunks_needed([dict(session=i, chunk=k) for _, i, k in schedule(cfg, workload, n)])
         return sum(max(0, c - self.need.get(i, 0)) for i, c in want.items())
 
-    def seconds(self, more: int = 0) -> float:
-        """Seconds of the references this arm added, and ``more`` chunks."""
-        return (self.added_chunks + more) * self.chunk_s / self.workers
+    def seconds(self, more_chunks: int = 0, more_gates_s: float = 0.0) -> float:
+        """Seconds the verification will take with ``more_chunks`` references and ``more_gates_s`` of gates."""
+        refs = (sum(self.need.values()) + more_chunks) * self.chunk_s / self.workers
+        gates = self.gates_s + more_gates_s
+        return self.start_s + max(refs, gates) if refs > 0 or gates > 0 else 0.0
 
     def add(self, rows) -> None:
+        if not self.gated:
+            return
         for s, c in chunks_needed(rows).items():
             self.added_chunks += max(0, c - self.need.get(s, 0))
             self.need[s] = max(self.need.get(s, 0), c)
 
 
-def sweep_arm(server, cfg, deadline: float, emit, progress=print,
-              refs: OwedReferences | None = None) -> dict:
+def sweep_arm(server, cfg, deadline: float, emit, progress=print, owed: OwedVerification | None = None) -> dict:
     """Every sweep of ``server``'s arm (arrival modes x workloads; :func:`~.sessions_sweep.order_points`),
-    each point's run and verdict passed to ``emit`` (skipped points too). ``refs``: the solo references
-    owed (None: the arm is not gated on them). Returns the sweeps by (arrivals, workload)."""
+    each point's run and verdict passed to ``emit`` (skipped points too). ``owed``: the verification owed
+    (None: nothing to verify). Returns the sweeps by (arrivals, workload)."""
     sweeps = {(m, w): Sweep(cfg.sessions, cfg.growth, cfg.resolution, cfg.max_sessions, cfg.extra_points,
                             cfg.margin) for m in cfg.arrivals for w in cfg.workloads}
     per_mode = {m: for_arrivals(cfg, m) for m in cfg.arrivals}
+    owed = owed if owed is not None else OwedVerification(gated=False)
     gate_s: dict = {}  # (arrivals, workload, N) -> seconds of the batched eager gate (SRb)
     gates = getattr(server, "gate_estimate_s", None)
     predicted_gate = getattr(server, "predicted_gate_s", None)
 
-    def gate_reserve() -> float:
-        """The gates of every sweep's current bracket: the verification will want them first."""
-        return sum(gate_s.get((*k, n), 0.0) for k, sw in sweeps.items() for n in sw.bracket if n)
+    def capacity_gates(key, n: int) -> float:
+        """The gates the verification takes first, every sweep's capacity point, if ``n`` of ``key`` held."""
+        held = {k: gate_s.get((*k, sw.holds), 0.0) for k, sw in sweeps.items()}
+        if predicted_gate:
+            held[key] = max(held[key], predicted_gate(key[1], n))
+        return sum(held.values())
 
     def run(key, n):
         mode, w = key
         server.cfg = per_mode[mode]
         need = server.estimate_s(w, n) * 1.2
-        extra = refs.seconds(refs.adds(server.cfg, w, n)) if refs is not None else 0.0
-        extra += gate_reserve() + (predicted_gate(w, n) if predicted_gate else 0.0)
+        extra = owed.seconds(owed.adds(server.cfg, w, n), capacity_gates(key, n))
         if time.perf_counter() + need + extra > deadline:
             emit(dict(arm=server.arm, arrivals=mode, workload=w, sessions=n, rows=[], peak_bytes=None, oom=False,
-                      skipped=f"time budget (needs ~{need + extra:.0f} s)"))
+                      skipped=f"time budget (needs ~{need:.0f} s and ~{extra:.0f} s of verification)"))
             progress(f"{server.arm} {mode} {w} N={n}: skipped, time budget")
             return None
         t0 = time.perf_counter()
@@ -89,8 +102,7 @@ def sweep_arm(server, cfg, deadline: float, emit, progress=print,
             progress(f"{server.arm} {mode} {w} N={n}: {'holds' if ok else 'BREAKS'} the cadence, "
                      f"worst p95 {p95:.0f} ms, peak {peak / 2**30 if peak else float('nan'):.2f} GiB "
                      f"({res['wall_s']:.1f} s)")
-            if refs is not None:
-                refs.add(res["rows"])
+            owed.add(res["rows"])
             if gates and res.get("plan"):
                 gate_s[mode, w, n] = gates(res["plan"])
         emit(dict(arrivals=mode, verdict=verdict, **res))
@@ -115,8 +127,8 @@ def _server(arm: str, ckpt: str, cfg):
 def serve_arm(arm: str, ckpt: str, cfg, deadline: float, rows_path: str,
               owed: dict | None = None, progress=print, started: float | None = None) -> dict:
     """Build ``arm``, run its sweeps (every arrival mode and workload); stream results to ``rows_path``.
-    ``owed``: the solo references owed so far (``need``, ``chunk_s``, ``workers``), None when the arm is
-    not gated on them; a B0 arm prices them at its own chunk time."""
+    ``owed``: :class:`OwedVerification`'s fields (the verification owed so far), None: nothing to verify;
+    a B0 arm prices the references at its own chunk time and start."""
     t0 = time.perf_counter()
     server = _server(arm, ckpt, cfg)
     ready_s = time.perf_counter() - t0 + (t0 - started if started is not None else 0.0)
@@ -126,10 +138,9 @@ def serve_arm(arm: str, ckpt: str, cfg, deadline: float, rows_path: str,
         written = server.record_trace(Path(rows_path).parent / f"trace_{arm}_lanes.json")
         if written:
             progress(f"{arm}: trace of one concurrent round in {written}")
-    refs = None
-    if owed is not None:
-        refs = OwedReferences(owed.get("need"), owed.get("chunk_s") or (server.chunk_s if arm == "B0" else 0.0),
-                              owed.get("workers", 1))
+    if owed is not None and arm == "B0":
+        owed = dict(owed, chunk_s=owed.get("chunk_s") or server.chunk_s, start_s=owed.get("start_s") or ready_s)
+    ledger = OwedVerification(**owed) if owed is not None else None
     fh = open(rows_path, "a")
 
     def emit(obj):
@@ -137,7 +148,7 @@ def serve_arm(arm: str, ckpt: str, cfg, deadline: float, rows_path: str,
         fh.flush()
 
     try:
-        sweeps = sweep_arm(server, cfg, deadline, lambda res: emit(dict(kind="run", **res)), progress, refs)
+        sweeps = sweep_arm(server, cfg, deadline, lambda res: emit(dict(kind="run", **res)), progress, ledger)
         server.cfg = cfg
         info = dict(server.info(), ready_s=ready_s, arm_s=time.perf_counter() - t0,
                     sweeps={f"{m}/{w}": dict(bracket=list(sw.bracket), exact=sw.exact, stopped=sw.stopped,

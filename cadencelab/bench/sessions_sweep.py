@@ -20,7 +20,8 @@ An arm serves all its sweeps in one process (:func:`order_points`): every sweep'
 that each reaches a break before any time goes to tightening a bracket, then the bisections.
 
 :func:`arm_deadline` shares the study's time: an arm may use everything except what the arms after
-it keep (``--arm-reserve`` each) and what the solo references already owed will take.
+it keep (``--arm-reserve`` each); each of its points must also leave the verification it owes
+(:class:`~cadencelab.bench.sessions_arm.OwedVerification`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["HOLDS", "BREAKS", "OOM", "SKIPPED", "Sweep", "order_points", "arm_deadline", "reference_seconds"]
+__all__ = ["HOLDS", "BREAKS", "OOM", "SKIPPED", "Sweep", "order_points", "arm_deadline"]
 
 HOLDS, BREAKS, OOM, SKIPPED = "holds", "breaks", "oom", "skipped"
 _VERDICTS = (HOLDS, BREAKS, OOM)
@@ -161,18 +162,8 @@ def order_points(sweeps: dict, run) -> None:
                 sw.record(n, *got)
 
 
-def reference_seconds(chunks: int, chunk_s: float, workers: int, start_s: float) -> float:
-    """Seconds the solo references of ``chunks`` chunks take on ``workers`` processes of B0 (``chunk_s`` a
-    chunk, one at a time; ``start_s`` a worker's start and set-up), as the budget counts them: the
-    processes share one device, so no more than a linear speed-up is assumed."""
-    if chunks <= 0:
-        return 0.0
-    return start_s + chunks * chunk_s / max(1, workers)
-
-
-def arm_deadline(now: float, study_deadline: float, arms_after: int, reserve_s: float,
-                 references_s: float) -> float:
+def arm_deadline(now: float, study_deadline: float, arms_after: int, reserve_s: float) -> float:
     """The deadline of the arm starting at ``now``: the study's, less ``reserve_s`` for each of the
-    ``arms_after`` arms still to run and ``references_s`` for the solo references already owed. An arm
-    that ends early leaves its time to the next; never earlier than ``now``."""
-    return max(now, study_deadline - arms_after * reserve_s - references_s)
+    ``arms_after`` arms still to run (the verification owed is counted point by point). An arm that ends
+    early leaves its time to the next; never earlier than ``now``."""
+    return max(now, study_deadline - arms_after * reserve_s)
