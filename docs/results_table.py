@@ -60,7 +60,10 @@ def _read(path) -> dict:
 def _cap(summary: dict, arm: str, workload: str) -> str:
     """Sessions holding the cadence for ``arm`` in ``workload``, ">=" where the sweep ended without a break."""
     bound = summary.get("capacity_bound", {}).get(arm, {}).get(workload)
-    return f"{'>=' if bound == 'lower_bound' else ''}{summary[f'max_sessions_at_cadence_{arm}'][workload]}"
+    n = summary[f'max_sessions_at_cadence_{arm}'][workload]
+    # a sweep to the break point records its bracket [holds, breaks]: the capacity lies between them
+    hi = (summary.get("capacity_bracket", {}).get(arm, {}).get(workload) or [None, None])[1]
+    return f"{'>=' if bound == 'lower_bound' else ''}{n}" + (f" ({hi} broke)" if hi and hi > n + 1 else "")
 
 
 def _bound(kind: str) -> str:
@@ -448,12 +451,17 @@ def sessions_section(path: Path) -> str:
     refs = s.get("exactness_reference", {})
     gated = {a: refs.get(a, ["solo_B0"]) for a in arms}
     solo_arms = ", ".join(a for a in arms if gated[a] == ["solo_B0"])
+    unchecked = {a: c["chunks"] - c["checked"] for a, c in s.get("checked_chunks_by_arm", {}).items()
+                 if c["chunks"] > c["checked"]}
     lines += ["", f"Every checked chunk bit-exact against its reference: {s['chunks_exact']}/{s['chunks_checked']} "
                   f"(reference for {solo_arms}: the session run alone through B0"
               + ("; for SRb: the same batches on the batched eager path" if "SRb" in arms else "")
               + f"). SRc re-captures after warm-up {s['recaptures_after_warmup'].get('SRc')}, "
                 f"invalidations {s['invalidations'].get('SRc')}; state swap per session switch "
-                f"{s['swap_ms_median_SRc']:.2f} ms median ({s['swap_bytes_median_SRc'] / mib:.0f} MiB copied)."]
+                f"{s['swap_ms_median_SRc']:.2f} ms median ({s['swap_bytes_median_SRc'] / mib:.0f} MiB copied)."
+              + (" Left unchecked when the verification's time ended: "
+                 + ", ".join(f"{a} {n} of {s['checked_chunks_by_arm'][a]['chunks']} chunks" for a, n in unchecked.items())
+                 + "." if unchecked else "")]
     if "SRb" in arms:
         same = s.get("identical_to_solo_B0", {}).get("SRb", {})
         srb = r["arms"].get("SRb", {})
@@ -466,6 +474,8 @@ def sessions_section(path: Path) -> str:
                       f"(declared sizes {srb.get('batch_sizes')}); every arrival in these workloads is at a whole second, "
                       f"the best case for batching. It is not bit-identical to a session run alone (mel identical in "
                       f"{same.get('mel', 0)} of {same.get('compared', 0)} chunks"
+                      + (f" compared, those of its {same['chunks']} whose sessions have a solo reference (the sessions "
+                         f"the gated arms used)" if same.get("chunks", 0) > same.get("compared", 0) else "")
                       + (", exactly those of sessions never batched so far" if same.get("mel_iff_never_batched") else "")
                       + f"; mel and PCM in {same.get('mel_and_pcm', 0)}: a batch draws "
                       f"HiFT's noise from its own seed), and it holds about {fixed:.0f} GiB of fixed workspaces and "

@@ -161,7 +161,8 @@ def test_sessions_study_with_the_batched_arm_cpu(tmp_path):
 
     from cadencelab.bench import sessions as study
 
-    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(1, 2),
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(1, 2), max_sessions=2,
+                               cadence_s=1e6,  # every point holds: the sweep runs 1 and 2 and stops at the cap
                                workloads=("speak_heavy",), speak_seconds=1, prompts=1, processes=False,
                                time_budget_s=900.0, batch_sizes=(1, 2), out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
@@ -191,7 +192,7 @@ def test_sessions_study_with_the_batched_arm_cuda(tmp_path):
     """SRb on CUDA graphs in the study: every chunk equals the batched eager path; graphs replay, none re-captured."""
     from cadencelab.bench import sessions as study
 
-    cfg = study.SessionsConfig(config="teaching", device="cuda", arms=("SRb", "B0"), sessions=(1, 3, 4),
+    cfg = study.SessionsConfig(config="teaching", device="cuda", arms=("SRb", "B0"), sessions=(1, 3, 4), max_sessions=4,
                                speak_seconds=2, mixed_seconds=2, turn_seconds=1, prompts=2, processes=False,
                                time_budget_s=240.0, batch_sizes=(1, 2, 4), out=str(tmp_path))
     res = study.run_study(cfg, progress=print)
@@ -225,7 +226,7 @@ def test_staggered_study_cpu(tmp_path):
 
     from cadencelab.bench import sessions as study
 
-    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(2,),
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(2,), max_sessions=2, cadence_s=1e6,
                                workloads=("speak_heavy",), speak_seconds=2, prompts=1, processes=False,
                                time_budget_s=900.0, batch_sizes=(1, 2), stagger=True, out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)

@@ -73,3 +73,15 @@ def test_lanes_reading_says_what_a_lower_bound_settles(monkeypatch):
     assert r["bound"] == "exact" and "measured, not bounded" in r["reading"] and ">=" not in r["reading"]
     with pytest.raises(ValueError, match="no SRl and SRc runs"):
         capacity.lanes_reading("mixed", "sessions_srb_mixed")
+
+
+@pytest.mark.parametrize("dataset", list(capacity.DATASETS))
+def test_recorded_capacities_are_exact_once_swept_to_the_break(dataset):
+    """Issue 23's done-when: every capacity of a recording made with the sweep to the break point (it records
+    ``capacity_bracket``) is exact, its bracket [holds, breaks] around it; the older recordings predate it."""
+    s = data.sessions_summary(dataset)
+    if "capacity_bracket" not in s:
+        pytest.skip(f"{dataset}: recorded before the sweep to the break point (no capacity_bracket)")
+    b = capacity.capacity_bounds(dataset)
+    assert (b["bound"] == "exact").all(), b[b["bound"] != "exact"]
+    assert (b["breaks_at"] > b["max_sessions"]).all()

@@ -164,8 +164,8 @@ def test_sessions_study_lanes_arm_on_cpu(tmp_path):
     from cadencelab.bench import sessions as study
 
     cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl", "B0"), workloads=("speak_heavy",),
-                               sessions=(2,), speak_seconds=1, mixed_seconds=1, turn_seconds=1, prompts=1,
-                               lanes=2, processes=False, time_budget_s=600.0, out=str(tmp_path))
+                               sessions=(2,), max_sessions=2, cadence_s=1e6, speak_seconds=1, mixed_seconds=1, turn_seconds=1,
+                               prompts=1, lanes=2, processes=False, time_budget_s=600.0, out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
     s = res["summary"]
     assert not res["failures"], res["failures"]

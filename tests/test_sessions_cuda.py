@@ -94,9 +94,9 @@ def test_b0_sessions_equal_solo_b0_cuda():
 def test_bench_sessions_cuda_smoke(tmp_path):
     from cadencelab.bench import sessions as study
 
-    cfg = study.SessionsConfig(config="teaching", device="cuda", sessions=(1, 2, 4), speak_seconds=2,
-                               mixed_seconds=2, turn_seconds=1, prompts=2, processes=False, time_budget_s=120.0,
-                               out=str(tmp_path))
+    cfg = study.SessionsConfig(config="teaching", device="cuda", sessions=(1, 2, 4), max_sessions=4,
+                               speak_seconds=2, mixed_seconds=2, turn_seconds=1, prompts=2, processes=False,
+                               time_budget_s=120.0, out=str(tmp_path))
     res = study.run_study(cfg, progress=print)
     s = res["summary"]
     assert s["all_checked_chunks_exact"] and s["chunks_checked"] == s["chunks"], s

@@ -17,6 +17,8 @@ from .common import CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS, set_up_device
 
 SAMPLE_RATE = 24_000
 WORKLOADS = ("mixed", "speak_heavy")
+#: when a speaking session's chunk arrives: at the whole second, or spread evenly over it (:func:`arrival`)
+ARRIVALS = ("aligned", "staggered")
 
 
 # ---------------------------------------------------------------------------------------
@@ -133,6 +135,12 @@ class DeviceServer:
     def _sync(self):
         if self.cuda:
             self.torch.cuda.synchronize(self.device)
+
+    def load(self, workload: str, n: int) -> float:
+        """The device load ``n`` sessions would put on this arm, predicted from its warm-up: the seconds of
+        service their chunks take at the warm-up's rate (``chunk_s``) over the seconds simulated. Near 1
+        the cadence breaks; the sweep uses it to jump no further than that (:class:`~.sessions_sweep.Sweep`)."""
+        return self.chunk_s * len(schedule(self.cfg, workload, n)) / horizon(self.cfg, workload)
 
     def _drop_sessions(self) -> None:
         pass

@@ -1,12 +1,14 @@
-"""Multi-session capacity: N Token2wav sessions on one device, B0 vs SRc.
+"""Multi-session capacity: N Token2wav sessions on one device, B0 vs SRc (and lanes SRl, batched SRb).
 
 ``python -m cadencelab.bench sessions --device cuda --out DIR``
 
 Protocol
 
-* One arm per process (``spawn``), SRc first, then B0; each loads the same seeded checkpoint and
-  serves every session through one :class:`~cadencelab.adapters.token2wav.sessions.SessionManager`
-  (one set of weights; for SRc one set of captured graphs, bound to each session's state by a swap).
+* One arm per process (``spawn``), B0 first, then the others in the order given; each loads the
+  same seeded checkpoint and serves every session through one
+  :class:`~cadencelab.adapters.token2wav.sessions.SessionManager` (one set of weights; for SRc one
+  set of captured graphs, bound to each session's state by a swap). One process serves every
+  arrival mode and workload of its arm: one set-up per arm.
 * Session ``i`` has its own token stream, seed and prompt (``--prompts`` distinct prompts, taken
   in turn). Its k-th chunk is the same in every workload and at every N: a workload decides only
   *when* a session speaks. Each process primes one template session per prompt; the sessions
@@ -17,43 +19,56 @@ Protocol
   ``mixed``: sessions alternate speaking and listening turns of ``--turn-seconds`` (session i
   speaks at second k when ((k + i) // turn) is even), for ``--mixed-seconds``; half the sessions
   speak in any second. A listening session keeps its state and resumes its stream later.
-* Arrivals: every speaking session's chunk at the whole second, or with ``--stagger`` session
-  i's at t + i / N (spread evenly over the second).
+* Arrivals (``--arrivals``, both in one process with ``aligned,staggered``): ``aligned``, every
+  speaking session's chunk at the whole second; ``staggered``, session i's at t + i / N (spread
+  evenly over the second; ``--stagger`` is ``--arrivals staggered``).
 * Chunks are served one at a time on the device, FIFO by arrival (round-robin over sessions
   within a second). Each chunk's service time (swap + synthesis + PCM on the host) is measured
   with the device synchronised before and after; the timeline is then replayed on a virtual
   clock (start = max(arrival, previous completion)), so idle gaps cost no wall time. Latency =
   completion - arrival: queueing shows. A session holds the cadence when its p95 chunk latency
   is <= ``--cadence`` (1 s). Goodput = audio seconds produced / max(last completion, horizon).
-* N runs over ``--sessions`` (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64); an arm stops a workload
-  one point after the first N at which not every session holds the cadence, or at an
-  out-of-memory (recorded as a row, not a crash). Peak allocation per N is
-  ``max_memory_allocated`` after a reset at the run's start (sessions are opened inside it; the
-  weights, graphs and prompt templates are a constant under it).
+* Every (arm, arrivals, workload) is swept to its break point (:mod:`.sessions_sweep`): the
+  ``--sessions`` counts ascending, then N grows by ``--growth`` (never further at once than where
+  the last point's p95 or predicted load says the cadence breaks) until a run breaks the cadence
+  or runs out of memory (an out-of-memory is recorded as a row, not a crash); then bisection
+  between the largest N that held and the smallest that broke, to ``--resolution``. Every sweep's
+  ascent runs before any bisection. The summary's ``capacity_bracket`` is [holds, breaks]; a
+  capacity is "exact" when its sweep broke above it, a "lower_bound" when the time budget (or
+  ``--max-sessions``) ended it first. Peak allocation per N is ``max_memory_allocated`` after a
+  reset at the run's start (sessions are opened inside it; the weights, graphs and prompt
+  templates are a constant under it).
 * ``SRb`` (experimental, :mod:`cadencelab.bench.sessions_batched`): cross-session batched
   replay; the chunks of one second that share a shape class run as one batch of a declared
   size (``--batch-sizes``). Its gate is the same batches on the batched eager path; its
   comparison with the solo B0 reference is reported (``exact_solo``), not gated.
-* Exactness: after its own runs the B0 process streams every session used by any arm alone
-  (one session at a time, the number of chunks the runs needed) -- the solo references -- and
-  every chunk of every run is compared with them by SHA-256 of int16 PCM and mel.
-* ``--time-budget`` (s) bounds the whole study: each arm gets a share, B0 reserves time for the
-  references, runs that would not fit are recorded as skipped, and results are written either way.
+* Exactness (:mod:`.sessions_verify`, after every timed run, ``--verify-workers`` processes on
+  the device): every session used by a B0, SRc or SRl run is streamed alone through B0 (the
+  chunks the runs needed) -- the solo references -- and every chunk of those runs is compared
+  with them by SHA-256 of int16 PCM and mel; every SRb run's plan is streamed again on the
+  batched eager path and compared the same way.
+* ``--time-budget`` (s) bounds the whole study: an arm may use all of it except what the arms
+  after it keep (``--arm-reserve`` each) and what the verification already owed will take; a
+  point that would not fit (with the references it adds) is recorded as skipped, and results are
+  written either way.
 
 Output under ``--out``: ``sessions.json`` (provenance, ``summary`` with
-``max_sessions_at_cadence_B0`` / ``_SRc`` per workload and their ratio,
-``peak_bytes_per_added_session`` per arm next to the state bytes per session (declared and
-measured), exactness, swap cost; one ``capacity`` row per (arm, workload, N)),
-``sessions.csv`` (one row per arm, workload, N, session) and ``sessions_chunks.csv`` (one row
-per chunk); per-arm rows are streamed to ``runs_<arm>.jsonl`` as they are produced. The
-``capacity`` rows (``sessions``, ``arm``, ``p95_chunk_ms``, ``peak_MiB``) feed
+``max_sessions_at_cadence_B0`` / ``_SRc`` per workload and their ratio, ``capacity_bound`` and
+``capacity_bracket``, ``peak_bytes_per_added_session`` per arm next to the state bytes per session
+(declared and measured), exactness and its coverage, swap cost; one ``capacity`` row per (arm,
+workload, N)), ``sessions.csv`` (one row per arm, workload, N, session) and
+``sessions_chunks.csv`` (one row per chunk); with ``--arrivals aligned,staggered`` the staggered
+results are ``sessions_staggered.json`` / ``.csv`` / ``_chunks.csv`` beside them, in the same shape.
+Per-arm rows are streamed to ``runs_<arm>.jsonl`` as they are produced, the verification's to
+``verify.jsonl``. The ``capacity`` rows (``sessions``, ``arm``, ``p95_chunk_ms``, ``peak_MiB``) feed
 :func:`cadencelab.viz.capacity_lines` one workload at a time.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import argparse
 import json
+import math
 import sys
 import time
 import traceback
@@ -62,17 +77,43 @@ from pathlib import Path
 
 
 from . import options
-from .common import ArmProcess, built_checkpoint, check_out, json_default, write_csv, write_json
+from .common import built_checkpoint, check_out, json_default, write_csv, write_json
 from .flags import (MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, ints_in, names_in, opt,
                     positive_float)
 from .sessions_analysis import analyse
-from .session_serving import (WORKLOADS, ArmServer, chunks_needed, guarded_run, holds_cadence, worst_p95)
+from .session_serving import ARRIVALS, WORKLOADS, chunks_needed
+from .sessions_arm import OwedVerification, for_arrivals, read_rows, run_arm_process, serve_arm, sweep_arm
+from .sessions_sweep import arm_deadline
+from .sessions_verify import GATE, GATED_ARM, REFERENCE, gate_tasks, reference_tasks, split_workers, verify
 from .token2wav import provenance
 
+__all__ = ["SessionsConfig", "run_study", "run_studies", "result_stem", "arm_order", "table", "write_results",
+           "for_arrivals", "OwedVerification", "sweep_arm", "serve_arm", "read_rows", "analyse"]
 
 
 SERVED_ARMS = ("SRb", "SRl")
 """Arms served by their own servers: SRb (experimental batched replay), SRl (lanes)."""
+
+
+def _growth(text: str) -> float:
+    v = positive_float(text)
+    if v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number > 1, got {text[:40]!r}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text[:40]!r}")
+    return v
+
+
+_fraction.__name__ = "float"
+_growth.__name__ = "float"
 
 
 @dataclass
@@ -80,30 +121,47 @@ class SessionsConfig:
     config: str = options.model_config()
     device: str = options.device()
     arms: tuple = opt(("SRc", "B0"), parse=names_in(lambda: [*_arms(), *SERVED_ARMS]),
-                      help="comma-separated arms (B0 runs last: it also streams the solo references; SRb: "
-                           "experimental batched replay; SRl: lanes, concurrent replay on CUDA streams)")
+                      help="comma-separated arms (B0 runs first; SRb: experimental batched replay; SRl: lanes, "
+                           "concurrent replay on CUDA streams)")
     workloads: tuple = opt(WORKLOADS, parse=names_in(WORKLOADS), help="comma-separated workloads")
-    sessions: tuple = opt((1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64), parse=ints_in(1, MAX_CHUNKS),
-                          help="session counts N, ascending")
+    arrivals: tuple = opt(("aligned",), parse=names_in(ARRIVALS),
+                          help="comma-separated arrival modes, all served by each arm's one process: aligned (every "
+                               "chunk at the whole second), staggered (session i of N at t + i / N); with both, the "
+                               "staggered results are written as sessions_staggered.*")
+    sessions: tuple = opt((1, 4, 16), parse=ints_in(1, MAX_CHUNKS),
+                          help="session counts N run first, ascending; past the last, N grows by --growth until the "
+                               "cadence breaks or memory runs out, then bisection to --resolution")
+    growth: float = opt(2.0, type=_growth, help="past the listed N: each N this many times the previous (> 1)")
+    resolution: float = opt(0.125, type=_fraction,
+                            help="bisect until the N that broke is within this fraction above the N that held "
+                                 "(0: until adjacent)")
+    max_sessions: int = opt(512, type=int_range(1, MAX_CHUNKS),
+                            help="the largest N a sweep runs (it ends there as a lower bound if nothing broke)")
+    margin: float = 0.25  # how far past its predicted break the ascent may jump from a point that held
     speak_seconds: int = opt(3, type=int_range(1, MAX_CHUNKS), help="speak_heavy: seconds (chunks per session)")
     mixed_seconds: int = opt(4, type=int_range(1, MAX_CHUNKS), help="mixed: seconds simulated")
     turn_seconds: int = opt(2, type=int_range(1, MAX_CHUNKS), help="mixed: length of a speaking / listening turn")
     prompts: int = opt(4, type=int_range(1, MAX_CHUNKS), help="distinct prompts, taken in turn by the sessions")
     cadence_s: float = opt(1.0, flag="--cadence", type=positive_float,
                            help="seconds: the p95 chunk latency a session must hold")
-    extra_points: int = 1  # points run after the first N that breaks the cadence
+    extra_points: int = 0  # points run above the first N that breaks, before the bisection
     n_timesteps: int = options.steps()
     seed: int = options.seed()
     condition: str = options.condition()
     processes: bool = options.processes("one spawned process per arm (off: the arms run in this process)", on_cpu=False)
     time_budget_s: float = opt(225.0, flag="--time-budget", type=positive_float,
                                help="seconds for the whole study (stops gracefully)")
+    arm_reserve_s: float = opt(45.0, flag="--arm-reserve", type=positive_float,
+                               help="seconds of the budget each arm not yet started keeps (its start-up and the "
+                                    "ascent to its break); an arm that ends early leaves the rest to the next")
+    verify_workers: int = opt(4, on_cpu=1, type=int_range(1, 64),
+                              help="processes of the verification phase after the timed runs (B0 solo references, "
+                                   "SRb's batched eager gate), sharing the device")
     batch_sizes: tuple = opt((1, 2, 4, 8), parse=ints_in(1, MAX_CHUNKS),
                              help="SRb: declared session counts of a batched call")
     # SRl: 16 lanes held 28 speak_heavy sessions on the H200 where 8 held 24 (2026-12-01)
     lanes: int = opt(16, type=int_range(1, 64), help="SRl: graph sets replaying concurrently, one CUDA stream each")
-    stagger: bool = opt(False, help="spread each second's arrivals evenly over the second: session i of N at "
-                                    "t + i / N (off: all at the whole second)")
+    stagger: bool = opt(False, help="the same as --arrivals staggered")
     out: str = options.out("sessions")
     overwrite: bool = options.overwrite()
 
@@ -112,7 +170,8 @@ class SessionsConfig:
 
         for a in self.arms:
             if a not in ARMS and a not in SERVED_ARMS:
-                raise ValueError(f"SessionsConfig.arms: unknown arm {a!r} (choose from {sorted(ARMS) + list(SERVED_ARMS)})")
+                raise ValueError(f"SessionsConfig.arms: unknown arm {a!r} "
+                                 f"(choose from {sorted(ARMS) + list(SERVED_ARMS)})")
         if self.lanes < 1:
             raise ValueError(f"SessionsConfig.lanes must be >= 1, got {self.lanes}")
         self.batch_sizes = tuple(sorted(set(int(b) for b in self.batch_sizes)))
@@ -121,129 +180,34 @@ class SessionsConfig:
         for w in self.workloads:
             if w not in WORKLOADS:
                 raise ValueError(f"SessionsConfig.workloads: unknown workload {w!r} (choose from {WORKLOADS})")
+        self.arrivals = tuple(dict.fromkeys(self.arrivals))
+        if not self.arrivals or any(a not in ARRIVALS for a in self.arrivals):
+            raise ValueError(f"SessionsConfig.arrivals must name modes of {ARRIVALS}, got {self.arrivals}")
+        if self.stagger:  # --stagger is --arrivals staggered
+            if len(self.arrivals) > 1:
+                raise ValueError("SessionsConfig.stagger is arrivals=('staggered',): give one or the other")
+            self.arrivals = ("staggered",)
+        self.stagger = self.arrivals == ("staggered",)
         if not self.sessions or min(self.sessions) < 1:
             raise ValueError(f"SessionsConfig.sessions must be positive session counts, got {self.sessions}")
+        self.sessions = tuple(sorted(set(int(n) for n in self.sessions)))
+        if not self.growth > 1.0:
+            raise ValueError(f"SessionsConfig.growth must be > 1, got {self.growth}")
+        if not self.resolution >= 0.0:
+            raise ValueError(f"SessionsConfig.resolution must be >= 0, got {self.resolution}")
+        if self.max_sessions < self.sessions[-1]:
+            raise ValueError(f"SessionsConfig.max_sessions ({self.max_sessions}) is below the largest of sessions "
+                             f"({self.sessions[-1]})")
         if self.speak_seconds < 1 or self.mixed_seconds < 1 or self.turn_seconds < 1:
             raise ValueError("SessionsConfig.speak_seconds, mixed_seconds and turn_seconds must be >= 1")
         if self.prompts < 1:
             raise ValueError(f"SessionsConfig.prompts must be >= 1, got {self.prompts}")
-        self.sessions = tuple(sorted(set(int(n) for n in self.sessions)))
 
 
-def run_grid(server, cfg: SessionsConfig, workload: str, deadline: float, emit, progress=print) -> None:
-    """Ascending N until one point past the first break (or an out-of-memory, or the deadline)."""
-    fails = 0
-    for n in cfg.sessions:
-        need = server.estimate_s(workload, n) * 1.2
-        if time.perf_counter() + need > deadline:
-            emit(dict(arm=server.arm, workload=workload, sessions=n, rows=[], peak_bytes=None, oom=False,
-                      skipped=f"time budget (needs ~{need:.0f} s)"))
-            progress(f"{server.arm} {workload} N={n}: skipped, time budget")
-            break
-        t0 = time.perf_counter()
-        res = guarded_run(server, workload, n)
-        res["wall_s"] = time.perf_counter() - t0
-        emit(res)
-        if res["oom"]:
-            progress(f"{server.arm} {workload} N={n}: out of memory ({res.get('error', '')[:80]})")
-            break
-        ok = holds_cadence(res["rows"], n, cfg.cadence_s)
-        p95 = worst_p95(res["rows"])
-        peak = res["peak_bytes"]
-        progress(f"{server.arm} {workload} N={n}: {'holds' if ok else 'BREAKS'} the cadence, worst p95 {p95:.0f} ms, "
-                 f"peak {peak / 2**30 if peak else float('nan'):.2f} GiB ({res['wall_s']:.1f} s)")
-        if not ok:
-            fails += 1
-            if fails > cfg.extra_points:
-                break
-
-
-def serve_arm(arm: str, ckpt: str, cfg: SessionsConfig, deadline: float, rows_path: str,
-              references: dict | None = None, progress=print) -> dict:
-    """Build ``arm``, run every workload's grid, then (B0) the solo references; stream results to ``rows_path``."""
-    t0 = time.perf_counter()
-    if arm == "SRb":
-        from .sessions_batched import BatchedArmServer
-
-        server = BatchedArmServer(arm, ckpt, cfg)
-    elif arm == "SRl":
-        from .sessions_lanes import LaneArmServer
-
-        server = LaneArmServer(arm, ckpt, cfg)
-    else:
-        server = ArmServer(arm, ckpt, cfg)
-    progress(f"{arm}: ready in {server.setup_s:.1f} s, warm-up chunk {server.chunk_s * 1e3:.0f} ms")
-    if hasattr(server, "record_trace"):
-        written = server.record_trace(Path(rows_path).parent / f"trace_{arm}_lanes.json")
-        if written:
-            progress(f"{arm}: trace of one concurrent round in {written}")
-    fh = open(rows_path, "a")
-
-    def emit(obj):
-        fh.write(json.dumps(obj, default=json_default) + "\n")
-        fh.flush()
-
-    runs: list[dict] = []
-
-    def emit_run(res):
-        runs.append(res)
-        emit(dict(kind="run", **res))
-
-    try:
-        refs_needed = dict(references or {})
-        ref_cost = lambda need: server.chunk_s * sum(need.values()) * 1.15 + 0.05 * len(need)  # noqa: E731
-        for wi, w in enumerate(cfg.workloads):
-            left = deadline - time.perf_counter() - (ref_cost(refs_needed) if references is not None else 0.0)
-            share = left / (len(cfg.workloads) - wi)
-            run_grid(server, cfg, w, time.perf_counter() + share, emit_run, progress)
-        if references is not None:
-            for s, c in chunks_needed([r for res in runs for r in res["rows"]]).items():
-                refs_needed[s] = max(refs_needed.get(s, 0), c)
-            done = 0
-            for s in sorted(refs_needed):
-                if time.perf_counter() + server.chunk_s * refs_needed[s] * 1.2 > deadline:
-                    progress(f"{arm}: references stopped at the time budget ({done} of {len(refs_needed)} sessions)")
-                    break
-                for r in server.reference(s, refs_needed[s]):
-                    emit(dict(kind="reference", **r))
-                done += 1
-            progress(f"{arm}: solo references for {done} sessions ({time.perf_counter() - t0:.0f} s in this arm)")
-        info = server.info()
-        emit(dict(kind="info", **info))
-        return info
-    finally:
-        fh.close()
-
-
-def _worker(conn, arm, ckpt, cfg_dict, deadline_left, rows_path, references):
-    try:
-        cfg = SessionsConfig(**cfg_dict)
-        deadline = time.perf_counter() + deadline_left
-        conn.send(("ok", serve_arm(arm, ckpt, cfg, deadline, rows_path, references,
-                                   progress=lambda m: print(m, flush=True))))
-    except Exception:
-        conn.send(("error", traceback.format_exc()))
-
-
-def _run_process(arm, ckpt, cfg, budget_s, rows_path, references) -> tuple[str, object]:
-    p = ArmProcess(arm, _worker, (arm, ckpt, dataclasses.asdict(cfg), budget_s, rows_path, references))
-    try:
-        return p.wait(budget_s + 60.0)  # a minute's grace past the arm's budget
-    finally:
-        p.stop()
-
-
-def read_rows(path) -> list[dict]:
-    out = []
-    p = Path(path)
-    if not p.exists():
-        return out
-    for line in p.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut short by a killed process
-            pass
-    return out
+def result_stem(cfg: SessionsConfig, mode: str) -> str:
+    """The result files' stem of arrival mode ``mode``: ``sessions``, or ``sessions_staggered`` for the
+    staggered results of a study that also served aligned arrivals."""
+    return "sessions_staggered" if mode == "staggered" and len(cfg.arrivals) > 1 else "sessions"
 
 
 # ---------------------------------------------------------------------------------------
@@ -251,40 +215,80 @@ def read_rows(path) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 
 
+def arm_order(arms) -> list[str]:
+    """B0 first (its warm-up prices the solo references for every later arm's budget), then the others as given."""
+    return (["B0"] if "B0" in arms else []) + [a for a in arms if a != "B0"]
+
+
 def run_study(cfg: SessionsConfig, progress=print) -> dict:
-    """Run every arm, analyse, write ``sessions.json`` and the CSVs under ``cfg.out``; return the result."""
+    """:func:`run_studies`; returns the result of the first arrival mode (``cfg.arrivals[0]``)."""
+    return run_studies(cfg, progress)[cfg.arrivals[0]]
+
+
+def run_studies(cfg: SessionsConfig, progress=print) -> dict:
+    """Run every arm, verify, analyse, write one result per arrival mode under ``cfg.out``; return the
+    results by arrival mode (:func:`result_stem` names their files)."""
     t_start = time.perf_counter()
     deadline = t_start + cfg.time_budget_s
-    out = check_out(cfg, ("sessions*", "runs_*.jsonl", "trace_*"))
-    order = [a for a in cfg.arms if a != "B0"] + (["B0"] if "B0" in cfg.arms else [])
+    out = check_out(cfg, ("sessions*", "runs_*.jsonl", "verify.jsonl", "trace_*"))
+    order = arm_order(cfg.arms)
     with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:
         infos, failures = _run_arms(cfg, order, ckpt, out, deadline, progress)
-    entries = {a: read_rows(out / f"runs_{a}.jsonl") for a in order}
-    result = analyse(cfg, entries, infos, failures)
-    result["provenance"] = dict(provenance(cfg), wall_s=time.perf_counter() - t_start)
-    write_results(result, out)
-    return result
+        entries = {a: read_rows(out / f"runs_{a}.jsonl") for a in order}
+        verification = _verification(cfg, ckpt, entries, infos, out, deadline, progress)
+    ver = read_rows(out / "verify.jsonl")
+    wall = time.perf_counter() - t_start
+    results = {}
+    for mode in cfg.arrivals:
+        cfg_m = for_arrivals(cfg, mode)
+        ents = {a: [e for e in es if e.get("arrivals", mode) == mode] for a, es in entries.items()}
+        ents["verification"] = [e for e in ver if e.get("kind") == "reference" or e.get("arrivals") == mode]
+        result = analyse(cfg_m, ents, infos, failures)
+        result["verification"] = verification
+        # the study's config as the command gave it (every arrival mode), and the mode this result holds
+        result["provenance"] = dict(provenance(cfg), wall_s=wall, arrivals=mode)
+        write_results(result, out, result_stem(cfg, mode))
+        results[mode] = result
+    return results
+
+
+def _owed(cfg: SessionsConfig, arm: str, entries: dict, infos: dict) -> dict | None:
+    """What the verification owes for the runs so far (:class:`~.sessions_arm.OwedVerification`'s fields),
+    for ``arm``'s budget: the solo references of the gated arms' runs (priced by B0's warm-up and start) and
+    the SRb gates of its capacity points; None when there is nothing to verify."""
+    if "B0" not in cfg.arms and GATED_ARM not in cfg.arms:
+        return None
+    kinds = ([REFERENCE] if "B0" in cfg.arms else []) + ([GATE] if GATED_ARM in cfg.arms else [])
+    workers = split_workers(cfg.verify_workers if cfg.processes else 1, kinds).get(REFERENCE, 1)
+    b0 = infos.get("B0", {})
+    runs = [e for a, es in entries.items() if a != GATED_ARM for e in es if e.get("kind") == "run"]
+    srb = infos.get(GATED_ARM, {})
+    gates = gate_tasks([e for e in entries.get(GATED_ARM, []) if e.get("kind") == "run"],
+                       {int(k): v for k, v in srb.get("eager_batch_s_warmup", {}).items()})
+    return dict(need=chunks_needed([r for e in runs for r in e["rows"]]) if "B0" in cfg.arms else {},
+                chunk_s=b0.get("chunk_s_warmup", 0.0), workers=workers,
+                start_s=max(b0.get("ready_s", 0.0), srb.get("ready_s", 0.0)),
+                gates_s=sum(t.estimate_s for t in gates if t.priority[0] == 0),
+                gated="B0" in cfg.arms and arm != GATED_ARM)
 
 
 def _run_arms(cfg: SessionsConfig, order: list, ckpt: str, out: Path, deadline: float, progress) -> tuple[dict, dict]:
-    """Every arm in ``order`` (B0 last), each in its share of the time left; (infos, failures) by arm."""
+    """Every arm in ``order``, each until its deadline (:func:`~.sessions_sweep.arm_deadline`); (infos, failures)
+    by arm."""
     infos, failures = {}, {}
-    for path in out.glob("runs_*.jsonl"):
-        path.unlink()
+    for path in [*out.glob("runs_*.jsonl"), out / "verify.jsonl"]:
+        path.unlink(missing_ok=True)
     for k, arm in enumerate(order):
         rows_path = str(out / f"runs_{arm}.jsonl")
-        left = deadline - time.perf_counter()
-        budget = left if k == len(order) - 1 else left / (len(order) - k + 0.5)
-        refs = None
-        if arm == "B0":
-            refs = chunks_needed([r for a in order[:k] for e in read_rows(out / f"runs_{a}.jsonl")
-                                  if e.get("kind") == "run" for r in e["rows"]])
+        owed = _owed(cfg, arm, {a: read_rows(out / f"runs_{a}.jsonl") for a in order[:k]}, infos)
+        now = time.perf_counter()  # the verification owed is counted point by point (sessions_arm.sweep_arm)
+        budget = arm_deadline(now, deadline, len(order) - k - 1, cfg.arm_reserve_s) - now
         progress(f"arm {arm}: {budget:.0f} s of the time budget")
         if cfg.processes:
-            kind, res = _run_process(arm, ckpt, cfg, budget, rows_path, refs)
+            kind, res = run_arm_process(arm, ckpt, cfg, budget, rows_path, owed)
         else:
             try:
-                kind, res = "ok", serve_arm(arm, ckpt, cfg, time.perf_counter() + budget, rows_path, refs, progress)
+                kind, res = "ok", serve_arm(arm, ckpt, cfg, time.perf_counter() + budget, rows_path, owed, progress)
             except Exception:
                 kind, res = "error", traceback.format_exc()
         if kind == "ok":
@@ -295,11 +299,25 @@ def _run_arms(cfg: SessionsConfig, order: list, ckpt: str, out: Path, deadline: 
     return infos, failures
 
 
-def write_results(result: dict, out: Path) -> None:
+def _verification(cfg: SessionsConfig, ckpt: str, entries: dict, infos: dict, out: Path, deadline: float,
+                  progress) -> dict:
+    """The solo references (when B0 is an arm) and SRb's gate, in the time left."""
+    runs = {a: [e for e in es if e.get("kind") == "run" and e.get("rows")] for a, es in entries.items()}
+    tasks = {}
+    if "B0" in cfg.arms:
+        solo = [e for a, es in runs.items() if a != GATED_ARM for e in es]
+        tasks[REFERENCE] = reference_tasks(solo, infos.get("B0", {}).get("chunk_s_warmup", 0.0))
+    if runs.get(GATED_ARM):
+        eager = {int(k): v for k, v in infos.get(GATED_ARM, {}).get("eager_batch_s_warmup", {}).items()}
+        tasks[GATE] = gate_tasks(runs[GATED_ARM], eager)
+    return verify(cfg, ckpt, tasks, out, deadline, progress)
+
+
+def write_results(result: dict, out: Path, stem: str = "sessions") -> None:
     sessions, chunks = result.pop("_sessions"), result.pop("_chunks")
-    write_json(result, out / "sessions.json", strict_json=False)
-    write_csv(sessions, out / "sessions.csv")
-    write_csv(chunks, out / "sessions_chunks.csv")
+    write_json(result, out / f"{stem}.json", strict_json=False)
+    write_csv(sessions, out / f"{stem}.csv")
+    write_csv(chunks, out / f"{stem}_chunks.csv")
 
 
 def table(result: dict) -> str:
@@ -336,10 +354,14 @@ def _arms() -> tuple:
 
 def _cli(args) -> int:
     cfg = config_from_args(SessionsConfig, args)
-    res = run_study(cfg, progress=lambda m: print(m, flush=True))
-    print(table(res), flush=True)
-    non_exact = [a for a, n in res.get("summary", {}).get("non_exact_by_arm", {}).items() if n]
-    line = failed_line("bench sessions", res.get("failures", {}), non_exact)
+    results = run_studies(cfg, progress=lambda m: print(m, flush=True))
+    failures, non_exact = {}, set()
+    for mode, res in results.items():
+        print(f"-- {mode} arrivals ({result_stem(cfg, mode)}.json)", flush=True)
+        print(table(res), flush=True)
+        failures.update(res.get("failures", {}))
+        non_exact |= {a for a, n in res.get("summary", {}).get("non_exact_by_arm", {}).items() if n}
+    line = failed_line("bench sessions", failures, non_exact)
     if line:
         print(line, file=sys.stderr, flush=True)
         return 1

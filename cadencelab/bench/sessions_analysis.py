@@ -9,22 +9,32 @@ import pandas as pd
 
 from .session_serving import horizon
 
-__all__ = ["chunk_frame", "session_frame", "capacity_frame", "peak_slope", "capacity_bounds", "summarise", "analyse"]
+__all__ = ["chunk_frame", "session_frame", "capacity_frame", "peak_slope", "capacity_bounds", "capacity_brackets",
+           "summarise", "analyse"]
 
 
 def chunk_frame(entries: dict) -> pd.DataFrame:
     """Every served chunk of every run, with its exactness against its arm's reference (None: unchecked).
 
     The reference (``reference``) is the session run alone through B0 (``solo_B0``), except
-    for the experimental batched arm, whose rows carry the SHA-256 of the same batch on the
-    batched eager path (``batched_eager``). ``exact_solo`` compares every row with the solo B0
-    reference: for ``SRb`` it is reported, not gated.
+    for the experimental batched arm (its rows have a ``batch_size``), whose reference is the same
+    batch on the batched eager path (``batched_eager``): its rows' ``gate_sha_*``, or the ``gate``
+    entries of the verification phase (a run's key and its rows). ``exact_solo`` compares every row
+    with the solo B0 reference where there is one: for ``SRb`` it is reported, not gated.
     """
     rows = [r for es in entries.values() for e in es if e.get("kind") == "run" for r in e["rows"]]
     cols = ["arm", "workload", "sessions", "session", "chunk", "arrival_s", "start_s", "completion_s", "latency_ms",
             "service_ms", "queue_ms", "launch_ms", "host_ms", "lane", "audio_s", "swap_bytes", "swap_ms", "batch", "batch_size",
             "sha_i16", "sha_mel", "gate_sha_i16", "gate_sha_mel"]
     df = pd.DataFrame(rows, columns=cols)
+    keys = ["arm", "workload", "sessions", "session", "chunk"]
+    gates = pd.DataFrame([dict(arm=e["arm"], workload=e["workload"], sessions=e["sessions"], **r)
+                          for es in entries.values() for e in es if e.get("kind") == "gate" for r in e.get("rows", [])],
+                         columns=[*keys, "gate_sha_i16", "gate_sha_mel"]).drop_duplicates(keys)
+    if len(gates):
+        got = df[keys].merge(gates, on=keys, how="left")
+        for c in ("gate_sha_i16", "gate_sha_mel"):
+            df[c] = df[c].where(df[c].notna(), got[c].to_numpy())
     refs = pd.DataFrame([e for es in entries.values() for e in es if e.get("kind") == "reference"],
                         columns=["kind", "session", "chunk", "ref_sha_i16", "ref_sha_mel"]).drop(columns="kind")
     refs = refs.drop_duplicates(["session", "chunk"])
@@ -36,8 +46,9 @@ def chunk_frame(entries: dict) -> pd.DataFrame:
     keys = ["arm", "workload", "sessions", "session"]
     df["never_batched"] = (df.assign(_s=single).sort_values(keys + ["chunk"]).groupby(keys, sort=False)["_s"]
                            .cummin().reindex(df.index).astype(bool))  # this chunk and every earlier one alone
-    batched = df["gate_sha_i16"].notna()
-    df["reference"] = np.where(batched, "batched_eager", np.where(solo, "solo_B0", ""))
+    batched = df["batch_size"].notna()  # gated on the batched eager path, never on the solo reference
+    gated = df["gate_sha_i16"].notna()
+    df["reference"] = np.where(batched, np.where(gated, "batched_eager", ""), np.where(solo, "solo_B0", ""))
     want_i16 = df["gate_sha_i16"].where(batched, df["ref_sha_i16"])
     want_mel = df["gate_sha_mel"].where(batched, df["ref_sha_mel"])
     checked = want_i16.notna()
@@ -132,6 +143,20 @@ def capacity_bounds(cap: pd.DataFrame, max_at: dict, workloads) -> dict:
     return out
 
 
+def capacity_brackets(cap: pd.DataFrame, max_at: dict, workloads) -> dict:
+    """Per arm and workload: [holds, breaks], the largest N that held the cadence and the smallest N above it
+    that broke (cadence or memory); breaks is None where nothing above broke (a lower bound)."""
+    out: dict = {}
+    for a, per in max_at.items():
+        out[a] = {}
+        for w in workloads:
+            lo = per.get(w, 0)
+            d = cap[(cap["arm"] == a) & (cap["workload"] == w) & (cap["sessions"] > lo)]
+            broke = d[(d["oom"]) | ((d["skipped"].fillna("") == "") & ~d["all_hold"].fillna(False).astype(bool))]
+            out[a][w] = [lo, int(broke["sessions"].min()) if len(broke) else None]
+    return out
+
+
 def summarise(cfg, cap: pd.DataFrame, chunks: pd.DataFrame, infos: dict) -> dict:
     granule = 2 * 2**20
     arms = list(dict.fromkeys(cap["arm"])) if len(cap) else []
@@ -143,6 +168,7 @@ def summarise(cfg, cap: pd.DataFrame, chunks: pd.DataFrame, infos: dict) -> dict
             max_at[a][w] = int(d["sessions"].max()) if len(d) else 0
         s[f"max_sessions_at_cadence_{a}"] = max_at[a]
     s["capacity_bound"] = capacity_bounds(cap, max_at, cfg.workloads)
+    s["capacity_bracket"] = capacity_brackets(cap, max_at, cfg.workloads)
     if "B0" in max_at and "SRc" in max_at:
         ratio = {w: (max_at["SRc"][w] / max_at["B0"][w] if max_at["B0"].get(w) else None) for w in cfg.workloads}
         s["sessions_ratio_SRc_over_B0"] = ratio
@@ -169,14 +195,21 @@ def summarise(cfg, cap: pd.DataFrame, chunks: pd.DataFrame, infos: dict) -> dict
     s["all_checked_chunks_exact"] = bool(len(checked) and s["chunks_exact"] == len(checked))
     s["non_exact_by_arm"] = ({a: int((~g["exact"].fillna(True)).sum()) for a, g in checked.groupby("arm")}
                              if len(checked) else {})
+    # what the gate covered: SRb's runs are gated as far as the verification's time went (capacity points first)
+    s["checked_chunks_by_arm"] = ({a: dict(checked=int(g["checked"].sum()), chunks=int(len(g)))
+                                   for a, g in chunks.groupby("arm")} if len(chunks) else {})
     srcs = chunks[(chunks["arm"] == "SRc") & (chunks["swap_bytes"] > 0)] if len(chunks) else chunks
     s["swap_ms_median_SRc"] = float(srcs["swap_ms"].median()) if len(srcs) else None
     s["swap_bytes_median_SRc"] = float(srcs["swap_bytes"].median()) if len(srcs) else None
     s["exactness_reference"] = ({a: sorted(set(g["reference"]) - {""}) for a, g in chunks.groupby("arm")}
                                 if len(chunks) else {})
     solo = chunks[chunks["exact_solo"].notna()] if len(chunks) else chunks
+    # compared where a solo reference exists: every session of the arms gated on them, SRb's only where it
+    # used one of those sessions (chunks: the arm's chunks in all)
+    totals = chunks.groupby("arm").size() if len(chunks) else {}
     s["identical_to_solo_B0"] = ({a: dict(mel_and_pcm=int(g["exact_solo"].astype(bool).sum()),
                                          mel=int(g["exact_solo_mel"].astype(bool).sum()), compared=int(len(g)),
+                                         chunks=int(totals[a]),
                                          mel_iff_never_batched=bool((g["exact_solo_mel"].astype(bool)
                                                                      == g["never_batched"]).all()))
                                   for a, g in solo.groupby("arm")} if len(solo) else {})

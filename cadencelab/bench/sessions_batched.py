@@ -13,10 +13,14 @@ session) that fits a declared size; an idle device serves a lone arrival as a ba
 
 Exactness gate: the **batched eager path** (the paper leaves cross-session batching open; the
 batched path is not bit-identical to a session run alone, see the module docstring of
-``batched``). After each run the same batches, in the same order, with the same per-batch
-seeds, are streamed again on the batched eager path from fresh copies of the same primed
-sessions, and every chunk's SHA-256 of int16 PCM and mel is compared. The comparison with each
-session run alone through B0 is reported next to it (``exact_solo``) and gates nothing.
+``batched``). A run records its plan (the batches, in order); the gate streams the same batches,
+in the same order, with the same per-batch seeds, on the batched eager path from fresh copies of
+the same primed sessions (:class:`BatchedGateServer`, in the study's verification phase, after
+every timed run: the eager calls, host-bound at about four replayed calls' time each, take no
+time from the sweep), and compares every chunk's SHA-256 of int16 PCM and mel. Which points are
+gated, when the time budget cannot cover them all, is said in the study's summary. The
+comparison with each session run alone through B0 is reported next to it (``exact_solo``), on the
+sessions the solo references cover, and gates nothing.
 
 Each batch draws its device randomness (HiFT's sine-source noise) from the default generator
 seeded with :func:`batch_seed` just before the call; the per-session seeds of ``SRc`` do not
@@ -25,7 +29,6 @@ apply here.
 
 from __future__ import annotations
 
-import gc
 import time
 
 import numpy as np
@@ -116,8 +119,8 @@ def by_chunk(i: int, k: int) -> int:
 class BatchedArmServer(DeviceServer):
     """The ``SRb`` arm: one :class:`BatchedToken2wav` (replay on), its prompt templates, and the runs.
 
-    Same interface as :class:`~cadencelab.bench.sessions.ArmServer` (``run``, ``reference``,
-    ``recover``, ``info``, ``chunk_s``, ``estimate_s``).
+    Same interface as :class:`~cadencelab.bench.session_serving.ArmServer` (``run``, ``recover``,
+    ``info``, ``chunk_s``, ``estimate_s``, ``load``); its runs are gated by :class:`BatchedGateServer`.
     """
 
     def __init__(self, arm: str, ckpt: str, cfg):
@@ -181,14 +184,24 @@ class BatchedArmServer(DeviceServer):
         self._live.clear()
 
     def estimate_s(self, workload: str, n: int) -> float:
-        """Seconds a run and its eager reference will take: the plan simulated with the warm-up's
-        median time per batch size (under load, staggered arrivals form larger, fewer batches)."""
-        plan = simulate(self.cfg, workload, n, by_chunk, lambda b: self.batch_s[len(b)])
-        return sum(self.batch_s[len(b)] + self.eager_s[len(b)] for _, b in plan)
+        """Seconds a run will take: the plan simulated with the warm-up's median time per batch size
+        (under load, staggered arrivals form larger, fewer batches)."""
+        return sum(self.batch_s[len(b)] for _, b in simulate(self.cfg, workload, n, by_chunk,
+                                                              lambda b: self.batch_s[len(b)]))
+
+    def gate_estimate_s(self, plan: list) -> float:
+        """Seconds the exactness gate of a run's ``plan`` takes on the batched eager path (warm-up medians)."""
+        return sum(self.eager_s.get(len(b), max(self.eager_s.values())) for b in plan)
+
+    def predicted_gate_s(self, workload: str, n: int) -> float:
+        """:meth:`gate_estimate_s` of the plan a run of ``n`` sessions is predicted to serve."""
+        return self.gate_estimate_s([b for _, b in simulate(self.cfg, workload, n, by_chunk,
+                                                             lambda b: self.batch_s[len(b)])])
 
     # -- a run -------------------------------------------------------------------------------
     def run(self, workload: str, n: int) -> dict:
-        """Serve ``n`` sessions under ``workload`` in batches; then the same batches on the batched eager path."""
+        """Serve ``n`` sessions under ``workload`` in batches; the plan (each batch's (session, chunk)
+        members, in order) comes back with the rows, for the exactness gate (:class:`BatchedGateServer`)."""
         torch, cfg = self.torch, self.cfg
         self._fresh()
         ss = self._live = [self._fork(i) for i in range(n)]
@@ -217,30 +230,9 @@ class BatchedArmServer(DeviceServer):
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         state = max((s.state_bytes() for s in ss), default=0)
         ss.clear()
-        if self.cuda:  # the sessions' device memory back before the reference forks (a CPU run measures no peak)
-            gc.collect()
-        # the exactness reference: the same batches on the batched eager path, from fresh forks
-        ref = self._live = [self._fork(i) for i in range(n)]
-        r = 0
-        for j, members in enumerate(plan):
-            pcm, _ = self._call([ref[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
-                                                               for i, k in members],
-                                batch_seed(cfg, workload, n, j), eager=True)
-            for (i, k), b in zip(members, pcm):
-                row = rows[r]
-                if (row["session"], row["chunk"]) != (i, k):  # the reference replays the same plan, in order
-                    raise RuntimeError(f"exactness reference out of step: row {r} is session {row['session']} "
-                                       f"chunk {row['chunk']}, the plan says session {i} chunk {k}")
-                row["gate_sha_i16"] = digest(b)
-                row["gate_sha_mel"] = tensor_digest(ref[i].last_mel)
-                r += 1
-        ref.clear()
         return dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
                     state_bytes_per_session=state, captures=self.captures(), invalidations=self.invalidations(),
-                    batches=len(plan), batch_sizes_used=sorted({len(m) for m in plan}))
-
-    def reference(self, i: int, chunks: int) -> list[dict]:
-        raise NotImplementedError("the solo references are streamed by the B0 arm")
+                    batches=len(plan), batch_sizes_used=sorted({len(m) for m in plan}), plan=plan)
 
     def info(self) -> dict:
         bt = self.bt
@@ -258,3 +250,38 @@ class BatchedArmServer(DeviceServer):
                     determinism=self.determinism,
                     summaries=bt.summaries(), calls={f"{p}:{b}": c for (p, b), c in sorted(bt.calls.items())},
                     device=str(self.device))
+
+
+class BatchedGateServer(DeviceServer):
+    """The exactness gate of ``SRb`` in a process of its own: the batched eager path (no graphs) over the same
+    weights and prompts. :meth:`gate` streams a run's plan again, batch by batch, with the run's seeds,
+    from fresh forks of the same primed templates; its rows carry the SHA-256 the run's rows must equal."""
+
+    def __init__(self, ckpt: str, cfg):
+        from ..adapters.token2wav.batched import BatchedToken2wav
+
+        flow, hift, mcfg = self._load(ARM, ckpt, cfg, "B0")  # the solver buffers SRb runs with
+        self.bt = BatchedToken2wav(flow, hift, self.device, replay=False, backend=self.backend,
+                                   n_timesteps=cfg.n_timesteps, cfg=mcfg, batch_sizes=cfg.batch_sizes)
+        self.templates = [self.bt.open(-1 - p, pr) for p, pr in enumerate(self.prompts)]
+        self._live: list = []
+        self.setup_s = time.perf_counter() - self._t0
+
+    def _drop_sessions(self) -> None:
+        self._live.clear()
+
+    def gate(self, workload: str, n: int, plan: list) -> dict:
+        """The batched eager path over ``plan`` (the run of ``n`` sessions under ``workload``): one row per
+        chunk, (session, chunk, gate_sha_i16, gate_sha_mel), in the plan's order."""
+        cfg = self.cfg
+        self._fresh()
+        ref = self._live = [self.bt.fork(self.templates[i % len(self.templates)], i) for i in range(n)]
+        rows = []
+        for j, members in enumerate(plan):
+            self.torch.manual_seed(batch_seed(cfg, workload, n, j))
+            pcm = self.bt.stream([ref[i] for i, _ in members], [session_chunk(cfg, i, k, self.vocab)
+                                                                 for i, k in members], eager=True)
+            rows += [dict(session=i, chunk=k, gate_sha_i16=digest(b), gate_sha_mel=tensor_digest(ref[i].last_mel))
+                     for (i, k), b in zip(members, pcm)]
+        self.recover()  # the sessions' memory back to the device: the reference workers share it
+        return dict(rows=rows, oom=False)

@@ -42,7 +42,8 @@ def _ran(cap: pd.DataFrame) -> pd.DataFrame:
 
 def capacity_bounds(dataset: str = "sessions") -> pd.DataFrame:
     """One row per (arm, workload): max_sessions holding the cadence, bound ("exact": the sweep went past it
-    and broke; "lower_bound": the time budget stopped the sweep first), largest_n_run, and shown ("14" or
+    and broke; "lower_bound": the time budget stopped the sweep first), breaks_at (the smallest N above it
+    that broke, where the recording has its bracket; else None), largest_n_run, and shown ("14" or
     ">=28")."""
     s = data.sessions_summary(dataset)
     cap = _ran(data.sessions_capacity(dataset=dataset))
@@ -54,7 +55,8 @@ def capacity_bounds(dataset: str = "sessions") -> pd.DataFrame:
         for w, n in per.items():
             bound = s.get("capacity_bound", {}).get(arm, {}).get(w, "exact")
             ran = cap[(cap["arm"] == arm) & (cap["workload"] == w)]
-            rows.append(dict(arm=arm, workload=w, max_sessions=int(n), bound=bound,
+            breaks = (s.get("capacity_bracket", {}).get(arm, {}).get(w) or [None, None])[1]
+            rows.append(dict(arm=arm, workload=w, max_sessions=int(n), bound=bound, breaks_at=breaks,
                              largest_n_run=int(ran["sessions"].max()) if len(ran) else 0,
                              shown=(">=" if bound == "lower_bound" else "") + str(int(n)),
                              experimental=arm in s.get("experimental_arms", [])))
