@@ -483,8 +483,8 @@ def sessions_section(path: Path) -> str:
     if "SRl" in arms:
         lines += ["", lanes_sentence(r)]
     follow = path.parent / SESSIONS_SRB.name
-    if "SRb" in arms and follow.exists():
-        f = _read(follow)
+    if "SRb" in arms and follow.exists() and s.get("capacity_bound", {}).get("SRb", {}).get("mixed") == "lower_bound":
+        f = _read(follow)  # only where this recording left SRb's mixed capacity at a lower bound
         fs, held = f["summary"], [c for c in f["capacity"] if c["all_hold"]]
         broke = [c for c in f["capacity"] if not c["all_hold"] and not c["skipped"]]
         lines += ["", older_label(follow) + f"A follow-up run of SRb alone in the mixed workload (`{_name(follow)}`, N = "
@@ -548,8 +548,8 @@ def staggered_sentence(path: Path, srb_path: Path) -> str:
     text = (f"With arrivals spread over each second instead (`--stagger`: session i of N at t + i/N; "
             f"`{_name(path)}`), sessions holding the cadence, speak-heavy / mixed: "
             + ", ".join(f"{a} {_cap(s, a, 'speak_heavy')} / {_cap(s, a, 'mixed')}" for a in arms))
-    if srb_path.exists():
-        f = _read(srb_path)["summary"]
+    if srb_path.exists() and s.get("capacity_bound", {}).get("SRb", {}).get("speak_heavy") == "lower_bound":
+        f = _read(srb_path)["summary"]  # only where this recording left SRb at a lower bound
         cond = recorded_condition(_read(srb_path))
         older = "" if cond == EXACT else f", an older recording under `{cond}`"
         text += (f"; a follow-up run of SRb alone (`{_name(srb_path)}`{older}) holds "

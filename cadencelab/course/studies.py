@@ -91,6 +91,8 @@ _FACTORIAL_ARMS = "B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50"
 _FACTORIAL_THEN = "copy DIR/token2wav_factorial.json to {path}"
 _DUPLEX = "--device cuda --preset h200 --arms B0,SRc --seconds 8 --trace-cpu-depth 3"
 _DUPLEX_THEN = "copy DIR/duplex_second.json to {path}"
+_SESSIONS_SWEEP = ("--device cuda --arms B0,SRc,SRl,SRb --arrivals aligned,staggered --sessions 1,16 --resolution 0.25 "
+                   "--arm-reserve 60 --verify-workers 4 --time-budget 465")
 _SESSIONS_THEN = "copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv beside it"
 #: the device condition of the older pinned recordings (before the exact one was chosen)
 _OLDER = "--condition no_tf32_cudnn_det_ws"
@@ -135,16 +137,18 @@ RECORDINGS = (
               "--chunks 1800 --turn-every 30 --device cuda:0 --b0-devices cuda:0 --b0-workers 4 --no-concurrent "
               "--timeout 400", "copy DIR/soak.json to {path} and gzip DIR/soak_chunks.csv beside it",
               "soak (one GPU)", 5.7, "soak"),
+    # one run serves both arrival modes (one set-up per arm), every arm swept past its break point
     Recording("sessions", "sessions", "h200/sessions.json",
-              "--device cuda --arms SRl,SRc,SRb,B0 --sessions 1,2,3,4,6,8,10,12,14,16,20,24,28,32,40,48,64,80,96,128 "
-              "--time-budget 555", _SESSIONS_THEN + " and the lanes trace (trace_SRl_lanes.json.gz)",
-              "sessions (B0, SRc, lanes SRl, experimental SRb)", 8, "sessions"),
+              _SESSIONS_SWEEP, _SESSIONS_THEN + ", the same for DIR/sessions_staggered.json and its CSVs, and the lanes "
+              "trace (trace_SRl_lanes.json.gz)",
+              "sessions, aligned and staggered arrivals (B0, SRc, lanes SRl, experimental SRb; to the break point)", 8.0,
+              "sessions"),
     Recording("sessions_srb_mixed", "sessions", "h200/sessions_srb_mixed.json",
               "--device cuda --arms SRb --workloads mixed --sessions 64,96,112,128 --time-budget 130",
               _SESSIONS_THEN, "sessions, SRb follow-up (mixed past N = 64)", 1.3, "srb"),
-    Recording("sessions_staggered", "sessions", "h200/sessions_staggered.json",
-              "--device cuda --arms SRc,SRl,SRb,B0 --stagger --sessions 1,2,4,8,12,16,20,24,28,32,40,48,64,96 "
-              "--time-budget 550", _SESSIONS_THEN, "sessions, staggered arrivals", 8, "stagger"),
+    Recording("sessions_staggered", "sessions", "h200/sessions_staggered.json", _SESSIONS_SWEEP,
+              "written by the sessions command above (DIR/sessions_staggered.json to {path}, its CSVs gzipped beside it)",
+              "sessions, staggered arrivals (the same run)", None, "sessions"),
     Recording("sessions_srb_staggered", "sessions", "h200/sessions_srb_staggered.json",
               "--device cuda --arms SRb --stagger --workloads speak_heavy --sessions 16,32,48 --time-budget 85",
               _SESSIONS_THEN, "sessions, SRb staggered follow-up", 1.3, "srbst"),
