@@ -1,5 +1,8 @@
 """The compute rule: exact-shape replay with admission checks that fail closed to eager."""
 
+import sys
+import types
+
 _EXPORTS = {  # module -> the names this package exports from it
     "bind": ("At", "Classifier", "bind", "lookahead"),
     "determinism": ("pin_determinism",),
@@ -12,6 +15,20 @@ _EXPORTS = {  # module -> the names this package exports from it
 }
 
 __all__ = [name for names in _EXPORTS.values() for name in names]
+
+
+class _Package(types.ModuleType):
+    """Three modules export a function of their own name (``bind``, ``preflight``, ``signature``): when one is
+    imported, the import system sets the package's attribute to the module; the package keeps the function
+    there instead, as importing every module up front used to leave it."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and name in _EXPORTS.get(name, ()):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):
