@@ -149,3 +149,22 @@ def test_a_refused_event_is_never_silently_dropped(tmp_path):
         path.write_text(json.dumps({"traceEvents": [good[0], {**good[1], **bad}]}))
         with pytest.raises(TraceError, match=r"traceEvents\[1\]"):
             load_trace(path)
+
+
+@pytest.mark.parametrize("field, value", [("occurrence", -1), ("occurrence", -3), ("occurrence", 1.0),
+                                          ("occurrence", True), ("occurrence", "0"), ("max_cpu_depth", -1)])
+def test_trim_trace_refuses_a_negative_or_non_integer_count_naming_the_field(tmp_path, field, value):
+    """Never read from the end (a negative occurrence would silently trim the last one): one line naming the field."""
+    import numpy as np
+
+    from cadencelab.profile.trim import trim_trace
+
+    win = dict(ph="X", cat="user_annotation", name="win", dur=10.0, pid=0, tid=1, args={})
+    path = tmp_path / "two_windows.json"
+    path.write_text(_doc(dict(win, ts=0.0), dict(win, ts=20.0)))
+    t = load_trace(path)
+    kw = {"occurrence": 0, "max_cpu_depth": None, field: value}
+    with pytest.raises(ValueError, match=f"trim_trace: {field} must be an integer >= 0") as info:
+        trim_trace(t, "win", **kw)
+    assert "\n" not in str(info.value) and repr(value) in str(info.value)
+    assert trim_trace(t, "win", occurrence=np.int64(1)).source.endswith("[win #1]")  # numpy integers are counts

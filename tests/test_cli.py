@@ -15,6 +15,7 @@ import pytest
 
 from cadencelab import cli
 from cadencelab.contract import derive, token2wav_declaration
+from cadencelab.course import studies
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,7 +165,18 @@ for argv in (*light, ("catalog", "--help"), ("profile", "--help")):
     helps[" ".join(argv)] = [rc, out.getvalue()]
     if argv == light[-1]:
         after_light = sorted(sys.modules)
-print(json.dumps(dict(helps=helps, after_light=after_light, after_all=sorted(sys.modules))))
+after_all = sorted(sys.modules)
+from cadencelab.bench import __main__ as bench
+for study in bench.STUDIES:  # each study's help and a usage error, as `python -m cadencelab.bench STUDY ...` runs them
+    for argv in ((study, "--help"), (study, "--no-such-flag")):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = bench.main(list(argv))
+            except SystemExit as e:
+                rc = e.code
+        helps["bench " + " ".join(argv)] = [rc, out.getvalue() + err.getvalue()]
+print(json.dumps(dict(helps=helps, after_light=after_light, after_all=after_all, after_studies=sorted(sys.modules))))
 """
 
 
@@ -177,20 +189,30 @@ def _heavy(modules, *names):
 def test_help_of_every_command_imports_no_torch():
     """`cadencelab --help` and every command's --help print before torch, a study or the profile package is
     imported; the top-level, lab, tour and bench helps also before pandas (catalog and profile read their
-    defaults from the declaration, which needs pandas but not torch)."""
+    defaults from the declaration, which needs pandas but not torch). Every study's --help (`python -m
+    cadencelab.bench STUDY --help`) and usage error come back before torch too: a study's options are
+    parsed from its config, whose defaults name arms, conditions and presets without building anything."""
     done = subprocess.run([sys.executable, "-c", _HELP_PROBE], capture_output=True, text=True, timeout=120,
                           cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout)
+    studies_said = {k: v for k, v in got["helps"].items() if k.startswith("bench ") and k != "bench --help"}
+    got["helps"] = {k: v for k, v in got["helps"].items() if k not in studies_said}
     assert all(rc == 0 and text for rc, text in got["helps"].values()), got["helps"]
+    for key, (rc, text) in studies_said.items():
+        study = key.split()[1]
+        if key.endswith("--help"):
+            assert rc == 0 and f"python -m cadencelab.bench {study}" in text and "--out" in text, (key, text[-500:])
+        else:
+            assert rc == 2 and "unrecognized arguments: --no-such-flag" in text, (key, text[-500:])
+    assert len(studies_said) == 2 * len(studies.STUDIES) and "torch" not in got["after_studies"], \
+        [m for m in got["after_studies"] if m.split(".")[0] == "torch"][:5]
     assert _heavy(got["after_light"], "torch", "pandas", "numpy") == []
     assert _heavy(got["after_all"], "torch") == []
     top = got["helps"]["--help"][1]
     assert "lab [--port N] [--no-browser]" in top and "(lab --no-browser: do not open" in top
     for name in cli._COMMANDS:
         assert f"\n    {name} " in top, name
-    from cadencelab.course import studies
-
     assert all(s.name in got["helps"]["bench --help"][1] for s in studies.STUDIES)
 
 

@@ -68,6 +68,10 @@ def test_config_refuses_what_the_clocks_forbid():
     with pytest.raises(ValueError, match="unknown duplex preset"):
         preset("a100")
     assert isinstance(TINY.replace(text_tokens=4), DuplexConfig)
+    for bad in ("int64", "float8", "bool", "nonsense"):  # the models are built in a floating-point dtype
+        with pytest.raises(ValueError, match=f"dtype must be one of float32, .*got '{bad}'"):
+            TINY.replace(dtype=bad)
+    assert TINY.replace(dtype="float16").torch_dtype is torch.float16 and H200.torch_dtype is torch.bfloat16
 
 
 def test_tiny_models_match_their_declaration(one_thread):

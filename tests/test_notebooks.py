@@ -157,22 +157,6 @@ def test_the_capstone_runs_on_each_model(course_kernel):
         assert tour.CHECK_MARKER in run.check and capstone.capstone_model(name).title in run.check, run.check
 
 
-def test_anatomy_runs_on_an_older_recording_with_blank_exercises():
-    """Notebook 1 with CONDITION="unpinned" (no duplex second recorded under it) and the student's blanks."""
-    from cadencelab.course import grading
-
-    # a student's lab: no answers, no predictions; its own kernel (a shared kernel keeps the course's environment)
-    run = tour.execute_notebook(_source("01_anatomy_of_a_duplex_second"), timeout=300,
-                                parameters={"CONDITION": "unpinned"}, env={grading.SOLUTIONS_ENV: "0"})
-    assert run.error is None, run.error[-3000:]
-    assert tour.CHECK_MARKER in run.check and "exercise not answered yet" in run.check, run.check
-    text = "".join(o.get("text", "") for c in run.nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "recording: 'exact'" in text  # it says which recording the stage spreads come from
-    shown = "".join(o.get("data", {}).get("text/plain", "") for c in run.nb.cells if c.cell_type == "code"
-                    for o in c.get("outputs", []))
-    assert "predict first" in shown  # the reveal refuses until a prediction is given
-
-
 def test_course_within_budget():
     if len(_TIMES) != len(NAMES):
         pytest.skip("runs after every notebook executed in this session")

@@ -125,6 +125,27 @@ def test_report_states_measured_wall_times(tmp_path):
     assert row["seconds"] == 9.65 and row["cell_seconds"] == 2.75
 
 
+def test_report_files_are_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """The page and the summary are written to a temporary file and renamed into place: a write that fails
+    (here the rename of summary.json) leaves the earlier tour's file whole and no temporary file behind."""
+    run = _run()
+    report.render_report([run], tmp_path, pngs=False)
+    before = {n: (tmp_path / n).read_bytes() for n in ("index.html", "summary.json")}
+    real = os.replace
+
+    def no_summary(src, dst):
+        if Path(dst).name == "summary.json":
+            raise OSError("disk full")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", no_summary)
+    with pytest.raises(OSError, match="disk full"):
+        report.render_report([_run(seconds=1.5)], tmp_path, pngs=False)
+    assert (tmp_path / "summary.json").read_bytes() == before["summary.json"]
+    assert (tmp_path / "index.html").read_bytes() != before["index.html"]  # the page itself was replaced whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "summary.json"]
+
+
 def test_notebook_figures_match_the_page(tmp_path):
     run = _run()
     figs = report.notebook_figures(run.nb, "01_t")

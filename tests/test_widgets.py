@@ -15,7 +15,7 @@ pytest.importorskip("ipywidgets")
 from cadencelab import viz  # noqa: E402
 from cadencelab.course import data, frames, live, panels, player  # noqa: E402
 from cadencelab.profile import events  # noqa: E402
-from cadencelab.contract import token2wav_declaration  # noqa: E402
+from cadencelab.contract import T2W_CLOCKS, token2wav_declaration  # noqa: E402
 
 
 def _selected(fig: go.Figure) -> tuple[float, float]:
@@ -347,17 +347,41 @@ def test_live_cpu_fallback_walks_host_ops():
         live.chunk_timelines("somewhere")
 
 
-def test_live_factorial_on_the_cpu_gates_on_b0():
-    """The live factorial builds each arm through build_runtime; SRc's PCM equals B0's, turn by turn."""
+#: solver steps of the live factorial's CPU run: what it tests (every arm built through build_runtime, the arms
+#: alternating and rotating per run, the gate on B0's PCM, an interval over runs) runs the same code at any step
+#: count, and 2 steps (more than one solver-cache slot) cost a fifth of the declared 10's flow; the declared steps
+#: are reported (test_live_factorial_reports_the_declared_steps_and_one_run) and run bit-exact, B0 vs SRc on the
+#: teaching config, in CI's bench smoke (.ci/run)
+LIVE_STEPS = 2
+
+
+class _CountingRuntime:
+    """A stand-in for build_runtime's runtime: the clocks, and PCM of one zero byte per token."""
+
+    clocks = T2W_CLOCKS
+
+    def set_stream_cache(self, prompt) -> None:
+        pass
+
+    def stream(self, tokens, last_chunk=False) -> bytes:
+        return bytes(len(tokens))
+
+
+def test_live_factorial_reports_the_declared_steps_and_one_run(monkeypatch):
+    """With n_steps left out every arm is built at the clocks' declared solver steps and the frame says so; one
+    run of one block: each arm's one turn gated on B0's, and no interval claimed from one turn."""
+    from cadencelab.adapters.token2wav import runtime
+
+    built = []
+    monkeypatch.setattr(runtime, "build_runtime", lambda cfg, arm, seed, dev, n_timesteps=None: (
+        built.append((arm, n_timesteps)) or _CountingRuntime(), None))
     df = live.live_factorial(config="teaching", arms=("B0", "SRc"), blocks=1, chunks_per_turn=2, device="cpu",
                              condition="exact", runs=1)
     t = df.set_index("arm")
+    assert built == [("B0", None), ("SRc", None)] and df.attrs["n_steps"] == T2W_CLOCKS.n_steps
     assert list(t.index) == ["B0", "SRc"] and t["exact"].all() and (t["exact_blocks"] == 1).all()
-    assert (t["lat_ms"] > 0).all() and t.loc["B0", "latency_delta"] == 0.0
-    assert df.attrs["failed"] == {} and "teaching config" in df.attrs["source"]
-    from cadencelab.contract import T2W_CLOCKS
-
-    assert df.attrs["n_steps"] == T2W_CLOCKS.n_steps
+    assert t.loc["B0", "latency_delta"] == 0.0 and t.loc["SRc", "claim"] == "no interval (one turn)"
+    assert df.attrs["failed"] == {} and "1 alternating run(s)" in df.attrs["source"]
 
 
 def test_factorial_frame_marks_a_turn_that_differs_from_b0():
@@ -404,19 +428,22 @@ def test_live_factorial_on_cuda_measures_peak_and_gates_on_b0():
     assert t.loc["S", "peak_MiB"] <= t.loc["B0", "peak_MiB"]  # the state rule sizes workspaces to demand (teaching: not measured yet)
 
 
-def test_live_factorial_alternates_runs_and_gives_an_interval_over_them():
-    """The live method at a small scale: arms alternate within each run, each run a sample; the change
-    against B0 carries an interval over runs and claims only what it supports."""
+def test_live_factorial_alternates_runs_gates_on_b0_and_gives_an_interval_over_them():
+    """The live method at a small scale: each arm built through build_runtime, the arms alternating within each run
+    (the order rotated per run), each run a sample; SRc's PCM equals B0's, turn by turn; the change against B0
+    carries an interval over runs and claims only what it supports."""
     order = []
-    df = live.live_factorial(config="teaching", arms=("B0", "SRc"), blocks=1, chunks_per_turn=2, device="cpu",
-                             condition="exact", runs=2, progress=order.append)
+    df = live.live_factorial(n_steps=LIVE_STEPS, config="teaching", arms=("B0", "SRc"), blocks=1, chunks_per_turn=2,
+                             device="cpu", condition="exact", runs=2, progress=order.append)
     t = df.set_index("arm")
     assert [m.split(":")[0] for m in order] == ["live B0", "live SRc", "live SRc", "live B0"]  # rotated per run
-    assert (t["runs"] == 2).all() and (t["exact_blocks"] == 2).all() and t["exact"].all()
+    assert list(t.index) == ["B0", "SRc"] and (t["runs"] == 2).all() and (t["exact_blocks"] == 2).all()
+    assert t["exact"].all() and (t["lat_ms"] > 0).all() and t.loc["B0", "latency_delta"] == 0.0
     assert t.loc["B0", "claim"] == "reference"
     lo, hi = t.loc["SRc", "latency_delta_lo"], t.loc["SRc", "latency_delta_hi"]
     assert lo <= t.loc["SRc", "latency_delta"] <= hi
     assert t.loc["SRc", "claim"] == ("no clear difference" if lo <= 0 <= hi else "faster" if hi < 0 else "slower")
-    assert "2 alternating run(s)" in df.attrs["source"]
+    assert df.attrs["failed"] == {} and df.attrs["n_steps"] == LIVE_STEPS
+    assert "teaching config" in df.attrs["source"] and "2 alternating run(s)" in df.attrs["source"]
     with pytest.raises(ValueError, match="runs"):
         live.live_factorial(arms=("B0",), device="cpu", runs=0)

@@ -38,7 +38,6 @@ import numpy as np
 import pandas as pd
 
 from ..adapters.duplex.models import PRESETS
-from ..adapters.duplex.served import DECODE_MODES, run_label
 from ..profile.provenance import run_provenance
 from ..replay.determinism import CONDITIONS
 from . import options
@@ -60,7 +59,7 @@ class DuplexStudyConfig:
     profile: bool = opt(True, help="one profiled second per arm, its trimmed trace kept")
     condition: str = options.condition()
     backend: str = opt("auto", choices=("auto", "cuda", "eager"), help="replay backend of the Token2wav runtime")
-    decode: tuple = opt(("eager",), parse=names_in(lambda: DECODE_MODES),
+    decode: tuple = opt(("eager",), parse=names_in(lambda: _decode_modes()),
                         help="comma-separated language-model decode modes: eager (the stock HF path) and/or graph "
                              "(static KV cache, decode step replayed as a CUDA graph: a non-exact serving control); "
                              "every arm runs in each, labelled ARM+graphLM for graph")
@@ -82,8 +81,16 @@ def _arms() -> tuple:
     return tuple(ARMS)
 
 
+def _decode_modes() -> tuple:
+    from ..adapters.duplex.served import DECODE_MODES  # the served decoders import torch: not for --help
+
+    return DECODE_MODES
+
+
 def runs(cfg: DuplexStudyConfig) -> list[tuple[str, str, str]]:
     """(label, Token2wav arm, decode mode) in run order: every arm per decode mode, modes in the given order."""
+    from ..adapters.duplex.served import run_label
+
     return [(run_label(a, d), a, d) for d in cfg.decode for a in cfg.arms]
 
 
@@ -220,6 +227,8 @@ def medians(rows: pd.DataFrame) -> pd.DataFrame:
 
 def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.DataFrame], profiles: dict,
             arms_info: dict, failures: dict) -> dict:
+    from ..adapters.duplex.served import run_label
+
     r = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
         columns=["stage", "start_ms", "dur_ms", "source", "arm", "second", "parent", "warmup"])
     s = pd.concat(seconds, ignore_index=True) if seconds else pd.DataFrame(

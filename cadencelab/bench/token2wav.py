@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..adapters.token2wav.runtime import FACTORIAL
+from ..adapters.arms import FACTORIAL
 from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_arm
 from . import options

@@ -160,6 +160,10 @@ def cells_html(nb, prefix: str, pngs: dict | None = None) -> tuple[str, int]:
     return "".join(p for p in parts if p), n_fig
 
 
+class _ExportStopped(Exception):
+    """The PNG export failed part-way (its one-line reason); the temporary files are gone."""
+
+
 def write_pngs(figures: list[tuple[str, dict]], folder: Path) -> str:
     """Write each (name, figure) as ``folder/<name>.png`` (the figure's own size, else :data:`PNG_WIDTH` wide
     and plotly's default height) with plotly's static export, kaleido driving a local Chromium
@@ -181,13 +185,23 @@ def write_pngs(figures: list[tuple[str, dict]], folder: Path) -> str:
     before = os.environ.get("BROWSER_PATH")
     if chromium and not before:
         os.environ["BROWSER_PATH"] = chromium  # kaleido (choreographer) starts the browser it names
-    try:
-        pio.write_images([f for _, f in figures], [folder / f"{n}.png" for n, _ in figures],
-                         width=[int(lay.get("width") or PNG_WIDTH) for lay in lays],
-                         height=[int(lay.get("height") or 450) for lay in lays])
-    except Exception as e:  # no browser, a browser that would not start, a figure kaleido refused
-        done = sum((folder / f"{n}.png").is_file() for n, _ in figures)
-        return f"PNG export stopped after {done} of {len(figures)} figures: {type(e).__name__}: {e}".splitlines()[0]
+    from contextlib import ExitStack
+
+    from ..profile.outputs import atomic_path
+
+    try:  # every PNG under a temporary name, renamed into place once the whole export succeeded
+        with ExitStack() as stack:
+            tmps = [stack.enter_context(atomic_path(folder / f"{n}.png")) for n, _ in figures]
+            try:
+                pio.write_images([f for _, f in figures], tmps,
+                                 width=[int(lay.get("width") or PNG_WIDTH) for lay in lays],
+                                 height=[int(lay.get("height") or 450) for lay in lays])
+            except Exception as e:  # no browser, a browser that would not start, a figure kaleido refused
+                done = sum(t.is_file() and t.stat().st_size > 0 for t in tmps)
+                raise _ExportStopped(f"PNG export stopped after {done} of {len(figures)} figures (none kept): "
+                                     f"{type(e).__name__}: {e}".splitlines()[0]) from e
+    except _ExportStopped as stopped:
+        return str(stopped)
     finally:
         if chromium and not before:
             os.environ.pop("BROWSER_PATH", None)
@@ -278,10 +292,11 @@ def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wal
         "<table class='runs'><tr><th>notebook</th><th>wall time</th><th>figures</th><th>status</th><th>check</th></tr>"
         + "".join(rows) + "</table>" + "".join(sections) + glossary_section() + "</body></html>"
     )
-    path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
+    from ..profile.outputs import write_atomic  # a failed or interrupted write leaves an earlier tour's files whole
+
+    path = write_atomic(out_dir / "index.html", page)
     summary = [dict(notebook=r.path.name, title=r.title, seconds=round(r.seconds, 2),
                     cell_seconds=None if c is None else round(c, 2), ok=r.ok, error=r.error,
                     figures=len(r.figures), check=r.check.strip()) for r, c in zip(runs, cells)]
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1))
     return path

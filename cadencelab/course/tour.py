@@ -334,12 +334,13 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     from tqdm.auto import tqdm
 
     started = time.perf_counter()
+    from ..profile.outputs import write_atomic  # every file whole or not at all (an interrupted tour)
     from ..profile.provenance import run_provenance  # torch's version among the rest: imported when a tour runs
 
     parameters = COURSE_PARAMETERS if parameters is None else parameters
     paths = [Path(p) for p in (notebooks or course())]
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
-    (out / TOUR_MARKER).write_text("written by cadencelab tour; this folder may be overwritten by the next tour\n")
+    write_atomic(out / TOUR_MARKER, "written by cadencelab tour; this folder may be overwritten by the next tour\n")
     (out / TOUR_RECORD).unlink(missing_ok=True)  # an interrupted tour leaves no record to reuse
     digest = run_digest(paths, parameters)  # before execution: what the runs were made from
     runs = []
@@ -347,14 +348,15 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     for p in bar:
         bar.set_postfix_str(p.stem)
         r = execute_notebook(p, timeout=timeout, parameters=parameters)
-        nbformat.write(r.nb, out / "notebooks" / f"{p.stem}.ipynb")
+        text = nbformat.writes(r.nb)  # as nbformat.write writes it: ending in one newline
+        write_atomic(out / "notebooks" / f"{p.stem}.ipynb", text if text.endswith("\n") else text + "\n")
         runs.append(r)
         if progress:
             bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
     report = render_report(runs, out, started=started)
     record = dict(digest=digest, notebooks=[p.name for p in paths], parameters=parameters or {}, timeout=timeout,
                   provenance=run_provenance())
-    (out / TOUR_RECORD).write_text(json.dumps(record, indent=1, default=repr))
+    write_atomic(out / TOUR_RECORD, json.dumps(record, indent=1, default=repr))
     failed = [r.name for r in runs if not r.ok]
     if failed:
         raise TourFailed(f"{len(failed)} notebook(s) failed: {', '.join(failed)}; see {report}", report)

@@ -11,57 +11,40 @@
     export   Chrome trace (Perfetto), HTA folder, TensorBoard log dir.
 """
 
-from .capture import CALL_RANGE, Profile, profile_call, profile_stream, profiled
-from .compare import (
-    OP_KINDS,
-    TickMarker,
-    align_kernels,
-    cadence_diff,
-    duplex_ticks,
-    duration_histogram,
-    kernel_stream,
-    launch_cost_estimate,
-    normalise_kernel_name,
-    op_kind,
-    short_kernel_name,
-)
-from .export import (
-    export_chrome_trace,
-    export_hta_folder,
-    export_tensorboard_logdir,
-    trace_to_dict,
-)
-from .memory import allocator_peak, memory_timeline, reset_allocator_peak, rho_table
-from .metrics import (
-    CPU_ONLY_REASON,
-    IDLE_CATEGORIES,
-    GraphKernelsMissing,
-    busy_ns,
-    check_graph_kernels,
-    device_intervals,
-    gaps,
-    idle_split,
-    launch_counts,
-    stages,
-    summary,
-    windows,
-)
-from .trace import (
-    Trace,
-    TraceError,
-    launch_kind,
-    load_trace,
-    parse_trace,
-    read_trace_json,
-)
+_EXPORTS = {  # module -> the names this package exports from it
+    "capture": ("CALL_RANGE", "Profile", "profile_call", "profile_stream", "profiled"),
+    "compare": ("OP_KINDS", "TickMarker", "align_kernels", "cadence_diff", "duplex_ticks", "duration_histogram",
+                "kernel_stream", "launch_cost_estimate", "normalise_kernel_name", "op_kind", "short_kernel_name"),
+    "export": ("export_chrome_trace", "export_hta_folder", "export_tensorboard_logdir", "trace_to_dict"),
+    "memory": ("allocator_peak", "memory_timeline", "reset_allocator_peak", "rho_table"),
+    "metrics": ("CPU_ONLY_REASON", "IDLE_CATEGORIES", "GraphKernelsMissing", "busy_ns", "check_graph_kernels",
+                "device_intervals", "gaps", "idle_split", "launch_counts", "stages", "summary", "windows"),
+    "trace": ("Trace", "TraceError", "launch_kind", "load_trace", "parse_trace", "read_trace_json"),
+}
 
-__all__ = [
-    "Trace", "TraceError", "load_trace", "parse_trace", "read_trace_json", "launch_kind",
-    "device_intervals", "gaps", "windows", "busy_ns", "idle_split", "launch_counts", "summary", "stages",
-    "CPU_ONLY_REASON", "IDLE_CATEGORIES", "GraphKernelsMissing", "check_graph_kernels",
-    "OP_KINDS", "op_kind", "short_kernel_name", "normalise_kernel_name", "kernel_stream", "align_kernels",
-    "duration_histogram", "launch_cost_estimate", "TickMarker", "duplex_ticks", "cadence_diff",
-    "Profile", "profile_call", "profiled", "profile_stream", "CALL_RANGE",
-    "rho_table", "allocator_peak", "reset_allocator_peak", "memory_timeline",
-    "trace_to_dict", "export_chrome_trace", "export_hta_folder", "export_tensorboard_logdir",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]
+
+
+def __getattr__(name: str):
+    """A name is imported from its module on first use (PEP 562): importing one light module of this
+    package (outputs, provenance, intervals: no torch) imports none of the others."""
+    from importlib import import_module
+
+    module = next((m for m, names in _EXPORTS.items() if name in names), None)
+    if module is not None:
+        value = getattr(import_module(f".{module}", __name__), name)
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:  # a submodule not imported yet
+        try:
+            value = import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -32,8 +32,12 @@ def trim_trace(trace: Trace, window: str, occurrence: int = 0,
     args (the ids the frames need are columns and are written back by
     :func:`~cadencelab.profile.export.export_chrome_trace`). ``max_cpu_depth`` also drops host
     ops nested deeper than that (0 = outermost only): a smaller file whose launches are then
-    attributed to the innermost op kept.
+    attributed to the innermost op kept. ``occurrence`` counts from 0 in time order; a negative one
+    (or one that is not an integer) is refused with a ValueError naming the field, never read from the end.
     """
+    occurrence = _count("occurrence", occurrence)
+    if max_cpu_depth is not None:
+        max_cpu_depth = _count("max_cpu_depth", max_cpu_depth)
     w = windows(trace, window)
     if len(w) <= occurrence:
         raise ValueError(f"{trace.source}: no occurrence {occurrence} of the range {window!r} (found {len(w)})")
@@ -59,6 +63,15 @@ def trim_trace(trace: Trace, window: str, occurrence: int = 0,
     return Trace(kernels=kernels, cpu_ops=cpu_ops, launches=launches, ranges=inside(trace.ranges),
                  meta=dict(trace.meta), extra_events=[e for e in trace.extra_events if e.get("ph") == "M"],
                  source=f"{trace.source} [{window} #{occurrence}]")
+
+
+def _count(field: str, value: Any) -> int:
+    """``value`` as a non-negative int (an int or numpy integer, not a bool); ValueError naming ``field``."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"trim_trace: {field} must be an integer >= 0 (0: the first), got {value!r}")
+    return int(value)
 
 
 def write_trimmed_trace(trace: Trace, path: str, window: str, occurrence: int = 0,

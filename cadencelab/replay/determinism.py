@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-import torch
-
 __all__ = ["DeviceCondition", "CONDITIONS", "EXACT", "REFERENCE", "apply_condition", "condition_of",
            "split_arm", "pin_determinism"]
 
@@ -81,6 +79,8 @@ def apply_condition(name: str | None = None) -> dict:
     creates its handle, so ``workspace_effective`` is False when CUDA was already initialised and
     the variable's value had to change.
     """
+    import torch  # here, not at the top: the conditions themselves (a study's --help) need no torch
+
     c = condition_of(name)
     before = os.environ.get(_WORKSPACE_VAR)
     if c.cublas_workspace is None:

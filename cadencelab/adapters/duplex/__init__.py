@@ -5,22 +5,35 @@
 Profiling a second is the profile layer's job: :func:`cadencelab.profile.trim.profile_window`.
 """
 
-from .harness import SECOND_RANGE, STAGE_COLUMNS, STAGES, SUBSTAGES, DuplexSecond, run_second, second_totals
-from .models import (
-    CHUNK_TOKENS,
-    H200,
-    PRESETS,
-    TINY,
-    DecoderShape,
-    DuplexConfig,
-    DuplexModels,
-    build_models,
-    preset,
-    transformers_module,
-)
+_EXPORTS = {  # module -> the names this package exports from it
+    "harness": ("SECOND_RANGE", "STAGE_COLUMNS", "STAGES", "SUBSTAGES", "DuplexSecond", "run_second", "second_totals"),
+    "models": ("CHUNK_TOKENS", "H200", "PRESETS", "TINY", "DecoderShape", "DuplexConfig", "DuplexModels",
+               "build_models", "preset", "transformers_module"),
+}
 
-__all__ = [
-    "DecoderShape", "DuplexConfig", "H200", "TINY", "PRESETS", "preset", "DuplexModels", "build_models",
-    "transformers_module", "CHUNK_TOKENS",
-    "DuplexSecond", "run_second", "second_totals", "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]
+
+
+def __getattr__(name: str):
+    """A name is imported from its module on first use (PEP 562): importing one light module of this
+    package (models, the declaration and its presets: no torch) imports none of the others."""
+    from importlib import import_module
+
+    module = next((m for m, names in _EXPORTS.items() if name in names), None)
+    if module is not None:
+        value = getattr(import_module(f".{module}", __name__), name)
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:  # a submodule not imported yet
+        try:
+            value = import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

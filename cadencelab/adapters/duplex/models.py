@@ -13,20 +13,23 @@ import dataclasses
 import inspect
 import time
 from dataclasses import dataclass
-from typing import Iterator
-
-import torch
+from typing import TYPE_CHECKING, Iterator
 
 from ...contract import T2W_CLOCKS
 from ..token2wav.configs import REAL as _T2W_REAL
 
+if TYPE_CHECKING:  # the annotations only: building the models imports torch, the declaration does not
+    import torch
+
 __all__ = [
     "DecoderShape", "DuplexConfig", "H200", "TINY", "PRESETS", "preset", "DuplexModels", "build_models",
-    "transformers_module", "CHUNK_TOKENS", "cache_keyword",
+    "transformers_module", "CHUNK_TOKENS", "DTYPES", "cache_keyword",
 ]
 
 _T2W_VOCAB = _T2W_REAL.vocab_size  # the speech decoder emits Token2wav's tokens
 CHUNK_TOKENS = T2W_CLOCKS.tokens_per_chunk  # Token2wav: one chunk (+ its lookahead) per call = 1.0 s of audio
+#: the dtypes a config may build its AR stages in (floating point; checked at construction, before torch is imported)
+DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
 # ---------------------------------------------------------------------------------------
@@ -110,14 +113,14 @@ class DuplexConfig:
             raise ValueError("DuplexConfig: input_tokens and text_tokens must be >= 1")
         if self.input_tokens + self.text_tokens > self.backbone_context:
             raise ValueError("DuplexConfig: one second does not fit in backbone_context")
-        _ = self.torch_dtype
+        if self.dtype not in DTYPES:
+            raise ValueError(f"DuplexConfig: dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        dt = getattr(torch, self.dtype, None)
-        if not isinstance(dt, torch.dtype):
-            raise ValueError(f"DuplexConfig: unknown dtype {self.dtype!r}")
-        return dt
+        import torch
+
+        return getattr(torch, self.dtype)
 
     def token2wav_config(self):
         from ..token2wav import REAL, TEACHING
@@ -186,6 +189,8 @@ def transformers_module():
 
 @contextlib.contextmanager
 def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    import torch
+
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -216,6 +221,8 @@ class DuplexModels:
 
 def build_models(cfg: str | DuplexConfig = "tiny", device: str | torch.device = "cpu", seed: int = 0) -> DuplexModels:
     """Build the declared models with seeded random weights directly on ``device`` in ``cfg.dtype``."""
+    import torch
+
     cfg = preset(cfg)
     tf = transformers_module()
     device = torch.device(device)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from ...contract import T2W_CLOCKS
 
@@ -39,6 +38,8 @@ def turn_tokens(n_chunks: int, flush_tokens: int, clocks=T2W_CLOCKS) -> int:
 def check_tokens(tokens, vocab: int, where: str) -> list[int]:
     """``tokens`` (a sequence, array or 1-D tensor of speech-token ids) as a list of ints, each in
     ``0 .. vocab - 1`` and at least one; ValueError naming ``where``, what was given and what is allowed."""
+    import torch  # here, not at the top: the turn plans (a study's --help) need no torch
+
     if isinstance(tokens, torch.Tensor):
         if tokens.dim() > 1 or tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
             raise ValueError(f"{where}: tokens must be a 1-D integer tensor, got {tuple(tokens.shape)} {tokens.dtype}")
