@@ -25,26 +25,7 @@ _EXPORTS = {  # module -> the names this package exports from it
 __all__ = [name for names in _EXPORTS.values() for name in names]
 
 
-def __getattr__(name: str):
-    """A name is imported from its module on first use (PEP 562): importing one light module of this
-    package (outputs, provenance, intervals: no torch) imports none of the others."""
-    from importlib import import_module
+from ..contract.lazy import exports_table, lazy_package
 
-    module = next((m for m, names in _EXPORTS.items() if name in names), None)
-    if module is not None:
-        value = getattr(import_module(f".{module}", __name__), name)
-    elif name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    else:  # a submodule not imported yet
-        try:
-            value = import_module(f".{name}", __name__)
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# a name is imported from its module on first use: importing one light module of this package imports none of the others
+__getattr__, __dir__ = lazy_package(__name__, globals(), *exports_table(_EXPORTS))

@@ -21,26 +21,9 @@ def _exported(module: str) -> list[str]:
     return list(import_module(f".{module}", __name__).__all__)
 
 
-def __getattr__(name: str):
-    """A name is imported from its module on first use (PEP 562); ``__all__`` imports every module."""
-    if name == "__all__":
-        value = sorted(n for m in _EXPORTING for n in _exported(m))
-    elif name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    else:
-        module = next((m for m in _EXPORTING if name in _exported(m)), None)
-        if module is not None:
-            value = getattr(import_module(f".{module}", __name__), name)
-        else:  # a submodule not imported yet
-            try:
-                value = import_module(f".{name}", __name__)
-            except ModuleNotFoundError as e:
-                if e.name != f"{__name__}.{name}":
-                    raise
-                raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    globals()[name] = value
-    return value
+from ...contract.lazy import lazy_package
 
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__getattr__("__all__")))
+# a name is imported from its module on first use; ``__all__`` imports every module
+__getattr__, __dir__ = lazy_package(__name__, globals(),
+                                    lambda name: next((m for m in _EXPORTING if name in _exported(m)), None),
+                                    lambda: [n for m in _EXPORTING for n in _exported(m)])
