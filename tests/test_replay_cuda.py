@@ -251,6 +251,7 @@ def test_inputs_are_keyed_by_their_alignment_up_to_256_bytes():
     assert len(c) == 2 and (c["status"] == CAPTURED).all() and (c["replays"] > 0).all()
 
 
+@pytest.mark.cuda
 def test_sync_inside_capture_fails_closed_to_eager():
     def syncing(x):
         return x * 2 + x.max().item()  # a host read: illegal while the stream is capturing
