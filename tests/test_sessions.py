@@ -13,6 +13,7 @@ from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_enve
 from cadencelab.adapters.token2wav.sessions import SessionManager, declared_state_bytes
 from cadencelab.bench import session_serving as serving
 from cadencelab.bench import sessions as study
+from sizes import CPU_STEPS
 
 SEEDS = (11, 12, 13)
 
@@ -219,7 +220,8 @@ def test_time_budget_skips_and_says_so():
 
 def test_bench_smoke_cpu(tmp_path):
     cfg = study.SessionsConfig(config="teaching", device="cpu", sessions=(1, 2), speak_seconds=1, mixed_seconds=2,
-                               turn_seconds=1, prompts=1, processes=False, time_budget_s=900.0, out=str(tmp_path))
+                               turn_seconds=1, prompts=1, processes=False, time_budget_s=900.0,
+                               n_timesteps=CPU_STEPS, out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
     s = res["summary"]
     assert s["chunks"] > 0 and s["chunks_checked"] == s["chunks"] and s["all_checked_chunks_exact"], s
