@@ -16,10 +16,21 @@ unregistered or misspelt marker is an error):
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+#: torch's intra-op threads in the tests and in every process they start (notebook kernels, studies' arm
+#: processes, the command line): the tests' models are small, so a second thread gains nothing, and a thread
+#: pool whose threads must meet after every op stalls whenever another process takes a core (a run of the
+#: teaching config measured ~50x slower with two threads on a shared 2-core machine). What the tests assert does
+#: not depend on it; OMP_NUM_THREADS set by the caller wins, and CI's bench smoke runs with torch's default.
+TEST_THREADS = "1"
+os.environ.setdefault("OMP_NUM_THREADS", TEST_THREADS)  # read when torch is first imported, here or in a child
+if "torch" in sys.modules:  # imported before this file (a plugin): set this process's pool too
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:
@@ -33,15 +44,19 @@ apply_condition()  # the exact device condition, before any CUDA call: the one s
 
 @pytest.fixture(autouse=True)
 def _device_condition():
-    """Every test runs under the exact device condition; a test that changes the flags gets them back."""
+    """Every test runs under the exact device condition and with the tests' intra-op threads; a test that changes
+    the flags or the threads (pinning a process to cores sets them, so does a study's --threads) gets them back."""
     import torch
 
     old = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,
            torch.backends.cudnn.allow_tf32)
+    threads = torch.get_num_threads()
     apply_condition()
     yield
     (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,
      torch.backends.cudnn.allow_tf32) = old
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 def _cuda_available() -> bool:

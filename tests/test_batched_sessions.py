@@ -13,8 +13,10 @@ import torch
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.batched import BatchedToken2wav, batched_catalog, compare_to_solo
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime
+from sizes import CPU_STEPS as STEPS
+from sizes import PROMPT_TOKENS
 
-PROMPT_TOKENS, STEPS, CHUNKS = 26, 3, 2
+CHUNKS = 2
 P = 2 * PROMPT_TOKENS
 
 
@@ -164,7 +166,7 @@ def test_sessions_study_with_the_batched_arm_cpu(tmp_path):
     cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(1, 2), max_sessions=2,
                                cadence_s=1e6,  # every point holds: the sweep runs 1 and 2 and stops at the cap
                                workloads=("speak_heavy",), speak_seconds=1, prompts=1, processes=False,
-                               time_budget_s=900.0, batch_sizes=(1, 2), out=str(tmp_path))
+                               time_budget_s=900.0, batch_sizes=(1, 2), n_timesteps=STEPS, out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
     assert not res["failures"], res["failures"]
     s = res["summary"]
@@ -228,7 +230,8 @@ def test_staggered_study_cpu(tmp_path):
 
     cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRb", "B0"), sessions=(2,), max_sessions=2, cadence_s=1e6,
                                workloads=("speak_heavy",), speak_seconds=2, prompts=1, processes=False,
-                               time_budget_s=900.0, batch_sizes=(1, 2), stagger=True, out=str(tmp_path))
+                               time_budget_s=900.0, batch_sizes=(1, 2), stagger=True, n_timesteps=STEPS,
+                               out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
     assert not res["failures"], res["failures"]
     assert res["summary"]["all_checked_chunks_exact"] and res["summary"]["chunks_checked"] == res["summary"]["chunks"]

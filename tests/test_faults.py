@@ -33,6 +33,7 @@ import toys
 from cadencelab.contract import PromptRetained, admitted_labels
 from cadencelab.replay import CAPTURED, REJECTED, ExactShapeReplay
 from cadencelab.state import Carry, ShadowAuditor
+from sizes import CPU_STEPS
 from toys import POLICY, F, P, R, declaration, one_row, randn
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -398,7 +399,7 @@ def _soak(tmp_path, *extra):
     from cadencelab.bench.__main__ import main
 
     out = tmp_path / "soak"
-    rc = main(["soak", "--device", "cpu", "--config", "teaching", "--out", str(out), *extra])
+    rc = main(["soak", "--device", "cpu", "--config", "teaching", "--steps", str(CPU_STEPS), "--out", str(out), *extra])
     return rc, json.loads((out / "soak.json").read_text()), pd.read_csv(out / "soak_chunks.csv")
 
 

@@ -14,6 +14,7 @@ import torch
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.lanes import LaneExecutor, LaneLock, LanePool, route, share_weights
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
+from sizes import CPU_STEPS
 
 SEEDS = (11, 12, 13)
 CHUNKS = 3
@@ -164,8 +165,9 @@ def test_sessions_study_lanes_arm_on_cpu(tmp_path):
     from cadencelab.bench import sessions as study
 
     cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl", "B0"), workloads=("speak_heavy",),
-                               sessions=(2,), max_sessions=2, cadence_s=1e6, speak_seconds=1, mixed_seconds=1, turn_seconds=1,
-                               prompts=1, lanes=2, processes=False, time_budget_s=600.0, out=str(tmp_path))
+                               sessions=(2,), max_sessions=2, cadence_s=1e6, speak_seconds=1, mixed_seconds=1,
+                               turn_seconds=1, prompts=1, lanes=2, processes=False, time_budget_s=600.0,
+                               n_timesteps=CPU_STEPS, out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)
     s = res["summary"]
     assert not res["failures"], res["failures"]

@@ -140,17 +140,17 @@ def test_core_survey_measures_every_core_and_restores_affinity():
 
 
 def test_pin_to_cores_pins_this_process():
-    before = os.sched_getaffinity(0)
+    import torch
+
+    before, threads = os.sched_getaffinity(0), torch.get_num_threads()
     try:
         core = sorted(before)[-1]
         assert measure.pin_to_cores((core,)) == (core,)
-        assert os.sched_getaffinity(0) == {core}
+        assert os.sched_getaffinity(0) == {core} and torch.get_num_threads() == 1
         assert measure.pin_to_cores(()) == ()
     finally:
         os.sched_setaffinity(0, before)
-        import torch
-
-        torch.set_num_threads(len(before))
+        torch.set_num_threads(threads)  # the threads it found, not one per core
 
 
 def test_host_figures_on_the_cpu():
@@ -172,9 +172,11 @@ def test_factorial_runs_every_arm_in_rounds_of_fresh_runtimes(tmp_path):
     """The factorial on the CPU (inline: each round builds every arm afresh): every arm in every round, the
     blocks of a round interleaved, the A/A check and the headline with intervals, the stopping reason."""
     from cadencelab.bench.token2wav import StudyConfig, run_study
+    from sizes import CPU_STEPS
 
     cfg = StudyConfig(config="teaching", device="cpu", arms=("B0", "SRc", "B0_repeat"), blocks=1, chunks_per_turn=2,
-                      profile=False, processes=False, min_processes=2, max_processes=2, out=str(tmp_path))
+                      n_timesteps=CPU_STEPS, profile=False, processes=False, min_processes=2, max_processes=2,
+                      out=str(tmp_path))
     res = run_study(cfg, progress=lambda m: None)
     s = res["summary"]
     assert s["processes_per_arm"] == 2 and s["processes_by_arm"] == {"B0": 2, "SRc": 2, "B0_repeat": 2}

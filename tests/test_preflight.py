@@ -119,7 +119,9 @@ def test_bad_arguments_name_what_was_typed():
 # the stock Token2wav: three host constants and iSTFT's host check
 # ---------------------------------------------------------------------------------------
 
-PROMPT_TOKENS, STEPS = 26, 3  # the smallest prompt and solver steps the batched tests use
+from sizes import CPU_STEPS as STEPS  # noqa: E402  (the smallest prompt and solver steps the batched tests use)
+from sizes import PROMPT_TOKENS  # noqa: E402
+
 CHUNK = [4218] * 3 + list(range(100, 125))
 
 

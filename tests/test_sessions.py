@@ -13,6 +13,7 @@ from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_enve
 from cadencelab.adapters.token2wav.sessions import SessionManager, declared_state_bytes
 from cadencelab.bench import session_serving as serving
 from cadencelab.bench import sessions as study
+from sizes import CPU_STEPS
 
 SEEDS = (11, 12, 13)
 
@@ -307,7 +308,8 @@ def test_bench_smoke_cpu(tmp_path):
     references for both (every chunk of B0 and SRc checked), each arm's sweeps of both modes in its info."""
     cfg = study.SessionsConfig(config="teaching", device="cpu", sessions=(1, 2), max_sessions=2, cadence_s=1e6,
                                arrivals=("aligned", "staggered"), speak_seconds=1, mixed_seconds=2, turn_seconds=1,
-                               prompts=1, processes=False, time_budget_s=900.0, out=str(tmp_path))
+                               prompts=1, processes=False, time_budget_s=900.0, n_timesteps=CPU_STEPS,
+                               out=str(tmp_path))
     results = study.run_studies(cfg, progress=lambda m: None)
     assert list(results) == ["aligned", "staggered"]
     res = results["aligned"]

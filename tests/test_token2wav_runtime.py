@@ -14,11 +14,9 @@ import torch
 from cadencelab.adapters.token2wav import REAL, TEACHING, StockToken2wav, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.runtime import ARMS, FACTORIAL, Token2wavRuntime, chunk_frames, runtime_envelope
 
+from sizes import CPU_STEPS  # the solver steps of the CPU comparisons (tests/sizes.py: why 3 cover the 10)
+
 TOKENS = torch.randint(0, 6561, (400,), generator=torch.Generator().manual_seed(1)).tolist()
-#: solver steps of the CPU comparisons: every step runs the same code (a loop over the steps, each step's cache
-#: at its own slot), so 3 steps (more than one slot, a middle and a last step) cover what 10 do at a third of the
-#: flow's cost; the CUDA test and CI's CPU bench smoke (B0 vs SRc) run the declared 10
-CPU_STEPS = 3
 
 
 def _drive(model, prompt, turns=((3, 13), (2, 27)), seed=5, device="cpu"):

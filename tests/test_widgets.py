@@ -16,6 +16,7 @@ from cadencelab import viz  # noqa: E402
 from cadencelab.course import data, frames, live, panels, player  # noqa: E402
 from cadencelab.profile import events  # noqa: E402
 from cadencelab.contract import T2W_CLOCKS, token2wav_declaration  # noqa: E402
+from sizes import CPU_STEPS  # noqa: E402
 
 
 def _selected(fig: go.Figure) -> tuple[float, float]:
@@ -347,12 +348,9 @@ def test_live_cpu_fallback_walks_host_ops():
         live.chunk_timelines("somewhere")
 
 
-#: solver steps of the live factorial's CPU run: what it tests (every arm built through build_runtime, the arms
-#: alternating and rotating per run, the gate on B0's PCM, an interval over runs) runs the same code at any step
-#: count, and 2 steps (more than one solver-cache slot) cost a fifth of the declared 10's flow; the declared steps
-#: are reported (test_live_factorial_reports_the_declared_steps_and_one_run) and run bit-exact, B0 vs SRc on the
-#: teaching config, in CI's bench smoke (.ci/run)
-LIVE_STEPS = 2
+#: the live factorial's CPU run at the tests' solver steps (tests/sizes.py); the declared steps are reported
+#: (test_live_factorial_reports_the_declared_steps_and_one_run) and run bit-exact in CI's bench smoke
+LIVE_STEPS = CPU_STEPS
 
 
 class _CountingRuntime:

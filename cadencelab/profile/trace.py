@@ -305,6 +305,9 @@ def _check_events(events: list, name: str) -> None:
         vals = {}
         for key in ("ts", "dur"):
             v = ev.get(key)
+            if type(v) is float and -MAX_TRACE_US <= v <= MAX_TRACE_US and (key == "ts" or v >= 0):
+                vals[key] = v  # the common case first (finite: NaN fails the bounds), the same verdict as below
+                continue
             if v is None:
                 problems.setdefault(f"without '{key}'", []).append(i)
             elif isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -325,10 +328,13 @@ def _check_events(events: list, name: str) -> None:
         a = ev.get("args")
         if isinstance(a, dict):
             for key in ("correlation", "External id"):
-                if not _id_ok(a.get(key)):
+                v = a.get(key)
+                if (type(v) is not int or not _INT64[0] <= v <= _INT64[1]) and not _id_ok(v):  # int: the fast verdict
                     problems.setdefault(f"with an 'args.{key}' that is not an int64 integer", []).append(i)
         for key in ("pid", "tid"):  # names (strings) are allowed; numbers must be int64 integers
             v = ev.get(key)
+            if type(v) is str or (type(v) is int and _INT64[0] <= v <= _INT64[1]):
+                continue  # the common cases first, the same verdict as below
             if isinstance(v, (int, float)) and not isinstance(v, bool) and _int_or_na(v) is pd.NA:
                 problems.setdefault(f"with a '{key}' that is not an int64 integer", []).append(i)
     if problems:
@@ -386,6 +392,8 @@ def us_to_ns(values: Iterable[float]) -> np.ndarray:
 
 def _int_or_na(v: Any):
     """An integer id within int64, or NA (absent, not an integer, or out of range)."""
+    if type(v) is int:  # the common case first (a JSON integer; a bool's type is bool): called per id per event
+        return v if _INT64[0] <= v <= _INT64[1] else pd.NA
     if v is None or isinstance(v, bool):
         return pd.NA
     if isinstance(v, (int, np.integer)):
