@@ -89,15 +89,33 @@ def int_range(lo: int, hi: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def positive_float(text: str) -> float:
-    """An argparse ``type`` for finite numbers > 0 (timeouts, budgets)."""
+def _finite(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
-    if not math.isfinite(v) or v <= 0:
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text[:40]!r}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type`` for finite numbers > 0 (timeouts, budgets)."""
+    v = _finite(text)
+    if v <= 0:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text[:40]!r}")
     return v
+
+
+def nonnegative_float(text: str) -> float:
+    """An argparse ``type`` for finite numbers >= 0 (fractions, margins)."""
+    v = _finite(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text[:40]!r}")
+    return v
+
+
+nonnegative_float.__name__ = "float"
 
 
 positive_float.__name__ = "float"

@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 import traceback
@@ -78,12 +77,12 @@ from pathlib import Path
 
 from . import options
 from .common import built_checkpoint, check_out, json_default, write_csv, write_json
-from .flags import (MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, ints_in, names_in, opt,
-                    positive_float)
+from .flags import (MAX_CHUNKS, add_study_parser, config_from_args, failed_line, int_range, ints_in, names_in,
+                    nonnegative_float, opt, positive_float)
 from .sessions_analysis import analyse
 from .session_serving import ARRIVALS, WORKLOADS, chunks_needed
 from .sessions_arm import OwedVerification, for_arrivals, read_rows, run_arm_process, serve_arm, sweep_arm
-from .sessions_sweep import arm_deadline
+from .sessions_sweep import arm_deadline, check_sweep
 from .sessions_verify import GATE, GATED_ARM, REFERENCE, gate_tasks, reference_tasks, split_workers, verify
 from .token2wav import provenance
 
@@ -102,17 +101,6 @@ def _growth(text: str) -> float:
     return v
 
 
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text[:40]!r}")
-    return v
-
-
-_fraction.__name__ = "float"
 _growth.__name__ = "float"
 
 
@@ -132,7 +120,7 @@ class SessionsConfig:
                           help="session counts N run first, ascending; past the last, N grows by --growth until the "
                                "cadence breaks or memory runs out, then bisection to --resolution")
     growth: float = opt(2.0, type=_growth, help="past the listed N: each N this many times the previous (> 1)")
-    resolution: float = opt(0.125, type=_fraction,
+    resolution: float = opt(0.125, type=nonnegative_float,
                             help="bisect until the N that broke is within this fraction above the N that held "
                                  "(0: until adjacent)")
     max_sessions: int = opt(512, type=int_range(1, MAX_CHUNKS),
@@ -188,16 +176,8 @@ class SessionsConfig:
                 raise ValueError("SessionsConfig.stagger is arrivals=('staggered',): give one or the other")
             self.arrivals = ("staggered",)
         self.stagger = self.arrivals == ("staggered",)
-        if not self.sessions or min(self.sessions) < 1:
-            raise ValueError(f"SessionsConfig.sessions must be positive session counts, got {self.sessions}")
         self.sessions = tuple(sorted(set(int(n) for n in self.sessions)))
-        if not self.growth > 1.0:
-            raise ValueError(f"SessionsConfig.growth must be > 1, got {self.growth}")
-        if not self.resolution >= 0.0:
-            raise ValueError(f"SessionsConfig.resolution must be >= 0, got {self.resolution}")
-        if self.max_sessions < self.sessions[-1]:
-            raise ValueError(f"SessionsConfig.max_sessions ({self.max_sessions}) is below the largest of sessions "
-                             f"({self.sessions[-1]})")
+        check_sweep("SessionsConfig", "sessions", self.sessions, self.growth, self.resolution, self.max_sessions)
         if self.speak_seconds < 1 or self.mixed_seconds < 1 or self.turn_seconds < 1:
             raise ValueError("SessionsConfig.speak_seconds, mixed_seconds and turn_seconds must be >= 1")
         if self.prompts < 1:

@@ -35,6 +35,21 @@ HOLDS, BREAKS, OOM, SKIPPED = "holds", "breaks", "oom", "skipped"
 _VERDICTS = (HOLDS, BREAKS, OOM)
 
 
+def check_sweep(owner: str, listed_name: str, listed: tuple, growth: float, resolution: float,
+                max_sessions: int) -> None:
+    """The bounds a sweep needs, each refusal naming ``owner``'s field: positive ascending listed N, growth
+    > 1, resolution >= 0, a cap no lower than the largest listed N."""
+    if not listed or min(listed) < 1:
+        raise ValueError(f"{owner}.{listed_name} must be positive session counts, got {listed}")
+    if not growth > 1.0:
+        raise ValueError(f"{owner}.growth must be > 1, got {growth}")
+    if not resolution >= 0.0:
+        raise ValueError(f"{owner}.resolution must be >= 0, got {resolution}")
+    if max_sessions < max(listed):
+        raise ValueError(f"{owner}.max_sessions ({max_sessions}) is below the largest of {listed_name} "
+                         f"({max(listed)})")
+
+
 @dataclass
 class Sweep:
     """The points of one sweep and what each did; :meth:`next` says which N to run, :meth:`record` takes
@@ -52,15 +67,7 @@ class Sweep:
 
     def __post_init__(self):
         self.listed = tuple(sorted({int(n) for n in self.listed}))
-        if not self.listed or self.listed[0] < 1:
-            raise ValueError(f"Sweep.listed must be positive session counts, got {self.listed}")
-        if not self.growth > 1.0:
-            raise ValueError(f"Sweep.growth must be > 1, got {self.growth}")
-        if not self.resolution >= 0.0:
-            raise ValueError(f"Sweep.resolution must be >= 0, got {self.resolution}")
-        if self.max_sessions < self.listed[-1]:
-            raise ValueError(f"Sweep.max_sessions ({self.max_sessions}) is below the largest listed N "
-                             f"({self.listed[-1]})")
+        check_sweep("Sweep", "listed", self.listed, self.growth, self.resolution, self.max_sessions)
 
     # -- what was seen ---------------------------------------------------------------------------
     @property
