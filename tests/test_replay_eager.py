@@ -469,3 +469,12 @@ def test_output_storages_name_only_uncloned_graph_outputs():
         uncloned(torch.ones(3), 2.0)
     assert cloned.output_storages() == set()
     assert uncloned.output_storages() == set()  # the eager backend hands out fresh tensors: nothing to copy
+
+
+def test_tensor_key_keys_the_residue_alignment_names():
+    """The per-call key computes the pointer residue inline; it must be alignment()'s rule."""
+    from cadencelab.replay.signature import alignment, tensor_key
+
+    base = torch.zeros(64)
+    for t in (base, base[3:], base[5:21].view(4, 4)):
+        assert tensor_key(t)[-1] == t.data_ptr() % alignment(t)
