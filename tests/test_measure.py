@@ -218,3 +218,18 @@ def test_staged_rounds_prepare_the_next_round_on_other_cores(tmp_path):
     assert blocks["staging"].dtype == bool and not blocks.loc[blocks.process == 1, "staging"].any()
     e = s["staging_effect"]
     assert e["arm"] == "B0" and e["blocks_overlapped"] + e["blocks_clear"] == 2
+
+
+def test_host_survey_cli_writes_its_files_and_refuses_a_core_it_cannot_use(tmp_path, capsys):
+    from cadencelab.bench.__main__ import main
+
+    assert main(["host", "--device", "cpu", "--cores", "99999", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "--cores" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
+    core = sorted(os.sched_getaffinity(0))[0]
+    assert main(["host", "--device", "cpu", "--cores", str(core), "--rounds", "1", "--out", str(tmp_path)]) == 0
+    import json
+
+    r = json.loads((tmp_path / "host_survey.json").read_text())
+    assert r["summary"]["cores_surveyed"] == [core] and r["provenance"]["date"]
+    assert (tmp_path / "host_survey.csv").exists()

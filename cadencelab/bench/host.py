@@ -27,7 +27,9 @@ class HostConfig:
     device: str = options.device()
     rounds: int = opt(5, type=int_range(1, 100), help="sweeps over the cores")
     pause_s: float = opt(1.0, flag="--pause", type=positive_float, help="seconds between sweeps")
-    cores: str = opt("all", help="cores to survey: all (every core this process may run on) or a list such as 0-7")
+    cores: str = opt("all", check=lambda flag, text: None if text.strip().lower() == "all"
+                     else options.check_cores(flag, text),
+                     help="cores to survey: all (every core this process may run on) or a list such as 0-7")
     out: str = options.out("host")
     overwrite: bool = options.overwrite()
 
@@ -37,14 +39,16 @@ def run_study(cfg: HostConfig, progress=print) -> dict:
     from .measure import core_siblings, core_survey, cpu_model, measurement_cores, parse_cores, survey_table
     from ..profile.provenance import run_provenance
 
-    cores = sorted(os.sched_getaffinity(0)) if cfg.cores.strip().lower() == "all" else list(parse_cores(cfg.cores))
+    every = cfg.cores.strip().lower() == "all"
+    cores = sorted(os.sched_getaffinity(0)) if every else list(parse_cores(cfg.cores))
     if not cores:
         raise ValueError("--cores: no core to survey")
     out = check_out(cfg, ("host_survey*",))
     t0 = time.perf_counter()
     survey = core_survey(cores, rounds=cfg.rounds, device=cfg.device, pause_s=cfg.pause_s, progress=progress)
     per_core = survey_table(survey)
-    result = dict(provenance=dict(run_provenance(cfg.device), study=dataclasses.asdict(cfg), wall_s=time.perf_counter() - t0),
+    prov = dict(run_provenance(cfg.device), study=dataclasses.asdict(cfg), wall_s=time.perf_counter() - t0)
+    result = dict(provenance=prov,
                   summary=dict(cpu_model=cpu_model(), cores_surveyed=cores, auto_cores=list(measurement_cores()),
                                siblings={str(c): list(s) for c, s in core_siblings(cores).items()},
                                python_loop_ns_range=[float(per_core.python_loop_ns.min()),
@@ -73,5 +77,5 @@ def _cli(args) -> int:
 
 
 def add_parser(sub) -> None:
-    add_study_parser(sub, "host", HostConfig, "which CPU cores run host-bound work fast and steadily (to choose --cores)",
-                     _cli)
+    add_study_parser(sub, "host", HostConfig,
+                     "which CPU cores run host-bound work fast and steadily (to choose --cores)", _cli)

@@ -55,7 +55,7 @@ def processes(help: str = "one fresh process per arm", **option: Any) -> Any:
 # ---------------------------------------------------------------------------------------
 
 
-def _check_cores(flag: str, text: str) -> None:
+def check_cores(flag: str, text: str) -> None:
     from .flags import FlagError
     from .measure import parse_cores
 
@@ -86,6 +86,6 @@ def target_halfwidth() -> Any:
 
 
 def cores() -> Any:
-    return opt("auto", check=_check_cores,
+    return opt("auto", check=check_cores,
                help="CPU cores every arm process pins to before timing: auto (a fixed set of up to 4), none, or "
                     "a list such as 1-4")
