@@ -262,6 +262,26 @@ def test_toy_and_mimi_on_cuda():
     _mimi_check(rep)
 
 
+@pytest.mark.cuda
+def test_setting_the_sync_debug_mode_is_not_a_sync_of_the_step(monkeypatch):
+    """torch 2.11 warns (once per process, naming synchronizing) when the sync-debug mode is first set: the
+    preflight sets it outside its watch, so a clean step's first preflight in a process has no hazard. Here the
+    setter warns on every call, the harshest form."""
+    import warnings
+
+    real = torch.cuda.set_sync_debug_mode
+
+    def noisy(mode):
+        warnings.warn("synchronizing operations will now be reported (sync debug mode set)")
+        real(mode)
+
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", noisy)
+    rep = preflight(lambda x: x * 2 + 1, torch.ones(8, device="cuda"), device="cuda")
+    assert not rep.attrs["emulated"] and rep.empty, rep[["kind", "op", "where"]].to_string()
+    rep = preflight(lambda x: x.sum().item(), torch.ones(8, device="cuda"), device="cuda")
+    assert "host_sync" in rep["kind"].tolist()  # a real sync is still seen
+
+
 def test_graphsafe_istft_has_no_host_check():
     from cadencelab.replay import GraphSafeISTFT
 

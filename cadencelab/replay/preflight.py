@@ -581,17 +581,17 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
         pre_storages = {t.untyped_storage().data_ptr() for t in before.values()}
         rng0 = RngSnapshot.take(devices)
         mode_before = torch.cuda.get_sync_debug_mode() if cuda else 0
-        with warnings.catch_warnings():
-            warnings.simplefilter("always")
-            warnings.showwarning = on_warning
-            if cuda:
-                torch.cuda.set_sync_debug_mode("warn")
-            try:
+        if cuda:
+            _set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.showwarning = on_warning
                 with _FunctionMode(w), _DispatchMode(w):
                     fn(*args, **kwargs)
-            finally:
-                if cuda:
-                    torch.cuda.set_sync_debug_mode(mode_before)
+        finally:
+            if cuda:
+                _set_sync_debug_mode(mode_before)
         rng1 = RngSnapshot.take(devices)
         after, _ = state_tensors(roots)
         _state_events(w, before_ptr, after, pre_storages)
@@ -608,6 +608,15 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
     res.attrs.update(fn=name, device=str(device), ran_on=str(ran_on),
                      emulated=emulated, calls=calls)
     return res
+
+
+def _set_sync_debug_mode(mode) -> None:
+    """torch's sync-debug mode set outside the watch: the act of setting it may warn, once per process, with a
+    message that names synchronizing (seen with torch 2.11 on an H200); inside the watch that message read as a
+    sync of the step, a false ``host_sync`` hazard on the first preflight of a process only."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.cuda.set_sync_debug_mode(mode)
 
 
 def _explained_syncs_dropped(events: list) -> list:
