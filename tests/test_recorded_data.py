@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
@@ -292,7 +294,11 @@ def test_recorded_live_tour():
     assert all(c.startswith("CHECK OK: notebook") for c in df["check"])
     prov = df.attrs["provenance"]
     assert prov["gpu"].startswith("NVIDIA") and prov["git_commit"] and prov["date"]
-    assert df.attrs["parameters"] == {"SOLUTIONS": True}
+    from cadencelab.course.tour import COURSE_PARAMETERS
+
+    assert df.attrs["parameters"] == COURSE_PARAMETERS  # the tour's predictions; solutions on from outside (env)
+    notebooks = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.py"))
+    assert sorted(df.index) == notebooks  # every notebook of the course ran live
 
 
 def test_a_malformed_or_missing_tour_recording_is_named(tmp_path, monkeypatch):
