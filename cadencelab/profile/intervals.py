@@ -64,10 +64,14 @@ def hierarchical_bootstrap(samples: Sequence[Sequence[float]], n: int = 4000,
 def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], n: int = 4000,
                    seed: int = 0) -> tuple[float, float, float]:
     """``point(a) / point(b) - 1`` and its 95% hierarchical-bootstrap interval, each arm resampled on
-    its own (processes of different arms are different samples): ``(point, lo, hi)``."""
+    its own (processes of different arms are different samples): ``(point, lo, hi)``. A side with one value
+    in all (one process of one block) has nothing to resample: the point stands, the interval is NaN (no
+    direction)."""
     pa, pb = point(a), point(b)
     if not (np.isfinite(pa) and np.isfinite(pb) and pb != 0):
         return (float("nan"),) * 3
+    if min(sum(len(x) for x in a), sum(len(x) for x in b)) < 2:
+        return float(pa / pb - 1), float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     r = hierarchical_bootstrap(a, n, rng) / hierarchical_bootstrap(b, n, rng) - 1
     tail = 100 * (1 - CONFIDENCE) / 2
