@@ -108,32 +108,38 @@ def launch_lab(port: int | None = None, open_browser: bool = True, extra_args=()
 
 
 def _serve(cmd: list[str]) -> int:
-    """Run the server command until it stops (or is stopped: see :func:`launch_lab`)."""
-    child = subprocess.Popen(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
+    """Run the server command until it stops (or is stopped: see :func:`launch_lab`).
+
+    Ctrl-C is handled like SIGTERM and SIGHUP, by a handler installed before the server starts, not as a
+    KeyboardInterrupt: an exception raised inside ``Popen.wait`` can leave its internal lock held, and the
+    launcher would then hang in its final wait (seen as a rare 20 s hang of the signal test under load)."""
     got: list[float] = []  # when a stop was asked for
+    child: subprocess.Popen | None = None
 
     def stop(signum, frame):
         if not got:
             got.append(time.monotonic())
-        if child.poll() is None:
+        if child is not None and child.poll() is None:
             child.terminate()
 
-    sigs = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    sigs = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     old = {s: signal.signal(s, stop) for s in sigs}
     try:
+        child = subprocess.Popen(cmd, env=kernel_env(), cwd=str(notebooks_dir()))
+        if got:  # asked to stop while it started
+            child.terminate()
         while child.poll() is None:
             try:
                 child.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 pass
-            except KeyboardInterrupt:
-                stop(signal.SIGINT, None)
             if got and time.monotonic() - got[0] > LAB_STOP_S and child.poll() is None:
                 child.kill()
     finally:
-        if child.poll() is None:  # an error in this loop: the server does not outlive its launcher
-            child.kill()
-        child.wait()
+        if child is not None:
+            if child.poll() is None:  # an error in this loop: the server does not outlive its launcher
+                child.kill()
+            child.wait()
         for s, h in old.items():
             signal.signal(s, h)
     return 0 if got else child.returncode
