@@ -12,6 +12,11 @@ unregistered or misspelt marker is an error):
   tests already give; the comment above the mark names them. Without ``-m`` on the command line these are
   left out (counted as deselected); ``python3 -m pytest -m slow tests`` runs just them, ``-m "slow or not
   slow"`` everything. A test that is too slow and covers what nothing else does is made smaller, not marked.
+
+Two workers: the README's command runs the suite with pytest-xdist, ``-n 2 --dist loadfile`` (the 2-core
+machine's two cores; every test file in one worker, so a module's fixtures, such as the notebooks' shared
+kernel, are made once and its tests keep their order). Nothing here depends on it: ``python3 -m pytest tests``
+runs the same tests in one process. Tests share no writable path (each writes under its ``tmp_path``).
 """
 
 from __future__ import annotations

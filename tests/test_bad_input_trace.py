@@ -105,9 +105,9 @@ def test_folder_is_refused(tmp_path):
 
 @pytest.mark.parametrize("data, says", [
     (b"\x1f\x8b\x08\x00garbage", "truncated or corrupt gzip"),
-    (gzip.compress(b'{"traceEvents": [')[:-6], "truncated or corrupt gzip"),
-    (gzip.compress(b"\xff\xfe not text"), "not UTF-8"),
-    (gzip.compress(b"[1, 2"), "truncated JSON"),
+    (gzip.compress(b'{"traceEvents": [', mtime=0)[:-6], "truncated or corrupt gzip"),
+    (gzip.compress(b"\xff\xfe not text", mtime=0), "not UTF-8"),
+    (gzip.compress(b"[1, 2", mtime=0), "truncated JSON"),
 ], ids=["not_gzip", "cut_gzip", "gzip_of_bytes", "gzip_of_bad_json"])
 def test_bad_gzip_or_json_names_the_file(tmp_path, data, says):
     path = tmp_path / "t.json.gz"

@@ -323,7 +323,7 @@ def test_readme_commands_share_one_setup():
     vendors last), so either may run after the other without pip reporting an unmet requirement; CI runs
     them as the README writes them, and the conda file installs the same extra."""
     (setup1, job1), (setup2, job2) = (_readme_command(n).rsplit(" && ", 1) for n in (1, 2))
-    assert setup1 == setup2 and job1 == "cadencelab tour out/tour" and job2 == "python3 -m pytest -q tests"
+    assert setup1 == setup2 and job1 == "cadencelab tour out/tour" and job2 == "python3 -m pytest -q -n 2 --dist loadfile tests"
     steps = setup1.split(" && ")
     assert steps[0].startswith("python3 -m pip install torch==") and steps[-1].startswith(
         "python3 -m pip install --no-deps ") and len(steps) == 3
