@@ -70,6 +70,30 @@ def test_a_failing_cell_is_reported_and_the_others_still_measured(monkeypatch):
     assert df.loc["graph_lesson", "status"].startswith("skipped")
 
 
+def test_a_run_stopped_midway_keeps_its_finished_rows_marked_incomplete(tmp_path, monkeypatch):
+    """The files are rewritten after every cell run: a run killed at a time limit (here: the second cell never
+    returns) leaves the first cell's row, and the record and the guide say it is incomplete."""
+    class Stop(BaseException):  # what a kill looks like to the code after it: nothing more runs
+        pass
+
+    def never(dev, sizes):
+        raise Stop
+
+    ok = live_cells.LiveCell("first", 3, "a cell that runs", "carry", lambda dev, sizes: None, cpu=True)
+    stuck = live_cells.LiveCell("stuck", 5, "a cell cut short", "carry", never, cpu=True)
+    monkeypatch.setattr(live_cells, "CELLS", (ok, stuck))
+    with pytest.raises(Stop):
+        live_cells.record(tmp_path / "m", "cpu", ("small",))
+    df = live_cells.recorded(tmp_path / "m" / live_cells.FILE)
+    assert df["cell"].tolist() == ["first"] and df.attrs["complete"] is False and df.attrs["planned"] == 2
+    assert "Incomplete" in live_cells.guide(df) and "1 of its 2" in live_cells.guide(df)
+    assert len(pd.read_csv(tmp_path / "m" / live_cells.CSV)) == 1
+    monkeypatch.setattr(live_cells, "CELLS", (ok,))
+    live_cells.record(tmp_path / "n", "cpu", ("small",))
+    whole = live_cells.recorded(tmp_path / "n" / live_cells.FILE)
+    assert whole.attrs["complete"] is True and "Incomplete" not in live_cells.guide(whole)
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal without a GPU")
 def test_a_cuda_measurement_without_a_gpu_is_refused():
     with pytest.raises(ValueError, match="needs CUDA"):

@@ -205,9 +205,12 @@ def _clean(dev) -> float | None:
     return torch.cuda.memory_allocated(dev) / _MIB
 
 
-def measure(device: str = "cuda", presets=("full", "small"), cells=None, progress: Callable | None = None) -> pd.DataFrame:
+def measure(device: str = "cuda", presets=("full", "small"), cells=None, progress: Callable | None = None,
+            on_row: Callable | None = None) -> pd.DataFrame:
     """Run each live cell (``cells``: names, default all) at each of ``presets`` where its size follows the preset
-    (once otherwise, at the notebooks' default) on ``device``; one row per run with :data:`COLUMNS`."""
+    (once otherwise, at the notebooks' default) on ``device``; one row per run with :data:`COLUMNS`.
+    ``on_row(rows, planned)``, when given, is called after every row with the rows so far (a frame) and the
+    number of runs planned (what :func:`record` writes as it goes)."""
     import torch
 
     dev = torch.device(device)
@@ -216,50 +219,63 @@ def measure(device: str = "cuda", presets=("full", "small"), cells=None, progres
     for p in presets:
         live_preset(p)
     chosen = [cell(n) for n in cells] if cells else list(CELLS)
+    plan = [(c, p) for c in chosen for p in (presets if c.sized else (None,))]
     rows = []
-    for c in chosen:
-        for p in (presets if c.sized else (None,)):
-            sizes = live_preset(p or "full")
-            row = dict(cell=c.name, notebook=c.notebook, what=c.what, preset=p or "-",
-                       sizes=", ".join(f"{k} {v}" for k, v in sizes.items()) if c.sized else "fixed",
-                       device=str(dev), seconds=0.0, peak_allocated_MiB=None, peak_reserved_MiB=None,
-                       resident_before_MiB=None)
-            if dev.type != "cuda" and not c.cpu:
-                rows.append(dict(row, status="skipped: the notebook runs it on a GPU only"))
-                continue
-            if progress:
-                progress(f"{c.name} ({p or 'fixed'}) on {dev}")
-            before = _clean(dev)
-            t0 = time.perf_counter()
-            try:
-                c.run(dev, sizes)
-                status = "ok"
-            except Exception as e:  # a cell that fails is reported, the others still measured
-                status = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-                row.update(peak_allocated_MiB=round(torch.cuda.max_memory_allocated(dev) / _MIB, 1),
-                           peak_reserved_MiB=round(torch.cuda.max_memory_reserved(dev) / _MIB, 1),
-                           resident_before_MiB=round(before, 1))
-            rows.append(dict(row, status=status, seconds=round(time.perf_counter() - t0, 2)))
+
+    def done(row):
+        rows.append(row)
+        if on_row:
+            on_row(pd.DataFrame(rows, columns=COLUMNS), len(plan))
+
+    for c, p in plan:
+        sizes = live_preset(p or "full")
+        row = dict(cell=c.name, notebook=c.notebook, what=c.what, preset=p or "-",
+                   sizes=", ".join(f"{k} {v}" for k, v in sizes.items()) if c.sized else "fixed",
+                   device=str(dev), seconds=0.0, peak_allocated_MiB=None, peak_reserved_MiB=None,
+                   resident_before_MiB=None)
+        if dev.type != "cuda" and not c.cpu:
+            done(dict(row, status="skipped: the notebook runs it on a GPU only"))
+            continue
+        if progress:
+            progress(f"{c.name} ({p or 'fixed'}) on {dev}")
+        before = _clean(dev)
+        t0 = time.perf_counter()
+        try:
+            c.run(dev, sizes)
+            status = "ok"
+        except Exception as e:  # a cell that fails is reported, the others still measured
+            status = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            row.update(peak_allocated_MiB=round(torch.cuda.max_memory_allocated(dev) / _MIB, 1),
+                       peak_reserved_MiB=round(torch.cuda.max_memory_reserved(dev) / _MIB, 1),
+                       resident_before_MiB=round(before, 1))
+        done(dict(row, status=status, seconds=round(time.perf_counter() - t0, 2)))
     _clean(dev)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def record(out_dir: str | os.PathLike, device: str = "cuda", presets=("full", "small"), cells=None,
            overwrite: bool = False, progress: Callable | None = None) -> Path:
-    """Measure and write ``out_dir/live_memory.json`` (provenance, the command, rows) and ``live_memory.csv``;
-    never into the recorded data folder, nor over earlier files unless ``overwrite``."""
+    """Measure and write ``out_dir/live_memory.json`` (provenance, the command, rows, ``planned`` runs and whether
+    the record is ``complete``) and ``live_memory.csv``, both rewritten whole after every run (a run stopped at a
+    time limit keeps its finished rows, marked incomplete); never into the recorded data folder, nor over earlier
+    files unless ``overwrite``."""
     from ..profile.outputs import guard_output, write_atomic
     from ..profile.provenance import run_provenance
 
     out = guard_output(out_dir, "--out", results=(FILE, CSV), overwrite=overwrite)  # refused before anything runs
-    df = measure(device, presets, cells, progress)
-    out.mkdir(parents=True, exist_ok=True)
-    obj = dict(provenance=run_provenance(device), command=COMMAND, presets=PRESETS,
-               rows=json.loads(df.to_json(orient="records")))
-    write_atomic(out / CSV, df.to_csv(index=False))
-    return write_atomic(out / FILE, json.dumps(obj, indent=1))
+    prov = run_provenance(device)
+
+    def write(df: pd.DataFrame, planned: int):  # after every run: a run stopped midway keeps what it measured
+        out.mkdir(parents=True, exist_ok=True)
+        obj = dict(provenance=prov, command=COMMAND, presets=PRESETS, planned=planned, complete=len(df) == planned,
+                   rows=json.loads(df.to_json(orient="records")))
+        write_atomic(out / CSV, df.to_csv(index=False))
+        return write_atomic(out / FILE, json.dumps(obj, indent=1))
+
+    measure(device, presets, cells, progress, on_row=write)
+    return out / FILE
 
 
 def recorded(path: str | os.PathLike | None = None) -> pd.DataFrame | None:
@@ -274,7 +290,8 @@ def recorded(path: str | os.PathLike | None = None) -> pd.DataFrame | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("rows"), list):
         raise ValueError(f"{p}: not a live-memory record (an object with 'rows')")
     df = pd.DataFrame(obj["rows"], columns=COLUMNS)
-    df.attrs["provenance"] = obj.get("provenance", {})
+    df.attrs.update(provenance=obj.get("provenance", {}), complete=bool(obj.get("complete", True)),
+                    planned=int(obj.get("planned", len(df))))
     return df
 
 
@@ -299,6 +316,9 @@ def guide(df: pd.DataFrame | None = None) -> str:
     head = (f"Measured with `{COMMAND}` on {prov.get('gpu') or 'no GPU'} (torch {prov.get('torch')}, commit "
             f"`{prov.get('git_commit')}`, {str(prov.get('date', ''))[:10]}): each cell's workload from a clean "
             f"allocator, its peak `torch.cuda.max_memory_allocated` and `max_memory_reserved` (MiB).")
+    if not df.attrs.get("complete", True):
+        head += (f" **Incomplete:** the run stopped after {len(df)} of its {df.attrs.get('planned')} planned cell runs; "
+                 "the cells not listed are not measured.")
     lines = [intro, "", head, "", "| notebook | live cell | preset | peak allocated MiB | peak reserved MiB | s | status |",
              "|---:|---|---|---:|---:|---:|---|"]
     lines += [f"| {r.notebook} | {r.what} | {r.preset if r.preset != '-' else 'fixed'} | {_mib(r.peak_allocated_MiB)} "
