@@ -89,6 +89,30 @@ def test_the_bench_entry_measures_a_users_model(tmp_path, capsys):
     assert {c["clause"] for c in rec["certificate"]} >= {"bit-exact with the stock step"}
     blocks = (tmp_path / "kit_factorial_blocks.csv").read_text().splitlines()
     assert len(blocks) == 1 + 3 * 3  # header + 3 arms x (1 warm-up + 2 timed blocks)
+    assert rec["summary"]["complete"] is True and rec["summary"]["rounds"] == 1
+
+
+def test_a_study_stopped_after_a_round_keeps_that_round(tmp_path):
+    """The files are written after every round: a study stopped from outside (here: its progress line for round
+    1 raises) leaves round 1's blocks and summary, marked incomplete."""
+    import json
+
+    from cadencelab.bench.kit import KitConfig, run_study
+
+    class Stop(BaseException):
+        pass
+
+    def progress(line):
+        if "round 1 done" in line:
+            raise Stop
+
+    cfg = KitConfig(model="test_kit_factorial:conformer_model_on", device="cpu", processes=False, min_processes=3,
+                    max_processes=3, blocks=1, cores="none", arms=("B0", "SRc"), out=str(tmp_path))
+    with pytest.raises(Stop):
+        run_study(cfg, progress=progress)
+    rec = json.loads((tmp_path / "kit_factorial.json").read_text())
+    assert rec["summary"]["complete"] is False and rec["summary"]["rounds"] == 1 and rec["summary"]["stop"] is None
+    assert len((tmp_path / "kit_factorial_blocks.csv").read_text().splitlines()) == 1 + 2 * 2
 
 
 @pytest.mark.parametrize("spec, match", [("nope", "built-in model"), ("os:getenv", "not a KitModel"),

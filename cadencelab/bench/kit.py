@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from . import options
-from .common import ArmProcess, InlineArm, serve, study_provenance, write_json
+from .common import ArmProcess, InlineArm, serve, study_provenance, write_csv, write_json
 from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, exit_code, int_range, names_in, opt,
                     positive_float)
 from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_bootstrap, interval_halfwidth,
@@ -181,18 +181,19 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
                                     method.seed)
         why = stop_reason(method, processes_done, interval_halfwidth(pt, lo, hi) if HEADLINE[0] in samples else 0.0,
                           time.perf_counter() - t0, time.perf_counter() - r0)
+        # the files after every round, whole: a study stopped from outside keeps its finished rounds
+        result = analyse(blocks, method)
+        summary = dict(result["summary"], model=model.name, certified=cert.ok, stop=why, complete=why is not None,
+                       rounds=processes_done, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)))
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(blocks, out / "kit_factorial_blocks.csv")
+        write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),
+                        arm_switches={a: SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
+                        catalog=cert.catalog.assign(label=cert.catalog["label"].map(str)).to_dict("records"),
+                        certificate=cert.table.to_dict("records"), blocks_csv="kit_factorial_blocks.csv",
+                        provenance=study_provenance(cfg)), out / "kit_factorial.json")
         progress(f"kit: round {processes_done} done ({time.perf_counter() - t0:.0f} s)" + (f"; stop: {why}" if why else ""))
-    result = analyse(blocks, method)
-    summary = dict(result["summary"], model=model.name, certified=cert.ok, stop=why, arms=list(cfg.arms),
-                   catalog_classes=int(len(cert.catalog)))
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    blocks.to_csv(out / "kit_factorial_blocks.csv", index=False)
-    write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),
-                    arm_switches={a: SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
-                    catalog=cert.catalog.assign(label=cert.catalog["label"].map(str)).to_dict("records"),
-                    certificate=cert.table.to_dict("records"), blocks_csv="kit_factorial_blocks.csv",
-                    provenance=study_provenance(cfg)), out / "kit_factorial.json")
     return dict(summary=summary, arms=result["arms"], blocks=blocks)
 
 
