@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import sys
 import time
@@ -47,7 +46,7 @@ from .common import ArmProcess, InlineArm, built_checkpoint, check_out, serve, s
 from .measure import (Method, a_a_check, arm_processes, direction, host_figures, interval_halfwidth, parse_cores,
                       pin_to_cores, point, ratio_interval, relative_spread, round_orders, stop_reason)
 from .token2wav_analysis import (UNSTABLE_SPREAD, b0_split, busy_floor, cross_process_exact, exact_by_hash, fairness,
-                                 host_summary, staging_effect)
+                                 gated, host_summary, reference_of, staging_effect, table)
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
                     opt, positive_float)
 
@@ -490,25 +489,6 @@ def _profile_round(cfg: StudyConfig, ckpt: str, out: Path, procs: dict, failures
 # ---------------------------------------------------------------------------------------
 
 
-def reference_of(arm: str, arms, condition: str) -> str:
-    """The arm whose hashes ``arm``'s are gated on: the B0 of its own device condition (``B0`` or
-    ``B0@<condition>``); a B0 is its own reference. An arm whose condition has no B0 in the study is
-    compared with the study's ``B0`` and is not gated (:func:`gated`)."""
-    base, cond = split_arm(arm, condition)
-    if base == "B0":
-        return arm
-    for cand in arms:
-        if split_arm(cand, condition) == ("B0", cond):
-            return cand
-    return "B0"
-
-
-def gated(arm: str, arms, condition: str) -> bool:
-    """Whether ``arm``'s exactness is a gate: it runs under the condition of its reference B0."""
-    ref = reference_of(arm, arms, condition)
-    return ref != arm and split_arm(ref, condition)[1] == split_arm(arm, condition)[1]
-
-
 def analyse(cfg: StudyConfig, blocks: list[dict], profiles: dict, failures: dict, processes: list[dict]) -> dict:
     """The study's result from its blocks (each tagged with its ``process``, the round it ran in),
     the first round's profiles, the failures and the per-process records."""
@@ -658,44 +638,6 @@ def write_results(result: dict, out: Path) -> None:
     write_json(result, out / "token2wav_factorial.json", strict_json=False)
     write_csv(result["chunks"], out / "token2wav_factorial_chunks.csv")
     write_csv(result["blocks"], out / "token2wav_factorial_blocks.csv")
-
-
-def _fmt(v, spec: str, na: str = "n/a") -> str:
-    """``v`` formatted with ``spec``, or ``na`` where it was not measured (None or NaN)."""
-    return na if v is None or v != v else format(v, spec)
-
-
-def table(result: dict) -> str:
-    """The short table printed last: per arm its latency (mean over processes) and change against
-    B0 with the 95% interval, the processes behind it, peak memory, exactness and the profile's
-    busy time and launches (``n/a on CPU`` where a CUDA-only figure was not measured)."""
-    rows = []
-    for a, r in result["arms"].items():
-        if "failed" in r:
-            rows.append(f"{a:>18}  FAILED: {r['failed'].strip().splitlines()[-1][:90]}")
-            continue
-        ex = "ref" if r["reference"] == a else f"{r['exact_blocks']}/{r['blocks']}" + ("" if r["gated"] else " (not gated)")
-        delta = ("" if a == "B0" else f" ({_fmt(100 * r.get('latency_delta', float('nan')), '+.1f')}% "
-                 f"[{_fmt(100 * r.get('latency_delta_lo', float('nan')), '+.1f')},"
-                 f"{_fmt(100 * r.get('latency_delta_hi', float('nan')), '+.1f')}] {r.get('latency_direction', '')})")
-        cpu_na = "n/a on CPU" if r.get("peak_MiB_median") != r.get("peak_MiB_median") else "n/a"
-        rows.append(
-            f"{a:>18}  lat {_fmt(r.get('latency_ms'), '8.2f')} ms{delta}  x{r.get('processes', 0)} proc  "
-            f"peak {_fmt(r.get('peak_MiB_median'), '.0f', cpu_na)}{'' if cpu_na == 'n/a on CPU' else ' MiB'}  exact {ex}  "
-            f"busy {_fmt(r.get('busy_ms_median'), '.1f')} ms  launches {_fmt(r.get('kernel_launches_per_chunk'), '.0f')}"
-            f"/{_fmt(r.get('graph_launches_per_chunk'), '.0f')} graphs")
-    s = result["summary"]
-    a_a = s.get("a_a")
-    if a_a:
-        rows.append(f"A/A ({a_a['arm']} vs {a_a['reference']}): {100 * a_a['ratio']:+.1f}% "
-                    f"[{100 * a_a['ci'][0]:+.1f}, {100 * a_a['ci'][1]:+.1f}] -> "
-                    + ("holds" if a_a["holds"] else "FAILS: the study is unstable and claims no direction"))
-    if s.get("speedup_SRc_vs_B0"):
-        lo, hi = s["speedup_SRc_vs_B0_ci"]
-        rows.append(f"SRc vs B0: {s['speedup_SRc_vs_B0']:.2f}x [{lo:.2f}, {hi:.2f}] over {s['processes_per_arm']}+ "
-                    f"processes per arm (stopped: {s.get('stopped')})")
-    rows.append("summary: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items()}))
-    return "\n".join(rows)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,13 +1,16 @@
 """The Token2wav factorial's summary figures beyond the per-arm latencies: the host the study ran on,
 B0's cross-process determinism, why B0's latency moves with the host (:func:`b0_split`), the fairness
-gate against the unpinned stock runtime, the device-busy floor, and exactness by hash."""
+gate against the unpinned stock runtime, the device-busy floor, exactness by hash (and which B0 each arm's
+hashes are gated on), and the short table the study prints last."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
 
-from ..replay.determinism import REFERENCE
+from ..replay.determinism import REFERENCE, split_arm
 
 
 #: the spread of an arm's process means (std / mean) above which pyperf calls a system unstable
@@ -124,3 +127,60 @@ def staging_effect(bdf: pd.DataFrame, arm: str = "B0", seed: int = 0) -> dict | 
         pt, lo, hi = ratio_interval(over, clear, seed=seed)
         out.update(ratio=pt, ci=[lo, hi], direction=direction(lo, hi))
     return out
+
+
+def reference_of(arm: str, arms, condition: str) -> str:
+    """The arm whose hashes ``arm``'s are gated on: the B0 of its own device condition (``B0`` or
+    ``B0@<condition>``); a B0 is its own reference. An arm whose condition has no B0 in the study is
+    compared with the study's ``B0`` and is not gated (:func:`gated`)."""
+    base, cond = split_arm(arm, condition)
+    if base == "B0":
+        return arm
+    for cand in arms:
+        if split_arm(cand, condition) == ("B0", cond):
+            return cand
+    return "B0"
+
+
+def gated(arm: str, arms, condition: str) -> bool:
+    """Whether ``arm``'s exactness is a gate: it runs under the condition of its reference B0."""
+    ref = reference_of(arm, arms, condition)
+    return ref != arm and split_arm(ref, condition)[1] == split_arm(arm, condition)[1]
+
+
+def _fmt(v, spec: str, na: str = "n/a") -> str:
+    """``v`` formatted with ``spec``, or ``na`` where it was not measured (None or NaN)."""
+    return na if v is None or v != v else format(v, spec)
+
+
+def table(result: dict) -> str:
+    """The short table printed last: per arm its latency (mean over processes) and change against
+    B0 with the 95% interval, the processes behind it, peak memory, exactness and the profile's
+    busy time and launches (``n/a on CPU`` where a CUDA-only figure was not measured)."""
+    rows = []
+    for a, r in result["arms"].items():
+        if "failed" in r:
+            rows.append(f"{a:>18}  FAILED: {r['failed'].strip().splitlines()[-1][:90]}")
+            continue
+        ex = "ref" if r["reference"] == a else f"{r['exact_blocks']}/{r['blocks']}" + ("" if r["gated"] else " (not gated)")
+        delta = ("" if a == "B0" else f" ({_fmt(100 * r.get('latency_delta', float('nan')), '+.1f')}% "
+                 f"[{_fmt(100 * r.get('latency_delta_lo', float('nan')), '+.1f')},"
+                 f"{_fmt(100 * r.get('latency_delta_hi', float('nan')), '+.1f')}] {r.get('latency_direction', '')})")
+        cpu_na = "n/a on CPU" if r.get("peak_MiB_median") != r.get("peak_MiB_median") else "n/a"
+        rows.append(
+            f"{a:>18}  lat {_fmt(r.get('latency_ms'), '8.2f')} ms{delta}  x{r.get('processes', 0)} proc  "
+            f"peak {_fmt(r.get('peak_MiB_median'), '.0f', cpu_na)}{'' if cpu_na == 'n/a on CPU' else ' MiB'}  exact {ex}  "
+            f"busy {_fmt(r.get('busy_ms_median'), '.1f')} ms  launches {_fmt(r.get('kernel_launches_per_chunk'), '.0f')}"
+            f"/{_fmt(r.get('graph_launches_per_chunk'), '.0f')} graphs")
+    s = result["summary"]
+    a_a = s.get("a_a")
+    if a_a:
+        rows.append(f"A/A ({a_a['arm']} vs {a_a['reference']}): {100 * a_a['ratio']:+.1f}% "
+                    f"[{100 * a_a['ci'][0]:+.1f}, {100 * a_a['ci'][1]:+.1f}] -> "
+                    + ("holds" if a_a["holds"] else "FAILS: the study is unstable and claims no direction"))
+    if s.get("speedup_SRc_vs_B0"):
+        lo, hi = s["speedup_SRc_vs_B0_ci"]
+        rows.append(f"SRc vs B0: {s['speedup_SRc_vs_B0']:.2f}x [{lo:.2f}, {hi:.2f}] over {s['processes_per_arm']}+ "
+                    f"processes per arm (stopped: {s.get('stopped')})")
+    rows.append("summary: " + json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.items()}))
+    return "\n".join(rows)
