@@ -120,13 +120,14 @@ class DeviceServer:
     def _load(self, arm: str, ckpt: str, cfg, envelope_arm: str):
         """Set up the device for ``arm``, load the checkpoint with ``envelope_arm``'s solver buffers and make
         the prompts; starts the set-up clock. Returns (flow, hift, model config)."""
-        from ..adapters.token2wav import load_checkpoint, make_prompt
-        from ..adapters.token2wav.runtime import runtime_envelope
+        from ..adapters.token2wav import make_prompt
+        from ..adapters.token2wav.runtime import arm_modules
+        from ..contract import T2W_CLOCKS
 
         self._set_up_device(arm, cfg)
         self._t0 = time.perf_counter()
-        flow, hift, mcfg = load_checkpoint(ckpt, device=self.device, seed_for_noise=cfg.seed,
-                                           envelope=runtime_envelope(envelope_arm, cfg.n_timesteps))
+        flow, hift, mcfg = arm_modules(envelope_arm, cfg.seed, self.device, checkpoint=ckpt,
+                                       clocks=T2W_CLOCKS.with_(n_steps=cfg.n_timesteps))
         self.vocab = mcfg.vocab_size
         self.backend = "cuda" if self.cuda else "eager"
         self.prompts = [make_prompt(mcfg, prompt_seed(cfg, p), self.device) for p in range(cfg.prompts)]
@@ -163,11 +164,12 @@ class ArmServer(DeviceServer):
     """One arm's runtime and session manager, its prompt templates, and the runs."""
 
     def __init__(self, arm: str, ckpt: str, cfg):
-        from ..adapters.token2wav.runtime import Token2wavRuntime
+        from ..adapters.token2wav.runtime import build_runtime
         from ..adapters.token2wav.sessions import SessionManager
 
-        flow, hift, mcfg = self._load(arm, ckpt, cfg, arm)
-        rt = Token2wavRuntime(flow, hift, self.device, arm, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=self.backend)
+        modules = self._load(arm, ckpt, cfg, arm)
+        rt, _ = build_runtime(None, arm, cfg.seed, self.device, backend=self.backend, n_timesteps=cfg.n_timesteps,
+                              modules=modules)  # the sessions' prompts are self.prompts
         self.manager = SessionManager(rt)
         self.templates = [self.manager.open(-1 - p, pr, 0) for p, pr in enumerate(self.prompts)]
         self.setup_s = time.perf_counter() - self._t0

@@ -134,14 +134,13 @@ def stage_arm(arm: str, ckpt: str, cfg: StudyConfig) -> dict:
     """The CPU-only part of an arm's set-up: the checkpoint read and the vendor modules built on the
     CPU (exactly what :func:`~cadencelab.adapters.token2wav.load_checkpoint` does before it moves
     them to the device). No device work, so it may run while another round is timed."""
-    from ..adapters.token2wav import load_checkpoint
-    from ..adapters.token2wav.runtime import runtime_envelope
+    from ..adapters.token2wav.runtime import arm_modules
+    from ..contract import T2W_CLOCKS
 
     base, _ = split_arm(arm, cfg.condition)
     t0 = time.perf_counter()
-    flow, hift, mcfg = load_checkpoint(ckpt, device="cpu", seed_for_noise=cfg.seed,
-                                       envelope=runtime_envelope(base, cfg.n_timesteps))
-    return dict(flow=flow, hift=hift, mcfg=mcfg, stage_s=time.perf_counter() - t0)
+    modules = arm_modules(base, cfg.seed, "cpu", checkpoint=ckpt, clocks=T2W_CLOCKS.with_(n_steps=cfg.n_timesteps))
+    return dict(modules=modules, stage_s=time.perf_counter() - t0)
 
 
 class ArmRunner:
@@ -151,8 +150,7 @@ class ArmRunner:
     def __init__(self, arm: str, ckpt: str, cfg: StudyConfig, staged: dict | None = None):
         import torch
 
-        from ..adapters.token2wav import make_prompt
-        from ..adapters.token2wav.runtime import Token2wavRuntime
+        from ..adapters.token2wav.runtime import build_runtime
 
         base, self.condition = split_arm(arm, cfg.condition)
         t0 = time.perf_counter()
@@ -162,10 +160,9 @@ class ArmRunner:
         self.device, self.determinism = set_up_device(cfg.device, self.condition)  # before the first CUDA call
         self.torch = torch
         self.arm, self.cfg = arm, cfg
-        flow, hift, mcfg = staged["flow"].to(self.device), staged["hift"].to(self.device), staged["mcfg"]
-        self.prompt = make_prompt(mcfg, cfg.seed, self.device)
         backend = "cuda" if self.device.type == "cuda" else "eager"
-        self.rt = Token2wavRuntime(flow, hift, self.device, base, n_timesteps=cfg.n_timesteps, cfg=mcfg, backend=backend)
+        self.rt, self.prompt = build_runtime(None, base, cfg.seed, self.device, backend=backend,
+                                             n_timesteps=cfg.n_timesteps, modules=staged["modules"])
         self.start_s = time.perf_counter() - t0 - (self.stage_s if here else 0.0)  # the device part
         self.setup_s = self.stage_s + self.start_s
         # timed work only on the study's fixed cores, resolved by the study (run_study) before any process started;

@@ -55,7 +55,7 @@ from .prompts import PromptState
 
 __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk_frames",
            "make_constants_device_resident", "capture_vendor_buckets", "VocoderSplit", "HostStaging", "Token2wavRuntime",
-           "runtime_envelope", "build_runtime", "config_of", "pin_determinism"]
+           "runtime_envelope", "arm_modules", "build_runtime", "config_of", "pin_determinism"]
 
 # ---------------------------------------------------------------------------------------
 # arms
@@ -462,22 +462,32 @@ def runtime_envelope(arm, n_timesteps: int | None = None, clocks: Token2wavClock
     return STOCK_ENVELOPE
 
 
-def build_runtime(cfg: Token2wavConfig, arm, seed: int, device="cpu", clocks: Token2wavClocks = T2W_CLOCKS,
-                  backend: str = "auto", n_timesteps: int | None = None, checkpoint=None):
-    """Every bench's one build path for an arm: ``(runtime, prompt)``, modules at the arm's envelope (seeded, or
-    loaded from the ``checkpoint`` folder with ``seed`` for its start noise: ``cfg`` None is read from it, then
-    ``runtime.cfg``), the seeded prompt (``set_stream_cache(prompt)`` starts a turn)."""
+def arm_modules(arm, seed: int, device="cpu", cfg: Token2wavConfig | None = None, checkpoint=None,
+                clocks: Token2wavClocks = T2W_CLOCKS):
+    """The vendor ``(flow, hift, cfg)`` an arm runs on, at the arm's solver-buffer envelope: seeded from ``cfg``, or
+    loaded from the ``checkpoint`` folder (``seed``: its start noise; ``cfg`` None is read from it). On the CPU
+    this is the part of an arm's set-up that does no device work (a bench stages it while another arm is timed);
+    :func:`build_runtime` takes its result as ``modules``."""
     from .build import build_token2wav
     from .checkpoint import load_checkpoint
+
+    device, envelope = torch.device(device), runtime_envelope(arm, clocks=clocks)
+    if checkpoint is None:
+        flow, hift = build_token2wav(cfg, seed, device=device, envelope=envelope)
+        return flow, hift, cfg
+    return load_checkpoint(checkpoint, device=device, seed_for_noise=seed, envelope=envelope)
+
+
+def build_runtime(cfg: Token2wavConfig | None, arm, seed: int, device="cpu", clocks: Token2wavClocks = T2W_CLOCKS,
+                  backend: str = "auto", n_timesteps: int | None = None, checkpoint=None, modules=None):
+    """Every bench's one build path for an arm: ``(runtime, prompt)``, the modules from :func:`arm_modules` (or
+    ``modules``, its earlier result, moved to ``device``), the runtime of ``arm`` on them and the seeded prompt
+    (``set_stream_cache(prompt)`` starts a turn). ``cfg`` None with a checkpoint: read from it (``runtime.cfg``)."""
     from .prompts import make_prompt
 
     c, device = clocks.with_(n_steps=n_timesteps), torch.device(device)
-    if checkpoint is None:
-        flow, hift = build_token2wav(cfg, seed, device=device, envelope=runtime_envelope(arm, clocks=c))
-    else:
-        flow, hift, cfg = load_checkpoint(checkpoint, device=device, seed_for_noise=seed,
-                                          envelope=runtime_envelope(arm, clocks=c))
-    rt = Token2wavRuntime(flow, hift, device, arm, cfg=cfg, backend=backend, clocks=c)
+    flow, hift, cfg = modules if modules is not None else arm_modules(arm, seed, device, cfg, checkpoint, c)
+    rt = Token2wavRuntime(flow.to(device), hift.to(device), device, arm, cfg=cfg, backend=backend, clocks=c)
     return rt, make_prompt(cfg, seed, device, clocks=c)
 
 
