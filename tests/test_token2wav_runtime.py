@@ -134,3 +134,20 @@ def test_one_build_path_from_a_checkpoint(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(prompt.as_tuple(), make_prompt(cfg, 5, "cpu").as_tuple()))
     assert torch.equal(rt.flow.decoder.rand_noise, flow.decoder.rand_noise[:, :, :rt.flow.decoder.rand_noise.shape[2]])
     assert all(torch.equal(p, q) for p, q in zip(rt.flow.parameters(), flow.parameters()))
+
+
+def test_staged_modules_build_the_same_runtime(tmp_path):
+    """arm_modules on the CPU, then build_runtime(modules=...): the path a staged bench arm takes gives the runtime
+    and prompt of the one-call path."""
+    from cadencelab.adapters.token2wav import save_checkpoint
+    from cadencelab.adapters.token2wav.runtime import arm_modules, build_runtime
+    from cadencelab.contract import T2W_CLOCKS
+
+    save_checkpoint(tmp_path, *build_token2wav(TEACHING, 3), TEACHING)
+    one, p1 = build_runtime(None, "SRc", 5, "cpu", backend="eager", n_timesteps=4, checkpoint=tmp_path)
+    staged = arm_modules("SRc", 5, "cpu", checkpoint=tmp_path, clocks=T2W_CLOCKS.with_(n_steps=4))
+    two, p2 = build_runtime(None, "SRc", 5, "cpu", backend="eager", n_timesteps=4, modules=staged)
+    assert two.cfg == one.cfg and two.n_timesteps == one.n_timesteps == 4
+    assert two.est.buffer.shape == one.est.buffer.shape
+    assert all(torch.equal(a, b) for a, b in zip(p1.as_tuple(), p2.as_tuple()))
+    assert all(torch.equal(a, b) for a, b in zip(one.flow.state_dict().values(), two.flow.state_dict().values()))
