@@ -526,6 +526,9 @@ def lanes_sentence(result: dict, dataset: str = "sessions") -> str:
                 f"{top['sessions']}, worst p95 {top['p95_chunk_ms']:.0f} ms, before any break)")
 
     parts = [held(w) for w, v in ratio.items() if v is not None]
+    # the smallest speak-heavy N at which SRl broke: the break the sentence speaks of
+    broke = min((c for c in cap if c["arm"] == "SRl" and c["workload"] == "speak_heavy" and not c["all_hold"]
+                 and c.get("host_share") is not None), key=lambda c: c["sessions"], default=None)
     return (f"SRl (lanes): {lanes} SRc graph sets over one set of weights, each on its own CUDA stream and "
             f"generator, served in real time (chunks submitted at their arrival, one thread per lane). Every SRl "
             f"chunk is bit-identical to the session run alone through B0 ({solo.get('mel_and_pcm', 0)} of "
@@ -534,9 +537,11 @@ def lanes_sentence(result: dict, dataset: str = "sessions") -> str:
             f"SRl over SRc: {'; '.join(parts)} (target 2.5x: "
             f"{'met' if s.get('target_lanes_2_5x_met') else 'not met'}). Speak-heavy goodput levels off at {plateau('SRl'):.1f} audio "
             f"seconds per second with lanes against {plateau('SRc'):.1f} for SRc, {plateau('SRl') / plateau('SRc'):.2f}x"
-            + ("; the device is the limit." if bounds.get("speak_heavy") == "exact" else
-               "; SRl's capacity here is a lower bound (the sweep's time budget ended first), so where lanes break, "
-               "and what limits them, this recording does not settle.") + " "
+            + (f"; what limits the lanes where they break, the device or their host threads, this study does not "
+               f"measure (the threads' CPU time was {broke['host_share']:.1f} cores' worth at N = {broke['sessions']}, "
+               f"the device's busy time is not recorded)." if bounds.get("speak_heavy") == "exact" and broke is not None
+               else "; SRl's capacity here is a lower bound (the sweep's time budget ended first), so where lanes "
+               "break, and what limits them, this recording does not settle.") + " "
             f"Each lane adds {per_lane:.0f} MiB (its demand-sized buffers and staging) before its graphs; each "
             f"added session {s['peak_bytes_per_added_session']['SRl'] / mib:.0f} MiB, its declared state.")
 
