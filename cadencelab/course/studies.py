@@ -171,6 +171,12 @@ DEVICE_TASKS = (
                "not recorded yet: a run on 2026-12-02 stopped at its 170 s limit in rules_panel (full)",
                dataset="live_memory", path="h200/live_memory.json",
                then="copy live_memory.json and live_memory.csv from $OUT/memory to data/h200/"),
+    DeviceTask("the kit's factorial on Token2wav (B0, S, R, Rc, SR, SRc and the A/A arm; 3 fresh processes each)",
+               "python -m cadencelab.bench kit --model token2wav --device cuda --min-processes 3 --max-processes 3 "
+               "--out $OUT/kit", None,
+               "not recorded yet: on 2026-12-02 it certified 7 of 7 clauses on the H200 and one round of the seven arms "
+               "took 157 s; the call's own time limit stopped it in round 2 (the files are now written after every "
+               "round)"),
     DeviceTask("the course, live", "python -m cadencelab.cli tour $OUT/tour", 6.4,
                "11 of 11 notebooks ok, 2026-12-02", last=True, dataset="tour_live", path="h200/tour/summary.json",
                then="copy summary.json and tour.json from $OUT/tour to data/h200/tour/"),
