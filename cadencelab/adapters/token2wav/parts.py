@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from ...replay import ExactShapeReplay, GraphSafeISTFT, no_collection
+from .configs import DiTConfig, EncoderConfig, Token2wavConfig
 
-__all__ = ["make_constants_device_resident", "capture_vendor_buckets", "with_ops_swapped", "VocoderSplit",
+__all__ = ["config_of", "make_constants_device_resident", "capture_vendor_buckets", "with_ops_swapped", "VocoderSplit",
            "HostStaging"]
 
 
@@ -240,3 +241,20 @@ class HostStaging:
         self.waited_from = time.perf_counter()  # the call's work is enqueued: from here the host waits
         self.done.synchronize()
         return host.numpy().reshape(speech.shape).copy()
+
+
+def config_of(flow) -> Token2wavConfig:
+    """Recover a config's clock-relevant sizes from built modules (for declarations)."""
+    dit, enc = flow.decoder.estimator, flow.encoder
+    if isinstance(dit, ReplayedForwardChunk):
+        dit = dit.inner
+    attn = dit.blocks[0].attn
+    hidden = dit.in_proj.out_features
+    out = enc.output_size()
+    heads = enc.encoders[0].self_attn.h
+    return Token2wavConfig(
+        name="derived", input_size=out,
+        encoder=EncoderConfig(input_size=out, output_size=out, num_blocks=len(enc.encoders),
+                              num_up_blocks=len(enc.up_encoders), attention_heads=heads),
+        estimator=DiTConfig(depth=len(dit.blocks), num_heads=attn.num_heads, head_dim=attn.head_dim, hidden_size=hidden),
+    )

@@ -47,7 +47,7 @@ from ..arms import FACTORIAL
 from ..kit.adopt import adopted_carry
 from .stock import crossfade
 from .configs import Token2wavConfig
-from .parts import (HostStaging, VocoderSplit, CountingGraph, ReplayedForwardChunk, capture_vendor_buckets,
+from .parts import (HostStaging, VocoderSplit, CountingGraph, ReplayedForwardChunk, capture_vendor_buckets, config_of,
                     make_constants_device_resident)
 from .envelopes import STOCK_ENVELOPE, demand_envelope
 from .turns import check_flag, check_tokens
@@ -489,22 +489,3 @@ def build_runtime(cfg: Token2wavConfig | None, arm, seed: int, device="cpu", clo
     flow, hift, cfg = modules if modules is not None else arm_modules(arm, seed, device, cfg, checkpoint, c)
     rt = Token2wavRuntime(flow.to(device), hift.to(device), device, arm, cfg=cfg, backend=backend, clocks=c)
     return rt, make_prompt(cfg, seed, device, clocks=c)
-
-
-def config_of(flow) -> Token2wavConfig:
-    """Recover a config's clock-relevant sizes from built modules (for declarations)."""
-    from .configs import DiTConfig, EncoderConfig
-
-    dit, enc = flow.decoder.estimator, flow.encoder
-    if isinstance(dit, ReplayedForwardChunk):
-        dit = dit.inner
-    attn = dit.blocks[0].attn
-    hidden = dit.in_proj.out_features
-    out = enc.output_size()
-    heads = enc.encoders[0].self_attn.h
-    return Token2wavConfig(
-        name="derived", input_size=out,
-        encoder=EncoderConfig(input_size=out, output_size=out, num_blocks=len(enc.encoders),
-                              num_up_blocks=len(enc.up_encoders), attention_heads=heads),
-        estimator=DiTConfig(depth=len(dit.blocks), num_heads=attn.num_heads, head_dim=attn.head_dim, hidden_size=hidden),
-    )
