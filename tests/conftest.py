@@ -11,7 +11,8 @@ unregistered or misspelt marker is an error):
 * ``@pytest.mark.slow`` on a long run (an equivalence run, a full-size build) whose coverage other, smaller
   tests already give; the comment above the mark names them. Without ``-m`` on the command line these are
   left out (counted as deselected in a one-process run; the two-worker summary does not print that count);
-  ``python3 -m pytest -m slow tests`` runs just them, ``-m "slow or not slow"`` everything. A test that is too slow and covers what nothing else does is made smaller, not marked.
+  ``python3 -m pytest -m slow tests`` runs just them, ``-m "slow or not slow"`` everything. A test that is
+  too slow and covers what nothing else does is made smaller, not marked.
 
 Two workers: the README's command runs the suite with pytest-xdist, ``-n 2 --dist loadfile`` (the 2-core
 machine's two cores; every test file in one worker, so a module's fixtures, such as the notebooks' shared
