@@ -274,8 +274,8 @@ def record(out_dir: str | os.PathLike, device: str = "cuda", presets=("full", "s
         write_atomic(out / CSV, df.to_csv(index=False))
         return write_atomic(out / FILE, json.dumps(obj, indent=1))
 
-    measure(device, presets, cells, progress, on_row=write)
-    return out / FILE
+    df = measure(device, presets, cells, progress, on_row=write)
+    return write(df, len(df)) if df.empty else out / FILE  # nothing planned: still one (empty, complete) record
 
 
 def recorded(path: str | os.PathLike | None = None) -> pd.DataFrame | None:
