@@ -245,3 +245,5 @@ def test_a_single_value_gives_a_point_and_no_interval():
     assert pt == pytest.approx(1.5 / 1.05 - 1) and np.isnan(lo) and np.isnan(hi)
     assert measure.direction(lo, hi) == "no clear difference" and measure.interval_halfwidth(pt, lo, hi) == float("inf")
     assert np.isfinite(measure.ratio_interval([[1.5, 1.6]], [[1.0], [1.1]])[1])  # one process, two blocks: resampled
+    # the A/A check on one value a side is not run: it neither holds nor fails
+    assert measure.a_a_check({"B0": [[1.0]], "B0_repeat": [[1.2]]}) is None

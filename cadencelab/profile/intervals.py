@@ -100,11 +100,12 @@ def direction(lo: float, hi: float, lower: str = "faster", higher: str = "slower
 def a_a_check(samples: dict, arm: str = "B0_repeat", reference: str = "B0", n: int = 4000, seed: int = 0) -> dict | None:
     """The A/A gate: ``arm`` runs the reference's code in fresh processes of its own; its latency
     change against the reference (``ratio``: ``arm / reference - 1``) must have a 95% interval that
-    contains 0 (``holds``). None when the study has no such pair."""
+    contains 0 (``holds``). None when the study has no such pair, or no interval for it (a side with one
+    value): an untested check neither holds nor fails."""
     if arm not in samples or reference not in samples:
         return None
     pt, lo, hi = ratio_interval(samples[arm], samples[reference], n, seed)
-    if not np.isfinite(pt):
+    if not (np.isfinite(pt) and np.isfinite(lo) and np.isfinite(hi)):
         return None
     return dict(arm=arm, reference=reference, ratio=pt, ci=[lo, hi], holds=bool(lo <= 0 <= hi))
 
