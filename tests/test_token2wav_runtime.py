@@ -151,3 +151,5 @@ def test_staged_modules_build_the_same_runtime(tmp_path):
     assert two.est.buffer.shape == one.est.buffer.shape
     assert all(torch.equal(a, b) for a, b in zip(p1.as_tuple(), p2.as_tuple()))
     assert all(torch.equal(a, b) for a, b in zip(one.flow.state_dict().values(), two.flow.state_dict().values()))
+    with pytest.raises(ValueError, match="give neither cfg nor checkpoint"):
+        build_runtime(None, "SRc", 5, "cpu", n_timesteps=4, modules=staged, checkpoint=tmp_path)

@@ -485,6 +485,9 @@ def build_runtime(cfg: Token2wavConfig | None, arm, seed: int, device="cpu", clo
     (``set_stream_cache(prompt)`` starts a turn). ``cfg`` None with a checkpoint: read from it (``runtime.cfg``)."""
     from .prompts import make_prompt
 
+    if modules is not None and (checkpoint is not None or cfg is not None):
+        raise ValueError("build_runtime: modules= already holds the modules and their config; give neither cfg nor "
+                         "checkpoint with it")
     c, device = clocks.with_(n_steps=n_timesteps), torch.device(device)
     flow, hift, cfg = modules if modules is not None else arm_modules(arm, seed, device, cfg, checkpoint, c)
     rt = Token2wavRuntime(flow.to(device), hift.to(device), device, arm, cfg=cfg, backend=backend, clocks=c)
