@@ -90,6 +90,16 @@ def test_the_bench_entry_measures_a_users_model(tmp_path, capsys):
     blocks = (tmp_path / "kit_factorial_blocks.csv").read_text().splitlines()
     assert len(blocks) == 1 + 3 * 3  # header + 3 arms x (1 warm-up + 2 timed blocks)
     assert rec["summary"]["complete"] is True and rec["summary"]["rounds"] == 1
+    # a second run into the same folder is refused before it runs, the earlier files untouched; --overwrite replaces
+    before = (tmp_path / "kit_factorial.json").read_bytes()
+    again = ["kit", "--model", "test_kit_factorial:conformer_model_on", "--device", "cpu", "--inline",
+             "--min-processes", "1", "--max-processes", "1", "--blocks", "1", "--cores", "none", "--arms", "B0,SRc",
+             "--out", str(tmp_path)]
+    assert main(again) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "--overwrite" in err[0] and (tmp_path / "kit_factorial.json").read_bytes() == before
+    assert main([*again, "--overwrite"]) == 0
+    assert json.loads((tmp_path / "kit_factorial.json").read_text())["summary"]["arms"] == ["B0", "SRc"]
 
 
 def test_a_study_stopped_after_a_round_keeps_that_round(tmp_path):

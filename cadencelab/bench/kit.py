@@ -26,13 +26,12 @@ import importlib
 import inspect
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from . import options
-from .common import ArmProcess, InlineArm, serve, study_provenance, write_csv, write_json
+from .common import ArmProcess, InlineArm, check_out, serve, study_provenance, write_csv, write_json
 from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, exit_code, int_range, names_in, opt,
                     positive_float)
 from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_bootstrap, interval_halfwidth,
@@ -74,6 +73,7 @@ class KitConfig:
     block_timeout_s: float = opt(300.0, flag="--block-timeout", type=positive_float,
                                  help="seconds one block (or one process's set-up) may take")
     out: str = options.out("kit")
+    overwrite: bool = options.overwrite()
 
     def method(self) -> Method:
         return Method(self.min_processes, self.max_processes, self.time_budget_s, self.target_halfwidth,
@@ -151,6 +151,7 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
     """Certify, measure every arm in rounds of fresh processes, analyse; write the files; the summary."""
     from ..adapters.kit import ARMS as SWITCHES
 
+    out = check_out(cfg, ("kit_factorial*",))  # refused before anything runs (the data folder, earlier results)
     backend = "eager" if str(cfg.device).startswith("cpu") else "cuda"
     method, t0 = cfg.method(), time.perf_counter()
     model = load_model(cfg.model, cfg.device)
@@ -185,8 +186,6 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
         result = analyse(blocks, method)
         summary = dict(result["summary"], model=model.name, certified=cert.ok, stop=why, complete=why is not None,
                        rounds=processes_done, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)))
-        out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
         write_csv(blocks, out / "kit_factorial_blocks.csv")
         write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),
                         arm_switches={a: SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
