@@ -681,8 +681,14 @@ def device_commands() -> str:
     tasks = [t for t in DEVICE_TASKS if not t.last], [t for t in DEVICE_TASKS if t.last]
 
     def task(t) -> str:
-        after = "; ".join(x for x in (t.note, f"then {t.then}" if t.then else "") if x)
-        return f"| {t.label} | `{t.command}` | {_minutes(t.minutes)}{f' ({after})' if after else ''} |"
+        minutes, note = t.minutes, t.note
+        if t.dataset == "tour_live" and data.is_recorded("tour_live"):  # read from the recording, not typed
+            df = data.tour_live()
+            minutes = round(float(df["seconds"].sum()) / 60, 1)
+            note = (f"{int(df['ok'].sum())} of {len(df)} notebooks ok, "
+                    f"{str(df.attrs['provenance'].get('date', ''))[:10]}")
+        after = "; ".join(x for x in (note, f"then {t.then}" if t.then else "") if x)
+        return f"| {t.label} | `{t.command}` | {_minutes(minutes)}{f' ({after})' if after else ''} |"
 
     lines += [task(t) for t in tasks[0]]
     lines += [f"| {r.label} | `{r.command(f'$OUT/{r.out}')}` | {_minutes(r.minutes)} |" for r, _ in _runs()]
