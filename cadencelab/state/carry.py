@@ -235,5 +235,7 @@ class Carry:
             return
         n = base.shape[self.dim]
         self._need(n, "reset")
-        self.buffer.narrow(self.dim, 0, n).copy_(base)
+        start = self.buffer.narrow(self.dim, 0, n)
+        if not (base.data_ptr() == start.data_ptr() and base.shape == start.shape and base.stride() == start.stride()):
+            start.copy_(base)  # a base the model wrote into this very storage (an adopted buffer) is already there
         self.commit(n)

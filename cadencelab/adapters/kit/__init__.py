@@ -12,7 +12,8 @@ step, in one of two forms:
   carry, in place.
 
 ``last`` is True on a turn's final call (which commits its lookahead frames).
-:class:`StreamingRuntime` then provides (the shipped teaching model, freeze-style decoder and Mimi run on it):
+:class:`StreamingRuntime` then provides (every shipped model runs on it: the teaching model, the freeze-style
+decoder, Mimi and Token2wav's rule arms):
 one :class:`~cadencelab.state.Carry` per state region (one allocation, the same
 address across turn resets), retention in place, the audits (against the declared cut, and
 differentially against the model's own stock step), and replay through
@@ -30,7 +31,7 @@ and the rest of its state is guarded (``held=``); see :mod:`.adopt`.
 
 Modules: :mod:`.traffic` (what to stream), :mod:`.regions` (bases and shape checks), :mod:`.steps` (how
 a step is called), :mod:`.rings` (ring regions), :mod:`.adopt` (state the model allocates), :mod:`.bound`
-(one operator), :mod:`.runtime` (the runtime and its arms), :mod:`.certify`, :mod:`.factorial`.
+(one operator), :mod:`.inner` (operators a step calls through its modules), :mod:`.runtime` (the runtime and its arms), :mod:`.certify`, :mod:`.factorial`.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from __future__ import annotations
 from .certify import Certification, adapter_lines, certify, exact_table, run_stock
 from .factorial import ARMS, KitModel, factorial, run_block
 from .rings import RingView
+from .inner import Inner
 from .runtime import AUDITS, FORMS, KitRun, StreamingRuntime
+from .steps import Committed
 from .traffic import Traffic
 
-__all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "KitRun", "RingView", "Certification", "run_stock",
+__all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "Inner", "Committed", "KitRun", "RingView", "Certification", "run_stock",
            "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "factorial", "run_block"]

@@ -7,7 +7,7 @@ from typing import Callable, Mapping, Sequence
 
 from ...replay import At, Classifier
 
-__all__ = ["LastLabel", "Bound", "per_op"]
+__all__ = ["LastLabel", "Bound", "per_op", "options_per_op"]
 
 
 class LastLabel:
@@ -55,3 +55,20 @@ def per_op(value, names: Sequence[str], what: str) -> dict:
     if len(names) > 1 and value is not None and what in ("step", "stock"):
         raise ValueError(f"{what}: this runtime runs {list(names)}: give a dict operator -> {what}")
     return {n: value for n in names}
+
+
+def options_per_op(engine_options: Mapping | None, names: Sequence[str], known: Sequence[str]) -> dict:
+    """Each operator's engine options: one dict for all, or a dict keyed by operator names (each a dict of
+    options); every option one of ``known``."""
+    given = dict(engine_options or {})
+    per = bool(given) and all(k in names for k in given)
+    if per:
+        bad = [k for k, v in given.items() if not isinstance(v, Mapping)]
+        if bad:
+            raise ValueError(f"engine_options: {bad} must each map engine options ({list(known)})")
+    out = {n: dict(given.get(n) or {}) if per else dict(given) for n in names}
+    for n, o in out.items():
+        bad = sorted(set(o) - set(known))
+        if bad:
+            raise ValueError(f"engine_options{f'[{n!r}]' if per else ''}: {bad} are not engine options ({list(known)})")
+    return out

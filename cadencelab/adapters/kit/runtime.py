@@ -8,12 +8,14 @@ each operator its own catalog). Its arms are two switches and a granularity, as 
 * ``replay``: each operator's calls through :func:`~cadencelab.replay.bind` (R, SR, Rc, SRc);
 * ``granularity``: ``"call"`` replays the whole call, retention in place included (Rc, SRc); ``"step"``
   replays the step alone and keeps the write into the carries eager (R, SR). With the state rule off
-  the stock step is the whole call, so R and Rc run the same thing.
+  the stock step is the whole call, so R and Rc run the same thing. ``"inner"`` runs the step eagerly
+  and replays the declared operators it calls through its modules (``inner=``, see :mod:`.inner`): the
+  paper's solver-step granularity, each DiT call of a loop the model owns replayed on its own. A dict
+  gives each operator its own granularity.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import pandas as pd
@@ -25,17 +27,17 @@ from ...contract.policies import Ring
 from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
 from .adopt import adopted_carry, adopted_end, adoptions, held_state
-from .bound import Bound, LastLabel, per_op
+from .bound import Bound, LastLabel, options_per_op, per_op
+from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of
 from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
-from .steps import Caches, call_step, frames_at, merged, step_failed, takes_frames
-from .traffic import Traffic
+from .steps import Caches, before_label, call_step, committed, frames_at, merged, step_failed, takes_frames
+from .traffic import KitRun, Traffic
 
-__all__ = ["FORMS", "AUDITS", "GRANULARITIES", "ENGINE_OPTIONS", "Bound", "StreamingRuntime", "KitRun"]
+__all__ = ["FORMS", "AUDITS", "GRANULARITIES", "ENGINE_OPTIONS", "Bound", "Inner", "StreamingRuntime", "KitRun"]
 
 FORMS = ("views", "stock", "inplace")
 AUDITS = ("declared", "differential")
-GRANULARITIES = ("call", "step")
 #: what ``engine_options`` may set on each operator's engine (see :class:`~cadencelab.replay.ExactShapeReplay`)
 ENGINE_OPTIONS = ("max_invalidations", "max_classes", "clone_outputs", "strict", "pool")
 
@@ -49,7 +51,9 @@ class StreamingRuntime:
               operator's step returns). A step (or stock step) with a ``frames`` parameter is given the call's
               committed frames on the operator's clock (``frames=16``).
     frames:   where a call's frames are in ``x``: its dim (an int), or an :class:`At` whose ``dim`` and
-              ``clock`` say so (its ``arg`` is ignored: the runtime passes ``x`` first).
+              ``clock`` say so (its ``arg`` is ignored: the runtime passes ``x`` first); both count the
+              lookahead a steady call carries. :class:`~.steps.Committed` ``(dim, clock)``: ``x`` counts committed
+              frames only (an operator fed by another operator of the same stream call).
     init:     ``init(prompt) -> {region: base tensor}``: cache-free priming at a turn's start (eager, counted
               as priming); regions it leaves out start empty, or zero-filled at a constant extent (a region
               declared with ``initial`` frames must be given them).
@@ -60,13 +64,18 @@ class StreamingRuntime:
               A :class:`~cadencelab.state.ShadowAuditor` given instead is the declared audit's (the caller
               keeps it: its records, its ``compare`` mode). ``audit_regions``: the regions the audits
               compare (default every state region).
-    modules:  modules whose parameters the steps read (guarded by the engines).
+    modules:  modules whose parameters the steps read (guarded by the engines); a dict operator -> modules gives
+              each operator's engine its own.
 
     adopt:    ``{region: tensor}``: carries on tensors the model allocated itself (a ring region may name the
               model's own write position too, ``(tensor, end)``, which the model then advances); see
               :mod:`.adopt`. ``held``: ``{name: tensor or getter}``, state the model keeps that the declaration
               does not name, guarded by the engines (addresses checked every call).
-    engine_options: passed to each operator's engine (``max_invalidations``, ``max_classes``, ...).
+    engine_options: passed to each operator's engine (``max_invalidations``, ``max_classes``, ...); a dict
+              keyed by operator names gives each its own (inner operators included).
+    inner:    ``{operator: Inner(module, frames=..., reads=...)}``: declared operators a step at
+              ``granularity="inner"`` calls through a module's method, each replayed by its own engine
+              (installed as that method) when ``replay`` is on; see :mod:`.inner`.
 
     ``form="inplace"``: ``step(x, caches, last) -> out`` is the model's own streaming code, writing every
     region it writes in place as declared (typically adopted state); the runtime keeps the bookkeeping
@@ -82,13 +91,11 @@ class StreamingRuntime:
     def __init__(self, decl: Declaration, step, *, frames=1, form: str = "views", operator: str | None = None,
                  writes: Mapping[str, Sequence[str]] | None = None, init: Callable | None = None, stock=None,
                  state_rule: bool = True, replay: bool = False, granularity: str = "call", backend: str = "auto",
-                 audit=(), modules: Sequence[torch.nn.Module] = (), device="cpu", adopt: Mapping | None = None,
+                 audit=(), modules: Sequence[torch.nn.Module] | Mapping = (), device="cpu", adopt: Mapping | None = None,
                  held: Mapping | None = None, engine_options: Mapping | None = None,
-                 audit_regions: Sequence[str] | None = None):
+                 audit_regions: Sequence[str] | None = None, inner: Mapping[str, Inner] | None = None):
         if form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
-        if granularity not in GRANULARITIES:
-            raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
         auditor = audit if isinstance(audit, ShadowAuditor) else None
         audits = ("declared",) if auditor is not None else (audit,) if isinstance(audit, str) else tuple(audit or ())
         for a in audits:
@@ -99,9 +106,6 @@ class StreamingRuntime:
         if audits and form == "inplace":
             raise ValueError(f"the audits {audits} compare the frames a call adds, which an in-place step does not "
                              f"return: run form='inplace' without audit= (check its outputs against the stock model)")
-        bad = sorted(set(engine_options or {}) - set(ENGINE_OPTIONS))
-        if bad:
-            raise ValueError(f"engine_options: {bad} are not engine options ({list(ENGINE_OPTIONS)})")
         names = list(step) if isinstance(step, Mapping) else [operator] if operator else [o.name for o in decl.operators]
         if not isinstance(step, Mapping) and len(names) != 1:
             raise ValueError(f"the {decl.model} declaration has {len(names)} operators: name one, or give a dict "
@@ -110,8 +114,10 @@ class StreamingRuntime:
         if unknown:
             raise ValueError(f"{unknown} are not operators of the {decl.model} declaration "
                              f"({[o.name for o in decl.operators]})")
+        self.granularity = granularities(granularity, names)  # then the inner operators a step calls
+        self.inner = inner_of(inner, decl, names, self.granularity, replay)
         self.decl, self.form, self.init = decl, form, init
-        self.state_rule, self.granularity = bool(state_rule), granularity
+        self.state_rule = bool(state_rule)
         self.device = torch.device(device)
         self.regions = state_regions(decl)
         self.names = [r.name for r in self.regions]
@@ -168,9 +174,14 @@ class StreamingRuntime:
         self._clock = {r.name: r.clock for r in self.regions}
         self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
                        for n, b in self.ops.items() for r in self.regions}
-        owners = list(self.carries.values()) + list(self.ends.values()) + self.held
+        owners = self._guard()
+        options = options_per_op(engine_options, names + list(self.inner), ENGINE_OPTIONS)
+        mods = {n: m or () for n, m in per_op(modules, names, "modules").items()} if isinstance(modules, Mapping) \
+            else {n: modules for n in names}
         for b in self.ops.values():
-            self._bind(b, replay, backend, owners, modules, dict(engine_options or {}))
+            self._bind(b, replay and self.granularity[b.name] != "inner", backend, owners, mods[b.name], options[b.name])
+        self.inner_engines = {n: bind_inner(decl, n, spec, owners, backend, options[n])
+                              for n, spec in self.inner.items()} if replay else {}
         self.audited = set(self.names if audit_regions is None else audit_regions)
         if self.audited - set(self.names):
             raise ValueError(f"audit_regions: {sorted(self.audited - set(self.names))} are not state regions the "
@@ -179,23 +190,34 @@ class StreamingRuntime:
         self.differential = DifferentialAuditor(stock=self._stock_call) if "differential" in audits else None
         self.caches: dict = {}  # the stock arm's state (plain tensors, new every call)
         self._shadow: dict = {}
-        self._cur, self._f, self._expect, self._ended = next(iter(self.ops)), 0, {}, set()
+        self._cur, self._f, self._expect = next(iter(self.ops)), 0, {}
+        self.ended: set[str] = set()  # operators whose final call of this turn has run (a session keeps its own)
         self.calls = 0
 
-    def _bind(self, b: Bound, replay: bool, backend: str, owners: list, modules, options: dict) -> None:
+    def _guard(self) -> dict:
+        """Engines' owners (carries, ring ends) and write-through buffers (those, then held state), read from
+        ``carries`` when asked: a carry replaced there is seen moved (an invalidation), not as a new input."""
+        carries, ends = self.carries, list(self.ends.values())
+        wt = {n: (lambda n=n: carries[n].buffer) for n in carries}
+        wt.update({e.name: (lambda e=e: e.buffer) for e in ends})
+        wt.update({h.name: h.reader for h in self.held})
+        return dict(owners=lambda: [c.buffer for c in carries.values()] + [e.buffer for e in ends], write_through=wt)
+
+    def _bind(self, b: Bound, replay: bool, backend: str, owners: dict, modules, options: dict) -> None:
         """The operator's classifier (built once) and, with replay, its engine (labelled by the runtime)."""
         if self.state_rule:
-            fn = (lambda x, last, *views, b=b: self._device_step(b, x, last, *views)) if self.granularity == "call" \
-                else (lambda x, last, *views, b=b: self._run_step(b, x, last, views))
+            fn = (lambda x, last, *views, b=b: self._run_step(b, x, last, views)) \
+                if self.granularity[b.name] == "step" else (lambda x, last, *views, b=b: self._device_step(b, x, last, *views))
             reads = {n: At(2 + b.touches.index(n)) for n in b.op.reads}
         else:
             fn = lambda x, caches, last, b=b: self._stock_step(b, x, caches, last)  # noqa: E731
             reads = {n: At(1, key=n) for n in b.op.reads}
-        b.frames = At(0, dim=b.frames.dim, clock=b.frames.clock, last=1 if self.state_rule else 2)
+        flag = (1 if self.state_rule else 2) if b.frames.last is not None else None  # None: Committed frames
+        b.frames = At(0, dim=b.frames.dim, clock=b.frames.clock, last=flag)
         b.classifier = Classifier(self.decl, b.name, fn, reads=reads, frames=b.frames)
         if replay:
             b.engine = bind(self.decl, b.name, fn, classifier=LastLabel(b.classifier), backend=backend,
-                            carries=owners, modules=list(modules), **options)
+                            modules=list(modules), **owners, **options)
 
     # -- the operators ---------------------------------------------------------------------
     def bound(self, operator: str | None) -> Bound:
@@ -218,7 +240,8 @@ class StreamingRuntime:
 
     @property
     def engines(self) -> dict:
-        return {n: b.engine for n, b in self.ops.items() if b.engine is not None}
+        """Every engine by operator name: the operators' the runtime calls, then the inner ones."""
+        return {**{n: b.engine for n, b in self.ops.items() if b.engine is not None}, **self.inner_engines}
 
     @property
     def classifier(self) -> Classifier:
@@ -236,8 +259,9 @@ class StreamingRuntime:
         for n, c in self.carries.items():
             if bases[n].shape[c.dim] > c.capacity:
                 raise ValueError(f"init gave region '{n}' {bases[n].shape[c.dim]} frames; its carry holds {c.capacity}")
-        for b in self.ops.values():
-            if given is not None and b.engine is not None:
+        primed = set(given or ())
+        for b in self.ops.values():  # an engine whose operator reads a region init primed saw a priming call
+            if b.engine is not None and primed & set(b.op.reads):
                 b.engine.record_external(PRIMING)
         for n, c in self.carries.items():
             c.reset_in_place(bases[n])
@@ -249,7 +273,7 @@ class StreamingRuntime:
         self._shadow = {n: b.clone() for n, b in bases.items()} if self.declared is not None else {}
         if self.differential is not None:
             self.differential.start(bases)
-        self._ended = set()
+        self.ended = set()
         return bases
 
     # -- one call ------------------------------------------------------------------------
@@ -348,33 +372,12 @@ class StreamingRuntime:
 
         A steady call must commit the declared frames per call; a ValueError names the clock and the counts."""
         b = self._bound(operator)
-        at, cls, op = b.frames, b.classifier, b.op
-        if not -x.dim() <= at.dim < x.dim():
-            raise ValueError(f"frames: dim {at.dim} is outside x's {x.dim()} dims {tuple(x.shape)}")
-        n = x.shape[at.dim]
-        mul, div = cls.scale
-        width = op.call * div // mul + cls.lookahead
-        where = f"x dim {at.dim} holds {n} '{cls.clock}' ticks"
-        if not last and n < cls.lookahead:
-            raise ValueError(f"a steady call shorter than the lookahead: {where}, fewer than the {cls.lookahead} of "
-                             f"lookahead a steady call reads beyond the {op.call} '{op.clock}' it commits ({width} "
-                             f"'{cls.clock}' ticks); a turn's final call passes last=True")
+        before_label(b, x, last)
         args = (x, bool(last), *self._views(b)) if self.state_rule else (x, self.caches, bool(last))
-        label = b.label = cls(*args)
+        label = b.label = b.classifier(*args)
         if b.engine is not None:
             b.engine.classify.label = label  # the engine labels a new class with it: each call labelled once
-        if not isinstance(label[-1], int):
-            raise ValueError(f"call of {tuple(x.shape)}: {label[1]}")
-        f = label[-1]
-        most = max(op.call, op.flush[1] if op.flush else 0)
-        if last and f > most:
-            raise ValueError(f"a turn's final call commits at most {most} '{op.clock}' per the {self.decl.model} "
-                             f"declaration; {where} ({f} committed): check frames= (the dim of x counting "
-                             f"'{cls.clock}') and how the turn was cut")
-        if not last and f != op.call:
-            raise ValueError(f"a steady call commits {op.call} '{op.clock}' per the {self.decl.model} declaration "
-                             f"({width} '{cls.clock}' ticks with the lookahead); {where} ({f} committed): check frames= "
-                             f"(the dim of x counting '{cls.clock}') or pass last=True for a turn's final call")
+        f = committed(self.decl.model, b, x, last, label)
         return f
 
     @torch.inference_mode()
@@ -383,7 +386,7 @@ class StreamingRuntime:
         b = self._bound(operator)
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"a call takes a tensor x, got {type(x).__name__}")
-        if b.name in self._ended:
+        if b.name in self.ended:
             raise ValueError(f"the turn ended with a final call of '{b.name}' (last=True): call reset() to start "
                              f"the next turn")
         f = self.frames_of(x, last, b.name)
@@ -394,7 +397,7 @@ class StreamingRuntime:
         else:
             out = self._call_carried(b, x, bool(last), f)
         if last:
-            self._ended.add(b.name)
+            self.ended.add(b.name)
         self.calls += 1
         return out
 
@@ -405,7 +408,7 @@ class StreamingRuntime:
                         for n in b.writes}
         views = self._views(b)
         ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
-        if self.granularity == "step":
+        if self.granularity[b.name] == "step":
             out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
             got = self._audited(new)
             self._write(b, new, views)
@@ -487,10 +490,3 @@ class StreamingRuntime:
     def pointers(self) -> dict[str, int]:
         return {n: c.buffer.data_ptr() for n, c in self.carries.items()}
 
-
-@dataclass
-class KitRun:
-    """Per-call outputs and a per-call table (turn, call, operator, last, path, carry pointers and extents)."""
-
-    outputs: list
-    table: pd.DataFrame

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import torch
@@ -10,11 +11,27 @@ import torch
 from ...contract import Declaration
 from ...replay import At
 
-__all__ = ["frames_at", "step_failed", "takes_frames", "call_step", "merged", "Caches"]
+__all__ = ["Committed", "before_label", "committed", "frames_at", "step_failed", "takes_frames", "call_step", "merged", "Caches"]
+
+
+@dataclass(frozen=True)
+class Committed:
+    """``frames=Committed(dim)``: ``x``'s ``dim`` counts committed frames only. The call carries no lookahead:
+    an operator given what an earlier operator of the same stream call committed (Token2wav's vocoder, given
+    the flow's mel)."""
+
+    dim: int
+    clock: str | None = None
 
 
 def frames_at(frames, last: int) -> At:
-    """The call's frames in ``x`` (argument 0), its final-call flag at position ``last``."""
+    """The call's frames in ``x`` (argument 0), its final-call flag at position ``last`` (none for
+    :class:`Committed` frames: nothing to strip)."""
+    if isinstance(frames, Committed):
+        if isinstance(frames.dim, bool) or not isinstance(frames.dim, int):
+            raise ValueError(f"frames: Committed.dim must be an int (the dim of x that counts the call's frames), "
+                             f"got {frames.dim!r}")
+        return At(0, dim=frames.dim, clock=frames.clock)
     if isinstance(frames, At):
         at = frames
     elif isinstance(frames, int) and not isinstance(frames, bool):
@@ -25,6 +42,46 @@ def frames_at(frames, last: int) -> At:
     if isinstance(at.dim, bool) or not isinstance(at.dim, int):
         raise ValueError(f"frames: At.dim must be an int (the dim of x that counts the call's frames), got {at.dim!r}")
     return At(0, dim=at.dim, clock=at.clock, last=last)
+
+
+def _width(b, x) -> tuple:
+    """(lookahead, ticks of a steady call, where) of operator ``b``'s call on ``x``."""
+    at, cls, op = b.frames, b.classifier, b.op
+    mul, div = cls.scale
+    ahead = cls.lookahead if at.last is not None else 0  # Committed frames carry no lookahead
+    return ahead, op.call * div // mul + ahead, f"x dim {at.dim} holds {x.shape[at.dim]} '{cls.clock}' ticks"
+
+
+def before_label(b, x, last: bool) -> None:
+    """A call's frames checked before it is labelled: ``x`` has the dim, a steady call holds its lookahead."""
+    at, cls, op = b.frames, b.classifier, b.op
+    if not -x.dim() <= at.dim < x.dim():
+        raise ValueError(f"frames: dim {at.dim} is outside x's {x.dim()} dims {tuple(x.shape)}")
+    ahead, width, where = _width(b, x)
+    if not last and x.shape[at.dim] < ahead:
+        raise ValueError(f"a steady call shorter than the lookahead: {where}, fewer than the {ahead} of "
+                         f"lookahead a steady call reads beyond the {op.call} '{op.clock}' it commits ({width} "
+                         f"'{cls.clock}' ticks); a turn's final call passes last=True")
+
+
+def committed(model: str, b, x, last: bool, label) -> int:
+    """The frames a labelled call commits on the operator's clock; a steady call must commit the declared
+    frames per call, a final one at most the larger of a call and a flush (a ValueError names the counts)."""
+    cls, op = b.classifier, b.op
+    if not isinstance(label[-1], int):
+        raise ValueError(f"call of {tuple(x.shape)}: {label[1]}")
+    f = label[-1]
+    _, width, where = _width(b, x)
+    most = max(op.call, op.flush[1] if op.flush else 0)
+    if last and f > most:
+        raise ValueError(f"a turn's final call commits at most {most} '{op.clock}' per the {model} "
+                         f"declaration; {where} ({f} committed): check frames= (the dim of x counting "
+                         f"'{cls.clock}') and how the turn was cut")
+    if not last and f != op.call:
+        raise ValueError(f"a steady call commits {op.call} '{op.clock}' per the {model} declaration "
+                         f"({width} '{cls.clock}' ticks with the lookahead); {where} ({f} committed): check frames= "
+                         f"(the dim of x counting '{cls.clock}') or pass last=True for a turn's final call")
+    return f
 
 
 def step_failed(decl: Declaration, regions, caches: Mapping, e: Exception, what: str) -> RuntimeError:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import pandas as pd
 import torch
 
 from ...contract import Declaration
 from ...contract.clocks import per_call
 
-__all__ = ["Traffic", "what_of"]
+__all__ = ["Traffic", "KitRun", "what_of"]
 
 
 @dataclass
@@ -107,3 +108,10 @@ def what_of(v) -> str:
     return f"{type(v).__name__} of {len(v)}" if isinstance(v, (list, tuple)) else f"a {type(v).__name__}"
 
 
+@dataclass
+class KitRun:
+    """What a runtime's ``run(traffic)`` gives: per-call outputs and a per-call table (turn, call, operator, last,
+    path, carry pointers and extents)."""
+
+    outputs: list
+    table: pd.DataFrame
