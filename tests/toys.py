@@ -122,6 +122,6 @@ def swap_solver_buffer(rt) -> None:
 
 
 def swap_conformer_carry(rt) -> None:
-    """Replace the conformer's attention carry with a copy at a new address."""
+    """Replace the conformer's attention carry with a copy at a new address (in the runtime's kit)."""
     old = rt.conf_att
-    rt.conf_att = Carry(old.name, old.policy, old.dim, old.buffer.clone(), length=old.length)
+    rt.kit.carries[old.name] = Carry(old.name, old.policy, old.dim, old.buffer.clone(), length=old.length)

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...replay import ExactShapeReplay, GraphSafeISTFT, no_collection
+from ...replay import GraphSafeISTFT, no_collection
 from .configs import DiTConfig, EncoderConfig, Token2wavConfig
 
 __all__ = ["config_of", "make_constants_device_resident", "capture_vendor_buckets", "with_ops_swapped", "VocoderSplit",
@@ -77,18 +77,6 @@ def make_constants_device_resident(flow: torch.nn.Module, hift: torch.nn.Module,
 # ---------------------------------------------------------------------------------------
 # engine stand-ins for vendor submodules (solver-step granularity)
 # ---------------------------------------------------------------------------------------
-
-
-class ReplayedForwardChunk(torch.nn.Module):
-    """Stands in for a vendor submodule whose ``forward_chunk`` is called by vendor code."""
-
-    def __init__(self, inner: torch.nn.Module, engine: ExactShapeReplay):
-        super().__init__()
-        self.inner = inner
-        self.__dict__["engine"] = engine
-
-    def forward_chunk(self, *args, **kwargs):
-        return self.engine(*args, **kwargs)
 
 
 class CountingGraph:
@@ -246,8 +234,6 @@ class HostStaging:
 def config_of(flow) -> Token2wavConfig:
     """Recover a config's clock-relevant sizes from built modules (for declarations)."""
     dit, enc = flow.decoder.estimator, flow.encoder
-    if isinstance(dit, ReplayedForwardChunk):
-        dit = dit.inner
     attn = dit.blocks[0].attn
     hidden = dit.in_proj.out_features
     out = enc.output_size()

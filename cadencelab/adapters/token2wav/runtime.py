@@ -1,33 +1,30 @@
-"""Token2wav arms on one code path: B0, S, R, Rc, SR, SRc and the controls.
+"""Token2wav arms: B0 and the controls on the vendor's loop, every rule arm on the adapter kit.
 
-The two rules are switches on the same streaming loop:
+The paper's factorial is two switches on one declaration and two steps (:mod:`.steps`: ``flow_chunk`` and
+``vocoder_core``) run by the kit's :class:`~cadencelab.adapters.kit.StreamingRuntime`:
 
-* the **state rule** (S*): solver and vocoder buffers sized from the declaration, the
-  estimator cache kept in place in the solver's own buffer (an in-buffer carry, newest
-  frames first), the conformer, vocoder and conv caches in carries, retention by in-place
-  moves instead of ``torch.cat``;
-* the **compute rule** (*R, *Rc): :class:`~cadencelab.replay.ExactShapeReplay` at solver-step
-  granularity (the upsampling encoder, every DiT call and the vocoder core are bound
-  separately; the Euler arithmetic between steps stays eager) or at chunk granularity (the
-  whole flow chunk with its retention, and the vocoder core).
+* the **state rule** (S*): the kit's carries, demand-sized from the declaration, the estimator cache adopted in
+  the solver's own buffer (an in-buffer carry, newest frames first), retention by in-place moves instead of
+  ``torch.cat``; without it (R, Rc) the kit runs the stock steps on plain tensors;
+* the **compute rule** (*R, *Rc): replay at solver-step granularity (the flow chunk at the kit's ``"inner"``
+  granularity: the upsampling encoder and every DiT call of the vendor's Euler loop replayed as the declared
+  inner operators ``flow_encoder`` and ``estimator_step``, the loop's arithmetic eager; the vocoder replayed
+  whole) or at chunk granularity (the whole flow chunk with its retention, and the whole vocoder call with
+  its cross-fade and retention).
 
-Replay arms move the three host constants the stock code rebuilds every call (timestep
-frequencies, harmonic multipliers, STFT window) to device-resident, bit-identical buffers, and run
-the vocoder's own ``_istft`` with ``torch.istft`` swapped for :class:`~cadencelab.replay.GraphSafeISTFT`
-(its host-side window check done once per frame count, at admission), so the whole vocoder,
-iSTFT and clamp included, is one replayed call. Tokens go to the device through a pinned host
-buffer and the waveform comes back through another (:class:`HostStaging`).
+Replay arms move the three host constants the stock code rebuilds every call (timestep frequencies, harmonic
+multipliers, STFT window) to device-resident, bit-identical buffers, and run the vocoder's own ``_istft`` with
+``torch.istft`` swapped for :class:`~cadencelab.replay.GraphSafeISTFT` (its host-side window check done once
+per frame count, at admission), so the whole vocoder, iSTFT and clamp included, is one replayed call. S keeps
+the vendor's iSTFT. Tokens go to the device through a pinned host buffer and the waveform comes back through
+another (:class:`HostStaging`).
 
-Controls (stock state, no rule): the vendor's graph branch as shipped (buckets 30/48/96),
-the vendor graph re-bucketed to the live 50-frame chunk, and ``torch.compile`` in
-``reduce-overhead`` mode on the estimator.
+B0, the baseline, is the vendor's stock loop itself (no kit bookkeeping on the measured path), as are the
+controls (stock state, no rule): the vendor's graph branch as shipped (buckets 30/48/96), the vendor graph
+re-bucketed to the live 50-frame chunk, and ``torch.compile`` in ``reduce-overhead`` mode on the estimator.
+A test checks every arm bit-identical to :class:`StockToken2wav` (and, on CUDA, to the vendor class).
 
-With every switch off the loop performs the stock operations in the stock order; a test
-checks it is bit-identical to :class:`StockToken2wav` (and, on CUDA, to the vendor class).
-
-Token2wav as a declaration plus a step is :mod:`.kit` (the kit's arms). This runtime keeps its own wiring (R/SR
-replay each DiT call inside the vendor loop; flow and vocoder are two engines, eager work between; S keeps the
-vendor iSTFT; the controls; the recorded H200 graphs); its estimator carry is adopted through the kit.
+Token2wav as one whole-call operator on the kit's own factorial is :mod:`.kit`.
 """
 
 from __future__ import annotations
@@ -39,16 +36,18 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...contract import PRIMING, T2W_CLOCKS, Token2wavClocks, token2wav_declaration
-from ...replay import At, ExactShapeReplay, bind
+from ...contract import T2W_CLOCKS, Token2wavClocks
+from ...replay import At
 from ...replay.determinism import pin_determinism
 from ...state import Carry
 from ..arms import FACTORIAL
-from ..kit.adopt import adopted_carry
+from ..kit import Committed, Inner, StreamingRuntime
 from .stock import crossfade
 from .configs import Token2wavConfig
-from .parts import (HostStaging, VocoderSplit, CountingGraph, ReplayedForwardChunk, capture_vendor_buckets, config_of,
+from .parts import (HostStaging, VocoderSplit, CountingGraph, capture_vendor_buckets, config_of,
                     make_constants_device_resident)
+from .steps import FLOW, VOCODER, declaration_for, token2wav_steps, trim
+from .steps import declaration as carried_declaration
 from .envelopes import STOCK_ENVELOPE, demand_envelope
 from .turns import check_flag, check_tokens
 from .prompts import PromptState
@@ -92,18 +91,6 @@ ARMS: dict[str, ArmSpec] = {
 CONTROLS = ("B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
 
 
-def declaration_for(cfg: Token2wavConfig, n_timesteps: int | None = None, prompt_frames: int | None = None,
-                    retained: int | None = None, clocks: Token2wavClocks = T2W_CLOCKS):
-    """The Token2wav declaration of ``clocks`` at ``cfg``'s sizes (a clock argument given replaces that field)."""
-    enc, dit = cfg.encoder, cfg.estimator
-    return token2wav_declaration(
-        clocks=clocks.with_(n_steps=n_timesteps, prompt_frames=prompt_frames, retained_frames=retained),
-        depth=dit.depth, heads=dit.num_heads,
-        head_dim=dit.head_dim, hidden=dit.hidden_size, enc_layers=enc.num_blocks + enc.num_up_blocks,
-        enc_heads=enc.attention_heads, enc_head_dim=enc.output_size // enc.attention_heads, enc_hidden=enc.output_size,
-    )
-
-
 def chunk_frames(n_tokens: int, last_chunk: bool, clocks: Token2wavClocks = T2W_CLOCKS) -> int:
     """Mel frames a stream call yields: the encoder strips the lookahead unless it is the last chunk."""
     return clocks.frames_of(n_tokens, last_chunk)
@@ -112,6 +99,7 @@ def chunk_frames(n_tokens: int, last_chunk: bool, clocks: Token2wavClocks = T2W_
 # ---------------------------------------------------------------------------------------
 # the runtime
 # ---------------------------------------------------------------------------------------
+
 
 
 class Token2wavRuntime:
@@ -124,7 +112,8 @@ class Token2wavRuntime:
     backend: replay backend ("auto", "cuda", "eager").
     Use :meth:`set_stream_cache` at every turn start and :meth:`stream` per chunk, like the
     vendor class. After each call ``last_mel`` / ``last_speech`` hold the chunk's mel and
-    float32 waveform; ``engines`` the replay engines.
+    float32 waveform; ``engines`` the replay engines; ``kit`` the rule arms' kit runtime (None for B0
+    and the controls).
     """
 
     def __init__(self, flow, hift, device, arm="B0", n_timesteps: int | None = None, cfg: Token2wavConfig | None = None,
@@ -137,10 +126,8 @@ class Token2wavRuntime:
         self.prompt_frames = self.clocks.prompt_frames
         self.cfg = cfg
         self.backend = backend
-        self.mel_cache_len = self.clocks.mel_cache_frames
         self.source_cache_len = self.clocks.source_cache_samples
         self.speech_window = torch.from_numpy(np.hamming(2 * self.source_cache_len)).to(self.device)
-        self.engines: dict[str, ExactShapeReplay] = {}
         self.constants: list[str] = []
         self.vendor_graph_fires: dict = {}
         self.primings = 0
@@ -152,154 +139,112 @@ class Token2wavRuntime:
         self.ranges = False
         self.range_hook = None  # name -> context manager: opens the runtime's ranges instead (a harness's timer)
         self.decl = None
+        self.kit: StreamingRuntime | None = None
+        self.spk = None
         self.vocab_size = (cfg or config_of(flow)).vocab_size
         decl = declaration_for(cfg or config_of(flow), clocks=self.clocks)
         # the stock cut, through each attention cache's declared retention policy
         self.stock_cut = {name: decl.region(name).policy for name in ("estimator_att_cache", "conformer_att_cache")}
-        if self.spec.state_rule or self.spec.replay:
-            self.decl = decl
         q = decl.params
         self.staging = HostStaging(self.device, q["tokens_per_chunk"] + q["lookahead"],
-                                   (q["f_call"] + self.mel_cache_len) * q["samples_per_frame"])
-        if self.spec.state_rule:
-            self._setup_state()
-        if self.spec.replay:
-            self.constants = make_constants_device_resident(flow, hift, self.device)
-            self.vocoder = VocoderSplit.graph_safe_for(self.hift)  # the whole vocoder in one replayed call
-            self._setup_replay()
-        elif self.spec.state_rule:
-            self.vocoder = VocoderSplit(self.hift)  # HiFT up to the iSTFT (device RNG included), then the tail
+                                   (q["f_call"] + self.clocks.mel_cache_frames) * q["samples_per_frame"])
+        if self.spec.state_rule or self.spec.replay:
+            self.decl = decl
+            self.kit = self._kit_runtime(cfg or config_of(flow))
+        self.engines: dict = dict(self.kit.engines) if self.kit is not None else {}
         if self.spec.control:
             self._setup_control()
 
-    # -- state rule -------------------------------------------------------------------
-    def _setup_state(self) -> None:
-        d, dec = self.decl, self.flow.decoder
-        need = d.params["f_prompt"] + d.params["f_retained"] + d.params["f_call"]
-        att = dec.att_cache_buffer
-        if att.shape[0] != self.n_timesteps or att.shape[4] != need:
-            raise ValueError(
-                f"state-rule arm '{self.spec.name}' needs the solver buffers at the declared demand "
-                f"({self.n_timesteps} steps x {need} frames), found {att.shape[0]} x {att.shape[4]}: build the "
-                f"modules with envelope=runtime_envelope('{self.spec.name}', {self.n_timesteps})"
-            )
-        noise_frames = d.region("cfm_noise").policy.extent
-        dec.rand_noise = dec.rand_noise[:, :, :noise_frames].clone()
-        dt = att.dtype
-        est = d.region("estimator_att_cache")  # the solver's own buffer, adopted: checked against the declaration
-        self.est = adopted_carry(d, est, att, Carry.shape_for(d, est.name, "attended"), self.device)
-        self.conf_att = Carry.for_region(d, "conformer_att_cache", self.device, dt)
-        self.conf_cnn = Carry.for_region(d, "conformer_cnn_cache", self.device, dt)
-        self.mel = Carry.for_region(d, "vocoder_mel_cache", self.device, envelope="attended")
-        self.src = Carry.for_region(d, "vocoder_source_cache", self.device)
-        self.spc = Carry.for_region(d, "vocoder_speech_cache", self.device)
-        spk_dim = self.flow.spk_embed_affine_layer.in_features
-        self.spk = torch.zeros(1, spk_dim, device=self.device, dtype=dt)
+    # -- the rule arms: the declaration and two steps on the kit ----------------------------
+    def _kit_runtime(self, cfg: Token2wavConfig) -> StreamingRuntime:
+        spec, dec, c = self.spec, self.flow.decoder, self.clocks
+        decl = carried_declaration(cfg, c)
+        if spec.state_rule:
+            need, att = c.demand_frames, dec.att_cache_buffer
+            if att.shape[0] != self.n_timesteps or att.shape[4] != need:
+                raise ValueError(
+                    f"state-rule arm '{spec.name}' needs the solver buffers at the declared demand "
+                    f"({self.n_timesteps} steps x {need} frames), found {att.shape[0]} x {att.shape[4]}: build the "
+                    f"modules with envelope=runtime_envelope('{spec.name}', {self.n_timesteps})")
+            dec.rand_noise = dec.rand_noise[:, :, :decl.region("cfm_noise").policy.extent].clone()
+        if spec.replay:
+            self.constants = make_constants_device_resident(self.flow, self.hift, self.device)
+        # the whole vocoder in one replayed call; S keeps the vendor iSTFT (HiFT up to it, device RNG included)
+        self.vocoder = VocoderSplit.graph_safe_for(self.hift) if spec.replay else VocoderSplit(self.hift)
+        self.spk = torch.zeros(1, self.flow.spk_embed_affine_layer.in_features, device=self.device,
+                               dtype=dec.att_cache_buffer.dtype)
+        s = token2wav_steps(self.flow, self.vocoder, decl, c, self.spk, self.device)
+        dit, enc = dec.estimator, self.flow.encoder
+        # the buffers the vendor writes through its modules, read anew every call: one the module rebinds is seen
+        held = dict(spk=self.spk, solver_workspace=lambda: dec.att_cache_buffer, solver_cnn=lambda: dec.cnn_cache_buffer,
+                    step_att=lambda: dit.att_cache_buffer, step_cnn=lambda: dit.cnn_cache_buffer)
+        adopt = None
+        if spec.state_rule:  # the solver's own buffers are the estimator regions' carries
+            adopt = {"estimator_att_cache": dec.att_cache_buffer, "estimator_cnn_cache": dec.cnn_cache_buffer}
+        inner, granularity = None, "call"
+        if spec.replay == "step":
+            granularity = {"flow_chunk": "inner", "vocoder_core": "call"}
+            inner = {"estimator_step": Inner(dit, At("x", dim=2), {"estimator_att_cache": At("att_cache", dim=3)}),
+                     "flow_encoder": Inner(enc, At("xs", dim=1, clock="tokens", last="last_chunk"),
+                                           {"conformer_att_cache": At("att_cache", dim=3)})}
+        silence = c.silence_token
+
+        def init(prompt: PromptState) -> dict:
+            tokens, _, spk_emb, mels, _ = prompt.as_tuple()
+            pad = torch.full((1, c.lookahead_tokens), silence, device=tokens.device, dtype=tokens.dtype)
+            cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), mels, spk_emb, n_timesteps=c.n_steps)
+            self.spk.copy_(spk_emb)
+            # a stock arm's solver buffers hold the vendor's 16 slots: the declared steps are the first
+            return {n: cache[n][:c.n_steps] if n.startswith("estimator") else cache[n] for n in FLOW}
+
+        return StreamingRuntime(
+            decl, {"flow_chunk": s.flow, "vocoder_core": s.vocoder}, form="stock",
+            stock={"flow_chunk": s.flow_stock, "vocoder_core": s.vocoder_stock},
+            frames={"flow_chunk": At(0, dim=1, clock="tokens"), "vocoder_core": Committed(2)},
+            writes={"flow_chunk": FLOW, "vocoder_core": VOCODER}, init=init, state_rule=spec.state_rule,
+            replay=bool(spec.replay), granularity=granularity, inner=inner, backend=self.backend, device=self.device,
+            modules={"flow_chunk": [self.flow], "vocoder_core": [self.hift]}, adopt=adopt, held=held,
+            engine_options={"flow_chunk": dict(clone_outputs=spec.state_rule), "vocoder_core": dict(clone_outputs=True),
+                            **({n: {} for n in inner} if inner else {})})
 
     def carries(self) -> list[Carry]:
-        return [self.est, self.conf_att, self.conf_cnn, self.mel, self.src, self.spc] if self.spec.state_rule else []
+        """The kit's carries (empty without the state rule)."""
+        return list(self.kit.carries.values()) if self.kit is not None else []
 
-    def owned(self) -> list[torch.Tensor]:
-        """Contract-owned buffers the engines may alias (empty without the state rule)."""
-        if not self.spec.state_rule:
-            return []
-        dec = self.flow.decoder
-        return [self.spk, dec.cnn_cache_buffer] + [c.buffer for c in self.carries()]
+    def _carry(self, name: str) -> Carry:
+        if self.kit is None or name not in self.kit.carries:
+            raise AttributeError(f"arm '{self.spec.name}' keeps no carries (no state rule): '{name}'")
+        return self.kit.carries[name]
 
-    def _write_through(self) -> dict:
-        dec = self.flow.decoder
-        wt = {"solver_workspace": lambda: dec.att_cache_buffer, "solver_cnn": lambda: dec.cnn_cache_buffer}
-        dit = self.dit()
-        wt.update(step_att=lambda: dit.att_cache_buffer, step_cnn=lambda: dit.cnn_cache_buffer)
-        if self.spec.state_rule:
-            wt.update({c.name: (lambda c=c: c.buffer) for c in self.carries()})
-        return wt
+    est = property(lambda self: self._carry("estimator_att_cache"), doc="the estimator cache's carry (S*)")
+    conf_att = property(lambda self: self._carry("conformer_att_cache"), doc="the conformer K|V carry (S*)")
+    conf_cnn = property(lambda self: self._carry("conformer_cnn_cache"), doc="the conformer conv carry (S*)")
+    mel = property(lambda self: self._carry("vocoder_mel_cache"), doc="the vocoder's mel overlap carry (S*)")
+    src = property(lambda self: self._carry("vocoder_source_cache"), doc="the vocoder's source overlap carry (S*)")
+    spc = property(lambda self: self._carry("vocoder_speech_cache"), doc="the PCM tail carry (S*)")
 
     def dit(self):
-        """The flow's DiT estimator itself (unwrapped from its replay engine when R wrapped it)."""
-        est = self.flow.decoder.estimator
-        return est.inner if isinstance(est, ReplayedForwardChunk) else est
+        """The flow's DiT estimator (R and SR replay its ``forward_chunk`` through an engine installed on it)."""
+        return self.flow.decoder.estimator
 
-    # -- the vocoder split at the iSTFT ---------------------------------------------------
-    def _vocoder_core_state(self, chunk_mel, mel_cached, source_cached):
-        """Vocoder core on the carries: write the chunk after the cached mel, run, retain in place."""
-        n, f = mel_cached.shape[2], chunk_mel.shape[2]
-        self.mel.buffer.narrow(2, n, f).copy_(chunk_mel)
-        magnitude, phase, source = self.vocoder.core(self.mel.buffer.narrow(2, 0, n + f), source_cached)
-        self.mel.move_retained(n + f)
-        self.src.write_retained_from(source)
-        return magnitude, phase
+    # -- the stock arms' state (a session swap's view of it) --------------------------------------
+    def stock_state(self) -> dict:
+        """A stock arm's stream state as named tensors: the vendor loop's cache dicts (``flow/``, ``hift/``) or
+        the kit's plain caches (``kit/``, R and Rc) and a copy of the turn's speaker embedding (``spk``, which
+        those arms hold at a fixed address)."""
+        if self.kit is not None:
+            return {**{f"kit/{k}": v for k, v in self.kit.caches.items()}, "spk": self.spk.clone()}
+        return {**{f"flow/{k}": v for k, v in (self.stream_cache or {}).items()},
+                **{f"hift/{k}": v for k, v in (self.hift_cache_dict or {}).items()}}
 
-    def _vocoder_state(self, chunk_mel, mel_cached, source_cached):
-        """The whole vocoder on the carries (core, retention in place, capture-safe iSTFT) -> speech."""
-        magnitude, phase = self._vocoder_core_state(chunk_mel, mel_cached, source_cached)
-        return self.vocoder.tail(magnitude, phase)
-
-    # -- the flow chunk ---------------------------------------------------------------
-    def _autocast(self):
-        if self.device.type == "cuda":
-            return torch.amp.autocast("cuda", dtype=torch.float32)
-        return contextlib.nullcontext()
-
-    def _flow_chunk_stock(self, token, spk, cache, last_chunk, n_timesteps):
-        """Stock flow chunk and cut (``torch.cat``), returning new tensors."""
-        with self._autocast():
-            chunk_mel, new = self.flow.inference_chunk(token=token, spk=spk, cache=cache, last_chunk=last_chunk,
-                                                       n_timesteps=n_timesteps)
-        cut = self.stock_cut
-        new["estimator_att_cache"] = cut["estimator_att_cache"].apply(new["estimator_att_cache"], dim=4)
-        new["conformer_att_cache"] = cut["conformer_att_cache"].apply(new["conformer_att_cache"], dim=3)
-        return chunk_mel, new
-
-    def _flow_chunk_state(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, n_timesteps):
-        """Flow chunk on the carries: retention written in place (device work only)."""
-        cache = dict(conformer_cnn_cache=conf_cnn, conformer_att_cache=conf_att,
-                     estimator_cnn_cache=est_cnn, estimator_att_cache=est_att)
-        with self._autocast():
-            chunk_mel, new = self.flow.inference_chunk(token=token, spk=spk, cache=cache, last_chunk=last_chunk,
-                                                       n_timesteps=n_timesteps)
-        self.conf_cnn.buffer.copy_(new["conformer_cnn_cache"])
-        self.conf_att.write_retained_from(new["conformer_att_cache"])
-        self.est.write_retained_from(new["estimator_att_cache"])
-        return chunk_mel
-
-    # -- replay wiring ------------------------------------------------------------------
-    def _setup_replay(self) -> None:
-        d, owners, mods = self.decl, self.owned, [self.flow]
-        common = dict(backend=self.backend, owners=owners, write_through=self._write_through())
-        # where each engine's calls carry the regions they read and their frames; labels come from the seam
-        tokens = At("token", dim=1, clock="tokens", last="last_chunk")
-        if self.spec.state_rule:
-            vocoder = dict(reads={"vocoder_mel_cache": At("mel_cached"), "vocoder_source_cache": At("source_cached")},
-                           frames=At("chunk_mel", dim=2))
-            flow = dict(reads={"estimator_att_cache": At("est_att"), "conformer_att_cache": At("conf_att")})
-        else:  # the stock call carries the cached mel inside ``mel``; its extent follows from the source cache's
-            vocoder = dict(reads={"vocoder_source_cache": At("cache_source")},
-                           frames=At("mel", dim=2, less="vocoder_mel_cache"))
-            flow = dict(reads={r: At("cache", key=r) for r in ("estimator_att_cache", "conformer_att_cache")})
-        self.engines["vocoder_core"] = bind(
-            d, "vocoder_core", self._vocoder_state if self.spec.state_rule else self.vocoder.whole,
-            modules=[self.hift], clone_outputs=True, **vocoder, **{**common, "write_through": self._vocoder_write_through()})
-        if self.spec.replay == "chunk":
-            fn = self._flow_chunk_state if self.spec.state_rule else self._flow_chunk_stock
-            self.engines["flow_chunk"] = bind(d, "flow_chunk", fn, frames=tokens, **flow, modules=mods,
-                                              clone_outputs=self.spec.state_rule, **common)
+    def load_stock_state(self, state: dict) -> None:
+        """The state :meth:`stock_state` gave, held by the runtime again (the tensors themselves)."""
+        if self.kit is not None:
+            self.kit.caches = {k[4:]: v for k, v in state.items() if k.startswith("kit/")}
+            self.spk.copy_(state["spk"])
             return
-        dec = self.flow.decoder
-        dit, enc = dec.estimator, self.flow.encoder
-        step = bind(d, "estimator_step", dit.forward_chunk, reads={"estimator_att_cache": At("att_cache", dim=3)},
-                    frames=At("x", dim=2), modules=[dit], clone_outputs=False, **common)
-        encoder = bind(d, "flow_encoder", enc.forward_chunk, reads={"conformer_att_cache": At("att_cache", dim=3)},
-                       frames=At("xs", dim=1, clock="tokens", last="last_chunk"), modules=[enc],
-                       clone_outputs=False, **common)
-        dec.estimator = ReplayedForwardChunk(dit, step)
-        self.flow.encoder = ReplayedForwardChunk(enc, encoder)
-        self.engines["flow_encoder"], self.engines["estimator_step"] = encoder, step
-
-    def _vocoder_write_through(self) -> dict:
-        if not self.spec.state_rule:
-            return {}
-        return {c.name: (lambda c=c: c.buffer) for c in (self.mel, self.src)}
+        self.stream_cache = {k[5:]: v for k, v in state.items() if k.startswith("flow/")}
+        self.hift_cache_dict = {k[5:]: v for k, v in state.items() if k.startswith("hift/")}
 
     # -- controls ---------------------------------------------------------------------
     def _setup_control(self) -> None:
@@ -319,36 +264,28 @@ class Token2wavRuntime:
     def set_stream_cache(self, prompt: PromptState):
         """Turn start: prime the flow with the prompt (eager by construction).
 
-        Under the state rule the primed caches are written into the carries in place, the
-        estimator cache directly into the solver buffer by the vendor code itself.
+        Rule arms: the kit's turn reset (its ``init`` primes the flow; under the state rule the primed caches are
+        written into the carries in place, the estimator cache directly into the solver buffer by the vendor code
+        itself). B0 and the controls: the vendor's cache dicts, returned as the vendor class returns them.
         """
         if prompt.n_frames != self.prompt_frames:
             raise ValueError(f"prompt has {prompt.n_frames} mel frames but the runtime was declared with "
                              f"f_prompt={self.prompt_frames}")
         self.cache = prompt.as_tuple()
-        tokens, _, spk_emb, prompt_mels, _ = self.cache
-        pad = torch.ones(1, self.clocks.lookahead_tokens, device=tokens.device, dtype=tokens.dtype) * self.clocks.silence_token
-        stream_cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), prompt_mels, spk_emb,
-                                             n_timesteps=self.n_timesteps)
         self.primings += 1
-        for name in ("flow_chunk",):
-            if name in self.engines:
-                self.engines[name].record_external(PRIMING)
-        if self.spec.state_rule:
-            self.est.adopt(stream_cache["estimator_att_cache"])
-            self.conf_att.reset_in_place(stream_cache["conformer_att_cache"])
-            self.conf_cnn.reset_in_place(stream_cache["conformer_cnn_cache"])
-            for c in (self.mel, self.src, self.spc):
-                c.reset_in_place(None)
-            self.spk.copy_(spk_emb)
+        if self.kit is not None:
+            self.kit.reset(prompt)
             self.stream_cache = None
             return None
+        tokens, _, spk_emb, prompt_mels, _ = self.cache
+        pad = torch.ones(1, self.clocks.lookahead_tokens, device=tokens.device, dtype=tokens.dtype) * self.clocks.silence_token
+        self.stream_cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), prompt_mels, spk_emb,
+                                                  n_timesteps=self.n_timesteps)
         mel_bins = prompt_mels.shape[2]
-        self.stream_cache = stream_cache
         self.hift_cache_dict = dict(mel=torch.zeros(1, mel_bins, 0, device=self.device),
                                     source=torch.zeros(1, 1, 0, device=self.device),
                                     speech=torch.zeros(1, 0, device=self.device))
-        return stream_cache, self.hift_cache_dict
+        return self.stream_cache, self.hift_cache_dict
 
     @torch.inference_mode()
     def stream(self, tokens: Sequence[int] | torch.Tensor, last_chunk: bool = False, return_waveform: bool = False,
@@ -367,16 +304,11 @@ class Token2wavRuntime:
         if events is not None:
             events[0].record()
         with self._range("synthesis"):
-            if self.spec.state_rule:
-                speech, first = self._synthesise_state(token, last_chunk)
+            if self.kit is not None:
+                speech, first = self._synthesise_kit(token, last_chunk)
             else:
                 speech, first = self._synthesise_stock(token, last_chunk)
-        if not last_chunk:
-            if first:
-                pad = torch.zeros(1, self.source_cache_len, device=speech.device)
-                speech = torch.cat([pad, speech[:, : -self.source_cache_len]], dim=1)
-            else:
-                speech = speech[:, : -self.source_cache_len]
+        speech = trim(speech, first, last_chunk, self.source_cache_len)
         if events is not None:
             events[1].record()
         self.last_speech = speech
@@ -393,51 +325,38 @@ class Token2wavRuntime:
         return torch.profiler.record_function(name) if self.ranges else contextlib.nullcontext()
 
     def _synthesise_stock(self, token, last_chunk):
+        """B0 and the controls: the vendor's stock loop (flow chunk and cut, ``torch.concat``, HiFT, cross-fade)."""
         spk = self.cache[2]
-        flow = self.engines.get("flow_chunk", self._flow_chunk_stock)
         with self._range("flow"):
-            chunk_mel, self.stream_cache = flow(token, spk, self.stream_cache, last_chunk, self.n_timesteps)
+            with torch.amp.autocast("cuda", dtype=torch.float32) if self.device.type == "cuda" \
+                    else contextlib.nullcontext():
+                chunk_mel, new = self.flow.inference_chunk(token=token, spk=spk, cache=self.stream_cache,
+                                                           last_chunk=last_chunk, n_timesteps=self.n_timesteps)
+            cut = self.stock_cut
+            new["estimator_att_cache"] = cut["estimator_att_cache"].apply(new["estimator_att_cache"], dim=4)
+            new["conformer_att_cache"] = cut["conformer_att_cache"].apply(new["conformer_att_cache"], dim=3)
+            self.stream_cache = new
         self.last_mel = chunk_mel
         h = self.hift_cache_dict
         with self._range("vocoder"):
             mel = torch.concat([h["mel"], chunk_mel], dim=2)
-            if self.spec.replay:
-                speech, source = self.engines["vocoder_core"](mel, h["source"])
-            else:
-                speech, source = self.hift(mel, h["source"])
+            speech, source = self.hift(mel, h["source"])
         if h["speech"].shape[-1] > 0:
             speech = crossfade(speech, h["speech"], self.speech_window)
         first = h["speech"].shape[-1] == 0
-        self.hift_cache_dict = dict(mel=mel[..., -self.mel_cache_len:].clone().detach(),
-                                    source=source[:, :, -self.source_cache_len:].clone().detach(),
-                                    speech=speech[:, -self.source_cache_len:].clone().detach())
+        keep = self.source_cache_len
+        self.hift_cache_dict = dict(mel=mel[..., -self.clocks.mel_cache_frames:].clone().detach(),
+                                    source=source[:, :, -keep:].clone().detach(),
+                                    speech=speech[:, -keep:].clone().detach())
         return speech, first
 
-    def _synthesise_state(self, token, last_chunk):
-        f = self.clocks.frames_of(token.shape[1], last_chunk)
-        le, lc = self.est.length, self.conf_att.length
-        flow = self.engines.get("flow_chunk", self._flow_chunk_state)
+    def _synthesise_kit(self, token, last_chunk):
+        """The rule arms: the two operators' calls on the kit (the vocoder's includes the cross-fade)."""
+        first = (self.spc.length if self.spec.state_rule else self.kit.caches["vocoder_speech_cache"].shape[-1]) == 0
         with self._range("flow"):
-            chunk_mel = flow(token, self.spk, self.conf_cnn.buffer, self.conf_att.view(),
-                             self.flow.decoder.cnn_cache_buffer, self.est.view(), last_chunk, self.n_timesteps)
-        self.est.commit(self.est.policy.extent_after(le + f))
-        self.conf_att.commit(self.conf_att.policy.extent_after(lc + f))
-        self.conf_cnn.commit(self.conf_cnn.capacity)
-        self.last_mel = chunk_mel
-        nm = self.mel.length
+            self.last_mel = self.kit(token, last_chunk, "flow_chunk")
         with self._range("vocoder"):
-            if self.spec.replay:
-                speech = self.engines["vocoder_core"](chunk_mel, self.mel.view(), self.src.view())
-            else:
-                magnitude, phase = self._vocoder_core_state(chunk_mel, self.mel.view(), self.src.view())
-            self.mel.commit(self.mel.policy.extent_after(nm + f))
-            self.src.commit(self.src.policy.extent_after((nm + f) * self.clocks.samples_per_frame))
-            if not self.spec.replay:
-                speech = self.vocoder.tail(magnitude, phase)
-        first = self.spc.length == 0
-        if not first:
-            speech = crossfade(speech, self.spc.view(), self.speech_window)
-        self.spc.retain_from(speech)
+            speech = self.kit(self.last_mel, last_chunk, "vocoder_core")
         return speech, first
 
     # -- reports ----------------------------------------------------------------------------

@@ -183,12 +183,12 @@ def _retention_bound(decl, region: str) -> int:
 
 
 class _CarrySwap:
-    """State-rule arms: copy live extents between the session snapshot and the bindings' carries."""
+    """State-rule arms: copy live extents between the session snapshot and the kit's carries (the solver's own
+    buffers included: they are the estimator regions' carries), and the turn's position."""
 
     def __init__(self, rt):
         self.rt = rt
-        dec = rt.flow.decoder
-        self.fixed = {"estimator_cnn_cache": lambda: dec.cnn_cache_buffer, "spk": lambda: rt.spk}
+        self.fixed = {"spk": lambda: rt.spk}
 
     @property
     def carries(self) -> dict:
@@ -218,7 +218,7 @@ class _CarrySwap:
         for name, get in self.fixed.items():
             s.state[name].copy_(get())
             moved += _nbytes(s.state[name])
-        s.host["prompt"] = self.rt.cache
+        _save_turn(self.rt, s)
         return moved
 
     def load(self, s: Session) -> int:
@@ -231,15 +231,15 @@ class _CarrySwap:
         for name, get in self.fixed.items():
             get().copy_(s.state[name])
             moved += _nbytes(s.state[name])
-        self.rt.cache = s.host["prompt"]
+        _load_turn(self.rt, s)
         self.rt.stream_cache = None
         return moved
 
 
 class _StockSwap:
-    """Stock arms: the session's own cache dicts; tensors in memory the runtime reuses on the next
-    call (views of the shared solver buffers, outputs of engines that do not clone them: R's
-    encoder, Rc's flow chunk) are cloned on save."""
+    """Stock arms: the session's own stream state (:meth:`~.runtime.Token2wavRuntime.stock_state`); tensors in
+    memory the runtime reuses on the next call (views of the shared solver buffers, outputs of engines that do
+    not clone them: R's encoder, Rc's flow chunk) are cloned on save."""
 
     def __init__(self, rt):
         self.rt = rt
@@ -264,21 +264,31 @@ class _StockSwap:
         moved = 0
         state = {}
         shared = self._shared_storages()
-        for prefix, d in (("flow/", self.rt.stream_cache or {}), ("hift/", self.rt.hift_cache_dict or {})):
-            for k, v in d.items():
-                own = self._own(v, shared)
-                moved += _nbytes(v) if own is not v else 0
-                state[prefix + k] = own
+        for k, v in self.rt.stock_state().items():
+            own = self._own(v, shared)
+            moved += _nbytes(v) if own is not v else 0
+            state[k] = own
         s.state = state
-        s.host["prompt"] = self.rt.cache
+        _save_turn(self.rt, s)
         return moved
 
     def load(self, s: Session) -> int:
-        self.rt.stream_cache = {k[5:]: v for k, v in s.state.items() if k.startswith("flow/")}
-        self.rt.hift_cache_dict = {k[5:]: v for k, v in s.state.items() if k.startswith("hift/")}
-        self.rt.cache = s.host["prompt"]
+        self.rt.load_stock_state(s.state)
+        _load_turn(self.rt, s)
         s.state = {}  # the runtime holds the tensors now; save() rebuilds the snapshot
         return 0
+
+
+def _save_turn(rt, s: Session) -> None:
+    """The session's place in its turn: its prompt, and which operators' final calls ran (rule arms)."""
+    s.host["prompt"] = rt.cache
+    s.host["ended"] = set(rt.kit.ended) if rt.kit is not None else None
+
+
+def _load_turn(rt, s: Session) -> None:
+    rt.cache = s.host["prompt"]
+    if rt.kit is not None:
+        rt.kit.ended = set(s.host.get("ended") or ())
 
 
 def _nbytes(t) -> int:
