@@ -72,6 +72,11 @@ def test_per_operator_engine_options_and_modules():
     e = rt.engines
     assert e["flow_chunk"].clone_outputs and e["vocoder_core"].clone_outputs
     assert e["flow_chunk"].modules == [rt.flow] and e["vocoder_core"].modules == [rt.hift]
+    # each engine guards the carries its operator touches (and the held state): a flow carry moving leaves the
+    # vocoder's graphs alone
+    voc = set(e["vocoder_core"].write_through())
+    assert {"vocoder_mel_cache", "vocoder_speech_cache", "spk"} <= voc and "conformer_att_cache" not in voc
+    assert "conformer_att_cache" in e["flow_chunk"].write_through()
     rc = _arm("Rc")
     assert not rc.engines["flow_chunk"].clone_outputs  # stock state: the next call copies the caches in
     r = _arm("R")

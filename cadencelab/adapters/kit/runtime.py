@@ -174,13 +174,13 @@ class StreamingRuntime:
         self._clock = {r.name: r.clock for r in self.regions}
         self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
                        for n, b in self.ops.items() for r in self.regions}
-        owners = self._guard()
         options = options_per_op(engine_options, names + list(self.inner), ENGINE_OPTIONS)
         mods = {n: m or () for n, m in per_op(modules, names, "modules").items()} if isinstance(modules, Mapping) \
             else {n: modules for n in names}
         for b in self.ops.values():
-            self._bind(b, replay and self.granularity[b.name] != "inner", backend, owners, mods[b.name], options[b.name])
-        self.inner_engines = {n: bind_inner(decl, n, spec, owners, backend, options[n])
+            self._bind(b, replay and self.granularity[b.name] != "inner", backend, self._guard(b.touches), mods[b.name],
+                       options[b.name])
+        self.inner_engines = {n: bind_inner(decl, n, spec, self._guard(), backend, options[n])
                               for n, spec in self.inner.items()} if replay else {}
         self.audited = set(self.names if audit_regions is None else audit_regions)
         if self.audited - set(self.names):
@@ -194,12 +194,14 @@ class StreamingRuntime:
         self.ended: set[str] = set()  # operators whose final call of this turn has run (a session keeps its own)
         self.calls = 0
 
-    def _guard(self) -> dict:
-        """Engines' owners (carries, ring ends) and write-through buffers (those, then held state), read from
-        ``carries`` when asked: a carry replaced there is seen moved (an invalidation), not as a new input."""
+    def _guard(self, touches=None) -> dict:
+        """An engine's owners (carries, ring ends) and write-through buffers (the carries and ring ends of the
+        regions its operator touches, default all; then held state), read from ``carries`` when asked: a carry
+        replaced there is seen moved (an invalidation), not as a new input."""
         carries, ends = self.carries, list(self.ends.values())
-        wt = {n: (lambda n=n: carries[n].buffer) for n in carries}
-        wt.update({e.name: (lambda e=e: e.buffer) for e in ends})
+        mine = [n for n in carries if touches is None or n in touches]
+        wt = {n: (lambda n=n: carries[n].buffer) for n in mine}
+        wt.update({self.ends[n].name: (lambda e=self.ends[n]: e.buffer) for n in mine if n in self.ends})
         wt.update({h.name: h.reader for h in self.held})
         return dict(owners=lambda: [c.buffer for c in carries.values()] + [e.buffer for e in ends], write_through=wt)
 
