@@ -37,6 +37,7 @@ def recorded(dataset: str) -> Path:
 FACTORIAL = recorded("factorial")
 HEADLINE = recorded("headline")
 OLDER = [recorded("factorial_pinned"), recorded("factorial_unpinned")]
+ON_KIT = recorded("factorial_on_kit")
 DEFAULT = [FACTORIAL, *OLDER]
 CONDITIONS_FILE = recorded("device_conditions")
 SOAK = recorded("soak")
@@ -116,11 +117,14 @@ def trusted_table(path: Path) -> str:
                 if a.get("busy_ms_median") is not None else "not profiled | -")
         exact = ("reference" if arm == "B0" else "its condition's reference" if own
                  else f"{a['exact_blocks']}/{a['blocks']}")
+        spread = "one process: no spread" if d["spread"] != d["spread"] else f"{100 * d['spread']:.0f}%"
         lines.append(f"| {arm} | {d['latency_ms']:.1f} | {vs} | {'-' if arm == 'B0' else d['claim']} | {d['processes']} "
-                     f"({100 * d['spread']:.0f}%) | {a['peak_MiB_median']:.0f} | {exact} | {busy} |")
+                     f"({spread}) | {a['peak_MiB_median']:.0f} | {exact} | {busy} |")
     sp = trust.figure_text(s["speedup_SRc_vs_B0"], *s["speedup_SRc_vs_B0_ci"])
+    vg = s.get("speedup_SRc_vs_vendor_graph_50_ci")
+    vg = (f"SRc vs vendor_graph_50: {trust.figure_text(s['speedup_SRc_vs_vendor_graph_50'], *vg)}; " if vg else "")
     lines += ["", f"SRc vs B0 in this run: {sp} steady-chunk speedup, {100 * s['peak_reduction_SRc_vs_B0']:.1f}% lower "
-                  f"peak; SRc vs vendor_graph_50: {trust.figure_text(s['speedup_SRc_vs_vendor_graph_50'], *s['speedup_SRc_vs_vendor_graph_50_ci'])}; "
+                  f"peak; {vg}"
                   f"non-exact arms: {', '.join(s['non_exact_arms']) or 'none'}. Spread: the standard deviation of an "
                   f"arm's process means over their mean (pyperf calls a system unstable above 10%)."]
     return "\n".join(lines)
@@ -279,6 +283,18 @@ def headline(path: Path) -> str:
                      "does not depend on the host. Slack figures from a profiled run overstate the eager arms' host "
                      "time accordingly.")
     return "\n".join(out)
+
+
+def on_kit_section(path: Path) -> str:
+    """The factorial block run after the rule arms moved onto the adapter kit: its commit, then its table."""
+    r = _read(path)
+    prov, s = r["provenance"], r["summary"]
+    lead = (f"The rule arms now run on the adapter kit's `StreamingRuntime` (two declared operators, R and SR through "
+            f"its inner operators; B0 is still the vendor's loop). One factorial block after that move "
+            f"(`{_name(path)}`, commit {prov.get('git_commit')}, {prov.get('date', '')[:10]}; one fresh process per "
+            f"arm, so a check of the new path's exactness and rough speed, not a second headline): non-exact arms: "
+            f"{', '.join(s['non_exact_arms']) or 'none'}, failed arms: {', '.join(s['failed_arms']) or 'none'}.")
+    return lead + "\n\n" + trusted_table(path)
 
 
 def conditions_section(path: Path) -> str:
@@ -632,6 +648,8 @@ def render(paths=None) -> str:
     parts = [table(p) for p in paths[:1]]
     if paths == DEFAULT:
         parts.append(headline(FACTORIAL))
+        if ON_KIT.exists():
+            parts.append(on_kit_section(ON_KIT))
         parts.append(paper_section())
         if CONDITIONS_FILE.exists():
             parts.append(conditions_section(CONDITIONS_FILE))

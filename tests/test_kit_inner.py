@@ -150,3 +150,21 @@ def test_a_base_already_in_the_carry_is_not_copied():
     assert c.length == 5 and buf._version == v
     c.reset_in_place(buf.narrow(2, 2, 5).clone())
     assert c.length == 5 and buf._version > v and torch.equal(buf[..., :5], torch.arange(24.0).reshape(1, 2, 12)[..., 2:7])
+
+
+def test_a_stock_step_is_given_the_regions_its_operator_touches():
+    """Stock state (R, Rc): the vocoder's step (and so its engine, which copies every input it is given into its
+    graph's inputs) sees the three vocoder regions, not the flow's caches."""
+    rt = _arm("Rc")
+    seen = []
+    b = rt.kit.ops["vocoder_core"]
+    stock = b.stock
+
+    def spy(x, caches, last):
+        seen.append(sorted(caches))
+        return stock(x, caches, last)
+
+    b.stock = spy
+    _turn(rt, chunks=2)
+    assert seen and all(k == sorted(b.touches) for k in seen), seen
+    assert set(rt.kit.caches) >= {"estimator_att_cache", "vocoder_mel_cache"}  # every region still held

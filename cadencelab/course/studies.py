@@ -117,6 +117,12 @@ RECORDINGS = (
               "token2wav_headline_blocks.csv, and gzip DIR/token2wav_factorial_chunks.csv beside it as "
               "token2wav_headline_chunks.csv.gz", "headline: SRc vs B0 and the A/A check (fresh processes until the "
               "budget)", 8.4, "headline"),
+    # one factorial block after the rule arms moved onto the adapter kit: exactness and rough speed of that path
+    Recording("factorial_on_kit", "token2wav", "h200/token2wav_block_on_kit.json",
+              "--device cuda --arms B0,S,R,Rc,SR,SRc,B0_repeat --min-processes 1 --max-processes 1 --no-profile "
+              "--time-budget 230", "copy DIR/token2wav_factorial.json to {path} and gzip DIR/token2wav_factorial_blocks"
+              ".csv and _chunks.csv beside it as token2wav_block_on_kit_blocks.csv.gz and _chunks.csv.gz",
+              "one factorial block after the rule arms moved onto the kit (1 fresh process per arm)", 1.9, "block"),
     # older recordings (earlier commits, named in their provenance), kept because the course compares them
     Recording("factorial_pinned", "token2wav", "h200/token2wav_factorial_pinned_ws.json",
               f"--device cuda --arms {_FACTORIAL_ARMS} {_OLDER}", _FACTORIAL_THEN),

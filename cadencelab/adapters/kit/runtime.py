@@ -395,7 +395,10 @@ class StreamingRuntime:
         self._cur, self._f = b.name, f
         if not self.state_rule:
             fn = b.engine if b.engine is not None else (lambda x, c, last: self._stock_step(b, x, c, last))
-            out, self.caches = fn(x, self.caches, bool(last))
+            # the regions its operator touches (and keys a stock step keeps beside them): an engine copies no others
+            given = {k: v for k, v in self.caches.items() if k in b.touches or k not in self._clock}
+            out, new = fn(x, given, bool(last))
+            self.caches = {**self.caches, **new}
         else:
             out = self._call_carried(b, x, bool(last), f)
         if last:
