@@ -38,6 +38,7 @@ FACTORIAL = recorded("factorial")
 HEADLINE = recorded("headline")
 OLDER = [recorded("factorial_pinned"), recorded("factorial_unpinned")]
 ON_KIT = recorded("factorial_on_kit")
+KIT_T2W = recorded("kit_token2wav")
 DEFAULT = [FACTORIAL, *OLDER]
 CONDITIONS_FILE = recorded("device_conditions")
 SOAK = recorded("soak")
@@ -118,11 +119,16 @@ def trusted_table(path: Path) -> str:
         exact = ("reference" if arm == "B0" else "its condition's reference" if own
                  else f"{a['exact_blocks']}/{a['blocks']}")
         spread = "one process: no spread" if d["spread"] != d["spread"] else f"{100 * d['spread']:.0f}%"
-        lines.append(f"| {arm} | {d['latency_ms']:.1f} | {vs} | {'-' if arm == 'B0' else d['claim']} | {d['processes']} "
+        claim = "-" if arm == "B0" else "none: the A/A check failed" if s.get("unstable") else d["claim"]
+        lines.append(f"| {arm} | {d['latency_ms']:.1f} | {vs} | {claim} | {d['processes']} "
                      f"({spread}) | {a['peak_MiB_median']:.0f} | {exact} | {busy} |")
     sp = trust.figure_text(s["speedup_SRc_vs_B0"], *s["speedup_SRc_vs_B0_ci"])
     vg = s.get("speedup_SRc_vs_vendor_graph_50_ci")
     vg = (f"SRc vs vendor_graph_50: {trust.figure_text(s['speedup_SRc_vs_vendor_graph_50'], *vg)}; " if vg else "")
+    if s.get("unstable"):
+        aa = s["a_a"]
+        sp += (f" (the A/A check, {aa['arm']} vs {aa['reference']} {trust.figure_text(aa['ratio'], *aa['ci'], unit='%')}, "
+               f"failed: the run is unstable and claims no direction)")
     lines += ["", f"SRc vs B0 in this run: {sp} steady-chunk speedup, {100 * s['peak_reduction_SRc_vs_B0']:.1f}% lower "
                   f"peak; {vg}"
                   f"non-exact arms: {', '.join(s['non_exact_arms']) or 'none'}. Spread: the standard deviation of an "
@@ -292,9 +298,36 @@ def on_kit_section(path: Path) -> str:
     lead = (f"The rule arms now run on the adapter kit's `StreamingRuntime` (two declared operators, R and SR through "
             f"its inner operators; B0 is still the vendor's loop). One factorial block after that move "
             f"(`{_name(path)}`, commit {prov.get('git_commit')}, {prov.get('date', '')[:10]}; one fresh process per "
-            f"arm, so a check of the new path's exactness and rough speed, not a second headline): non-exact arms: "
-            f"{', '.join(s['non_exact_arms']) or 'none'}, failed arms: {', '.join(s['failed_arms']) or 'none'}.")
+            f"arm, so a check of the new path's exactness, not a second headline; the kit's factorial below measures "
+            f"speed over fresh processes): non-exact arms: {', '.join(s['non_exact_arms']) or 'none'}, failed arms: "
+            f"{', '.join(s['failed_arms']) or 'none'}.")
     return lead + "\n\n" + trusted_table(path)
+
+
+def kit_section(path: Path) -> str:
+    """The kit's own factorial (``bench kit``) of a declared model: its certificate, then per arm the latency per
+    call and its change against B0 with their intervals across processes, the state, the peak and exactness."""
+    r = _read(path)
+    prov, s, cert, aa = r["provenance"], r["summary"], r["certificate"], r["a_a"]
+    passed = sum(bool(c["passed"]) for c in cert)
+    lines = [f"The kit's own factorial on a declared model (`python -m cadencelab.bench kit`; `{_name(path)}`, "
+             f"{s['model']} as one whole-call operator, {prov.get('gpu')}, torch {prov.get('torch')}, commit "
+             f"`{prov.get('git_commit')}`, {prov.get('date', '')[:10]}): certified {passed} of {len(cert)} clauses, "
+             f"{s['catalog_classes']} catalog classes, {s['rounds']} rounds of fresh processes ({s['stop']}); the "
+             f"A/A check ({aa['arm']} vs {aa['reference']}) {trust.figure_text(aa['ratio'], *aa['ci'], unit='%')}: "
+             f"{'holds' if aa['holds'] else 'fails'}.", "",
+             "| arm | ms per call [95% CI] | vs B0 [95% CI] | claim | processes | state MiB | peak MiB above the "
+             "block's start | calls replayed per block | bit-exact |", "|---|---:|---:|---|---:|---:|---:|---:|---|"]
+    for a in r["arms"]:
+        vs = "reference" if a["arm"] == "B0" else trust.figure_text(a["vs_B0"], *a["vs_B0_ci"], unit="%")
+        lines.append(f"| {a['arm']} | {trust.figure_text(a['ms_per_call'], *a['ms_ci'], unit='ms')} | {vs} | "
+                     f"{'-' if a['arm'] == 'B0' else a['direction']} | {a['processes']} | {a['state_bytes'] / 2**20:.0f} | "
+                     f"{a['peak_mem_bytes'] / 2**20:.0f} | {a['replayed']} of {a['calls']} | {'yes' if a['bit_exact'] else 'NO'} |")
+    lines += ["", f"{s['headline']}: {trust.figure_text(s['headline_change'], *s['headline_ci'], unit='%')} "
+                  f"({s['headline_direction']}). State: the most bytes the arm holds between calls (carries, or the "
+                  f"stock caches); peak: device memory allocated above a timed block's start (weights, carries and "
+                  f"graphs captured in the warm-up block already counted there), the largest over the blocks."]
+    return "\n".join(lines)
 
 
 def conditions_section(path: Path) -> str:
@@ -650,6 +683,8 @@ def render(paths=None) -> str:
         parts.append(headline(FACTORIAL))
         if ON_KIT.exists():
             parts.append(on_kit_section(ON_KIT))
+        if KIT_T2W.exists():
+            parts.append(kit_section(KIT_T2W))
         parts.append(paper_section())
         if CONDITIONS_FILE.exists():
             parts.append(conditions_section(CONDITIONS_FILE))

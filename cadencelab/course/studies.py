@@ -123,6 +123,12 @@ RECORDINGS = (
               "--time-budget 230", "copy DIR/token2wav_factorial.json to {path} and gzip DIR/token2wav_factorial_blocks"
               ".csv and _chunks.csv beside it as token2wav_block_on_kit_blocks.csv.gz and _chunks.csv.gz",
               "one factorial block after the rule arms moved onto the kit (1 fresh process per arm)", 1.9, "block"),
+    # the kit's own factorial (bench kit) on Token2wav as one whole-call operator: certificate, arms, intervals
+    Recording("kit_token2wav", "kit", "h200/kit_token2wav.json",
+              "--model token2wav --device cuda --min-processes 3 --max-processes 3 --time-budget 480",
+              "copy DIR/kit_factorial.json to {path} and gzip DIR/kit_factorial_blocks.csv beside it as "
+              "kit_token2wav_blocks.csv.gz", "the kit's factorial on Token2wav (B0, S, R, Rc, SR, SRc and the A/A arm; "
+              "3 fresh processes each)", 6.0, "kit"),
     # older recordings (earlier commits, named in their provenance), kept because the course compares them
     Recording("factorial_pinned", "token2wav", "h200/token2wav_factorial_pinned_ws.json",
               f"--device cuda --arms {_FACTORIAL_ARMS} {_OLDER}", _FACTORIAL_THEN),
@@ -166,23 +172,15 @@ RECORDINGS = (
 )
 
 DEVICE_TASKS = (
-    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 5.1,
-               "69 passed, 1 failed at 2a03248 (the capstone's false host_sync, fixed in 5eaa9db: that test and the "
-               "preflight's passed after it), 2026-12-02"),
+    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 3.5,
+               "71 passed at f9011de, 2026-12-02 (the rule arms on the kit)"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
     DeviceTask("the live cells' GPU memory (the README's running-live guide)",
-               "python -m cadencelab.course.live_cells --memory --out $OUT/memory", None,
-               "not recorded yet: a run on 2026-12-02 stopped at its 170 s limit in rules_panel (full)",
+               "python -m cadencelab.course.live_cells --memory --out $OUT/memory", 4.5, "2026-12-02",
                dataset="live_memory", path="h200/live_memory.json",
                then="copy live_memory.json and live_memory.csv from $OUT/memory to data/h200/"),
-    DeviceTask("the kit's factorial on Token2wav (B0, S, R, Rc, SR, SRc and the A/A arm; 3 fresh processes each)",
-               "python -m cadencelab.bench kit --model token2wav --device cuda --min-processes 3 --max-processes 3 "
-               "--out $OUT/kit", None,
-               "not recorded yet: on 2026-12-02 it certified 7 of 7 clauses on the H200 and one round of the seven arms "
-               "took 157 s; the call's own time limit stopped it in round 2 (the files are now written after every "
-               "round)"),
     # its minutes and notebooks (docs/device.md) are read from the recording, data/h200/tour/
     DeviceTask("the course, live", "python -m cadencelab.cli tour $OUT/tour", None, "", last=True, dataset="tour_live", path="h200/tour/summary.json",
                then="copy summary.json and tour.json from $OUT/tour to data/h200/tour/"),
