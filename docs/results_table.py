@@ -91,6 +91,11 @@ def _name(path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def _a_a(aa: dict) -> str:
+    """An A/A check as text: the arm against its reference, the change with its interval."""
+    return f"{aa['arm']} vs {aa['reference']} {trust.figure_text(aa['ratio'], *aa['ci'], unit='%')}"
+
+
 def trusted_table(path: Path) -> str:
     """A factorial measured with the process method: per arm its latency (mean over fresh processes), its
     change against B0 with the 95% interval (processes, then blocks), the claim that interval supports,
@@ -126,9 +131,7 @@ def trusted_table(path: Path) -> str:
     vg = s.get("speedup_SRc_vs_vendor_graph_50_ci")
     vg = (f"SRc vs vendor_graph_50: {trust.figure_text(s['speedup_SRc_vs_vendor_graph_50'], *vg)}; " if vg else "")
     if s.get("unstable"):
-        aa = s["a_a"]
-        sp += (f" (the A/A check, {aa['arm']} vs {aa['reference']} {trust.figure_text(aa['ratio'], *aa['ci'], unit='%')}, "
-               f"failed: the run is unstable and claims no direction)")
+        sp += f" (the A/A check, {_a_a(s['a_a'])}, failed: the run is unstable and claims no direction)"
     lines += ["", f"SRc vs B0 in this run: {sp} steady-chunk speedup, {100 * s['peak_reduction_SRc_vs_B0']:.1f}% lower "
                   f"peak; {vg}"
                   f"non-exact arms: {', '.join(s['non_exact_arms']) or 'none'}. Spread: the standard deviation of an "
@@ -314,8 +317,7 @@ def kit_section(path: Path) -> str:
              f"{s['model']} as one whole-call operator, {prov.get('gpu')}, torch {prov.get('torch')}, commit "
              f"`{prov.get('git_commit')}`, {prov.get('date', '')[:10]}): certified {passed} of {len(cert)} clauses, "
              f"{s['catalog_classes']} catalog classes, {s['rounds']} rounds of fresh processes ({s['stop']}); the "
-             f"A/A check ({aa['arm']} vs {aa['reference']}) {trust.figure_text(aa['ratio'], *aa['ci'], unit='%')}: "
-             f"{'holds' if aa['holds'] else 'fails'}.", "",
+             f"A/A check ({_a_a(aa)}): {'holds' if aa['holds'] else 'fails'}.", "",
              "| arm | ms per call [95% CI] | vs B0 [95% CI] | claim | processes | state MiB | peak MiB above the "
              "block's start | calls replayed per block | bit-exact |", "|---|---:|---:|---|---:|---:|---:|---:|---|"]
     for a in r["arms"]:

@@ -289,8 +289,9 @@ run.table
 #
 # Every shipped adapter runs on this kit: the teaching model, Mimi, the freeze-style decoder and Token2wav's
 # rule arms (its flow chunk and vocoder as two operators; the paper's solver-step arms replay each DiT call
-# through the kit's inner operators). Two of them, measured on an H200 against their own eager paths (`python -m cadencelab.bench crossarch`): **Moshi's Mimi codec** (ring K|V caches and conv
-# buffers: catalog width 1; one state tensor rebound by `torch.where` every frame, which the preflight
+# through the kit's inner operators). Two of them, measured on an H200 against their own eager paths
+# (`python -m cadencelab.bench crossarch`): **Moshi's Mimi codec** (ring K|V caches and conv buffers: catalog
+# width 1; one state tensor rebound by `torch.where` every frame, which the preflight
 # names and the adapter pins) and a **Freeze-Omni-*style* decoder** (written here from published facts;
 # it is not Freeze-Omni).
 
