@@ -168,3 +168,14 @@ def test_a_stock_step_is_given_the_regions_its_operator_touches():
     _turn(rt, chunks=2)
     assert seen and all(k == sorted(b.touches) for k in seen), seen
     assert set(rt.kit.caches) >= {"estimator_att_cache", "vocoder_mel_cache"}  # every region still held
+
+
+def test_a_chunk_after_the_turns_final_one_is_refused_and_changes_nothing():
+    rt = _arm("SRc")
+    _turn(rt, chunks=2)
+    before = [(c.length, c.buffer.clone()) for c in rt.carries()]
+    with pytest.raises(ValueError, match=r"final chunk \(last_chunk=True\): call set_stream_cache"):
+        rt.stream(TOKENS[:28])
+    assert all(c.length == n and torch.equal(c.buffer, b) for c, (n, b) in zip(rt.carries(), before))
+    rt.set_stream_cache(make_prompt(TEACHING, 0))  # the next turn starts as usual
+    rt.stream([4218] * 3 + TOKENS[:25])

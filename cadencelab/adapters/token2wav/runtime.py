@@ -297,6 +297,9 @@ class Token2wavRuntime:
         """
         if self.cache is None:
             raise ValueError("Token2wavRuntime.stream: call set_stream_cache(prompt) first")
+        if self.kit is not None and self.kit.ended:
+            raise ValueError("Token2wavRuntime.stream: the turn ended with a final chunk (last_chunk=True): call "
+                             "set_stream_cache(prompt) to start the next turn")
         tokens = check_tokens(tokens, self.vocab_size, "Token2wavRuntime.stream")
         check_flag(last_chunk, "last_chunk", "Token2wavRuntime.stream")
         token = self.staging.tokens_to_device(tokens)
