@@ -301,8 +301,9 @@ def on_kit_section(path: Path) -> str:
     lead = (f"The rule arms now run on the adapter kit's `StreamingRuntime` (two declared operators, R and SR through "
             f"its inner operators; B0 is still the vendor's loop). One factorial block after that move "
             f"(`{_name(path)}`, commit {prov.get('git_commit')}, {prov.get('date', '')[:10]}; one fresh process per "
-            f"arm, so a check of the new path's exactness, not a second headline; the kit's factorial below measures "
-            f"speed over fresh processes): non-exact arms: {', '.join(s['non_exact_arms']) or 'none'}, failed arms: "
+            f"arm, so a check of the new path's exactness, not a second headline: speed over fresh processes is the "
+            f"headline's, measured before the move, and the kit's factorial below, of Token2wav as one whole-call "
+            f"operator): non-exact arms: {', '.join(s['non_exact_arms']) or 'none'}, failed arms: "
             f"{', '.join(s['failed_arms']) or 'none'}.")
     return lead + "\n\n" + trusted_table(path)
 
