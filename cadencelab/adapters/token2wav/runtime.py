@@ -101,7 +101,6 @@ def chunk_frames(n_tokens: int, last_chunk: bool, clocks: Token2wavClocks = T2W_
 # ---------------------------------------------------------------------------------------
 
 
-
 class Token2wavRuntime:
     """The streaming Token2wav under one arm.
 
