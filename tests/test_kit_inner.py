@@ -179,3 +179,21 @@ def test_a_chunk_after_the_turns_final_one_is_refused_and_changes_nothing():
     assert all(c.length == n and torch.equal(c.buffer, b) for c, (n, b) in zip(rt.carries(), before))
     rt.set_stream_cache(make_prompt(TEACHING, 0))  # the next turn starts as usual
     rt.stream([4218] * 3 + TOKENS[:25])
+
+
+def test_a_runtime_refused_after_its_inner_engines_bind_installs_nothing():
+    """Every check comes before the model is touched: a bad inner read (found when its engine binds) or a bad
+    audit region leaves the DiT's method as the vendor wrote it."""
+    flow, hift = build_token2wav(TEACHING, 0)
+    dit = flow.decoder.estimator
+    bad_read = Inner(dit, At("x", dim=2), {"conformer_att_cache": At("att_cache", dim=3)})
+    with pytest.raises(Exception, match=r"does not read region 'conformer_att_cache'"):
+        _kit(flow, hift, granularity={"flow_chunk": "inner"},
+             inner={"flow_encoder": Inner(flow.encoder, At("xs", dim=1, clock="tokens", last="last_chunk"),
+                                          {"conformer_att_cache": At("att_cache", dim=3)}),
+                    "estimator_step": bad_read})
+    assert "forward_chunk" not in vars(dit) and "forward_chunk" not in vars(flow.encoder)
+    with pytest.raises(ValueError, match=r"audit_regions: \['nowhere'\]"):
+        _kit(flow, hift, granularity={"flow_chunk": "inner"}, inner={"estimator_step": _inner(flow)},
+             audit_regions=["nowhere"])
+    assert "forward_chunk" not in vars(dit)

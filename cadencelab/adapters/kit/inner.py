@@ -23,7 +23,7 @@ from ...contract import Declaration
 from ...replay import At, bind
 from .bound import per_op
 
-__all__ = ["GRANULARITIES", "Inner", "granularities", "bind_inner", "inner_of"]
+__all__ = ["GRANULARITIES", "Inner", "granularities", "bind_inner", "install", "inner_of"]
 
 #: how an operator's call is replayed: whole (retention included), its step alone, or its inner operators
 GRANULARITIES = ("call", "step", "inner")
@@ -84,9 +84,12 @@ def inner_of(inner: Mapping | None, decl: Declaration, outer: list, granularity:
 
 def bind_inner(decl: Declaration, name: str, spec: Inner, guard: dict, backend: str, options: dict):
     """The inner operator's engine (its catalog derived, the module guarded; ``guard``: the runtime's owners and
-    write-through buffers), installed as the module's method."""
+    write-through buffers), not installed yet (:func:`install`)."""
     fn = getattr(spec.module, spec.method)
-    engine = bind(decl, name, fn, reads=dict(spec.reads), frames=spec.frames, backend=backend, modules=[spec.module],
-                  **guard, **{"clone_outputs": spec.clone_outputs, **options})
-    setattr(spec.module, spec.method, engine)  # the model's own code now calls the engine
-    return engine
+    return bind(decl, name, fn, reads=dict(spec.reads), frames=spec.frames, backend=backend, modules=[spec.module],
+                **guard, **{"clone_outputs": spec.clone_outputs, **options})
+
+
+def install(spec: Inner, engine) -> None:
+    """The engine as the module's method: the model's own code now calls it."""
+    setattr(spec.module, spec.method, engine)

@@ -28,7 +28,7 @@ from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
 from .adopt import adopted_carry, adopted_end, adoptions, held_state
 from .bound import Bound, LastLabel, options_per_op, per_op
-from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of
+from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of, install
 from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
 from .steps import Caches, before_label, call_step, committed, frames_at, merged, step_failed, takes_frames
@@ -174,6 +174,10 @@ class StreamingRuntime:
         self._clock = {r.name: r.clock for r in self.regions}
         self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
                        for n, b in self.ops.items() for r in self.regions}
+        self.audited = set(self.names if audit_regions is None else audit_regions)
+        if self.audited - set(self.names):
+            raise ValueError(f"audit_regions: {sorted(self.audited - set(self.names))} are not state regions the "
+                             f"runtime carries ({self.names})")
         options = options_per_op(engine_options, names + list(self.inner), ENGINE_OPTIONS)
         mods = {n: m or () for n, m in per_op(modules, names, "modules").items()} if isinstance(modules, Mapping) \
             else {n: modules for n in names}
@@ -182,10 +186,6 @@ class StreamingRuntime:
                        options[b.name])
         self.inner_engines = {n: bind_inner(decl, n, spec, self._guard(), backend, options[n])
                               for n, spec in self.inner.items()} if replay else {}
-        self.audited = set(self.names if audit_regions is None else audit_regions)
-        if self.audited - set(self.names):
-            raise ValueError(f"audit_regions: {sorted(self.audited - set(self.names))} are not state regions the "
-                             f"runtime carries ({self.names})")
         self.declared = (auditor or ShadowAuditor()) if "declared" in audits else None
         self.differential = DifferentialAuditor(stock=self._stock_call) if "differential" in audits else None
         self.caches: dict = {}  # the stock arm's state (plain tensors, new every call)
@@ -193,6 +193,8 @@ class StreamingRuntime:
         self._cur, self._f, self._expect = next(iter(self.ops)), 0, {}
         self.ended: set[str] = set()  # operators whose final call of this turn has run (a session keeps its own)
         self.calls = 0
+        for n, e in self.inner_engines.items():  # last: a refused runtime installed nothing on the model
+            install(self.inner[n], e)
 
     def _guard(self, touches=None) -> dict:
         """An engine's owners (carries, ring ends) and write-through buffers (the carries and ring ends of the
