@@ -197,3 +197,12 @@ def test_a_runtime_refused_after_its_inner_engines_bind_installs_nothing():
         _kit(flow, hift, granularity={"flow_chunk": "inner"}, inner={"estimator_step": _inner(flow)},
              audit_regions=["nowhere"])
     assert "forward_chunk" not in vars(dit)
+
+
+def test_modules_an_r_runtime_wired_are_refused_to_the_next_runtime():
+    """R installs its engines on the DiT and the encoder: a B0 built on those modules would replay, not run the
+    stock code. It is refused, naming the method and what to do."""
+    flow, hift = build_token2wav(TEACHING, 0)
+    Token2wavRuntime(flow, hift, "cpu", "R", cfg=TEACHING, backend="eager", n_timesteps=CPU_STEPS)
+    with pytest.raises(ValueError, match=r"forward_chunk was replaced by an earlier runtime.*arm 'B0'"):
+        Token2wavRuntime(flow, hift, "cpu", "B0", cfg=TEACHING, n_timesteps=CPU_STEPS)

@@ -118,6 +118,11 @@ class Token2wavRuntime:
     def __init__(self, flow, hift, device, arm="B0", n_timesteps: int | None = None, cfg: Token2wavConfig | None = None,
                  backend: str = "auto", prompt_frames: int | None = None, clocks: Token2wavClocks = T2W_CLOCKS):
         self.spec = ARMS[arm] if isinstance(arm, str) else arm
+        for m in (flow.decoder.estimator, flow.encoder):  # an earlier R/SR runtime's engine, or the compile control
+            if "forward_chunk" in vars(m):
+                raise ValueError(f"Token2wavRuntime: {type(m).__name__}.forward_chunk was replaced by an earlier "
+                                 f"runtime on these modules: build fresh modules for arm '{self.spec.name}' "
+                                 f"(runtime.arm_modules)")
         self.device = torch.device(device)
         self.flow, self.hift = flow, hift
         self.clocks = clocks.with_(n_steps=n_timesteps, prompt_frames=prompt_frames)
