@@ -206,3 +206,16 @@ def test_modules_an_r_runtime_wired_are_refused_to_the_next_runtime():
     Token2wavRuntime(flow, hift, "cpu", "R", cfg=TEACHING, backend="eager", n_timesteps=CPU_STEPS)
     with pytest.raises(ValueError, match=r"forward_chunk was replaced by an earlier runtime.*arm 'B0'"):
         Token2wavRuntime(flow, hift, "cpu", "B0", cfg=TEACHING, n_timesteps=CPU_STEPS)
+
+
+def test_a_final_chunk_beyond_the_declared_flush_is_refused_naming_the_counts():
+    """The declaration admits a final call of at most 54 frames (27 tokens); the rule arms refuse a longer one
+    before anything moves, naming the counts (B0, the vendor's loop, runs it)."""
+    rt = _arm("S")
+    rt.set_stream_cache(make_prompt(TEACHING, 0))
+    rt.stream([4218] * 3 + TOKENS[:25])
+    before = [(c.length, c.buffer.clone()) for c in rt.carries()]
+    with pytest.raises(ValueError, match=r"final call commits at most 54 'frames'.*\(56 committed\)"):
+        rt.stream(TOKENS[25:53], last_chunk=True)
+    assert all(c.length == n and torch.equal(c.buffer, b) for c, (n, b) in zip(rt.carries(), before))
+    assert not rt.kit.ended
