@@ -296,11 +296,12 @@ class StreamingRuntime:
         return out, merged(caches, new)
 
     def _stock_step(self, b: Bound, x, caches, last):
+        """The stock step on the caches it is given: its output and what it returned (checked a dict)."""
         try:
             out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
         except RuntimeError as e:
             raise step_failed(self.decl, self.regions, caches, e, f"stock step of '{b.name}'") from e
-        return out, merged(caches, new)
+        return out, merged({}, new)
 
     def _run_step(self, b: Bound, x, last, views):
         """The step on the carries' views (rings as :class:`RingView`), its output checked; no write."""

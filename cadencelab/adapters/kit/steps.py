@@ -44,12 +44,16 @@ def frames_at(frames, last: int) -> At:
     return At(0, dim=at.dim, clock=at.clock, last=last)
 
 
-def _width(b, x) -> tuple:
-    """(lookahead, ticks of a steady call, where) of operator ``b``'s call on ``x``."""
+def _ahead(b) -> int:
+    """The lookahead operator ``b``'s call carries on its frames clock (none for Committed frames)."""
+    return b.classifier.lookahead if b.frames.last is not None else 0
+
+
+def _counts(b, x) -> tuple:
+    """(ticks of a steady call, where the call's ticks are) of operator ``b``'s call on ``x``: error text only."""
     at, cls, op = b.frames, b.classifier, b.op
     mul, div = cls.scale
-    ahead = cls.lookahead if at.last is not None else 0  # Committed frames carry no lookahead
-    return ahead, op.call * div // mul + ahead, f"x dim {at.dim} holds {x.shape[at.dim]} '{cls.clock}' ticks"
+    return op.call * div // mul + _ahead(b), f"x dim {at.dim} holds {x.shape[at.dim]} '{cls.clock}' ticks"
 
 
 def before_label(b, x, last: bool) -> None:
@@ -57,8 +61,9 @@ def before_label(b, x, last: bool) -> None:
     at, cls, op = b.frames, b.classifier, b.op
     if not -x.dim() <= at.dim < x.dim():
         raise ValueError(f"frames: dim {at.dim} is outside x's {x.dim()} dims {tuple(x.shape)}")
-    ahead, width, where = _width(b, x)
+    ahead = _ahead(b)
     if not last and x.shape[at.dim] < ahead:
+        width, where = _counts(b, x)
         raise ValueError(f"a steady call shorter than the lookahead: {where}, fewer than the {ahead} of "
                          f"lookahead a steady call reads beyond the {op.call} '{op.clock}' it commits ({width} "
                          f"'{cls.clock}' ticks); a turn's final call passes last=True")
@@ -70,14 +75,14 @@ def committed(model: str, b, x, last: bool, label) -> int:
     cls, op = b.classifier, b.op
     if not isinstance(label[-1], int):
         raise ValueError(f"call of {tuple(x.shape)}: {label[1]}")
-    f = label[-1]
-    _, width, where = _width(b, x)
-    most = max(op.call, op.flush[1] if op.flush else 0)
+    f, most = label[-1], max(op.call, op.flush[1] if op.flush else 0)
     if last and f > most:
-        raise ValueError(f"a turn's final call commits at most {most} '{op.clock}' per the {model} "
-                         f"declaration; {where} ({f} committed): check frames= (the dim of x counting "
-                         f"'{cls.clock}') and how the turn was cut")
+        _, where = _counts(b, x)
+        raise ValueError(f"a turn's final call commits at most {most} "
+                         f"'{op.clock}' per the {model} declaration; {where} ({f} committed): check frames= (the dim "
+                         f"of x counting '{cls.clock}') and how the turn was cut")
     if not last and f != op.call:
+        width, where = _counts(b, x)
         raise ValueError(f"a steady call commits {op.call} '{op.clock}' per the {model} declaration "
                          f"({width} '{cls.clock}' ticks with the lookahead); {where} ({f} committed): check frames= "
                          f"(the dim of x counting '{cls.clock}') or pass last=True for a turn's final call")
