@@ -135,10 +135,10 @@ def test_stock_swap_copies_what_the_runtime_reuses(prompts):
         m.park()
     finally:
         del rt.engines["uncloned"]
-    kept = a.state["flow/conformer_att_cache"]
+    kept = a.state["conformer_att_cache"]
     assert kept is not reused and kept.untyped_storage().data_ptr() != reused.untyped_storage().data_ptr()
     assert torch.equal(kept, reused)
-    assert a.state["flow/conformer_cnn_cache"] is not None
+    assert a.state["conformer_cnn_cache"] is not None
 
 
 def test_schedule_and_workloads():

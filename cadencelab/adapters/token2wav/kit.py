@@ -63,7 +63,7 @@ def kit_steps(flow, hift, decl, clocks: Token2wavClocks, spk: torch.Tensor, devi
     """``(step, stock)`` of one stream call (see the module docstring): the two operators' steps of
     :func:`~.steps.token2wav_steps` in a row, then the stock trim; ``spk`` holds the turn's speaker embedding
     (written by ``init``)."""
-    s = token2wav_steps(flow, VocoderSplit.graph_safe_for(hift), decl, clocks, spk, device)
+    s = token2wav_steps(flow, VocoderSplit.graph_safe_for(hift).whole, decl, clocks, spk, device)
 
     def call(flow_step, vocoder_step):
         def step(x, caches, last):

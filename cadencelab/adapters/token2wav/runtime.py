@@ -42,7 +42,6 @@ from ...replay.determinism import pin_determinism
 from ...state import Carry
 from ..arms import FACTORIAL
 from ..kit import Committed, Inner, StreamingRuntime
-from .stock import crossfade
 from .configs import Token2wavConfig
 from .parts import (HostStaging, VocoderSplit, CountingGraph, capture_vendor_buckets, config_of,
                     make_constants_device_resident)
@@ -131,30 +130,30 @@ class Token2wavRuntime:
         self.cfg = cfg
         self.backend = backend
         self.source_cache_len = self.clocks.source_cache_samples
-        self.speech_window = torch.from_numpy(np.hamming(2 * self.source_cache_len)).to(self.device)
         self.constants: list[str] = []
         self.vendor_graph_fires: dict = {}
         self.primings = 0
         self.cache = None
-        self.stream_cache = None
-        self.hift_cache_dict: dict = {}
+        self.stream_cache = None  # B0 and the controls: every region's stock cache (plain tensors, new every call)
         self.last_mel = self.last_speech = None
         self.vocoder: VocoderSplit | None = None
         self.ranges = False
         self.range_hook = None  # name -> context manager: opens the runtime's ranges instead (a harness's timer)
         self.decl = None
         self.kit: StreamingRuntime | None = None
-        self.spk = None
         self.vocab_size = (cfg or config_of(flow)).vocab_size
         decl = declaration_for(cfg or config_of(flow), clocks=self.clocks)
-        # the stock cut, through each attention cache's declared retention policy
-        self.stock_cut = {name: decl.region(name).policy for name in ("estimator_att_cache", "conformer_att_cache")}
         q = decl.params
         self.staging = HostStaging(self.device, q["tokens_per_chunk"] + q["lookahead"],
                                    (q["f_call"] + self.clocks.mel_cache_frames) * q["samples_per_frame"])
+        # the turn's speaker embedding, at one address (written at every turn start)
+        self.spk = torch.zeros(1, flow.spk_embed_affine_layer.in_features, device=self.device,
+                               dtype=flow.decoder.att_cache_buffer.dtype)
         if self.spec.state_rule or self.spec.replay:
             self.decl = decl
             self.kit = self._kit_runtime(cfg or config_of(flow))
+        else:  # B0 and the controls: the stock steps on the vendor's own HiFT, called in the stock order
+            self.steps = token2wav_steps(flow, hift, decl, self.clocks, self.spk, self.device)
         self.engines: dict = dict(self.kit.engines) if self.kit is not None else {}
         if self.spec.control:
             self._setup_control()
@@ -175,9 +174,7 @@ class Token2wavRuntime:
             self.constants = make_constants_device_resident(self.flow, self.hift, self.device)
         # the whole vocoder in one replayed call; S keeps the vendor iSTFT (HiFT up to it, device RNG included)
         self.vocoder = VocoderSplit.graph_safe_for(self.hift) if spec.replay else VocoderSplit(self.hift)
-        self.spk = torch.zeros(1, self.flow.spk_embed_affine_layer.in_features, device=self.device,
-                               dtype=dec.att_cache_buffer.dtype)
-        s = token2wav_steps(self.flow, self.vocoder, decl, c, self.spk, self.device)
+        s = self.steps = token2wav_steps(self.flow, self.vocoder.whole, decl, c, self.spk, self.device)
         dit, enc = dec.estimator, self.flow.encoder
         # the buffers the vendor writes through its modules, read anew every call: one the module rebinds is seen
         held = dict(spk=self.spk, solver_workspace=lambda: dec.att_cache_buffer, solver_cnn=lambda: dec.cnn_cache_buffer,
@@ -185,26 +182,27 @@ class Token2wavRuntime:
         adopt = None
         if spec.state_rule:  # the solver's own buffers are the estimator regions' carries
             adopt = {"estimator_att_cache": dec.att_cache_buffer, "estimator_cnn_cache": dec.cnn_cache_buffer}
+        axis_mel = decl.region("vocoder_mel_cache").clock_axis  # mel tensors (1, bins, frames): their frames axis
         inner, granularity = None, "call"
         if spec.replay == "step":
             granularity = {"flow_chunk": "inner", "vocoder_core": "call"}
-            inner = {"estimator_step": Inner(dit, At("x", dim=2), {"estimator_att_cache": At("att_cache", dim=3)}),
+            axis = {n: decl.region(n).clock_axis for n in ("estimator_att_cache", "conformer_att_cache")}
+            # a DiT call reads one solver step's slice of the estimator cache (the steps dim gone), the encoder the
+            # whole conformer cache; the DiT's input counts mel frames where the chunk's mel does
+            inner = {"estimator_step": Inner(dit, At("x", dim=axis_mel),
+                                             {"estimator_att_cache": At("att_cache", dim=axis["estimator_att_cache"] - 1)}),
                      "flow_encoder": Inner(enc, At("xs", dim=1, clock="tokens", last="last_chunk"),
-                                           {"conformer_att_cache": At("att_cache", dim=3)})}
-        silence = c.silence_token
+                                           {"conformer_att_cache": At("att_cache", dim=axis["conformer_att_cache"])})}
 
         def init(prompt: PromptState) -> dict:
-            tokens, _, spk_emb, mels, _ = prompt.as_tuple()
-            pad = torch.full((1, c.lookahead_tokens), silence, device=tokens.device, dtype=tokens.dtype)
-            cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), mels, spk_emb, n_timesteps=c.n_steps)
-            self.spk.copy_(spk_emb)
+            cache = self._prime(prompt)
             # a stock arm's solver buffers hold the vendor's 16 slots: the declared steps are the first
             return {n: cache[n][:c.n_steps] if n.startswith("estimator") else cache[n] for n in FLOW}
 
         return StreamingRuntime(
             decl, {"flow_chunk": s.flow, "vocoder_core": s.vocoder}, form="stock",
             stock={"flow_chunk": s.flow_stock, "vocoder_core": s.vocoder_stock},
-            frames={"flow_chunk": At(0, dim=1, clock="tokens"), "vocoder_core": Committed(2)},
+            frames={"flow_chunk": At(0, dim=1, clock="tokens"), "vocoder_core": Committed(axis_mel)},
             writes={"flow_chunk": FLOW, "vocoder_core": VOCODER}, init=init, state_rule=spec.state_rule,
             replay=bool(spec.replay), granularity=granularity, inner=inner, backend=self.backend, device=self.device,
             modules={"flow_chunk": [self.flow], "vocoder_core": [self.hift]}, adopt=adopt, held=held,
@@ -233,22 +231,19 @@ class Token2wavRuntime:
 
     # -- the stock arms' state (a session swap's view of it) --------------------------------------
     def stock_state(self) -> dict:
-        """A stock arm's stream state as named tensors: the vendor loop's cache dicts (``flow/``, ``hift/``) or
-        the kit's plain caches (``kit/``, R and Rc) and a copy of the turn's speaker embedding (``spk``, which
-        those arms hold at a fixed address)."""
-        if self.kit is not None:
-            return {**{f"kit/{k}": v for k, v in self.kit.caches.items()}, "spk": self.spk.clone()}
-        return {**{f"flow/{k}": v for k, v in (self.stream_cache or {}).items()},
-                **{f"hift/{k}": v for k, v in (self.hift_cache_dict or {}).items()}}
+        """A stock arm's stream state as named tensors: every region's stock cache (the vendor loop's, or the kit's
+        for R and Rc) and a copy of the turn's speaker embedding (``spk``, held at one address)."""
+        caches = self.kit.caches if self.kit is not None else self.stream_cache or {}
+        return {**caches, "spk": self.spk.clone()}
 
     def load_stock_state(self, state: dict) -> None:
         """The state :meth:`stock_state` gave, held by the runtime again (the tensors themselves)."""
+        caches = {k: v for k, v in state.items() if k != "spk"}
         if self.kit is not None:
-            self.kit.caches = {k[4:]: v for k, v in state.items() if k.startswith("kit/")}
-            self.spk.copy_(state["spk"])
-            return
-        self.stream_cache = {k[5:]: v for k, v in state.items() if k.startswith("flow/")}
-        self.hift_cache_dict = {k[5:]: v for k, v in state.items() if k.startswith("hift/")}
+            self.kit.caches = caches
+        else:
+            self.stream_cache = caches
+        self.spk.copy_(state["spk"])
 
     # -- controls ---------------------------------------------------------------------
     def _setup_control(self) -> None:
@@ -270,7 +265,8 @@ class Token2wavRuntime:
 
         Rule arms: the kit's turn reset (its ``init`` primes the flow; under the state rule the primed caches are
         written into the carries in place, the estimator cache directly into the solver buffer by the vendor code
-        itself). B0 and the controls: the vendor's cache dicts, returned as the vendor class returns them.
+        itself). B0 and the controls: every region's stock cache (returned): the vendor's four flow caches and the
+        vocoder's three, empty.
         """
         if prompt.n_frames != self.prompt_frames:
             raise ValueError(f"prompt has {prompt.n_frames} mel frames but the runtime was declared with "
@@ -281,15 +277,22 @@ class Token2wavRuntime:
             self.kit.reset(prompt)
             self.stream_cache = None
             return None
-        tokens, _, spk_emb, prompt_mels, _ = self.cache
-        pad = torch.ones(1, self.clocks.lookahead_tokens, device=tokens.device, dtype=tokens.dtype) * self.clocks.silence_token
-        self.stream_cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), prompt_mels, spk_emb,
-                                                  n_timesteps=self.n_timesteps)
-        mel_bins = prompt_mels.shape[2]
-        self.hift_cache_dict = dict(mel=torch.zeros(1, mel_bins, 0, device=self.device),
-                                    source=torch.zeros(1, 1, 0, device=self.device),
-                                    speech=torch.zeros(1, 0, device=self.device))
-        return self.stream_cache, self.hift_cache_dict
+        mels = self.cache[3]
+        self.stream_cache = {**self._prime(prompt),
+                             "vocoder_mel_cache": torch.zeros(1, mels.shape[2], 0, device=self.device),
+                             "vocoder_source_cache": torch.zeros(1, 1, 0, device=self.device),
+                             "vocoder_speech_cache": torch.zeros(1, 0, device=self.device)}
+        return self.stream_cache
+
+    def _prime(self, prompt: PromptState) -> dict:
+        """The vendor's cache-free priming (prompt tokens plus the lookahead's silence) -> its four flow caches;
+        the turn's speaker embedding written into ``spk``."""
+        tokens, _, spk_emb, mels, _ = prompt.as_tuple()
+        pad = torch.full((1, self.clocks.lookahead_tokens), self.clocks.silence_token, device=tokens.device,
+                         dtype=tokens.dtype)
+        cache = self.flow.setup_cache(torch.cat([tokens, pad], dim=1), mels, spk_emb, n_timesteps=self.n_timesteps)
+        self.spk.copy_(spk_emb)
+        return cache
 
     @torch.inference_mode()
     def stream(self, tokens: Sequence[int] | torch.Tensor, last_chunk: bool = False, return_waveform: bool = False,
@@ -332,29 +335,15 @@ class Token2wavRuntime:
         return torch.profiler.record_function(name) if self.ranges else contextlib.nullcontext()
 
     def _synthesise_stock(self, token, last_chunk):
-        """B0 and the controls: the vendor's stock loop (flow chunk and cut, ``torch.concat``, HiFT, cross-fade)."""
-        spk = self.cache[2]
+        """B0 and the controls: the stock steps in the stock order (flow chunk and cut; ``torch.concat``, the
+        vendor's HiFT, cross-fade and the kept tails)."""
+        caches = self.stream_cache
+        first = caches["vocoder_speech_cache"].shape[-1] == 0
         with self._range("flow"):
-            with torch.amp.autocast("cuda", dtype=torch.float32) if self.device.type == "cuda" \
-                    else contextlib.nullcontext():
-                chunk_mel, new = self.flow.inference_chunk(token=token, spk=spk, cache=self.stream_cache,
-                                                           last_chunk=last_chunk, n_timesteps=self.n_timesteps)
-            cut = self.stock_cut
-            new["estimator_att_cache"] = cut["estimator_att_cache"].apply(new["estimator_att_cache"], dim=4)
-            new["conformer_att_cache"] = cut["conformer_att_cache"].apply(new["conformer_att_cache"], dim=3)
-            self.stream_cache = new
-        self.last_mel = chunk_mel
-        h = self.hift_cache_dict
+            self.last_mel, new = self.steps.flow_stock(token, caches, last_chunk)
         with self._range("vocoder"):
-            mel = torch.concat([h["mel"], chunk_mel], dim=2)
-            speech, source = self.hift(mel, h["source"])
-        if h["speech"].shape[-1] > 0:
-            speech = crossfade(speech, h["speech"], self.speech_window)
-        first = h["speech"].shape[-1] == 0
-        keep = self.source_cache_len
-        self.hift_cache_dict = dict(mel=mel[..., -self.clocks.mel_cache_frames:].clone().detach(),
-                                    source=source[:, :, -keep:].clone().detach(),
-                                    speech=speech[:, -keep:].clone().detach())
+            speech, voc = self.steps.vocoder_stock(self.last_mel, caches, last_chunk)
+        self.stream_cache = {**new, **voc}
         return speech, first
 
     def _synthesise_kit(self, token, last_chunk):

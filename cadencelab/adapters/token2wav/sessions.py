@@ -8,8 +8,8 @@ flow + HiFT, and, for the replay arms, one set of captured graphs) and serves an
   solver buffer, conformer attention and conv caches, vocoder mel / source / speech caches),
   the solver's estimator conv cache and the speaker embedding, each in a tensor sized to the
   declared retention bound A of its region, plus the host bookkeeping (carry lengths, cursors);
-* **stock state (B0, R, Rc)**: its own stock cache dicts (``stream_cache``,
-  ``hift_cache_dict``) and prompt tuple. Cache tensors that alias the flow's shared solver
+* **stock state (B0, R, Rc)**: its own stock caches, one per region (``Token2wavRuntime.stock_state``), the
+  speaker embedding and the prompt tuple. Cache tensors that alias the flow's shared solver
   buffers (the stock code returns views of them) are cloned when the session is switched
   out, since the next session's chunk overwrites those buffers;
 * **random state**: the host generator state and, on CUDA, the device generator state
@@ -140,8 +140,8 @@ class RngState:
 class Session:
     """One stream's state snapshot; everything else (weights, graphs, workspaces) is shared.
 
-    ``state``: name -> tensor (state rule: one tensor per region at its retention bound; stock:
-    the ``stream_cache`` and ``hift_cache_dict`` entries under ``flow/`` and ``hift/``).
+    ``state``: name -> tensor (state rule: one tensor per region at its retention bound; stock: each
+    region's stock cache and ``spk``, as ``Token2wavRuntime.stock_state`` names them).
     ``host``: host bookkeeping (carry extents; the prompt tuple). ``last_mel`` / ``last_speech``:
     the latest chunk's flow output and waveform, as the runtime leaves them.
     """

@@ -71,13 +71,16 @@ class Token2wavSteps:
     keep: int  # PCM samples held back for the next call's cross-fade
 
 
-def token2wav_steps(flow, vocoder, decl, clocks: Token2wavClocks, spk: torch.Tensor, device) -> Token2wavSteps:
-    """The steps of ``flow`` and ``vocoder`` (a :class:`~cadencelab.adapters.token2wav.parts.VocoderSplit`);
-    ``spk`` holds the turn's speaker embedding (written at the turn's start)."""
+def token2wav_steps(flow, vocode: Callable, decl, clocks: Token2wavClocks, spk: torch.Tensor,
+                    device) -> Token2wavSteps:
+    """The steps of ``flow`` and the vocoder ``vocode(mel, source) -> (speech, source)`` (the vendor's HiFT itself,
+    or a :class:`~cadencelab.adapters.token2wav.parts.VocoderSplit`'s ``whole``); ``spk`` holds the turn's speaker
+    embedding (written at the turn's start)."""
     device = torch.device(device)
     keep = clocks.source_cache_samples
     window = torch.from_numpy(np.hamming(2 * keep)).to(device)
-    cut = {n: decl.region(n).policy for n in ("estimator_att_cache", "conformer_att_cache")}
+    # the stock cut: each attention cache's declared retention, along its declared frames axis
+    cut = {n: (decl.region(n).policy, decl.region(n).clock_axis) for n in ("estimator_att_cache", "conformer_att_cache")}
 
     def autocast():
         return torch.amp.autocast("cuda", dtype=torch.float32) if device.type == "cuda" else contextlib.nullcontext()
@@ -89,8 +92,8 @@ def token2wav_steps(flow, vocoder, decl, clocks: Token2wavClocks, spk: torch.Ten
 
     def flow_stock(token, caches, last):
         mel, new = flow_step(token, caches, last)
-        new["estimator_att_cache"] = cut["estimator_att_cache"].apply(new["estimator_att_cache"], 4)
-        new["conformer_att_cache"] = cut["conformer_att_cache"].apply(new["conformer_att_cache"], 3)
+        for n, (policy, axis) in cut.items():
+            new[n] = policy.apply(new[n], axis)
         return mel, new
 
     def fade(speech, tail):
@@ -98,13 +101,13 @@ def token2wav_steps(flow, vocoder, decl, clocks: Token2wavClocks, spk: torch.Ten
 
     def vocoder_step(mel, caches, last):
         attended = caches.append("vocoder_mel_cache", mel)  # the chunk after the kept overlap, in the carry
-        speech, source = vocoder.whole(attended, caches["vocoder_source_cache"])
+        speech, source = vocode(attended, caches["vocoder_source_cache"])
         speech = fade(speech, caches["vocoder_speech_cache"])
         return speech, dict(vocoder_mel_cache=attended, vocoder_source_cache=source, vocoder_speech_cache=speech)
 
     def vocoder_stock(mel, caches, last):
         attended = torch.concat([caches["vocoder_mel_cache"], mel], dim=2)
-        speech, source = vocoder.whole(attended, caches["vocoder_source_cache"])
+        speech, source = vocode(attended, caches["vocoder_source_cache"])
         speech = fade(speech, caches["vocoder_speech_cache"])
         return speech, dict(vocoder_mel_cache=attended[..., -clocks.mel_cache_frames:].clone(),
                             vocoder_source_cache=source[:, :, -keep:].clone(),
