@@ -219,3 +219,35 @@ def test_a_final_chunk_beyond_the_declared_flush_is_refused_naming_the_counts():
         rt.stream(TOKENS[25:53], last_chunk=True)
     assert all(c.length == n and torch.equal(c.buffer, b) for c, (n, b) in zip(rt.carries(), before))
     assert not rt.kit.ended
+
+
+@pytest.mark.parametrize("state_rule", [True, False], ids=["carries", "stock state"])
+def test_inner_operators_on_a_model_they_were_not_written_for(state_rule):
+    """The teaching model's attention, ``model.attend``, declared as an inner operator of its chunk (a test-only
+    operator reading the K|V cache): its calls from inside the step go through their own engine, outputs
+    bit-exact with the stock step. The attention sees the cache with the call's frames in it, one call more than
+    the chunk's declared extents, so the classes past the first ones fall outside the catalog and run eagerly
+    (fail closed, counted)."""
+    import dataclasses
+
+    from cadencelab.adapters.teaching import KV, OPERATOR, TinyStreamer, declaration, kit_steps, make_stream, prime_init
+    from cadencelab.adapters.kit import Traffic
+
+    model = TinyStreamer()
+    decl = declaration(model.cfg)
+    chunk = decl.operator(OPERATOR)
+    decl2 = dataclasses.replace(decl, operators=decl.operators + (dataclasses.replace(chunk, name="attend"),))
+    stream = make_stream(model.cfg)
+    traffic = Traffic(stream.turns, [stream.prompt] * len(stream.turns))
+    step, stock = kit_steps(model)
+    ref = StreamingRuntime(decl, step, stock=stock, state_rule=False, init=prime_init(model)).run(traffic).outputs
+    other = TinyStreamer()
+    step, stock = kit_steps(other)
+    rt = StreamingRuntime(decl2, step, operator=OPERATOR, stock=stock, state_rule=state_rule, init=prime_init(other),
+                          replay=True, backend="eager", granularity="inner", modules=[other],
+                          inner={"attend": Inner(other, At("q", dim=1), {KV: At("kv", dim=2)}, method="attend")})
+    got = rt.run(traffic).outputs
+    assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(got, ref))
+    c = rt.engines["attend"].counters()
+    assert c["replays"].sum() > 0 and set(rt.engines) == {"attend"}
+    assert c["miss_reasons"].map(lambda m: m.get("outside_catalog", 0)).sum() > 0
