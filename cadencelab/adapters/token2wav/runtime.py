@@ -136,7 +136,6 @@ class Token2wavRuntime:
         self.cache = None
         self.stream_cache = None  # B0 and the controls: every region's stock cache (plain tensors, new every call)
         self.last_mel = self.last_speech = None
-        self.vocoder: VocoderSplit | None = None
         self.ranges = False
         self.range_hook = None  # name -> context manager: opens the runtime's ranges instead (a harness's timer)
         self.decl = None
@@ -173,8 +172,8 @@ class Token2wavRuntime:
         if spec.replay:
             self.constants = make_constants_device_resident(self.flow, self.hift, self.device)
         # the whole vocoder in one replayed call; S keeps the vendor iSTFT (HiFT up to it, device RNG included)
-        self.vocoder = VocoderSplit.graph_safe_for(self.hift) if spec.replay else VocoderSplit(self.hift)
-        s = self.steps = token2wav_steps(self.flow, self.vocoder.whole, decl, c, self.spk, self.device)
+        vocoder = VocoderSplit.graph_safe_for(self.hift) if spec.replay else VocoderSplit(self.hift)
+        s = self.steps = token2wav_steps(self.flow, vocoder.whole, decl, c, self.spk, self.device)
         dit, enc = dec.estimator, self.flow.encoder
         # the buffers the vendor writes through its modules, read anew every call: one the module rebinds is seen
         held = dict(spk=self.spk, solver_workspace=lambda: dec.att_cache_buffer, solver_cnn=lambda: dec.cnn_cache_buffer,
