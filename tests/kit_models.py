@@ -63,9 +63,17 @@ class StreamingConformer(torch.nn.Module):
         out = (y + self.out(a))[:, :c]
         return out, kv_new[:, :, :c], x.transpose(1, 2)[:, :, :c]
 
-    def forward_chunk(self, x, kv_cache, conv_cache, last=False):
-        """The stock streaming step: new caches by concatenation and this model's own cut."""
+    def start(self, x):
+        """This model's own state at a turn's start: no K|V, a zero conv context (the implicit left padding)."""
         s = self.s
+        return (x.new_zeros(2, s.heads, 0, s.dim // s.heads), x.new_zeros(1, s.dim, s.kernel - 1))
+
+    def forward_chunk(self, x, kv_cache=None, conv_cache=None, last=False):
+        """The stock streaming step: new caches by concatenation and this model's own cut (None: the turn's start)."""
+        s = self.s
+        kv0, conv0 = self.start(x)
+        kv_cache = kv0 if kv_cache is None else kv_cache
+        conv_cache = conv0 if conv_cache is None else conv_cache
         out, kv_new, conv_new = self.chunk(x, kv_cache, conv_cache, last)
         kv = torch.cat([kv_cache, kv_new], dim=2)
         if kv.shape[2] > s.sink + s.window:
@@ -94,9 +102,14 @@ class TokenDecoder(torch.nn.Module):
         g = seeded(self, seed, 0.5)
         self.register_buffer("taps", torch.randn(s.taps, generator=g))
 
-    def decode(self, tokens, history, tail, last=False, cut=True):
-        """tokens (1, n) -> samples of the committed tokens; history (1, h, dim) newest first, tail (1, taps-1)."""
+    def decode(self, tokens, history=None, tail=None, last=False, cut=True):
+        """tokens (1, n) -> samples of the committed tokens; history (1, h, dim) newest first, tail (1, taps-1)
+        (None: the turn's start, an empty history and a zero tail)."""
         s, n = self.s, tokens.shape[1]
+        if history is None:
+            history = self.embed.weight.new_zeros(1, 0, s.dim)
+        if tail is None:
+            tail = self.embed.weight.new_zeros(1, s.taps - 1)
         c = n if last else n - s.lookahead
         e = self.embed(tokens)  # (1, n, dim)
         hist = torch.cat([e[:, :c].flip(1), history], dim=1)  # newest first
@@ -137,7 +150,8 @@ class RingStreamer(torch.nn.Module):
     def forward_chunk(self, x, caches, last=False):
         """The stock step: its own ring buffer and write position in its cache dict."""
         s = self.s
-        ring, end = caches["kv"].clone(), caches.get("end", 0)
+        ring = caches["kv"].clone() if caches.get("kv") is not None else x.new_zeros(1, s.capacity, s.dim)
+        end = caches.get("end", 0)
         k = self.key(x)
         for i in range(k.shape[1]):
             ring[:, (end + i) % s.capacity] = k[:, i]

@@ -37,7 +37,7 @@ def conformer_steps(model):
         return out, {"kv": kv, "conv": conv}
 
     def stock(x, caches, last):  # the model's own step: its caches after its own cut
-        out, kv, conv = model.forward_chunk(x, caches["kv"], caches["conv"], last)
+        out, kv, conv = model.forward_chunk(x, caches.get("kv"), caches.get("conv"), last)
         return out, {"kv": kv, "conv": conv}
 
     return step, stock
@@ -64,7 +64,7 @@ def decoder_steps(model):
         return out, {"history": hist, "tail": tail}
 
     def stock(x, caches, last):
-        out, hist, tail = model.decode(x, caches["history"], caches["tail"], last)
+        out, hist, tail = model.decode(x, caches.get("history"), caches.get("tail"), last)
         return out, {"history": hist, "tail": tail}
 
     return step, stock

@@ -86,7 +86,8 @@ def test_the_bench_entry_measures_a_users_model(tmp_path, capsys):
     assert [a["arm"] for a in rec["arms"]] == ["B0", "SRc", "B0_repeat"]
     assert all(a["bit_exact"] for a in rec["arms"]) and rec["summary"]["certified"]
     assert rec["summary"]["model"] == "streaming-conformer" and rec["a_a"]["arm"] == "B0_repeat"
-    assert {c["clause"] for c in rec["certificate"]} >= {"bit-exact with the stock step"}
+    assert {c["clause"] for c in rec["certificate"]} >= {"bit-exact with the stock step from the model's own start"}
+    assert rec["summary"]["reference"] == "the stock step from the model's own start"
     blocks = (tmp_path / "kit_factorial_blocks.csv").read_text().splitlines()
     assert len(blocks) == 1 + 3 * 3  # header + 3 arms x (1 warm-up + 2 timed blocks)
     assert rec["summary"]["complete"] is True and rec["summary"]["rounds"] == 1

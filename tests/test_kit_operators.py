@@ -95,7 +95,7 @@ def two_way(models):
 
         def renamed(fn, side=side):
             def call(x, caches, last):
-                out, new = fn(x, {"kv": caches[f"{side}_kv"], "conv": caches[f"{side}_conv"]}, last)
+                out, new = fn(x, {"kv": caches.get(f"{side}_kv"), "conv": caches.get(f"{side}_conv")}, last)
                 return out, {f"{side}_{k}": v for k, v in new.items()}
             return call
 

@@ -431,7 +431,10 @@ def kit_steps(model: FreezeStyleDecoder):
         return pcm, dict(zip(KIT_REGIONS, full))
 
     def stock(x, caches, last):
-        pcm, nxt = model.decode(x, [caches[n] for n in KIT_REGIONS])
+        ctx = [caches.get(n) for n in KIT_REGIONS]
+        if any(c is None for c in ctx):  # a turn's start: the model's own contexts (zeros)
+            ctx = [z if c is None else c for c, z in zip(ctx, model.zero_contexts(device=x.device))]
+        pcm, nxt = model.decode(x, ctx)
         return pcm, dict(zip(KIT_REGIONS, nxt))
 
     return step, stock

@@ -14,7 +14,8 @@ hierarchical bootstrap intervals over processes and blocks; the rounds stop once
 B0) is within the target, or at the process or time limits. A block is one pass of the model's traffic,
 every call timed; its figure is the median ms per call.
 
-Gates: every arm's every block is bit-exact with the stock step's outputs (``torch.equal`` per call, and the
+Gates: every arm's every block is bit-exact with the model's reference (``KitModel.reference``: its own loop, else its
+stock step from its own start; ``torch.equal`` per call, and the
 same SHA-256 as B0's); the A/A interval contains 0 (else no direction is claimed). Writes
 ``kit_factorial.json`` (summary, per-arm figures with intervals, the catalog, the certificate, the method,
 provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is ``summary: {...}``.
@@ -111,7 +112,7 @@ class _ArmState:
 
         torch.manual_seed(seed)
         self.model = load_model(spec, device, "B0" if arm == "B0_repeat" else arm)
-        self.reference = self.model.reference()
+        self.reference, _ = self.model.reference_outputs()
         self.rt = self.model.runtime("B0" if arm == "B0_repeat" else arm, backend)
         self.cores, self.pinned = cores, False
 
@@ -184,7 +185,7 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
                           time.perf_counter() - t0, time.perf_counter() - r0)
         # the files after every round, whole: a study stopped from outside keeps its finished rounds
         result = analyse(blocks, method)
-        summary = dict(result["summary"], model=model.name, certified=cert.ok, stop=why, complete=why is not None,
+        summary = dict(result["summary"], model=model.name, certified=cert.ok, reference=cert.reference, stop=why, complete=why is not None,
                        rounds=processes_done, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)))
         write_csv(blocks, out / "kit_factorial_blocks.csv")
         write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),

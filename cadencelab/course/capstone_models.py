@@ -82,8 +82,11 @@ def decode(m: WindowDecoder, x, kv, tail, last):
 
 
 def stock_step(m: WindowDecoder, x, kv, tail, last):
-    """The model's own streaming step: concatenate, then its own cut (the newest window, the filter's tail)."""
+    """The model's own streaming step: concatenate, then its own cut (the newest window, the filter's tail). At a
+    turn's start (``kv``/``tail`` None) it starts itself: no K|V, a zero tail."""
     s = m.s
+    kv = x.new_zeros(2, s.heads, 0, s.dim // s.heads) if kv is None else kv
+    tail = x.new_zeros(1, s.taps - 1) if tail is None else tail
     out, kv_new, raw = decode(m, x, kv, tail, last)
     kv = torch.cat([kv, kv_new], dim=2)
     tail = torch.cat([tail, raw], dim=1)
@@ -105,7 +108,7 @@ def window_declaration(s: DecoderSizes) -> Declaration:
 
 def _window_stock(m: WindowDecoder):
     def stock(x, caches, last):
-        out, kv, tail = stock_step(m, x, caches["kv"], caches["tail"], last)
+        out, kv, tail = stock_step(m, x, caches.get("kv"), caches.get("tail"), last)
         return out, {"kv": kv, "tail": tail}
 
     return stock
@@ -158,8 +161,11 @@ def to_samples(m: CodecDecoder, a):
 
 def codec_stock_step(m: CodecDecoder, x, ring, end, ctx):
     """The model's own streaming step: its keys written into its ring at slot (end + i) % capacity, attention
-    over the ring, then its own cut of the convolution's context. Returns (samples, ring, end, ctx)."""
+    over the ring, then its own cut of the convolution's context. Returns (samples, ring, end, ctx). At a turn's
+    start (``ring``/``ctx`` None) it starts itself: an empty ring, a zero context."""
     s = m.s
+    ring = x.new_zeros(1, s.capacity, s.dim) if ring is None else ring
+    ctx = x.new_zeros(1, s.kernel - 1, s.dim) if ctx is None else ctx
     h = front(m, x, ctx)
     k = m.key(h)
     ring = ring.clone()
@@ -184,7 +190,7 @@ def codec_declaration(s: CodecSizes) -> Declaration:
 
 def _codec_stock(m: CodecDecoder):
     def stock(x, caches, last):
-        out, ring, end, ctx = codec_stock_step(m, x, caches["kv"], caches.get("end", 0), caches["ctx"])
+        out, ring, end, ctx = codec_stock_step(m, x, caches.get("kv"), caches.get("end", 0), caches.get("ctx"))
         return out, {"kv": ring, "end": end, "ctx": ctx}
 
     return stock

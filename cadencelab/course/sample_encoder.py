@@ -90,8 +90,11 @@ def encode(m: SampleEncoder, x, kv, ctx, last):
 
 
 def stock_step(m: SampleEncoder, x, kv, ctx, last):
-    """The model's own streaming step: concatenate, then its own cut (sink + window, context)."""
+    """The model's own streaming step: concatenate, then its own cut (sink + window, context). At a turn's start
+    (``kv``/``ctx`` None) it starts itself: no K|V, a zero context."""
     s = m.s
+    kv = x.new_zeros(2, s.heads, 0, s.dim // s.heads) if kv is None else kv
+    ctx = x.new_zeros(1, s.context) if ctx is None else ctx
     out, kv_new, x_new = encode(m, x, kv, ctx, last)
     kv = torch.cat([kv, kv_new], dim=2)
     if kv.shape[2] > s.sink + s.window:
@@ -121,7 +124,7 @@ def steps(m: SampleEncoder):
         return out, {"kv": kv, "ctx": ctx}
 
     def stock(x, caches, last):
-        out, kv, ctx = stock_step(m, x, caches["kv"], caches["ctx"], last)
+        out, kv, ctx = stock_step(m, x, caches.get("kv"), caches.get("ctx"), last)
         return out, {"kv": kv, "ctx": ctx}
 
     return step, stock, At(0, dim=1, clock="samples")

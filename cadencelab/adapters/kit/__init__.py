@@ -21,8 +21,9 @@ differentially against the model's own stock step), and replay through
 
 :func:`certify` runs a traffic through the model's own stock step and through the runtime and
 returns one :class:`Certification` of DataFrames: the preflight's hazards, the derived catalog against
-the labels the stock model was observed to see, the audit verdicts, bit-exactness per call, replay
-counters by reason and the carries' addresses. :func:`factorial` runs the paper's arms (B0, S, R, Rc,
+the labels the stock model was observed to see, the audit verdicts, bit-exactness per call against the
+model's reference (its own loop, its recorded outputs, or its stock step from its own start: never
+something built from the declaration being certified), replay counters by reason and the carries' addresses. :func:`factorial` runs the paper's arms (B0, S, R, Rc,
 SR, SRc) on a :class:`KitModel` and returns one row per arm (latency, state, peak memory, exactness).
 
 A third form, ``form="inplace"``, runs a model that keeps its state itself (Moshi's Mimi): ``step(x, caches,
@@ -36,7 +37,8 @@ a step is called), :mod:`.rings` (ring regions), :mod:`.adopt` (state the model 
 
 from __future__ import annotations
 
-from .certify import Certification, adapter_lines, certify, exact_table, run_stock
+from .certify import REFERENCES, Certification, ModelStart, NotStarted, adapter_lines, certify, exact_table, \
+    model_reference, run_stock
 from .factorial import ARMS, KitModel, factorial, run_block
 from .rings import RingView
 from .inner import Inner
@@ -45,4 +47,5 @@ from .steps import Committed
 from .traffic import Traffic
 
 __all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "Inner", "Committed", "KitRun", "RingView", "Certification", "run_stock",
-           "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "factorial", "run_block"]
+           "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "factorial", "run_block", "REFERENCES",
+           "ModelStart", "NotStarted", "model_reference"]

@@ -14,9 +14,40 @@ import torch
 from ...contract import Declaration, class_labels
 from ...replay import Preflight
 from .runtime import AUDITS, StreamingRuntime
+from .steps import call_step, merged
 from .traffic import Traffic
 
-__all__ = ["run_stock", "Certification", "certify", "exact_table", "adapter_lines"]
+__all__ = ["run_stock", "model_reference", "ModelStart", "NotStarted", "REFERENCES", "Certification", "certify",
+           "exact_table", "adapter_lines"]
+
+#: what a certificate is checked against, by what ``reference=`` is (see :func:`model_reference`)
+REFERENCES = {"loop": "the model's own loop", "recorded": "recorded outputs",
+              "stock": "the stock step from the model's own start"}
+
+
+class NotStarted(KeyError):
+    """A stock step read a region at a turn's start that the model's own start does not give."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class ModelStart(dict):
+    """A stock step's caches at a turn's start: only what ``init`` (the model's priming) gave. Every other
+    region is absent, so the model starts it itself (``caches.get(name)`` is None), as its own loop does; a
+    step that indexes one raises :class:`NotStarted` naming it, never a value the declaration invented."""
+
+    def __init__(self, given, regions, turn: int):
+        super().__init__(given)
+        self.regions, self.turn = regions, turn
+
+    def __missing__(self, key):
+        if key in self.regions:
+            raise NotStarted(f"the stock step read region '{key}' at turn {self.turn}'s start, which the model's own "
+                             f"start does not give (init gives {sorted(self) or 'nothing'}): let the stock step start "
+                             f"it as the model does (caches.get('{key}') is None there), give the model's own start "
+                             f"through init=, or pass reference= (the model's own loop)")
+        raise KeyError(key)
 
 
 def run_stock(decl: Declaration, stock, traffic: Traffic, *, frames=1, operator: str | None = None,
@@ -37,8 +68,61 @@ def run_stock(decl: Declaration, stock, traffic: Traffic, *, frames=1, operator:
             outs.append(rt(x, last, b.name).clone())
             steady = not last or b.label[-1] == b.op.call  # a final call of a whole call's frames is a steady one
             rows.append(dict(operator=b.name, turn=t, call=len(rows), kind="steady" if steady else "flush",
-                             label=b.label))
-    return outs, pd.DataFrame(rows, columns=["operator", "turn", "call", "kind", "label"])
+                             label=b.label, frames=b.label[-1]))
+    return outs, pd.DataFrame(rows, columns=["operator", "turn", "call", "kind", "label", "frames"])
+
+
+def model_reference(decl: Declaration, stock, traffic: Traffic, reference=None, *, frames=1,
+                    operator: str | None = None, init: Callable | None = None, device="cpu",
+                    committed: Sequence[int] | None = None) -> tuple[list, str]:
+    """What a certificate is checked against: ``(outputs per call, which reference)``; never the declaration.
+
+    ``reference``: a callable ``reference(traffic) -> [tensor per call]`` (the model's own streaming loop), or
+    the recorded outputs themselves (one tensor per call); None runs the stock step from the model's own start:
+    each turn's caches hold only what ``init(prompt)`` gives (a :class:`ModelStart`), and what the step returns
+    is its state from then on. ``committed``: each call's committed frames, for a stock step taking ``frames``
+    (:func:`run_stock`'s ``frames`` column; computed when not given)."""
+    if reference is not None and not callable(reference):
+        if isinstance(reference, torch.Tensor) or not isinstance(reference, (list, tuple)):
+            raise ValueError(f"reference must be the model's own loop (a callable traffic -> outputs) or its recorded "
+                             f"outputs (a list, one tensor per call), got a {type(reference).__name__}")
+        outs, kind = list(reference), "recorded"
+    elif callable(reference):
+        with torch.inference_mode():
+            outs, kind = reference(traffic), "loop"
+        if isinstance(outs, torch.Tensor) or not isinstance(outs, (list, tuple)):
+            raise ValueError(f"reference(traffic) must return a list of tensors (one per call), got a "
+                             f"{type(outs).__name__}")
+        outs = list(outs)
+    else:
+        if committed is None:
+            committed = run_stock(decl, stock, traffic, frames=frames, operator=operator, init=init,
+                                  device=device)[1]["frames"].tolist()
+        outs, kind = _stock_from_model_start(decl, stock, traffic, frames, operator, init, device, committed), "stock"
+    bad = [i for i, o in enumerate(outs) if not isinstance(o, torch.Tensor)]
+    if bad:
+        raise ValueError(f"the reference ({REFERENCES[kind]}) gave a {type(outs[bad[0]]).__name__} for call "
+                         f"{bad[0]}, not a tensor")
+    return outs, kind
+
+
+def _stock_from_model_start(decl, stock, traffic, frames, operator, init, device, committed) -> list:
+    """The stock step over ``traffic``, each turn from the model's own start (see :class:`ModelStart`)."""
+    rt = StreamingRuntime(decl, stock, stock=stock, state_rule=False, frames=frames, operator=operator, init=init,
+                          device=device)  # for each operator's stock step and the regions it touches; never run
+    regions, outs, caches = set(rt.names), [], {}
+    with torch.inference_mode():
+        for k, (t, i, op, x, last) in enumerate(traffic.items_of()):
+            if i == 0:
+                given = init(traffic.prompt(t)) if init is not None else None
+                given = {n: v.to(device) if isinstance(v, torch.Tensor) else v for n, v in (given or {}).items()}
+                caches = ModelStart(given, regions, t)
+            b = rt.bound(op)
+            mine = {n: v for n, v in caches.items() if n in b.touches or n not in regions}
+            out, new = call_step(b.stock, x, ModelStart(mine, regions, t), bool(last), committed[k], b.stock_frames)
+            caches = {**caches, **merged({}, new)}
+            outs.append(out.clone())
+    return outs
 
 
 @dataclass
@@ -53,23 +137,27 @@ class Certification:
     addresses: pd.DataFrame
     runtime: StreamingRuntime | None = field(default=None, repr=False)
     outputs: list = field(default_factory=list, repr=False)  # the runtime's output per call
-    stock_outputs: list = field(default_factory=list, repr=False)  # the stock step's output per call
+    stock_outputs: list = field(default_factory=list, repr=False)  # the model reference's output per call
     preflight: pd.DataFrame | None = field(default=None, repr=False)  # the step's capture hazards (replay.preflight)
+    reference: str = REFERENCES["stock"]  # what the outputs were checked against (see model_reference)
 
     @property
     def ok(self) -> bool:
         return bool(self.table["passed"].all())
 
     def _repr_html_(self) -> str:
-        return f"<b>{'CERTIFIED' if self.ok else 'NOT CERTIFIED'}</b>" + self.table.to_html(index=False)
+        return (f"<b>{'CERTIFIED' if self.ok else 'NOT CERTIFIED'}</b> against {self.reference}"
+                + self.table.to_html(index=False))
 
     def __repr__(self) -> str:
-        return f"Certification({'ok' if self.ok else 'FAILED'})\n" + self.table.to_string(index=False)
+        return (f"Certification({'ok' if self.ok else 'FAILED'}, against {self.reference})\n"
+                + self.table.to_string(index=False))
 
 
 def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form: str = "views",
             operator: str | None = None, writes=None, init: Callable | None = None, backend: str = "auto", modules=(),
-            device="cpu", adopt=None, held=None, engine_options=None, audits=AUDITS) -> Certification:
+            device="cpu", adopt=None, held=None, engine_options=None, audits=AUDITS,
+            reference=None) -> Certification:
     """Run ``traffic`` through the model's own ``stock`` step and through the runtime (replay, its audits).
 
     ``step``/``stock``: one callable, or a dict operator -> step for a model of several operators (then
@@ -77,10 +165,22 @@ def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form:
     step (:func:`~cadencelab.replay.preflight`, on every backend); per operator, the steady labels the stock
     model was observed to see equal the derived steady catalog and its flush labels are among the derived
     flush classes; the ``audits`` (default both) agree on every retention; every call is bit-identical
-    (``torch.equal``) to the stock call; the carries never move; some call replayed. ``adopt``, ``held``,
+    to the model's reference; the carries never move; some call replayed. ``adopt``, ``held``,
     ``engine_options``: as for :class:`StreamingRuntime`.
+
+    The reference is the model's, never one built from this declaration (:func:`model_reference`):
+    ``reference=`` the model's own loop or its recorded outputs, else the stock step from the model's own
+    start. The stock step run from the *declared* state (what the catalog clauses observe) is compared with
+    it too: a declared base, initial extent, retention or lookahead the model does not have fails there.
     """
-    want, observed = run_stock(decl, stock, traffic, frames=frames, operator=operator, init=init, device=device)
+    declared_out, observed = run_stock(decl, stock, traffic, frames=frames, operator=operator, init=init,
+                                       device=device)
+    ref_error = None
+    try:
+        want, kind = model_reference(decl, stock, traffic, reference, frames=frames, operator=operator, init=init,
+                                     device=device, committed=observed["frames"].tolist())
+    except NotStarted as e:
+        want, kind, ref_error = [], "stock", str(e)
     kw = dict(frames=frames, form=form, operator=operator, writes=writes, init=init, device=device, adopt=adopt,
               held=held, engine_options=engine_options)
     probe = StreamingRuntime(decl, step, **kw)  # a throwaway runtime: the preflight's calls are real
@@ -95,6 +195,17 @@ def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form:
     def clause(name, passed, detail):
         rows.append(dict(clause=name, passed=bool(passed), detail=detail))
 
+    label = REFERENCES[kind]
+    counted = len(want) == traffic.calls
+    clause(f"reference: {label}", ref_error is None and counted,
+           ref_error or (f"{len(want)} outputs for the traffic's {traffic.calls} calls" if not counted else
+                         f"{len(want)} calls"))
+    first = _first_unequal(want, declared_out)
+    clause(f"the declared state's stock step equals {label}", ref_error is None and counted and first is None,
+           "every call bit-identical" if ref_error is None and counted and first is None else
+           "no reference to compare" if ref_error is not None or not counted else
+           f"first differs at call {first} ({_where(traffic, first)}): the declaration's start (a base, an initial "
+           f"extent, init), retention or lookahead is not the model's")
     hazards = pf.hazards()
     clause("preflight: no capture hazard in the step", hazards.empty,
            pf.summary() + "".join(f"; {h.kind} at {h.where}: {h.source}" for h in hazards.head(3).itertuples()))
@@ -135,8 +246,8 @@ def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form:
     audit = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["audit", "region"])
     # exactness
     exact = exact_table(want, got.outputs)
-    clause("bit-exact with the stock step", len(want) == len(got.outputs) and exact["equal"].all(),
-           f"{int(exact['equal'].sum())} of {len(exact)} calls torch.equal")
+    clause(f"bit-exact with {label}", len(want) == len(got.outputs) and bool(exact["equal"].all()),
+           f"{int(exact['equal'].sum())} of {len(got.outputs)} calls bit-identical")
     # addresses
     addr = []
     for n, c in rt.carries.items():
@@ -153,7 +264,25 @@ def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form:
     replays = counters[counters["reason"] == "replayed"].groupby("engine")["count"].sum()
     clause("admitted calls replayed", len(replays) == len(engines) and (replays > 0).all(),
            "; ".join(e.summary() for e in engines))
-    return Certification(pd.DataFrame(rows), cat, audit, exact, counters, addresses, rt, got.outputs, want, pf)
+    return Certification(pd.DataFrame(rows), cat, audit, exact, counters, addresses, rt, got.outputs, want, pf,
+                         reference=label)
+
+
+def _first_unequal(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> int | None:
+    """The first call whose outputs are not bit-identical (a missing call counts), else None."""
+    for i in range(max(len(a), len(b))):
+        if i >= len(a) or i >= len(b) or not bool(exact_table([a[i]], [b[i]])["equal"].iloc[0]):
+            return i
+    return None
+
+
+def _where(traffic: Traffic, k: int) -> str:
+    """Call ``k`` of the traffic as 'turn t, call i of the turn' (its first call: the turn's start)."""
+    for n, (t, i, op, _, last) in enumerate(traffic.items_of()):
+        if n == k:
+            return f"turn {t}, call {i} of the turn" + (f", operator '{op}'" if op else "") + \
+                (": the turn's first call" if i == 0 else ", its final call" if last else "")
+    return f"call {k}, beyond the traffic's {traffic.calls}"
 
 
 def exact_table(want: Sequence[torch.Tensor], got: Sequence[torch.Tensor]) -> pd.DataFrame:

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from ...contract import Declaration
-from .certify import Certification, certify, run_stock
+from .certify import Certification, certify, model_reference
 from .runtime import AUDITS, StreamingRuntime
 from .traffic import Traffic
 
@@ -67,6 +67,7 @@ class KitModel:
     held: dict | None = None
     engine_options: dict | None = None
     audits: tuple = AUDITS
+    reference: Callable | list | None = None
 
     def __post_init__(self):
         if not isinstance(self.decl, Declaration):
@@ -92,12 +93,12 @@ class KitModel:
 
     def certify(self, backend: str = "auto") -> Certification:
         return certify(self.decl, self.step, self.stock, self.traffic, backend=backend, audits=self.audits,
-                       **self._kw())
+                       reference=self.reference, **self._kw())
 
-    def reference(self) -> list:
-        """The stock step's outputs over the traffic (what every arm must equal)."""
-        return run_stock(self.decl, self.stock, self.traffic, frames=self.frames, operator=self.operator,
-                         init=self.init, device=self.device)[0]
+    def reference_outputs(self) -> tuple[list, str]:
+        """The model's reference over the traffic (what every arm must equal) and which reference it is."""
+        return model_reference(self.decl, self.stock, self.traffic, self.reference, frames=self.frames,
+                               operator=self.operator, init=self.init, device=self.device)
 
 
 def _state_bytes(rt: StreamingRuntime) -> int:
@@ -206,6 +207,7 @@ def factorial(model: KitModel, arms: Sequence[str] = tuple(ARMS), *, blocks: int
     df["vs_B0"] = df["latency_ms"] / b0 - 1 if b0 is not None else float("nan")
     df = df[arm_row_columns()]
     df.attrs.update(model=model.name, device=str(torch.device(model.device)), certified=cert.ok,
+                    reference=cert.reference,
                     catalog=cert.catalog, certificate=cert.table,
                     method=f"in-process: {blocks} timed blocks after {warmup} warm-up, the arm order rotated each "
                            f"block; 95% percentile bootstrap over blocks of the per-block median ms per call")

@@ -18,10 +18,13 @@ __all__ = ["Traffic", "KitRun", "what_of"]
 class Traffic:
     """What to stream: ``turns[i]`` is the list of inputs of turn i (its last input is the turn's final
     call); ``prompts[i]`` (optional) is what the turn is primed from (passed to ``init``). For a model of
-    several operators a call is an ``(operator, input)`` pair; each operator's last call is its final one."""
+    several operators a call is an ``(operator, input)`` pair; each operator's last call is its final one.
+    ``signals[i]`` (set by :meth:`stream`): turn i's whole signal, for a reference loop that cuts it the model's
+    own way (a declared lookahead or call size the model does not have then shows)."""
 
     turns: list
     prompts: list | None = None
+    signals: list | None = None
 
     def __post_init__(self):
         if not isinstance(self.turns, (list, tuple)) or not self.turns:
@@ -87,7 +90,7 @@ class Traffic:
             end = starts[-1] + pc.committed if starts else 0
             calls = [sig.narrow(dim, a, width) for a in starts]
             turns.append(calls + [sig.narrow(dim, end, n - end)] if end < n else calls)  # no lookahead: none left
-        return cls(turns, prompts)
+        return cls(turns, prompts, list(signals))
 
     def calls_of(self):
         """(turn, index in turn, input, last) per call, in order."""

@@ -42,9 +42,10 @@ from .parts import VocoderSplit, make_constants_device_resident
 from .prompts import PromptState, make_prompt
 from .runtime import runtime_envelope
 from .steps import FLOW, declaration, token2wav_steps, trim
+from .stock import StockToken2wav
 
 __all__ = ["OPERATOR", "kit_declaration", "kit_steps", "kit_model", "kit_model_on",
-           "kit_model_teaching"]
+           "kit_model_teaching", "vendor_loop", "vocoder_start"]
 
 OPERATOR = "stream_chunk"
 
@@ -110,7 +111,8 @@ def kit_model(cfg: Token2wavConfig = TEACHING, seed: int = 0, device="cpu", *, a
         cache = flow.setup_cache(torch.cat([tokens, pad], dim=1), mels, spk_emb, n_timesteps=clocks.n_steps)
         spk.copy_(spk_emb)
         # the solver's buffers hold the vendor's 16 slots in a stock arm: the declared steps are the first
-        return {n: cache[n][:clocks.n_steps] if n.startswith("estimator") else cache[n] for n in FLOW}
+        flow_start = {n: cache[n][:clocks.n_steps] if n.startswith("estimator") else cache[n] for n in FLOW}
+        return {**flow_start, **vocoder_start(mels)}
 
     prompt = make_prompt(cfg, seed, device, clocks=clocks)
     signals = _turns(cfg, clocks, seed, turns, chunks, device)
@@ -118,7 +120,30 @@ def kit_model(cfg: Token2wavConfig = TEACHING, seed: int = 0, device="cpu", *, a
     adopt = {"estimator_att_cache": dec.att_cache_buffer, "estimator_cnn_cache": dec.cnn_cache_buffer}
     return KitModel(decl, step, stock, traffic, frames=At(0, dim=1, clock="tokens"), form="stock", operator=OPERATOR,
                     init=init, modules=(flow, hift), device=str(device), adopt=None if stock_arm else adopt,
-                    held={"spk": spk}, audits=("declared",))
+                    held={"spk": spk}, audits=("declared",), reference=vendor_loop(flow, hift, device, clocks, seed))
+
+
+def vendor_loop(flow, hift, device, clocks: Token2wavClocks, seed: int):
+    """The certificate's reference: the vendor's own streaming loop (:class:`~.stock.StockToken2wav`, its own
+    caches and cuts) over a traffic, each turn primed from its prompt and seeded as ``init`` seeds it."""
+    def loop(traffic: Traffic) -> list:
+        stock, outs = StockToken2wav(flow, hift, device, n_timesteps=clocks.n_steps), []
+        for t, turn in enumerate(traffic.turns):
+            torch.manual_seed(seed)
+            stock.set_stream_cache(traffic.prompt(t))
+            for i, x in enumerate(turn):
+                wav = stock.stream(x[0].tolist(), last_chunk=i == len(turn) - 1, return_waveform=True)
+                outs.append(torch.from_numpy(wav).to(device))
+        return outs
+    return loop
+
+
+def vocoder_start(mels: torch.Tensor) -> dict:
+    """The vocoder's caches at a turn's start as the vendor's ``set_stream_cache`` makes them: empty mel, source
+    and speech (the model's own start, not the declaration's)."""
+    z = mels.new_zeros
+    return {"vocoder_mel_cache": z(1, mels.shape[2], 0), "vocoder_source_cache": z(1, 1, 0),
+            "vocoder_speech_cache": z(1, 0)}
 
 
 def kit_model_on(device="cpu", arm: str | None = None) -> KitModel:
