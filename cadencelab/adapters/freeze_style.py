@@ -307,6 +307,13 @@ class CarryStream:
         """Turn reset, in place: left context to extent 0, the sample-rate contexts to zeros."""
         self.kit.reset()
 
+    def start(self, prompt=None) -> None:
+        """The session protocol's turn start (the decoder takes no prompt): :meth:`reset`."""
+        self.reset()
+
+    def counters(self):
+        return self.kit.counters()
+
     def __call__(self, tokens: torch.Tensor, last: bool | None = None) -> torch.Tensor:
         """New tokens (1, n) -> their PCM (1, n * 600); ``last``: the turn's final call (default: fewer tokens
         than a chunk)."""

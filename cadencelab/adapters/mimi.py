@@ -83,6 +83,7 @@ from ..contract.examples import moshi_mimi_declaration
 from ..replay import At
 from ..replay.determinism import pin_determinism
 from .kit import StreamingRuntime
+from .kit.session import engine_counters
 
 __all__ = [
     "MOSHI_VERSION", "INSTALL_HINT", "ARMS", "MimiUnavailable", "load_moshi", "moshi_available", "build_mimi",
@@ -397,6 +398,14 @@ class MimiStream:
         self.frames += 1
         return codes, out
 
+    def start(self, prompt=None) -> None:
+        """The session protocol's turn start (Mimi takes no prompt): :meth:`reset`."""
+        self.reset()
+
+    def __call__(self, pcm: torch.Tensor, last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The session protocol's call: :meth:`step` (Mimi has no lookahead: a final call commits nothing more)."""
+        return self.step(pcm)
+
     @torch.no_grad()
     def reset(self) -> None:
         """A new stream on the same state objects: moshi's in-place ``reset_streaming`` (addresses kept);
@@ -430,8 +439,7 @@ class MimiStream:
         return sum(g is not None and g._graph is not None for g in graphed)
 
     def counters(self) -> pd.DataFrame:
-        frames = [e.counters() for e in self.engines.values()]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return engine_counters(self.engines.values())
 
     def summaries(self) -> dict[str, str]:
         return {k: e.summary() for k, e in self.engines.items()}

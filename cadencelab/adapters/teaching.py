@@ -330,6 +330,14 @@ class TeachingRuntime:
         return self.kit.calls
 
     # -- turns and chunks ---------------------------------------------------------------
+    def start(self, prompt: torch.Tensor) -> None:
+        """The session protocol's turn start: :meth:`set_prompt`."""
+        self.set_prompt(prompt)
+
+    def __call__(self, x: torch.Tensor, last: bool | None = None) -> torch.Tensor:
+        """The session protocol's call: :meth:`stream`."""
+        return self.stream(x, last)
+
     def set_prompt(self, prompt: torch.Tensor) -> None:
         """Turn start: prime the caches from the prompt (eager), in place under the state rule."""
         self.kit.reset(prompt)

@@ -43,9 +43,11 @@ from .factorial import ARMS, KitModel, factorial, run_block
 from .rings import RingView
 from .inner import Inner
 from .runtime import AUDITS, FORMS, KitRun, StreamingRuntime
+from .session import Session, run_turns
 from .steps import Committed
 from .traffic import Traffic
 
 __all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "Inner", "Committed", "KitRun", "RingView", "Certification", "run_stock",
            "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "factorial", "run_block", "REFERENCES",
-           "ModelStart", "NotStarted", "model_reference"]
+           "ModelStart", "NotStarted", "model_reference",
+           "Session", "run_turns"]

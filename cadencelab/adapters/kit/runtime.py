@@ -31,6 +31,7 @@ from .bound import Bound, LastLabel, options_per_op, per_op
 from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of, install
 from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
+from .session import engine_counters
 from .steps import Caches, before_label, call_step, committed, frames_at, merged, step_failed, takes_frames
 from .traffic import KitRun, Traffic
 
@@ -253,6 +254,14 @@ class StreamingRuntime:
         return self._bound(None).classifier
 
     # -- turns ---------------------------------------------------------------------------
+    def start(self, prompt=None) -> dict:
+        """The session protocol's turn start (:class:`~.session.Session`): :meth:`reset`."""
+        return self.reset(prompt)
+
+    def counters(self):
+        """Replay counters of every engine (empty without replay)."""
+        return engine_counters(self.engines.values())
+
     @torch.inference_mode()
     def reset(self, prompt=None) -> dict:
         """Turn start, in place: each carry to its base state; returns the bases (the stock caches' start)."""

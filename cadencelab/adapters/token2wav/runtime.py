@@ -42,6 +42,7 @@ from ...replay.determinism import pin_determinism
 from ...state import Carry
 from ..arms import FACTORIAL
 from ..kit import Committed, Inner, StreamingRuntime
+from ..kit.session import engine_counters
 from .configs import Token2wavConfig
 from .parts import (HostStaging, VocoderSplit, CountingGraph, capture_vendor_buckets, config_of,
                     make_constants_device_resident)
@@ -257,6 +258,15 @@ class Token2wavRuntime:
         fires = self.vendor_graph_fires
         dit.graph_chunk = {k: CountingGraph(g, fires, k) for k, g in dit.graph_chunk.items()}
 
+    # -- the session protocol (the vendor-shaped verbs below are the ones the duplex demo calls) ------------
+    def start(self, prompt: PromptState) -> None:
+        """Turn start: :meth:`set_stream_cache`."""
+        self.set_stream_cache(prompt)
+
+    def __call__(self, tokens, last: bool = False):
+        """One chunk -> its float32 waveform: :meth:`stream` with ``return_waveform``."""
+        return self.stream(tokens, last_chunk=last, return_waveform=True)
+
     # -- the vendor-shaped API --------------------------------------------------------------
     @torch.inference_mode()
     def set_stream_cache(self, prompt: PromptState):
@@ -357,10 +367,7 @@ class Token2wavRuntime:
     # -- reports ----------------------------------------------------------------------------
     def counters(self):
         """Replay counters of every engine (empty frame for arms without replay)."""
-        import pandas as pd
-
-        frames = [e.counters() for e in self.engines.values()]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return engine_counters(self.engines.values())
 
     def summaries(self) -> dict[str, str]:
         return {k: e.summary() for k, e in self.engines.items()}
