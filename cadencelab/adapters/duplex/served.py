@@ -177,6 +177,7 @@ class GraphDecoder:
         finally:
             torch.cuda.synchronize(self.device)
             rewind()
+        # not the kit's road: the language models have no declaration yet (a labelled control, tokens not exact)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self._step()

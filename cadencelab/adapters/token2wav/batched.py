@@ -169,7 +169,7 @@ class BatchedToken2wav:
         self._ws_list: list[torch.Tensor] = []  # append-only: owner indices stay stable
         self.calls = Counter()  # (path, batch size) -> batched calls
         self.engines: dict[str, ExactShapeReplay] = {}
-        if replay:
+        if replay:  # bound directly: the kit's runtime serves one session, a batched call stacks B sessions' rows
             common = dict(backend=backend, owners=lambda: self._ws_list, clone_outputs=True)
             sizes = dict(batch_sizes=self.batch_sizes, **common)
             self.engines["flow_chunk"] = bind(

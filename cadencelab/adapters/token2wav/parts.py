@@ -113,6 +113,7 @@ def capture_vendor_buckets(dit: torch.nn.Module, buckets: dict[int, int]) -> Non
             new_cnn = torch.zeros((depth, 2, conv, 2), dtype=dtype, device=device)
             new_att = torch.zeros((depth, 2, heads, max_size + chunk, kv), dtype=dtype, device=device)
             dit.blocks_forward_chunk(x, t, mask, cnn, att, new_cnn, new_att)
+            # not the kit's road: this control rebuilds the vendor's own padded graphs, so the vendor code takes them
             graph = torch.cuda.CUDAGraph()
             with no_collection(), torch.cuda.graph(graph):
                 out = dit.blocks_forward_chunk(x, t, mask, cnn, att, new_cnn, new_att)
