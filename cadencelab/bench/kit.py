@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..adapters.arms import BASELINE, FACTORIAL, REPEAT
 from . import options
 from .common import ArmProcess, InlineArm, check_out, serve, study_provenance, write_csv, write_json
 from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, exit_code, int_range, names_in, opt,
@@ -46,8 +47,8 @@ MODELS = {"teaching": "cadencelab.adapters.teaching_kit:kit_model_on",
           "token2wav": "cadencelab.adapters.token2wav.kit:kit_model_on",
           "token2wav-teaching": "cadencelab.adapters.token2wav.kit:kit_model_teaching"}
 #: the factorial's arms and the A/A control
-KIT_ARMS = ("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat")
-HEADLINE = ("SRc", "B0")
+KIT_ARMS = (*FACTORIAL, REPEAT)
+HEADLINE = ("SRc", BASELINE)
 
 
 def _check_model(flag: str, text: str) -> None:

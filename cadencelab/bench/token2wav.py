@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..adapters.arms import FACTORIAL
+from ..adapters.arms import CONTROLS, FACTORIAL
 from ..adapters.token2wav.turns import chunk_pieces, turn_tokens
 from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_arm
 from . import options
@@ -61,8 +61,8 @@ class StudyConfig:
     device: str = options.device()
     # an arm ``NAME@CONDITION`` runs under that device condition instead of ``condition``; ``B0@defaults``
     # is the fairness gate's reference (the stock runtime with nothing pinned, in the same run)
-    arms: tuple = opt(("B0", "S", "R", "Rc", "SR", "SRc", "B0_repeat", "vendor_graph", "vendor_graph_50",
-                       f"B0@{REFERENCE}"), on_cpu=FACTORIAL, parse=lambda flag, text: parse_arms(flag, text),
+    arms: tuple = opt((*FACTORIAL, *CONTROLS[:3], f"B0@{REFERENCE}"), on_cpu=FACTORIAL,
+                      parse=lambda flag, text: parse_arms(flag, text),
                       help="comma-separated arms, each optionally NAME@CONDITION (must include B0)")
     condition: str = options.condition("every arm (an arm NAME@CONDITION runs under its own)")
     blocks: int = opt(3, help="timed blocks per process (plus one warm-up block)", type=int_range(1, MAX_BLOCKS))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..contract import T2W_CLOCKS, catalog, catalog_counts, catalog_width, region_table, token2wav_declaration
 from .. import viz
+from ..adapters.arms import CELLS, arm_for
 from ..viz.options import require_columns
 from . import data
 
@@ -145,23 +146,12 @@ def catalog_figure(decl, operator: str = "flow_chunk"):
 # mutual enabling: which arm the rules name
 # ---------------------------------------------------------------------------------------
 
-#: (state rule, replay, granularity) -> arm; granularity is ignored without replay
-ARM_RULES = {
-    (False, False, None): "B0", (True, False, None): "S",
-    (False, True, "step"): "R", (False, True, "chunk"): "Rc",
-    (True, True, "step"): "SR", (True, True, "chunk"): "SRc",
-}
+#: (state rule, replay, granularity) -> arm; granularity is ignored without replay (the one arm table's cells)
+ARM_RULES = {(a.state_rule, a.replay is not None, a.granularity): a.name for a in CELLS.values()}
 
 
 #: arms the panel's Pareto shows: the factorial and the strongest control (the vendor graph re-bucketed)
 PANEL_ARMS = ("B0", "S", "R", "Rc", "SR", "SRc", "vendor_graph_50")
-
-
-def arm_for(state_rule: bool, replay: bool, granularity: str = "chunk") -> str:
-    """The factorial arm a combination of rules names."""
-    if granularity not in ("step", "chunk"):
-        raise ValueError(f"granularity must be 'step' or 'chunk', got {granularity!r}")
-    return ARM_RULES[(bool(state_rule), bool(replay), granularity if replay else None)]
 
 
 def rules_frame(condition: str) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..adapters.arms import FACTORIAL
 from ..adapters.token2wav import REAL, TEACHING
 from ..adapters.token2wav.turns import chunk_pieces
 from ..contract import T2W_CLOCKS
@@ -35,8 +36,8 @@ from . import data
 __all__ = ["FACTORIAL_ARMS", "token2wav_config", "live_factorial", "factorial_frame", "ChunkTimelines", "profile_chunk",
            "chunk_timelines"]
 
-#: the six arms of the factorial (state rule x replay granularity)
-FACTORIAL_ARMS = ("B0", "S", "R", "Rc", "SR", "SRc")
+#: the six arms of the factorial (state rule x replay granularity), from the one arm table
+FACTORIAL_ARMS = FACTORIAL
 _CONFIGS = {"real": REAL, "teaching": TEACHING}
 
 

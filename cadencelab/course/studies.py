@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..adapters.arms import CONTROLS, FACTORIAL
+
 __all__ = ["Study", "Recording", "DeviceTask", "STUDIES", "RECORDINGS", "DEVICE_TASKS", "study", "recording",
            "device_task", "BENCH"]
 
@@ -87,7 +89,7 @@ STUDIES = (
 )
 
 #: the older recordings' arms (one process per arm then)
-_FACTORIAL_ARMS = "B0,S,R,Rc,SR,SRc,B0_repeat,vendor_graph,vendor_graph_50"
+_FACTORIAL_ARMS = ",".join((*FACTORIAL, *CONTROLS[:3]))  # the table's arms, less the compile control
 _FACTORIAL_THEN = "copy DIR/token2wav_factorial.json to {path}"
 _DUPLEX = "--device cuda --preset h200 --arms B0,SRc --seconds 8 --trace-cpu-depth 3"
 _DUPLEX_THEN = "copy DIR/duplex_second.json to {path}"

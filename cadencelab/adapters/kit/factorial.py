@@ -23,22 +23,16 @@ import pandas as pd
 import torch
 
 from ...contract import Declaration
+from ..arms import CELLS
 from .certify import Certification, certify, model_reference
 from .runtime import AUDITS, StreamingRuntime
 from .traffic import Traffic
 
 __all__ = ["ARMS", "KitModel", "run_block", "factorial", "arm_row_columns"]
 
-#: the factorial's arms as the runtime's switches (R and Rc coincide with the state rule off: the stock step
-#: is the whole call; they run and are measured separately)
-ARMS: dict[str, dict] = {
-    "B0": dict(state_rule=False, replay=False),
-    "S": dict(state_rule=True, replay=False),
-    "R": dict(state_rule=False, replay=True, granularity="step"),
-    "Rc": dict(state_rule=False, replay=True, granularity="call"),
-    "SR": dict(state_rule=True, replay=True, granularity="step"),
-    "SRc": dict(state_rule=True, replay=True, granularity="call"),
-}
+#: the factorial's arms as the runtime's switches, from the one arm table (R and Rc coincide with the state rule
+#: off: the stock step is the whole call; they run and are measured separately)
+ARMS: dict[str, dict] = {name: a.switches() for name, a in CELLS.items()}
 
 
 @dataclass

@@ -177,7 +177,7 @@ class LanePool:
         if isinstance(arm, str) and arm not in ARMS:
             raise ValueError(f"LanePool: unknown arm {arm!r} (lanes serve SRc)")
         spec = ARMS[arm] if isinstance(arm, str) else arm
-        if not spec.state_rule or spec.replay != "chunk":
+        if not spec.state_rule or spec.replay != "call":
             raise ValueError(f"LanePool: lanes serve the chunk-replay state-rule arm (SRc), got {spec.name!r}")
         check_copies_fit((flow, hift), device, lanes := int(lanes), "LanePool: lanes")  # each lane owns its buffers
         self.device = torch.device(device)

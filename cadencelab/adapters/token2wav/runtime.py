@@ -30,7 +30,6 @@ Token2wav as one whole-call operator on the kit's own factorial is :mod:`.kit`.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -40,7 +39,7 @@ from ...contract import T2W_CLOCKS, Token2wavClocks
 from ...replay import At
 from ...replay.determinism import pin_determinism
 from ...state import Carry
-from ..arms import FACTORIAL
+from ..arms import ARMS, CONTROLS, FACTORIAL, Arm
 from ..kit import Committed, Inner, StreamingRuntime
 from ..kit.session import engine_counters
 from .configs import Token2wavConfig
@@ -61,34 +60,8 @@ __all__ = ["ArmSpec", "ARMS", "FACTORIAL", "CONTROLS", "declaration_for", "chunk
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ArmSpec:
-    """One cell of the factorial (or a control)."""
-
-    name: str
-    state_rule: bool
-    replay: str | None  # None, "step" or "chunk"
-    control: str | None = None  # None, "vendor_graph", "vendor_graph_50", "compile"
-    description: str = ""
-
-
-ARMS: dict[str, ArmSpec] = {
-    "B0": ArmSpec("B0", False, None, description="stock runtime"),
-    "S": ArmSpec("S", True, None, description="state rule only: carry + demand sizing"),
-    "R": ArmSpec("R", False, "step", description="replay at solver-step granularity, stock state"),
-    "Rc": ArmSpec("Rc", False, "chunk", description="replay at chunk granularity, stock state"),
-    "SR": ArmSpec("SR", True, "step", description="state rule + replay at solver-step granularity"),
-    "SRc": ArmSpec("SRc", True, "chunk", description="state rule + replay at chunk granularity"),
-    "B0_repeat": ArmSpec("B0_repeat", False, None, description="control: the stock runtime again, in another "
-                         "process (cross-process determinism of the baseline)"),
-    "vendor_graph": ArmSpec("vendor_graph", False, None, "vendor_graph",
-                            "control: the vendor's CUDA-graph branch as shipped (buckets 30/48/96)"),
-    "vendor_graph_50": ArmSpec("vendor_graph_50", False, None, "vendor_graph_50",
-                               "control: the vendor's graph branch re-bucketed to the live 50-frame chunk (padded cache)"),
-    "compile": ArmSpec("compile", False, None, "compile",
-                       "control: torch.compile(mode='reduce-overhead') on the estimator"),
-}
-CONTROLS = ("B0_repeat", "vendor_graph", "vendor_graph_50", "compile")
+#: an arm of the one table (:mod:`cadencelab.adapters.arms`); Token2wav's "step" replay is the paper's solver step
+ArmSpec = Arm
 
 
 def chunk_frames(n_tokens: int, last_chunk: bool, clocks: Token2wavClocks = T2W_CLOCKS) -> int:
