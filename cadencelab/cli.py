@@ -45,9 +45,9 @@ _T2W_FLAGS = (("f_prompt", "--f-prompt"), ("f_retained", "--f-retained"), ("f_ch
 
 
 def _declaration(args):
-    """The declaration named by ``--model``, with the token2wav parameters that were given."""
-    from .contract import EXAMPLES
-
+    """The declaration named by ``--model`` (a registered name or package.module:function), with the
+    token2wav parameters that were given."""
+    from .adapters import registry
     from .contract import DeclarationError
 
     given = {name: getattr(args, name) for name, _ in _T2W_FLAGS if getattr(args, name) is not None}
@@ -57,9 +57,11 @@ def _declaration(args):
         print(f"cadencelab catalog: {flags} apply to --model token2wav only", file=sys.stderr)
         return None
     try:
-        return EXAMPLES[args.model](**given)
+        return registry.declaration(args.model, **given)
     except DeclarationError as e:  # a combination the declaration refuses: name what was typed
         raise FlagError(typed or "--model", f"not a valid {args.model} declaration ({e.reason}; field {e.field})") from e
+    except ValueError as e:  # not registered, not importable, not a declaration
+        raise FlagError("--model", str(e)) from None
 
 
 def given_flags(args) -> str:
@@ -315,11 +317,23 @@ def cmd_tour(args) -> int:
 # ---------------------------------------------------------------------------------------
 
 
-def _catalog_options(c: argparse.ArgumentParser) -> None:
-    from .contract import EXAMPLES, K_MAX
-    from .contract import T2W_CLOCKS as t2w
+def _check_model(text: str) -> str:
+    """``--model``: a registered name or package.module:function (what it names is loaded when the command runs)."""
+    from .adapters import registry
 
-    c.add_argument("--model", choices=sorted(EXAMPLES), default="token2wav", help="the shipped declaration")
+    if text not in registry.names() and (":" not in text or not all(text.split(":", 1))):
+        raise argparse.ArgumentTypeError(f"{text!r}: a registered model ({', '.join(registry.names())}) or "
+                                         f"package.module:function")
+    return text
+
+
+def _catalog_options(c: argparse.ArgumentParser) -> None:
+    from .adapters.token2wav.clocks import T2W_CLOCKS as t2w
+    from .contract import K_MAX
+
+    c.add_argument("--model", type=_check_model, default="token2wav",
+                   help="a registered declaration (cadencelab.adapters.registry) or package.module:function "
+                        "returning a Declaration or a KitModel")
     c.add_argument("--f-prompt", dest="f_prompt", type=int_range(0),
                    help=f"token2wav: prompt frames (default: {t2w.prompt_frames}, the declaration's)")
     c.add_argument("--f-retained", dest="f_retained", type=int_range(1),
@@ -337,7 +351,7 @@ def _catalog_options(c: argparse.ArgumentParser) -> None:
 
 def _profile_options(pr: argparse.ArgumentParser) -> None:
     from .adapters.arms import FACTORIAL
-    from .contract import T2W_CLOCKS
+    from .adapters.token2wav.clocks import T2W_CLOCKS
 
     pr.add_argument("--config", choices=MODEL_CONFIGS, default="teaching",
                     help="Token2wav model sizes: real (the released model) or teaching (small, CPU)")

@@ -36,7 +36,8 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from cadencelab import viz
-from cadencelab.contract import backbone_declaration, derive
+from cadencelab.contract import derive
+from cadencelab.adapters.duplex.models import backbone_declaration
 from cadencelab.course import anatomy, data, exercises, frames, glossary, grading
 from cadencelab.course.display import show
 from cadencelab.course.live_cells import live_preset

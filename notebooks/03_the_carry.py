@@ -167,7 +167,7 @@ limit
 # %%
 from cadencelab.adapters.token2wav import TEACHING
 from cadencelab.adapters.token2wav.runtime import build_runtime
-from cadencelab.contract import T2W_CLOCKS
+from cadencelab.adapters.token2wav.clocks import T2W_CLOCKS
 
 rt, prompt = build_runtime(TEACHING, "S", 0, "cuda" if LIVE else "cpu")  # on your GPU when there is one
 rt.set_stream_cache(prompt)

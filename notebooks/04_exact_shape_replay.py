@@ -43,7 +43,8 @@ from IPython.display import HTML, display
 
 from cadencelab import viz
 from cadencelab.adapters import teaching
-from cadencelab.contract import admitted_labels, catalog, token2wav_declaration
+from cadencelab.contract import admitted_labels, catalog
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 from cadencelab.course import data, exercises, frames, glossary, grading, graph_lesson
 from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal

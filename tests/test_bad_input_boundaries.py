@@ -10,9 +10,13 @@ import pandas as pd
 import pytest
 
 from cadencelab import cli
-from cadencelab.contract import EXAMPLES, DeclarationError, Fixed
+from cadencelab.contract import DeclarationError, Fixed
+from cadencelab.adapters.registry import DECLARATIONS, load
 from cadencelab.profile import busy_ns, windows
 from cadencelab.state import AllocationRefused, Carry, allocate
+
+#: every registered declaration by name (the registry's, loaded)
+EXAMPLES = {name: load(target) for name, target in DECLARATIONS.items()}
 
 # ---------------------------------------------------------------------------------------
 # declarations

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cadencelab.contract import (DeclarationError, admitted_labels, class_label, freeze_style_declaration,
-                                 token2wav_declaration)
+from cadencelab.contract import DeclarationError, admitted_labels, class_label
+from cadencelab.adapters.freeze_style import freeze_style_declaration
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 from cadencelab.replay import At, ExactShapeReplay, bind, eager_label, lookahead
 from cadencelab.adapters.teaching import TeachingConfig, declaration as teaching_declaration
 

@@ -16,7 +16,8 @@ from cadencelab.adapters.token2wav.configs import TEACHING
 from cadencelab.adapters.token2wav.envelopes import demand_frames
 from cadencelab.adapters.token2wav.turns import chunk_pieces, turn_tokens
 from cadencelab.bench.common import CALL_TOKENS, LOOKAHEAD, STRIDE_TOKENS
-from cadencelab.contract import T2W_CLOCKS, DeclarationError, PromptRetained, derive, token2wav_declaration
+from cadencelab.contract import DeclarationError, PromptRetained, derive
+from cadencelab.adapters.token2wav.clocks import T2W_CLOCKS, token2wav_declaration
 
 C = T2W_CLOCKS
 
@@ -101,7 +102,7 @@ def test_cli_and_notebook_sliders_derive_the_same_catalog(tmp_path, capsys):
 def test_one_clock_conversion():
     """convert (a scale taken now) and scaled (a scale a caller keeps) are one arithmetic, one error."""
     from cadencelab.contract.clocks import convert, scale, scaled
-    from cadencelab.contract.examples import moshi_mimi_declaration
+    from cadencelab.adapters.mimi import moshi_mimi_declaration
 
     clocks = moshi_mimi_declaration().clock_map
     assert convert(clocks, 1, "frames", "samples") == scaled(1, scale(clocks, "frames", "samples"), "frames", "samples")

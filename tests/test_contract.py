@@ -13,37 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cadencelab.contract import (
-    CLASS_BUDGET,
-    Admission,
-    Clock,
-    Declaration,
-    DeclarationError,
-    DeviceConstant,
-    Fixed,
-    Operator,
-    PromptRetained,
-    Region,
-    Ring,
-    SlidingWindow,
-    Unbounded,
-    admitted_labels,
-    backbone_declaration,
-    catalog,
-    catalog_width,
-    checks,
-    demand_shape,
-    derive,
-    envelope,
-    freeze_style_declaration,
-    moshi_mimi_declaration,
-    region_table,
-    rho_table,
-    stock_shape,
-    token2wav_declaration,
-    trajectory,
-    unbounded_backbone_declaration,
-    verdict,
+    CLASS_BUDGET, Admission, Clock, Declaration, DeclarationError, DeviceConstant, Fixed, Operator, PromptRetained,
+    Region, Ring, SlidingWindow, Unbounded, admitted_labels, catalog, catalog_width, checks, demand_shape, derive,
+    envelope, region_table, rho_table, stock_shape, trajectory, verdict,
 )
+from cadencelab.adapters.duplex.models import backbone_declaration, unbounded_backbone_declaration
+from cadencelab.adapters.freeze_style import freeze_style_declaration
+from cadencelab.adapters.mimi import moshi_mimi_declaration
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 
 HYP = settings(max_examples=200, deadline=None)
 

@@ -11,31 +11,12 @@ import time
 import pytest
 
 from cadencelab.contract import (
-    ROW_LIMIT,
-    Admission,
-    Clock,
-    Declaration,
-    DeclarationError,
-    DerivationLimitError,
-    Fixed,
-    Operator,
-    PromptRetained,
-    Region,
-    Ring,
-    SlidingWindow,
-    admitted_labels,
-    backbone_declaration,
-    catalog,
-    catalog_counts,
-    catalog_width,
-    derive,
-    envelope,
-    per_call,
-    region_table,
-    token2wav_declaration,
-    trajectory,
-    verdict,
+    ROW_LIMIT, Admission, Clock, Declaration, DeclarationError, DerivationLimitError, Fixed, Operator, PromptRetained,
+    Region, Ring, SlidingWindow, admitted_labels, catalog, catalog_counts, catalog_width, derive, envelope, per_call,
+    region_table, trajectory, verdict,
 )
+from cadencelab.adapters.duplex.models import backbone_declaration
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 from cadencelab.contract.clocks import validate_clocks
 
 CLOCKS = (Clock("tokens", "token", rate_hz=25.0), Clock("frames", "frame", parent="tokens", ratio=2))

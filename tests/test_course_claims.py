@@ -44,7 +44,8 @@ def test_nb1_b0_synthesis_beside_served_lms_is_stated_not_explained():
 
 
 def test_nb2_the_two_attended_extents():
-    from cadencelab.contract import region_table, token2wav_declaration, trajectory
+    from cadencelab.contract import region_table, trajectory
+    from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 
     d = token2wav_declaration()
     p = d.params

@@ -8,7 +8,7 @@ from cadencelab.adapters.freeze_style import (
     stream_reference, stream_with_carry,
 )
 from cadencelab.contract import derive
-from cadencelab.contract.examples import freeze_style_declaration
+from cadencelab.adapters.freeze_style import freeze_style_declaration
 
 
 @pytest.fixture(scope="module")

@@ -794,7 +794,7 @@ def test_invalid_declarations_raise_declaration_error_naming_the_field(spec, dat
 
 def test_every_mutation_family_is_reachable():
     """The mutation table covers every validated field of a rich declaration (a guard on the fuzzer)."""
-    from cadencelab.contract import token2wav_declaration
+    from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 
     decl = token2wav_declaration()
     opts = mutations(decl)

@@ -85,7 +85,8 @@ def test_spellings_of_a_choice_are_one_choice():
 
 
 def test_numpy_values_read_the_natural_way_pass():
-    from cadencelab.contract import region_table, token2wav_declaration, trajectory, verdict
+    from cadencelab.contract import region_table, trajectory, verdict
+    from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 
     decl = token2wav_declaration()
     extents = {r: trajectory(decl, r)["shape_extent"].unique() for r in ex.EXTENT_REGIONS}  # numpy arrays of int64

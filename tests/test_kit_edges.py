@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from cadencelab.adapters.kit import StreamingRuntime, Traffic, certify, run_stock
-from cadencelab.contract import Fixed, freeze_style_declaration, token2wav_declaration
+from cadencelab.contract import Fixed
+from cadencelab.adapters.freeze_style import freeze_style_declaration
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 from cadencelab.replay import At, bind, preflight
 from kit_models import ConformerSizes, StreamingConformer
 from test_kit import conformer_declaration, conformer_steps, conformer_traffic

@@ -13,15 +13,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cadencelab.contract import (
-    DeclarationError,
-    Fixed,
-    PromptRetained,
-    Ring,
-    SlidingWindow,
-    Unbounded,
-    token2wav_declaration,
-)
+from cadencelab.contract import DeclarationError, Fixed, PromptRetained, Ring, SlidingWindow, Unbounded
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 from cadencelab.state import Carry, ShadowAuditor, allocate, allocation_plan, move_frames
 
 HYP = settings(max_examples=200, deadline=None)

@@ -141,7 +141,7 @@ def test_staged_modules_build_the_same_runtime(tmp_path):
     and prompt of the one-call path."""
     from cadencelab.adapters.token2wav import save_checkpoint
     from cadencelab.adapters.token2wav.runtime import arm_modules, build_runtime
-    from cadencelab.contract import T2W_CLOCKS
+    from cadencelab.adapters.token2wav.clocks import T2W_CLOCKS
 
     save_checkpoint(tmp_path, *build_token2wav(TEACHING, 3), TEACHING)
     one, p1 = build_runtime(None, "SRc", 5, "cpu", backend="eager", n_timesteps=4, checkpoint=tmp_path)

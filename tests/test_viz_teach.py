@@ -11,12 +11,8 @@ import plotly.graph_objects as go
 import pytest
 
 from cadencelab import viz
-from cadencelab.contract import (
-    catalog,
-    catalog_counts,
-    catalog_width,
-    token2wav_declaration,
-)
+from cadencelab.contract import catalog, catalog_counts, catalog_width
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
 from cadencelab.course import data
 from cadencelab.profile import (
     align_kernels,

@@ -15,7 +15,7 @@ pytest.importorskip("ipywidgets")
 from cadencelab import viz  # noqa: E402
 from cadencelab.course import data, frames, live, panels, player  # noqa: E402
 from cadencelab.profile import events  # noqa: E402
-from cadencelab.contract import T2W_CLOCKS, token2wav_declaration  # noqa: E402
+from cadencelab.adapters.token2wav.clocks import T2W_CLOCKS, token2wav_declaration
 from sizes import CPU_STEPS  # noqa: E402
 
 

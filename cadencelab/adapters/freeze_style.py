@@ -49,7 +49,7 @@ Two streaming paths, both emitting one PCM tensor per 20-token chunk of a turn:
     ``"full_history"``): run the causal model from a zero state over all of the turn's tokens so
     far, keep the new samples. (b) is bit-exact (``torch.equal``, CPU float32) with that.
 
-The declaration hook is :func:`cadencelab.contract.examples.freeze_style_declaration` (catalog
+The declaration hook is :func:`freeze_style_declaration` (catalog
 width 2: left-context extent 0 on the first chunk, then 20); path (b) runs on the adapter kit
 (:class:`CarryStream`: :func:`kit_declaration`, every conv's context a region, plus :func:`kit_steps`), and
 ``stream_with_carry(..., replay=True)`` replays each chunk through the kit's engine (backend ``"auto"``: CUDA
@@ -66,14 +66,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..contract.examples import freeze_style_declaration
+from ..contract import Admission, Clock, Declaration, Operator, Region, SlidingWindow
 from ..state import Carry
 from .kit import KitModel, StreamingRuntime, Traffic
 
 __all__ = [
     "FreezeStyleConfig", "FreezeStyleDecoder", "OverlapPolicy", "FULL_HISTORY", "CarryStream",
     "stream_reference", "stream_with_carry", "causal_conv", "compare", "declaration", "OPERATOR", "LEFT_CONTEXT",
-    "KIT_REGIONS", "kit_declaration", "kit_steps", "kit_model", "kit_model_on",
+    "KIT_REGIONS", "kit_declaration", "kit_steps", "kit_model", "kit_model_on", "freeze_style_declaration",
 ]
 
 OPERATOR = "decode_chunk"
@@ -111,6 +111,28 @@ class FreezeStyleConfig:
     def contexts(self) -> tuple:
         """Left-context frames of each causal conv, token conv first."""
         return (self.token_context,) + (self.up_kernel - 1,) * len(self.rates) + (self.out_kernel - 1,)
+
+
+def freeze_style_declaration(first: int = 20, steady: int = 40, overlap: int = 10, state: int = 20,
+                             samples_per_token: int = 600, channels: int = 256) -> Declaration:
+    """A Freeze-Omni-style codec decoder: first window ``first`` tokens, then ``steady`` with ``overlap``.
+
+    With the carry, the decoder keeps ``state`` tokens of left context instead of
+    recomputing the overlap; the left-context extent takes two values (0, then ``state``).
+    """
+    clocks = (
+        Clock("tokens", "codec token", rate_hz=40.0),
+        Clock("samples", "PCM sample at 24 kHz", parent="tokens", ratio=samples_per_token),
+    )
+    regions = (
+        Region("left_context", clock="tokens", shape=(1, channels, "tokens"), policy=SlidingWindow(state),
+               growth=state, lifetime="turn", role="state", address_stable=True,
+               stock={"tokens": 2 * overlap + state}),
+    )
+    operators = (Operator("decode_chunk", reads=("left_context",), clock="tokens", call=state,
+                          flush=(1, state, 1)),)
+    return Declaration("freeze-style-decoder", clocks, regions, operators, admission=Admission("tokens", state),
+                       params=dict(first=first, steady=steady, overlap=overlap, state=state))
 
 
 def declaration(cfg: FreezeStyleConfig | None = None):

@@ -78,8 +78,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..contract.declaration import Operator
-from ..contract.examples import moshi_mimi_declaration
+from ..contract import Admission, Clock, Declaration, Fixed, Operator, Region, Ring
 from ..replay import At
 from ..replay.determinism import pin_determinism
 from .kit import StreamingRuntime
@@ -87,7 +86,7 @@ from .kit.session import engine_counters
 
 __all__ = [
     "MOSHI_VERSION", "INSTALL_HINT", "ARMS", "MimiUnavailable", "load_moshi", "moshi_available", "build_mimi",
-    "declaration", "set_vendor_graphs", "pin_determinism", "state_tensors", "audit_state_addresses",
+    "moshi_mimi_declaration", "declaration", "set_vendor_graphs", "pin_determinism", "state_tensors", "audit_state_addresses",
     "region_tensors", "kit_runtime", "MimiStream", "pcm_stream", "run_stream", "stream_hashes",
 ]
 
@@ -179,6 +178,31 @@ def build_mimi(seed: int = 0, device="cpu", codebook_std: float = CODEBOOK_STD):
         cb._embedding = None
         _ = cb.embedding  # materialise the cached centroids now, not inside a first streamed call
     return mimi.eval()
+
+
+def moshi_mimi_declaration(capacity: int = 250, layers: int = 8, heads: int = 8, head_dim: int = 64) -> Declaration:
+    """Mimi: 80 ms frames, 2 transformer steps per frame, ring KV caches of ``capacity``."""
+    clocks = (
+        Clock("frames", "Mimi frame (80 ms)", rate_hz=12.5),
+        Clock("samples", "PCM sample at 24 kHz", parent="frames", ratio=1920),
+        Clock("steps", "transformer step", parent="frames", ratio=2),
+    )
+    # one call is one frame: each ring grows by the 2 steps of a frame (derived from the clocks)
+    regions = tuple(
+        Region(f"{side}_kv_{i}", clock="steps", shape=(2, 1, heads, "steps", head_dim), policy=Ring(capacity),
+               lifetime="stream", role="state", address_stable=True)
+        for side in ("encoder", "decoder") for i in range(layers)
+    ) + (
+        Region("conv_left_context", clock="samples", shape=(1, 512, "samples"), policy=Fixed(6), lifetime="stream",
+               role="state", address_stable=True),
+    )
+    operators = (
+        Operator("decoder_transformer", reads=tuple(f"decoder_kv_{i}" for i in range(layers)), clock="steps",
+                 description="Mimi decoder transformer: 2 steps (25 Hz) per 80 ms frame"),
+        Operator("encoder_transformer", reads=tuple(f"encoder_kv_{i}" for i in range(layers)), clock="steps",
+                 description="Mimi encoder transformer: 2 steps (25 Hz) per 80 ms frame"),
+    )
+    return Declaration("moshi-mimi", clocks, regions, operators, admission=Admission("steps"), call_clock="frames")
 
 
 def declaration(capacity: int = 250, layers: int = 8, heads: int = 8, head_dim: int = 64):

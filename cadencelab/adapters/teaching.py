@@ -65,7 +65,7 @@ CLOCK_DIM = 2  # the frames dimension of the K|V cache (2, heads, frames, head_d
 class TeachingConfig:
     """Sizes of the teaching model. The clocks mirror Token2wav's at toy scale.
 
-    Token2wav (``contract.T2W_CLOCKS``): a prompt, a retained history, a chunk of tokens plus a
+    Token2wav (``adapters.token2wav.clocks.T2W_CLOCKS``): a prompt, a retained history, a chunk of tokens plus a
     lookahead, 2 frames per token. Here: prompt 12, retained 8, chunk 2 tokens (+1 lookahead)
     x 2 frames = 4 frames, so the cached extent walks 12 -> 16 -> 20 and stops: K = 3 shape
     classes, as Token2wav's walks prompt -> prompt + chunk -> prompt + retained.

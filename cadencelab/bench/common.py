@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..contract import T2W_CLOCKS
+from ..adapters.token2wav.clocks import T2W_CLOCKS
 from ..profile.outputs import atomic_path, guard_output, write_atomic
 from ..profile.provenance import run_provenance
 

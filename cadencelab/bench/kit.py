@@ -23,14 +23,13 @@ provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is 
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from ..adapters import registry
 from ..adapters.arms import BASELINE, FACTORIAL, REPEAT
 from . import options
 from .common import ArmProcess, InlineArm, check_out, serve, study_provenance, write_csv, write_json
@@ -41,18 +40,15 @@ from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_
 
 __all__ = ["MODELS", "KIT_ARMS", "KitConfig", "load_model", "run_study", "analyse", "add_parser"]
 
-#: built-in models (name -> "module:function" of the device returning a KitModel)
-MODELS = {"teaching": "cadencelab.adapters.teaching_kit:kit_model_on",
-          "freeze-style": "cadencelab.adapters.freeze_style:kit_model_on",
-          "token2wav": "cadencelab.adapters.token2wav.kit:kit_model_on",
-          "token2wav-teaching": "cadencelab.adapters.token2wav.kit:kit_model_teaching"}
+#: built-in models (name -> "module:function" of the device returning a KitModel): the registry's
+MODELS = registry.MODELS
 #: the factorial's arms and the A/A control
 KIT_ARMS = (*FACTORIAL, REPEAT)
 HEADLINE = ("SRc", BASELINE)
 
 
 def _check_model(flag: str, text: str) -> None:
-    if text not in MODELS and (":" not in text or not all(text.split(":", 1))):
+    if text not in registry.MODELS and (":" not in text or not all(text.split(":", 1))):
         raise FlagError(flag, f"{text!r}: a built-in model ({', '.join(MODELS)}) or package.module:function")
 
 
@@ -83,26 +79,12 @@ class KitConfig:
 
 
 def load_model(spec: str, device: str, arm: str | None = None):
-    """The KitModel ``spec`` names (a built-in or ``package.module:function``), built on ``device`` (and for
-    ``arm`` when the function takes an ``arm``: the one arm a process runs)."""
-    from ..adapters.kit import KitModel
-
-    module, _, fn = MODELS.get(spec, spec).partition(":")
+    """The KitModel ``spec`` names (a registered name or ``package.module:function``), built on ``device`` (and
+    for ``arm`` when the function takes an ``arm``: the one arm a process runs)."""
     try:
-        factory = getattr(importlib.import_module(module), fn)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(f"--model {spec!r}: cannot load {module}:{fn} ({e})") from None
-    try:
-        takes_arm = "arm" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        takes_arm = False
-    try:
-        m = factory(device, arm=arm) if takes_arm and arm is not None else factory(device)
-    except TypeError as e:
-        raise ValueError(f"--model {spec!r}: {module}:{fn} must be a function of the device ({e})") from None
-    if not isinstance(m, KitModel):
-        raise ValueError(f"--model {spec!r}: {module}:{fn}(device) returned a {type(m).__name__}, not a KitModel")
-    return m
+        return registry.resolve(spec, device, arm)
+    except ValueError as e:
+        raise ValueError(f"--model {spec!r}: {e}") from None
 
 
 class _ArmState:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import T2W_CLOCKS
+from ..adapters.token2wav.clocks import T2W_CLOCKS
 from ..replay.determinism import CONDITIONS, EXACT
 from .common import default_out
 from .flags import MAX_SEED, MODEL_CONFIGS, check_device, check_out_dir, check_steps, int_range, opt, positive_float

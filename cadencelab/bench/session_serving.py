@@ -122,7 +122,7 @@ class DeviceServer:
         the prompts; starts the set-up clock. Returns (flow, hift, model config)."""
         from ..adapters.token2wav import make_prompt
         from ..adapters.token2wav.runtime import arm_modules
-        from ..contract import T2W_CLOCKS
+        from ..adapters.token2wav.clocks import T2W_CLOCKS
 
         self._set_up_device(arm, cfg)
         self._t0 = time.perf_counter()

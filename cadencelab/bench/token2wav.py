@@ -135,7 +135,7 @@ def stage_arm(arm: str, ckpt: str, cfg: StudyConfig) -> dict:
     CPU (exactly what :func:`~cadencelab.adapters.token2wav.load_checkpoint` does before it moves
     them to the device). No device work, so it may run while another round is timed."""
     from ..adapters.token2wav.runtime import arm_modules
-    from ..contract import T2W_CLOCKS
+    from ..adapters.token2wav.clocks import T2W_CLOCKS
 
     base, _ = split_arm(arm, cfg.condition)
     t0 = time.perf_counter()

@@ -31,16 +31,6 @@ from .derivation import (
     verdict,
 )
 from .errors import DeclarationError, DerivationLimitError
-from .examples import (
-    EXAMPLES,
-    T2W_CLOCKS,
-    Token2wavClocks,
-    backbone_declaration,
-    freeze_style_declaration,
-    moshi_mimi_declaration,
-    token2wav_declaration,
-    unbounded_backbone_declaration,
-)
 from .policies import Fixed, PromptRetained, Ring, SlidingWindow, Unbounded, canonical
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..contract import T2W_CLOCKS, catalog, catalog_counts, catalog_width, region_table, token2wav_declaration
+from ..contract import catalog, catalog_counts, catalog_width, region_table
+from ..adapters.token2wav.clocks import T2W_CLOCKS, token2wav_declaration
 from .. import viz
 from ..adapters.arms import CELLS, arm_for
 from ..viz.options import require_columns

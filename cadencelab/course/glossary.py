@@ -45,7 +45,8 @@ def _arms() -> list[dict]:
 
 def _checks() -> list[dict]:
     """C1-C3 as the derivation names them (its check table on the shipped declaration)."""
-    from ..contract import checks, token2wav_declaration
+    from ..contract import checks
+    from ..adapters.token2wav.clocks import token2wav_declaration
 
     t = checks(token2wav_declaration())
     return [dict(term=r.check, kind="contract",
@@ -55,7 +56,8 @@ def _checks() -> list[dict]:
 
 
 def _terms() -> list[dict]:
-    from ..contract import PRIMING, Token2wavClocks
+    from ..contract import PRIMING
+    from ..adapters.token2wav.clocks import Token2wavClocks
     from ..replay.determinism import CONDITIONS, EXACT
     from .frames import CADENCE_MS
 
@@ -88,7 +90,7 @@ def _terms() -> list[dict]:
              definition=f"the cache-free prompt pass at a turn's start: eager by construction, counted as "
                         f"'{PRIMING}'", notebooks=(4, 8), source="cadencelab.contract.PRIMING"),
         dict(term="f_chunk vs f_call", kind="clocks", definition=f"f_chunk: {chunk} f_call: {call}",
-             notebooks=(2, 4), source="cadencelab.contract.Token2wavClocks.chunk_frames / call_frames"),
+             notebooks=(2, 4), source="cadencelab.adapters.token2wav.clocks.Token2wavClocks.chunk_frames / call_frames"),
         dict(term="envelope", kind="state",
              definition="the extents a region's size moves between: A- (lowest cached extent), A (highest, the "
                         "retention bound) and A_attended = A + f_call; the state rule allocates A for a retained "

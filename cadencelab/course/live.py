@@ -26,7 +26,7 @@ import pandas as pd
 from ..adapters.arms import FACTORIAL
 from ..adapters.token2wav import REAL, TEACHING
 from ..adapters.token2wav.turns import chunk_pieces
-from ..contract import T2W_CLOCKS
+from ..adapters.token2wav.clocks import T2W_CLOCKS
 from ..profile import profile_stream, summary
 from ..profile.events import timeline_events
 from ..profile.intervals import direction, point, ratio_interval

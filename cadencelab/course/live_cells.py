@@ -73,7 +73,7 @@ def _duplex_second(device, sizes):
 def _carry(device, sizes):
     from ..adapters.token2wav import TEACHING
     from ..adapters.token2wav.runtime import build_runtime
-    from ..contract import T2W_CLOCKS
+    from ..adapters.token2wav.clocks import T2W_CLOCKS
 
     rt, prompt = build_runtime(TEACHING, "S", 0, device)
     rt.set_stream_cache(prompt)

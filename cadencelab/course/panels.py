@@ -19,7 +19,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import viz
-from ..contract import T2W_CLOCKS, catalog, region_table, trajectory
+from ..contract import catalog, region_table, trajectory
+from ..adapters.token2wav.clocks import T2W_CLOCKS
 from ..profile.intervals import direction
 from ..viz.options import require_columns
 from .display import html_table, ipywidgets_module, render

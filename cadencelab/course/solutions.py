@@ -16,20 +16,10 @@ from typing import Callable
 import pandas as pd
 
 from ..contract import (
-    Admission,
-    Clock,
-    Declaration,
-    Fixed,
-    Operator,
-    PromptRetained,
-    Region,
-    Ring,
-    SlidingWindow,
-    region_table,
-    token2wav_declaration,
-    trajectory,
-    verdict,
+    Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region, Ring, SlidingWindow, region_table,
+    trajectory, verdict,
 )
+from ..adapters.token2wav.clocks import token2wav_declaration
 from . import exercises as ex
 from . import sample_encoder as se
 

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
-from ...contract import T2W_CLOCKS
+from ...contract import Admission, Clock, Declaration, Operator, Region, Ring, SlidingWindow, Unbounded
+from ..token2wav.clocks import T2W_CLOCKS
 from ..token2wav.configs import REAL as _T2W_REAL
 
 if TYPE_CHECKING:  # the annotations only: building the models imports torch, the declaration does not
@@ -23,7 +24,8 @@ if TYPE_CHECKING:  # the annotations only: building the models imports torch, th
 
 __all__ = [
     "DecoderShape", "DuplexConfig", "H200", "TINY", "PRESETS", "preset", "DuplexModels", "build_models",
-    "transformers_module", "CHUNK_TOKENS", "DTYPES", "cache_keyword",
+    "transformers_module", "CHUNK_TOKENS", "DTYPES", "cache_keyword", "backbone_declaration",
+    "unbounded_backbone_declaration",
 ]
 
 _T2W_VOCAB = _T2W_REAL.vocab_size  # the speech decoder emits Token2wav's tokens
@@ -247,3 +249,39 @@ def cache_keyword(model) -> str:
     "past_key_values" (before)."""
     params = inspect.signature(type(model.get_decoder()).forward).parameters
     return "cache" if "cache" in params else "past_key_values"
+
+
+# ---------------------------------------------------------------------------------------
+# the backbone's declaration (a unit-stride language backbone; outside the lossless scope at its window)
+# ---------------------------------------------------------------------------------------
+
+
+def backbone_declaration(window: int = 2000, layers: int = 36, kv_heads: int = 8, head_dim: int = 128) -> Declaration:
+    """A decoder-only language backbone decoding one token per call over a sliding window."""
+    clocks = (
+        Clock("tokens", "LLM token", rate_hz=12.5),
+        Clock("turns", "conversation turn"),
+    )
+    regions = (
+        Region("kv_cache", clock="tokens", shape=(layers, 2, 1, kv_heads, "tokens", head_dim),
+               policy=SlidingWindow(window), growth=1, lifetime="stream", role="state", dtype="bfloat16"),
+        Region("speech_kv", clock="tokens", shape=(4, 2, 1, 8, "tokens", 64), policy=Ring(16), growth=1,
+               lifetime="turn", role="state", dtype="bfloat16"),
+    )
+    operators = (
+        Operator("backbone_decode", reads=("kv_cache",), clock="tokens", call=1),
+        Operator("speech_token_decode", reads=("speech_kv",), clock="tokens", call=1, query_dependent=True,
+                 description="query length follows the traffic (how many tokens the backbone emitted)"),
+    )
+    return Declaration("duplex-backbone", clocks, regions, operators, admission=Admission("tokens", 1))
+
+
+def unbounded_backbone_declaration() -> Declaration:
+    """The same backbone with an unbounded KV cache: fails C2 and has no finite catalog."""
+    clocks = (Clock("tokens", "LLM token", rate_hz=12.5), Clock("turns", "conversation turn"))
+    regions = (
+        Region("kv_cache", clock="tokens", shape=(36, 2, 1, 8, "tokens", 128), policy=Unbounded(), growth=1,
+               lifetime="stream", role="state", dtype="bfloat16"),
+    )
+    operators = (Operator("backbone_decode", reads=("kv_cache",), clock="tokens", call=1),)
+    return Declaration("unbounded-backbone", clocks, regions, operators)

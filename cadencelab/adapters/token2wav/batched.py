@@ -84,7 +84,7 @@ import torch.nn.functional as F
 from ...contract import admitted_labels
 from ...replay import At, ExactShapeReplay, bind
 from .runtime import VocoderSplit, config_of, declaration_for, make_constants_device_resident
-from ...contract import T2W_CLOCKS, Token2wavClocks
+from .clocks import T2W_CLOCKS, Token2wavClocks
 from .stock import crossfade
 from .configs import Token2wavConfig
 from .prompts import PromptState

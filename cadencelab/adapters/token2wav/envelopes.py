@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...contract.examples import T2W_CLOCKS, Token2wavClocks
+from .clocks import T2W_CLOCKS, Token2wavClocks
 from .configs import Token2wavConfig, require
 
 __all__ = ["CacheEnvelope", "STOCK_ENVELOPE", "cache_buffer_shapes", "demand_envelope", "demand_frames",

@@ -33,7 +33,8 @@ import dataclasses
 
 import torch
 
-from ...contract import T2W_CLOCKS, Operator, Token2wavClocks
+from ...contract import Operator
+from .clocks import T2W_CLOCKS, Token2wavClocks
 from ...replay import At
 from ..kit import ARMS, KitModel, Traffic
 from .build import build_token2wav

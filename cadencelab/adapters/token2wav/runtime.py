@@ -35,7 +35,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...contract import T2W_CLOCKS, Token2wavClocks
+from .clocks import T2W_CLOCKS, Token2wavClocks
 from ...replay import At
 from ...replay.determinism import pin_determinism
 from ...state import Carry

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ...contract import T2W_CLOCKS, Token2wavClocks, token2wav_declaration
+from .clocks import T2W_CLOCKS, Token2wavClocks, token2wav_declaration
 from .configs import Token2wavConfig
 from .stock import crossfade
 

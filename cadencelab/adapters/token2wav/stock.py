@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ...contract.examples import T2W_CLOCKS
+from .clocks import T2W_CLOCKS
 from .prompts import PromptState
 from .vendor_import import load_vendor_token2wav_module
 

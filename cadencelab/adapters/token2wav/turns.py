@@ -4,7 +4,7 @@
     turn_tokens(n_chunks, flush)   how many generated tokens give ``n_chunks`` steady calls and a
                                    flush of ``flush`` tokens
     check_tokens(tokens, vocab)    one call's token ids, refused with one line unless each is in the vocabulary
-Every size comes from the clocks (:data:`cadencelab.contract.T2W_CLOCKS` unless given).
+Every size comes from the clocks (:data:`cadencelab.adapters.token2wav.clocks.T2W_CLOCKS` unless given).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...contract import T2W_CLOCKS
+from .clocks import T2W_CLOCKS
 
 __all__ = ["chunk_pieces", "turn_tokens", "check_tokens", "check_flag"]
 

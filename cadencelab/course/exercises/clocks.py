@@ -13,18 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...contract import (
-    Declaration,
-    SlidingWindow,
-    cached_at,
-    catalog_counts,
-    catalog_width,
-    envelope,
-    nbytes,
-    region_shape,
-    region_table,
+    Declaration, SlidingWindow, cached_at, catalog_counts, catalog_width, envelope, nbytes, region_shape, region_table,
     settle_calls,
-    token2wav_declaration,
 )
+from ...adapters.token2wav.clocks import token2wav_declaration
 from .machinery import Exercise, Mistake
 
 __all__ = ["EXTENTS", "EXTENT_REGIONS", "K_CLASSES", "RHO", "RHO_REGIONS", "check_K", "check_extents", "check_rho"]

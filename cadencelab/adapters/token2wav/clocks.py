@@ -1,24 +1,17 @@
-"""Declarations shipped with cadencelab.
-
-* ``Token2wavClocks`` / ``T2W_CLOCKS``: Token2wav's clocks, the one place its sizes are typed
-  (the paper's operating point); everything Token2wav-sized derives from it.
-* ``token2wav_declaration``: the streaming Token2wav tail of MiniCPM-o 4.5 (CosyVoice2
-  lineage), declared from a ``Token2wavClocks``.
-* ``moshi_mimi_declaration``: Mimi's ring KV caches (catalog width 1).
-* ``backbone_declaration``: a unit-stride language backbone with a 2,000-token window
-  (catalog width 2,001: outside the lossless scope).
-* ``freeze_style_declaration``: a Freeze-Omni-*style* codec decoder chunk policy
-  (catalog width 2). It is modelled on published facts; it is not Freeze-Omni.
-"""
+"""Token2wav's clocks and declaration: the one place its sizes are typed (the paper's operating point), and the
+streaming Token2wav tail of MiniCPM-o 4.5 (CosyVoice2 lineage) declared from them. No torch: the command line's
+help and the catalog read it before any model is built."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .clocks import Clock, per_call, validate_clocks
-from .declaration import Admission, Declaration, DeviceConstant, Operator, Region
-from .errors import DeclarationError
-from .policies import Fixed, PromptRetained, Ring, SlidingWindow, Unbounded
+from ...contract.clocks import Clock, per_call, validate_clocks
+from ...contract.declaration import Admission, Declaration, DeviceConstant, Operator, Region
+from ...contract.errors import DeclarationError
+from ...contract.policies import Fixed, PromptRetained, SlidingWindow
+
+__all__ = ["Token2wavClocks", "T2W_CLOCKS", "token2wav_declaration"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +85,6 @@ class Token2wavClocks:
 
 #: Token2wav at the paper's operating point
 T2W_CLOCKS = Token2wavClocks()
-
 
 
 def token2wav_declaration(
@@ -259,90 +251,3 @@ def _tokens_per_chunk(f_chunk, tokens_per_chunk, frames_per_token, clocks: Token
             f"{frames_per_token} (give one of them)"
         )
     return tokens
-
-
-def moshi_mimi_declaration(capacity: int = 250, layers: int = 8, heads: int = 8, head_dim: int = 64) -> Declaration:
-    """Mimi: 80 ms frames, 2 transformer steps per frame, ring KV caches of ``capacity``."""
-    clocks = (
-        Clock("frames", "Mimi frame (80 ms)", rate_hz=12.5),
-        Clock("samples", "PCM sample at 24 kHz", parent="frames", ratio=1920),
-        Clock("steps", "transformer step", parent="frames", ratio=2),
-    )
-    # one call is one frame: each ring grows by the 2 steps of a frame (derived from the clocks)
-    regions = tuple(
-        Region(f"{side}_kv_{i}", clock="steps", shape=(2, 1, heads, "steps", head_dim), policy=Ring(capacity),
-               lifetime="stream", role="state", address_stable=True)
-        for side in ("encoder", "decoder") for i in range(layers)
-    ) + (
-        Region("conv_left_context", clock="samples", shape=(1, 512, "samples"), policy=Fixed(6), lifetime="stream",
-               role="state", address_stable=True),
-    )
-    operators = (
-        Operator("decoder_transformer", reads=tuple(f"decoder_kv_{i}" for i in range(layers)), clock="steps",
-                 description="Mimi decoder transformer: 2 steps (25 Hz) per 80 ms frame"),
-        Operator("encoder_transformer", reads=tuple(f"encoder_kv_{i}" for i in range(layers)), clock="steps",
-                 description="Mimi encoder transformer: 2 steps (25 Hz) per 80 ms frame"),
-    )
-    return Declaration("moshi-mimi", clocks, regions, operators, admission=Admission("steps"), call_clock="frames")
-
-
-def backbone_declaration(window: int = 2000, layers: int = 36, kv_heads: int = 8, head_dim: int = 128) -> Declaration:
-    """A decoder-only language backbone decoding one token per call over a sliding window."""
-    clocks = (
-        Clock("tokens", "LLM token", rate_hz=12.5),
-        Clock("turns", "conversation turn"),
-    )
-    regions = (
-        Region("kv_cache", clock="tokens", shape=(layers, 2, 1, kv_heads, "tokens", head_dim),
-               policy=SlidingWindow(window), growth=1, lifetime="stream", role="state", dtype="bfloat16"),
-        Region("speech_kv", clock="tokens", shape=(4, 2, 1, 8, "tokens", 64), policy=Ring(16), growth=1,
-               lifetime="turn", role="state", dtype="bfloat16"),
-    )
-    operators = (
-        Operator("backbone_decode", reads=("kv_cache",), clock="tokens", call=1),
-        Operator("speech_token_decode", reads=("speech_kv",), clock="tokens", call=1, query_dependent=True,
-                 description="query length follows the traffic (how many tokens the backbone emitted)"),
-    )
-    return Declaration("duplex-backbone", clocks, regions, operators, admission=Admission("tokens", 1))
-
-
-def unbounded_backbone_declaration() -> Declaration:
-    """The same backbone with an unbounded KV cache: fails C2 and has no finite catalog."""
-    clocks = (Clock("tokens", "LLM token", rate_hz=12.5), Clock("turns", "conversation turn"))
-    regions = (
-        Region("kv_cache", clock="tokens", shape=(36, 2, 1, 8, "tokens", 128), policy=Unbounded(), growth=1,
-               lifetime="stream", role="state", dtype="bfloat16"),
-    )
-    operators = (Operator("backbone_decode", reads=("kv_cache",), clock="tokens", call=1),)
-    return Declaration("unbounded-backbone", clocks, regions, operators)
-
-
-def freeze_style_declaration(first: int = 20, steady: int = 40, overlap: int = 10, state: int = 20,
-                             samples_per_token: int = 600, channels: int = 256) -> Declaration:
-    """A Freeze-Omni-style codec decoder: first window ``first`` tokens, then ``steady`` with ``overlap``.
-
-    With the carry, the decoder keeps ``state`` tokens of left context instead of
-    recomputing the overlap; the left-context extent takes two values (0, then ``state``).
-    """
-    clocks = (
-        Clock("tokens", "codec token", rate_hz=40.0),
-        Clock("samples", "PCM sample at 24 kHz", parent="tokens", ratio=samples_per_token),
-    )
-    regions = (
-        Region("left_context", clock="tokens", shape=(1, channels, "tokens"), policy=SlidingWindow(state),
-               growth=state, lifetime="turn", role="state", address_stable=True,
-               stock={"tokens": 2 * overlap + state}),
-    )
-    operators = (Operator("decode_chunk", reads=("left_context",), clock="tokens", call=state,
-                          flush=(1, state, 1)),)
-    return Declaration("freeze-style-decoder", clocks, regions, operators, admission=Admission("tokens", state),
-                       params=dict(first=first, steady=steady, overlap=overlap, state=state))
-
-
-EXAMPLES = {
-    "token2wav": token2wav_declaration,
-    "moshi-mimi": moshi_mimi_declaration,
-    "backbone": backbone_declaration,
-    "unbounded-backbone": unbounded_backbone_declaration,
-    "freeze-style": freeze_style_declaration,
-}
