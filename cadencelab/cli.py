@@ -1,11 +1,15 @@
 """cadencelab COMMAND ...: the workbench's command line (COMMAND --help: its options and their defaults).
 
   catalog [--model M] [--f-prompt P --f-retained R --f-chunk C --steps S] [--k-max K] [--json FILE]
-      prints what a shipped declaration derives (regions, envelopes and rho, shape catalogs, checks
-      C1-C3, per-operator verdicts), then a catalog summary; no torch work
-  profile [--config C] [--device D] [--arm A] [--chunks N] [--steps S] [--seed N] [--out DIR]
-      profiles one short Token2wav turn under torch.profiler; prints one row per stream call (first,
-      steady..., flush) and writes a Chrome trace and the rows' CSV
+      prints what a declaration derives (regions, envelopes and rho, shape catalogs, checks C1-C3,
+      per-operator verdicts), then a catalog summary; no model built for a registered name
+  certify --model M [--device D] [--backend B]
+      certifies a model against its own stock step: the clause table, then one line (exit 1 if one fails)
+  profile [--model M] [--config C] [--device D] [--arm A] [--chunks N] [--steps S] [--seed N] [--out DIR]
+      profiles one short Token2wav turn (or M's traffic) under torch.profiler; prints one row per
+      call (first, steady..., flush) and writes a Chrome trace and the rows' CSV
+
+M is a registered model (cadencelab.adapters.registry) or a user's package.module:function.
   bench STUDY ...
       the benchmark studies (the same as python -m cadencelab.bench): progress, then a short table
   tour OUT_DIR [--quiet]
@@ -200,6 +204,8 @@ def _stream_plan(n_chunks: int, vocab: int, seed: int, flush_tokens: int = 13) -
 
 
 def cmd_profile(args) -> int:
+    if args.model is not None:
+        return _profile_model(args)
     import torch
 
     from .adapters.token2wav import REAL, TEACHING
@@ -239,6 +245,88 @@ def cmd_profile(args) -> int:
     print(f"\ntrace:   {trace_path}  (open in https://ui.perfetto.dev or chrome://tracing)")
     print(f"summary: {csv_path}")
     return 0
+
+
+def _spec(args):
+    """The spec ``--model`` names (a registered name or package.module:function), built on ``--device``."""
+    from .adapters import registry
+
+    check_device("--device", args.device)
+    try:
+        return registry.resolve(args.model, args.device, getattr(args, "arm", None))
+    except ValueError as e:
+        raise FlagError("--model", str(e)) from None
+
+
+def _profile_model(args) -> int:
+    """``profile --model M``: one pass of M's traffic through one arm under torch.profiler (a warm-up pass first,
+    unprofiled); one row per call (its turn, operator and kind), a Chrome trace and the rows' CSV."""
+    import re
+
+    import torch
+
+    from .adapters.kit import run_traffic
+    from .bench.common import write_csv
+    from .profile import export_chrome_trace
+    from .profile.capture import profiled
+    from .profile.outputs import guard_output
+
+    check_out_dir("--out", args.out)
+    torch.manual_seed(args.seed)
+    spec = _spec(args)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{spec.name}_{args.arm}")
+    guard_output(args.out, "--out", results=(f"{stem}*",), overwrite=args.overwrite)
+    rt = spec.runtime(args.arm, "eager" if torch.device(args.device).type == "cpu" else "auto")
+    run_traffic(rt, spec.traffic)  # warm-up: captures and first-call costs stay out of the profile
+    with profiled(args.device, window="call") as prof:
+        calls = run_traffic(rt, spec.traffic)
+    rows = prof.windows("call")
+    for col in ("kind", "operator", "turn"):
+        rows.insert(1, col, list(calls[col])[: len(rows)])
+    out = Path(args.out)
+    trace_path = export_chrome_trace(prof, out / f"{stem}.pt.trace.json.gz")
+    csv_path = out / f"{stem}_calls.csv"
+    write_csv(rows, csv_path)
+    print(_calls_table(rows, spec.name, args.arm, torch.device(args.device)))
+    print(f"\ntrace:   {trace_path}  (open in https://ui.perfetto.dev or chrome://tracing)")
+    print(f"summary: {csv_path}")
+    return 0
+
+
+def _calls_table(rows, model: str, arm: str, device) -> str:
+    t = rows[["occurrence", "turn", "operator", "kind"]].copy()
+    for col in ("wall", "busy"):
+        t[f"{col}_ms"] = rows[f"{col}_us"] / 1e3
+    for col in ("slack_frac", "cpu_ops", "kernel_launches", "graph_launches"):
+        if col in rows:
+            t[col] = rows[col]
+    kinds = ", ".join(f"{n} {k}" for k, n in t["kind"].value_counts(sort=False).items())
+    shown = t.astype(object).where(t.notna(), NOT_APPLICABLE)
+    lines = [f"# {model}, arm {arm}, {device}: {len(t)} calls ({kinds})",
+             shown.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+    reason = rows.attrs.get("na_reason") or ""
+    if reason:
+        lines.append(f"{NOT_APPLICABLE}: {reason}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# certify
+# ---------------------------------------------------------------------------------------
+
+
+def cmd_certify(args) -> int:
+    """Certify a model: its clause table, then one line; exit 1 when a clause fails."""
+    import torch
+
+    torch.manual_seed(args.seed)
+    spec = _spec(args)
+    cert = spec.certify(args.backend)
+    print(cert.table.to_string(index=False))
+    n, passed = len(cert.table), int(cert.table["passed"].sum())
+    print(f"\n{spec.name}: {'certified' if cert.ok else 'NOT certified'} ({passed} of {n} clauses; "
+          f"{len(cert.catalog)} classes in the catalog)")
+    return 0 if cert.ok else 1
 
 
 def _chunk_rows(prof, plan):
@@ -353,6 +441,10 @@ def _profile_options(pr: argparse.ArgumentParser) -> None:
     from .adapters.arms import FACTORIAL
     from .adapters.token2wav.clocks import T2W_CLOCKS
 
+    pr.add_argument("--model", type=_check_model, default=None,
+                    help="a registered model or package.module:function of the device returning a KitModel: "
+                         "profiles its traffic (one warm-up pass, then one profiled), one row per call "
+                         "(default: Token2wav at --config, one row per stream call)")
     pr.add_argument("--config", choices=MODEL_CONFIGS, default="teaching",
                     help="Token2wav model sizes: real (the released model) or teaching (small, CPU)")
     pr.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
@@ -366,6 +458,16 @@ def _profile_options(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--seed", type=int_range(0, MAX_SEED), default=0, help="seed of the weights, prompt and tokens")
     pr.add_argument("--out", default=os.path.join("out", "profile"), help="output folder (trace and CSV)")
     pr.add_argument("--overwrite", action="store_true", help="replace this config and arm's files in --out")
+
+
+def _certify_options(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--model", type=_check_model, required=True,
+                   help="a registered model or package.module:function of the device returning a KitModel "
+                        "(required: no default)")
+    c.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N (default: cpu)")
+    c.add_argument("--backend", choices=("auto", "eager", "cuda"), default="auto",
+                   help="replay backend (auto: CUDA graphs on a GPU, the eager backend elsewhere)")
+    c.add_argument("--seed", type=int_range(0, MAX_SEED), default=0, help="torch's seed before the model is built")
 
 
 def _lab_options(lab: argparse.ArgumentParser) -> None:
@@ -385,6 +487,10 @@ _COMMANDS = {
                 "Prints the derivation report of a shipped declaration (regions, envelopes and rho, shape catalogs, "
                 "checks C1-C3, per-operator verdicts), then a catalog summary; no torch work.",
                 _catalog_options, "cmd_catalog"),
+    "certify": ("certify a model against its own stock step (clause table)",
+                "Prints the certificate of a registered model or a user's package.module:function (a KitModel) "
+                "against its own stock step: the clause table, then one line; exit 1 when a clause fails.",
+                _certify_options, "cmd_certify"),
     "bench": ("benchmark studies (python -m cadencelab.bench ...)", "", None, "cmd_bench"),
     "profile": ("profile a short Token2wav stream (trace + per-call table)",
                 "Profiles one short Token2wav turn under torch.profiler: prints one row per stream call (first, "

@@ -51,6 +51,8 @@ LONG_MODULES = {
     "cadencelab/course/data.py": "the recorded-data loaders the notebooks call as data.*, one per recorded study",
     "cadencelab/adapters/kit/runtime.py": "the kit's runtime: one call's path (checks, step, write, audits) and the "
                                           "session verbs in one class",
+    "cadencelab/cli.py": "the command line: each command's options and its run (catalog, certify, profile of Token2wav "
+                         "or of any registered model), one place",
 }
 
 

@@ -28,7 +28,7 @@ from .certify import Certification, certify, model_reference
 from .runtime import AUDITS, StreamingRuntime
 from .traffic import Traffic
 
-__all__ = ["ARMS", "KitModel", "run_block", "factorial", "arm_row_columns"]
+__all__ = ["ARMS", "KitModel", "Spec", "run_block", "factorial", "arm_row_columns"]
 
 #: the factorial's arms as the runtime's switches, from the one arm table (R and Rc coincide with the state rule
 #: off: the stock step is the whole call; they run and are measured separately)
@@ -93,6 +93,11 @@ class KitModel:
         """The model's reference over the traffic (what every arm must equal) and which reference it is."""
         return model_reference(self.decl, self.stock, self.traffic, self.reference, frames=self.frames,
                                operator=self.operator, init=self.init, device=self.device)
+
+
+#: the one spec object a user types once (declaration, steps, traffic, where frames live, modules, initial state):
+#: the runtime (``spec.runtime(arm)``), certify, the factorial, catalog and profile take it
+Spec = KitModel
 
 
 def _state_bytes(rt: StreamingRuntime) -> int:
