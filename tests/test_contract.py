@@ -542,3 +542,23 @@ def test_policies_report_their_semantics():
     assert PromptRetained(302, 100).segments(452) == [(0, 302), (352, 100)]
     assert SlidingWindow(8, "newest_first").segments(20) == [(0, 8)]
     assert SlidingWindow(8).segments(20) == [(12, 8)]
+
+
+def test_a_changed_declaration_is_derived_again():
+    """``with_clocks`` / ``replace`` / ``dataclasses.replace``: what the clocks derived (a region's growth and
+    max_call, an operator's call and flush, the admission) follows the new clocks; declared values stay."""
+    import dataclasses
+
+    d = token2wav_declaration()
+    tokens = dataclasses.replace(d.clock("tokens"), ratio=20)
+    for changed in (d.with_clocks(tokens), d.replace(clocks=tuple(tokens if c.name == "tokens" else c
+                                                                  for c in d.clocks))):
+        assert changed.region("estimator_att_cache").max_call == 46  # 20 tokens + the 3-token lookahead, x 2
+        assert changed.region("estimator_att_cache").growth == 40 and changed.operator("flow_chunk").call == 40
+        assert changed.admission.max_call == 40 and changed.region("cfm_noise").growth == 0
+    assert d.replace() == d and d.replace(model="renamed").model == "renamed"
+    fixed = dataclasses.replace(d.regions[0], growth=50, max_call=56)  # given explicitly: declared, kept
+    with pytest.raises(DeclarationError, match="grows 50"):  # ... so the new clocks' 40 frames contradict it
+        d.replace(regions=(fixed, *d.regions[1:])).with_clocks(tokens)
+    with pytest.raises(DeclarationError):
+        d.with_clocks(dataclasses.replace(d.clock("frames"), ratio=0))

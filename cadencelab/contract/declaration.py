@@ -36,6 +36,19 @@ def _where(kind: str, i: int, name) -> str:
     return f"{kind}[{i}]({name})" if ok else f"{kind}[{i}]"
 
 
+def _derived(obj, **derived):
+    """``obj`` with the ``derived`` fields set, remembering the object as declared (so a changed declaration
+    derives them again instead of taking them as declared)."""
+    out = dataclasses.replace(obj, **derived)
+    object.__setattr__(out, "_as_declared", obj)
+    return out
+
+
+def _declared(obj):
+    """What was declared, before the fields :func:`_derived` set."""
+    return getattr(obj, "_as_declared", obj)
+
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -278,6 +291,19 @@ class Declaration:
                 return o
         raise KeyError(f"no operator '{name}' in the {self.model} declaration")
 
+    # -- changes -----------------------------------------------------------------------
+    def replace(self, **changes) -> "Declaration":
+        """This declaration with fields changed, validated and re-derived: a region's growth or max_call, an
+        operator's call or flush and the admission that were derived from the clocks are derived again
+        (``dataclasses.replace`` does the same: a derived value remembers it was derived)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_clocks(self, *clocks: Clock) -> "Declaration":
+        """This declaration with ``clocks`` (each replaces the clock of its name, or is added), re-derived."""
+        by = {c.name: c for c in self.clocks}
+        by.update({c.name: c for c in clocks})
+        return self.replace(clocks=tuple(by.values()))
+
     # -- validation ------------------------------------------------------------------
     def validate(self) -> None:
         check_name("model", self.model, "a declaration")
@@ -338,11 +364,12 @@ class Declaration:
                 raise DeclarationError("admission", f"expected an Admission, got {type(self.admission).__name__}")
             if not isinstance(self.admission.clock, str) or self.admission.clock not in clocks:
                 raise DeclarationError("admission.clock", f"unknown clock '{self.admission.clock}'")
+            object.__setattr__(self, "admission", _declared(self.admission))
             if self.admission.max_call is None:
                 pc = self._per_call(clocks, self.admission.clock)
                 if pc is None:
                     raise DeclarationError("admission.max_call", self._no_call_clock(self.admission.clock))
-                object.__setattr__(self, "admission", dataclasses.replace(self.admission, max_call=pc.committed))
+                object.__setattr__(self, "admission", _derived(self.admission, max_call=pc.committed))
             if not _is_int(self.admission.max_call) or self.admission.max_call <= 0:
                 raise DeclarationError("admission.max_call", f"must be a positive integer, got {self.admission.max_call!r}")
             for i, o in enumerate(self.operators):
@@ -379,16 +406,18 @@ class Declaration:
 
     def _resolve_region(self, r: Region, clocks: Mapping[str, Clock]) -> Region:
         """``r`` with growth and max_call derived from the call clock where they were left unset."""
+        r = _declared(r)
         if r.growth is not None:
             return r
         pc = self._per_call(clocks, r.clock)
         if pc is None or r.mutability == "immutable":
-            return dataclasses.replace(r, growth=0)
+            return _derived(r, growth=0)
         max_call = pc.frames if r.max_call is None else r.max_call
-        return dataclasses.replace(r, growth=pc.committed, max_call=max_call)
+        return _derived(r, growth=pc.committed, max_call=max_call)
 
     def _resolve_operator(self, o: Operator, where: str, clocks: Mapping[str, Clock]) -> Operator:
         """``o`` with call and a "lookahead" flush derived from the call clock."""
+        o = _declared(o)
         change = {}
         if not isinstance(o.clock, str) or o.clock not in clocks:
             return o  # Operator.validate names the clock
@@ -406,7 +435,7 @@ class Declaration:
                     f"{where}.flush", f"'lookahead' but no clock between '{self.call_clock}' and '{o.clock}' has an offset"
                 )
             change["flush"] = pc.flush()
-        return dataclasses.replace(o, **change) if change else o
+        return _derived(o, **change) if change else o
 
     def _check_operator_writes(self, o: Operator, where: str, clocks: Mapping[str, Clock], regions) -> None:
         """A call advances each growing region it reads by its stride, and no flush exceeds a region's max_call."""
