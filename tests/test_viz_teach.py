@@ -290,3 +290,34 @@ def test_kernel_timeline_caption_speaks_of_an_idle_row_only_when_drawn():
     g = pd.DataFrame({"start_ns": [1000], "end_ns": [2000], "category": ["host_wait"]})
     with_gaps = viz.kernel_timeline(k, gaps_df=g)
     assert "idle row" in viz.caption(with_gaps) and with_gaps.layout.legend.title.text == "op kind / idle gap"
+
+
+def test_catalog_heatmap_takes_a_declaration_with_several_regions_and_its_units():
+    """A declaration in: the catalog, counts and units derived from it. Mimi's decoder reads nine regions on two
+    clocks (a row names each extent with its regions; the call size is in the operator's frames); the
+    Freeze-style carry counts in tokens, and its flush bound is a token region's."""
+    from cadencelab.adapters.freeze_style import kit_declaration
+    from cadencelab.adapters.mimi import declaration as mimi_declaration
+
+    fig = viz.catalog_heatmap(mimi_declaration(), operator="decode_frame")
+    assert list(fig.data[0].y) == ["decoder_kv_0 +7 250; conv_left_context 6"]
+    assert fig.layout.xaxis.title.text == "call size f (frames per call)"
+    assert fig.layout.yaxis.title.text == "cached extent (each region, in its clock's ticks)"
+    cap = viz.caption(fig)
+    assert "the 9 regions it reads" in cap and "No flush is declared" in cap and "s_r" not in cap
+    fig = viz.catalog_heatmap(kit_declaration())
+    assert list(fig.data[0].y) == ["0", "20"] and fig.layout.xaxis.title.text == "call size f (tokens per call)"
+    assert "(0; 20 tokens: the rows)" in viz.caption(fig) and "s_r = 20" in viz.caption(fig)
+    assert viz.extent_labels([(1, 1, 2, 2), (1, 2, 1, 2)], ["a", "b", "c", "d"]) == {
+        (1, 1, 2, 2): "a +1 1; c +1 2", (1, 2, 1, 2): "a +1 1; b +1 2"}
+    clash = viz.extent_labels([(1, 2, 2, 1), (1, 2, 1, 2)], ["a", "b", "c", "d"])  # compact labels would be equal
+    assert clash == {(1, 2, 2, 1): "a 1; b 2; c 2; d 1", (1, 2, 1, 2): "a 1; b 2; c 1; d 2"}
+    with pytest.raises(ValueError, match="Declaration or a catalog DataFrame"):
+        viz.catalog_heatmap([1, 2])
+
+
+def test_waterfall_names_its_span():
+    st = pd.DataFrame({"stage": ["encode", "decode"], "start_ms": [0.0, 1.0], "dur_ms": [1.0, 2.0]})
+    fig = viz.waterfall(st, cadence_ms=80.0, span="call")
+    assert fig.layout.xaxis.title.text == "time in the call (ms)"
+    assert "second" not in viz.caption(fig) and "the 80 ms cadence the call must fit in" in viz.caption(fig)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..contract import catalog, catalog_counts, catalog_width, region_table
+from ..contract import region_table
 from ..adapters.token2wav.clocks import T2W_CLOCKS, token2wav_declaration
 from .. import viz
 from ..adapters.arms import CELLS, arm_for
@@ -131,16 +131,15 @@ def derive_clock_table(decl) -> pd.DataFrame:
 
 
 def catalog_figure(decl, operator: str = "flow_chunk"):
-    """``decl``'s catalog of ``operator`` as the extent × call-size grid (``viz.catalog_heatmap``): rows the
-    cached extents (the K steady classes), columns the call sizes, each cell steady / admitted flush /
-    rejected; checked against the closed-form counts (``catalog_counts``) and captioned with the flush
-    bound s_r of the region the operator caches."""
-    cat = catalog(decl, operator)
-    ext = [c for c in cat.columns if c.startswith("ext_")]
-    if not ext:
-        raise ValueError(f"catalog_figure: operator {operator!r} reads no cached region; nothing to grid")
-    stride = catalog_width(decl, ext[0][4:]).get("s")
-    return viz.catalog_heatmap(cat, catalog_counts(decl, operator), stride=stride)
+    """``decl``'s catalog of ``operator`` as the extent × call-size grid (``viz.catalog_heatmap`` of the
+    declaration): rows the K steady classes (every region the operator reads), columns the call sizes in the
+    operator's clock, each cell steady / admitted flush / rejected; checked against the closed-form counts and
+    captioned with the flush bound s_r of a region on the operator's clock."""
+    try:
+        decl.operator(operator)
+    except KeyError as e:
+        raise ValueError(f"catalog_figure: {e.args[0]}") from None
+    return viz.catalog_heatmap(decl, operator=operator)
 
 
 # ---------------------------------------------------------------------------------------

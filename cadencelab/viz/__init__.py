@@ -1,6 +1,6 @@
 """cadencelab.viz: DataFrames in, plotly figures out (never shown from here).
 
-    waterfall       stage waterfall of a duplex second against the cadence
+    waterfall       stage waterfall of one window (a duplex second, a call) against the cadence
     kernel_timeline kernels per stream on a µs axis, idle gaps by category, eager vs replay
     rho_bars        reserved vs live MiB per region, rho annotated
     catalog_grid    clock values -> shape classes, non-admitted values marked
@@ -23,7 +23,7 @@ Every figure stores a caption (what it shows, how to read it) that ``caption(fig
 """
 
 from .admission import misses_figure
-from .catalog import catalog_grid, catalog_heatmap
+from .catalog import catalog_grid, catalog_heatmap, extent_labels
 from .kernels import cadence_ticks, duration_bars, launch_cost_bars
 from .memory import rho_bars
 from .options import (
@@ -57,7 +57,7 @@ from .waterfall import waterfall
 
 __all__ = [
     "waterfall", "kernel_timeline", "rho_bars", "catalog_grid", "pareto", "pareto_frontier", "capacity_lines",
-    "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress", "process_means", "catalog_heatmap", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
+    "soak_panel", "pointer_figure", "audit_figure", "misses_figure", "idle_progress", "process_means", "catalog_heatmap", "extent_labels", "kernel_pairs", "duration_bars", "launch_cost_bars", "cadence_ticks",
     "place_labels", "metric_title", "caption", "annotation_boxes", "boxes_overlap",
     "FigureOptions", "WaterfallOptions", "TimelineOptions", "ParetoOptions", "CapacityOptions",
     "require_columns", "wrap_label", "integer_axis", "label_hline_outside", "metric_unit",

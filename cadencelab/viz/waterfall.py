@@ -1,4 +1,5 @@
-"""The stage waterfall of one duplex second: when each stage runs, against the cadence."""
+"""The stage waterfall of one window (a duplex second, a call of any model): when each stage runs, against the
+cadence."""
 
 from __future__ import annotations
 
@@ -34,13 +35,14 @@ def _bar(d: pd.DataFrame, name: str, showlegend: bool = True) -> go.Bar:
 
 
 def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
-              options: WaterfallOptions | None = None) -> go.Figure:
+              options: WaterfallOptions | None = None, *, span: str = "second") -> go.Figure:
     """Horizontal bars, one per stage (columns stage, start_ms, dur_ms; optional source).
 
     With a ``source`` column (e.g. "measured" vs "paper") each source is one trace, drawn side by
     side in each stage row (``layout="grouped"``) or in its own panel (``layout="facets"``: the panels
     stacked on one time axis, each titled with its source above it, left-aligned; no legend).
-    A vertical line marks ``cadence_ms`` (None: no line). Traces: one per source.
+    A vertical line marks ``cadence_ms`` (None: no line). ``span`` names what the time axis spans (the duplex
+    "second", or e.g. "call" for a model that is not duplex) in its title and caption. Traces: one per source.
     """
     opts = options or WaterfallOptions()
     require_columns(stages_df, ["stage", "start_ms", "dur_ms"], "waterfall")
@@ -66,13 +68,13 @@ def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
             lines = max(lines, a.text.count("<br>") + 1)
         for i, src in enumerate(sources, start=1):
             fig.add_trace(_bar(df[df["source"] == src], src, showlegend=False), row=i, col=1)
-        fig.update_xaxes(title_text="time in the second (ms)", row=len(sources), col=1)
+        fig.update_xaxes(title_text=f"time in the {span} (ms)", row=len(sources), col=1)
         fig.update_layout(height=opts.height or 150 + len(sources) * (ROW_PX * len(order) + 30 * lines),
                           margin=dict(t=90 + int(LINE_PX) * (lines - 1)))
     else:
         fig = go.Figure([_bar(df[df["source"] == src], src) for src in sources])
         fig.update_layout(barmode="group")
-        fig.update_xaxes(title_text="time in the second (ms)")
+        fig.update_xaxes(title_text=f"time in the {span} (ms)")
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1])
     fig.update_yaxes(title_text="stage")
     panels = len(sources) if facets else 1
@@ -86,8 +88,8 @@ def waterfall(stages_df: pd.DataFrame, cadence_ms: float | None = 1000.0,
     # a legend only where colours tell sources apart: facets name theirs in the panel titles
     fig.update_layout(legend_title_text="source" if len(sources) > 1 else None,
                       showlegend=len(sources) > 1 and not facets)
-    set_caption(fig, "When each stage of the second runs (bars: start to end, ms into the second)"
-                     + (f"; dashed: the {cadence_ms:g} ms cadence the second must fit in." if cadence_ms is not None
+    set_caption(fig, f"When each stage of the {span} runs (bars: start to end, ms into the {span})"
+                     + (f"; dashed: the {cadence_ms:g} ms cadence the {span} must fit in." if cadence_ms is not None
                         else ".") + (" One bar per source in each stage row." if len(sources) > 1 and not facets
                         else " One panel per source, on one time axis." if facets else ""))
     return opts.apply(fig, "Stage waterfall")
