@@ -55,7 +55,7 @@ from cadencelab.adapters.kit import (KitModel, StreamingRuntime, Traffic, adapte
 from cadencelab.contract import (Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region,  # noqa: F401
                                  SlidingWindow, catalog, catalog_counts, catalog_width)  # parts for your answer
 from cadencelab.replay import At
-from cadencelab.replay.preflight import preflight
+from cadencelab.replay.hazards import preflight
 
 # %% [markdown]
 # The terms used here (probe, priming, carry, shadow audit) are in the glossary (the tour's report has all of

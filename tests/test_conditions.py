@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cadencelab.bench import conditions as C
-from cadencelab.bench.token2wav import busy_floor, fairness, gated, reference_of
+from cadencelab.bench.token2wav_analysis import busy_floor, fairness, gated, reference_of
 from cadencelab.replay.determinism import CONDITIONS, EXACT, REFERENCE, apply_condition, condition_of, split_arm
 
 

@@ -326,7 +326,7 @@ def test_bind_takes_the_carries():
 def test_the_runtime_builds_one_classifier_and_labels_each_call_once(monkeypatch):
     import importlib
 
-    bind_module = importlib.import_module("cadencelab.replay.bind")
+    bind_module = importlib.import_module("cadencelab.replay.binding")
 
     built, labelled = [], []
     init, call = bind_module.Classifier.__init__, bind_module.Classifier.__call__
@@ -336,7 +336,7 @@ def test_the_runtime_builds_one_classifier_and_labels_each_call_once(monkeypatch
     traffic = conformer_traffic()
     rt.run(traffic)
     assert len(built) == 1 and len(labelled) == traffic.calls
-    assert rt.engine.classifier.classifier is rt.classifier and len(rt.engine.classes) > 1
+    assert rt.engine.classifier is rt.classifier and len(rt.engine.classes) > 1
 
 
 @pytest.mark.cuda

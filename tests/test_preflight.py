@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cadencelab.replay import Preflight, preflight
-from cadencelab.replay.preflight import COLUMNS, KINDS
+from cadencelab.replay.hazards import COLUMNS, KINDS
 
 
 def _line(path: str, text: str) -> int:

@@ -108,7 +108,7 @@ def test_how_to_record_matches_what_was_recorded(name):
     prov = obj.get("provenance", {})
     cfg = prov.get("study") or obj.get("config") or prov.get("config")
     assert cfg, f"{rel}: no recorded study config"
-    words = shlex.split(data._how(name).split("  (")[0])
+    words = shlex.split(data.recording_how(name).split("  (")[0])
     assert words[:3] == ["python", "-m", "cadencelab.bench"]
     args = build_parser().parse_args(words[3:])
     cls = args.study_config

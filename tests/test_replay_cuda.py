@@ -232,7 +232,7 @@ def test_inputs_are_keyed_by_their_alignment_up_to_256_bytes():
     cuBLASLt picks its kernel by alignment up to 256 bytes, so the stock call on the view may compute other
     bits than a replay of a graph captured on an aligned buffer. Each class replays exactly on its own."""
     from cadencelab.replay.engine import _static_like
-    from cadencelab.replay.signature import alignment, signature
+    from cadencelab.replay.signatures import alignment, signature
 
     dev = torch.device("cuda")
     lin = torch.nn.Linear(64, 64, device=dev)

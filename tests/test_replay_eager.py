@@ -473,7 +473,7 @@ def test_output_storages_name_only_uncloned_graph_outputs():
 
 def test_tensor_key_keys_the_residue_alignment_names():
     """The per-call key computes the pointer residue inline; it must be alignment()'s rule."""
-    from cadencelab.replay.signature import alignment, tensor_key
+    from cadencelab.replay.signatures import alignment, tensor_key
 
     base = torch.zeros(64)
     for t in (base, base[3:], base[5:21].view(4, 4)):

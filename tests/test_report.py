@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -88,17 +87,16 @@ def test_glossary_renders_rest_inline_code():
 def test_preflight_names_a_notebook_cell_as_ipython_does(monkeypatch):
     import IPython
 
-    import cadencelab.replay.preflight  # noqa: F401  (the package exports a function of the same name)
-    preflight = sys.modules["cadencelab.replay.preflight"]
+    import cadencelab.replay.sites as sites
 
     temp = "/tmp/ipykernel_9335/2708381683.py"
     shell = SimpleNamespace(compile=SimpleNamespace(_filename_map={temp: 17}))
     monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
-    site = preflight.Site(temp, 6, 6, None, None)
+    site = sites.Site(temp, 6, 6, None, None)
     assert site.where == "cell In[17], line 6"
-    assert preflight.Site(os.path.abspath(__file__), 3, 3, None, None).where.endswith("test_report.py:3")
+    assert sites.Site(os.path.abspath(__file__), 3, 3, None, None).where.endswith("test_report.py:3")
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)
-    assert preflight.Site(temp, 6, 6, None, None).where == f"{temp}:6"  # outside a kernel: the file as it is
+    assert sites.Site(temp, 6, 6, None, None).where == f"{temp}:6"  # outside a kernel: the file as it is
 
 
 def _run(seconds=9.6543, with_figure=True):

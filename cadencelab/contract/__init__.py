@@ -33,4 +33,7 @@ from .derivation import (
 from .errors import DeclarationError, DerivationLimitError
 from .policies import Fixed, PromptRetained, Ring, SlidingWindow, Unbounded, canonical
 
-__all__ = [n for n in dir() if not n.startswith("_")]
+from types import ModuleType as _Module
+
+#: the contract's names (its submodules are not part of it)
+__all__ = [n for n, v in dict(globals()).items() if not n.startswith("_") and not isinstance(v, _Module)]

@@ -32,18 +32,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-__all__ = [
-    "Trace",
-    "TraceError",
-    "load_trace",
-    "parse_trace",
-    "read_trace_json",
-    "launch_kind",
-    "KERNEL_COLUMNS",
-    "CPU_OP_COLUMNS",
-    "LAUNCH_COLUMNS",
-    "RANGE_COLUMNS",
-]
+__all__ = ["Trace", "TraceError", "load_trace", "parse_trace", "read_trace_json", "launch_kind", "KERNEL_COLUMNS",
+           "CPU_OP_COLUMNS", "LAUNCH_COLUMNS", "RANGE_COLUMNS"]
 
 
 class TraceError(ValueError):

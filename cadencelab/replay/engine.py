@@ -27,7 +27,6 @@ but executes every call eagerly, and says so: logic you can test and teach on a 
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import time
@@ -40,7 +39,8 @@ import torch
 
 from ..contract.derivation import CLASS_BUDGET
 from .effects import RngSnapshot, cuda_devices
-from .signature import Unkeyable, alignment, describe, flatten, signature, unflatten
+from .nogc import no_collection
+from .signatures import Unkeyable, alignment, describe, flatten, signature, unflatten
 
 log = logging.getLogger("cadencelab.replay")
 
@@ -98,26 +98,6 @@ def _static_like(t: torch.Tensor) -> torch.Tensor:
 
 
 _FAILED_GRAPHS: list = []  # failed captures stay referenced: the allocator may still hold their filters
-
-
-@contextlib.contextmanager
-def no_collection():
-    """No cyclic garbage collection inside a capture.
-
-    A collection that runs while a stream is capturing may free an unreachable object that
-    owns a CUDA graph (an engine in a reference cycle, say); the graph's destructor resets it,
-    which CUDA forbids during capture, and the capture in progress is invalidated
-    ("operation not permitted when stream is capturing"). Seen on the H200 when a test's
-    engines were collected during a later test's capture. torch's own ``graph`` context no
-    longer collects before capture by default, so the engine holds collection off itself.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _end_failed_capture(device, pool, stream) -> None:
@@ -234,6 +214,7 @@ class ExactShapeReplay:
         self.backend = backend
         self.catalog = None if catalog is None else set(catalog)
         self.classify = classify
+        self.given_label = None  # the caller's label of the next call (label_next), taken by that call
         self._owners = owners
         self._write_through = dict(write_through or {})
         self.modules = list(modules)
@@ -345,7 +326,13 @@ class ExactShapeReplay:
                     cls.hits -= 1
             raise
 
+    def label_next(self, label) -> None:
+        """The label of the next call, from a caller that classified it already (a kit runtime): the engine
+        labels a new class with it instead of classifying the call again."""
+        self.given_label = label
+
     def _call(self, seen: list, args, kwargs):
+        given, self.given_label = self.given_label, None
         if replay_disabled():
             return self._eager(None, "disabled", args, kwargs)
         try:
@@ -356,7 +343,8 @@ class ExactShapeReplay:
             return self._eager(None, "unkeyable", args, kwargs)
         cls = self.classes.get(key)
         if cls is None:
-            label = self.classify(*args, **kwargs) if self.classify is not None else describe(key)
+            label = given if given is not None else (self.classify(*args, **kwargs) if self.classify is not None
+                                                     else describe(key))
             cls = ClassState(key, label)
             self.classes[key] = cls
             if _eager_reason(label) is not None:

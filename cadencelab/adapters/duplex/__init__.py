@@ -14,7 +14,7 @@ _EXPORTS = {  # module -> the names this package exports from it
 __all__ = [name for names in _EXPORTS.values() for name in names]
 
 
-from ...contract.lazy import exports_table, lazy_package
+from ...support.lazy import exports_table, lazy_package
 
 # a name is imported from its module on first use: importing one light module of this package imports none of the others
 __getattr__, __dir__ = lazy_package(__name__, globals(), *exports_table(_EXPORTS))

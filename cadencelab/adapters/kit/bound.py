@@ -7,21 +7,7 @@ from typing import Callable, Mapping, Sequence
 
 from ...replay import At, Classifier
 
-__all__ = ["LastLabel", "Bound", "per_op", "options_per_op"]
-
-
-class LastLabel:
-    """An engine's classifier inside a runtime: the label the runtime already computed for the call."""
-
-    def __init__(self, classifier: Classifier):
-        self.classifier, self.op, self.label = classifier, classifier.op, None
-
-    @property
-    def catalog(self) -> set:
-        return self.classifier.catalog
-
-    def __call__(self, *args, **kwargs):
-        return self.label
+__all__ = ["Bound", "per_op", "options_per_op"]
 
 
 @dataclass

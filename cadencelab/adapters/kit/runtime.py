@@ -27,7 +27,7 @@ from ...contract.policies import Ring
 from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
 from .adopt import adopted_carry, adopted_end, adoptions, held_state
-from .bound import Bound, LastLabel, options_per_op, per_op
+from .bound import Bound, options_per_op, per_op
 from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of, install
 from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
@@ -221,7 +221,7 @@ class StreamingRuntime:
         b.frames = At(0, dim=b.frames.dim, clock=b.frames.clock, last=flag)
         b.classifier = Classifier(self.decl, b.name, fn, reads=reads, frames=b.frames)
         if replay:
-            b.engine = bind(self.decl, b.name, fn, classifier=LastLabel(b.classifier), backend=backend,
+            b.engine = bind(self.decl, b.name, fn, classifier=b.classifier, backend=backend,
                             modules=list(modules), **owners, **options)
 
     # -- the operators ---------------------------------------------------------------------
@@ -390,7 +390,7 @@ class StreamingRuntime:
         args = (x, bool(last), *self._views(b)) if self.state_rule else (x, self.caches, bool(last))
         label = b.label = b.classifier(*args)
         if b.engine is not None:
-            b.engine.classify.label = label  # the engine labels a new class with it: each call labelled once
+            b.engine.label_next(label)  # the engine labels a new class with it: each call labelled once
         f = committed(self.decl.model, b, x, last, label)
         return f
 

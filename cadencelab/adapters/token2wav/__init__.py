@@ -21,7 +21,7 @@ def _exported(module: str) -> list[str]:
     return list(import_module(f".{module}", __name__).__all__)
 
 
-from ...contract.lazy import lazy_package
+from ...support.lazy import lazy_package
 
 # a name is imported from its module on first use; ``__all__`` imports every module
 __getattr__, __dir__ = lazy_package(__name__, globals(),

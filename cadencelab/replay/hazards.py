@@ -38,9 +38,6 @@ torch.istft``).
 from __future__ import annotations
 
 import hashlib
-import linecache
-import os
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -54,6 +51,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .effects import RngSnapshot
+from .sites import UNKNOWN, Site, user_site
 from .statewalk import LEAVES, roots_of, state_tensors
 
 __all__ = ["preflight", "Preflight", "KINDS", "COLUMNS"]
@@ -103,88 +101,6 @@ _DATA_DEPENDENT = {"nonzero", "nonzero_numpy", "argwhere", "masked_select", "uni
 _HOST_READS = {"_local_scalar_dense", "is_nonzero", "equal"}
 _MOVES = {"_to_copy", "copy_"}
 _FACTORIES = frozenset(f.__name__ for f in _device_constructors())
-
-# ---------------------------------------------------------------------------------------
-# where an op came from: the first frame outside torch and outside cadencelab.replay
-# ---------------------------------------------------------------------------------------
-
-# frames never attributed to the user: torch, this package's replay layer, and the warnings machinery that
-# calls the sync-debug hook (a sync reported through a warning belongs to the frame that triggered it)
-_SKIP_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep) + tuple(
-    os.path.abspath(m.__file__) for m in (warnings, sys.modules.get("_py_warnings")) if getattr(m, "__file__", None))
-_skip_cache: dict[str, bool] = {}
-_positions: dict = {}
-
-
-@dataclass(frozen=True)
-class Site:
-    file: str
-    line: int
-    end_line: int
-    col: int | None
-    end_col: int | None
-
-    @property
-    def where(self) -> str:
-        where = _short(self.file)
-        return f"{where}, line {self.line}" if where.startswith("cell In[") else f"{where}:{self.line}"
-
-    def source(self, limit: int = 160) -> str:
-        """The source lines of the call this frame was executing, whitespace collapsed."""
-        lines = [linecache.getline(self.file, n) for n in range(self.line, self.end_line + 1)]
-        text = " ".join(s.strip() for s in lines if s.strip())
-        return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-_UNKNOWN = Site("?", 0, 0, None, None)
-
-
-def _notebook_cell(path: str) -> str | None:
-    """"cell In[17]" for the temporary file IPython compiled a notebook cell into (ipykernel_*/*.py), as its own
-    tracebacks name it; None for any other file."""
-    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
-    count = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(path) if shell else None
-    return f"cell In[{count}]" if count is not None else None
-
-
-def _short(path: str) -> str:
-    cell = _notebook_cell(path)
-    if cell is not None:
-        return cell
-    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
-        if marker in path:
-            return path.split(marker, 1)[1]
-    try:
-        rel = os.path.relpath(path)
-        return rel if not rel.startswith("..") else path
-    except ValueError:
-        return path
-
-
-def _user_site(depth: int = 2) -> Site:
-    f = sys._getframe(depth)
-    while f is not None:
-        name = f.f_code.co_filename
-        skip = _skip_cache.get(name)
-        if skip is None:
-            skip = _skip_cache[name] = os.path.abspath(name).startswith(_SKIP_DIRS)
-        if not skip:
-            return _frame_site(f)
-        f = f.f_back
-    return _UNKNOWN
-
-
-def _frame_site(f) -> Site:
-    code = f.f_code
-    pos = _positions.get(code)
-    if pos is None:
-        pos = _positions[code] = list(code.co_positions()) if hasattr(code, "co_positions") else []
-    i = f.f_lasti // 2
-    if 0 <= i < len(pos) and pos[i][0] is not None:
-        line, end, col, end_col = pos[i]
-        return Site(code.co_filename, line, end or line, col, end_col)
-    return Site(code.co_filename, f.f_lineno, f.f_lineno, None, None)
-
 
 # ---------------------------------------------------------------------------------------
 # events and tensor provenance
@@ -286,7 +202,7 @@ class _Watch:
     def on_op(self, func, args, kwargs, out) -> None:
         name = func.overloadpacket.__name__
         op = f"aten.{name}" + (f" in {self.api}" if self.api else "")
-        site = _user_site(1)
+        site = user_site(1)
         ins = _tensors((args, kwargs))
         outs = _tensors(out)
         # provenance of the outputs made by this op (in-place results keep theirs)
@@ -378,7 +294,7 @@ class _Watch:
             to_host = True
         else:
             return
-        site = _user_site(1)
+        site = user_site(1)
         host = self.is_host(src) or src in self.attr_host
         if host and not to_host:
             self.h2d(api, src, site)
@@ -565,9 +481,9 @@ def preflight(fn: Callable, *args, device="cuda", calls: int = 2, modules=None, 
             show(message, category, filename, lineno, file, line)
         elif not w.busy:
             if w.in_op:
-                w.synced = _user_site(1)
+                w.synced = user_site(1)
             else:  # an explicit synchronize outside any dispatched op
-                w.add("host_sync", "cuda sync", _user_site(1), "reported by torch.cuda.set_sync_debug_mode")
+                w.add("host_sync", "cuda sync", user_site(1), "reported by torch.cuda.set_sync_debug_mode")
 
     for c in range(calls):
         w.call = c
@@ -631,7 +547,7 @@ def _state_events(w: _Watch, before: dict, after: dict, pre_storages: set) -> No
     """Rebound state tensors, and tensors made during the call that state keeps."""
     for path, t in after.items():
         made = w.origin.get(t)
-        site = made.site if made is not None else _UNKNOWN
+        site = made.site if made is not None else UNKNOWN
         if path in before:
             old, ptr = before[path]
             if t is not old or t.data_ptr() != ptr:
@@ -648,10 +564,10 @@ def _state_events(w: _Watch, before: dict, after: dict, pre_storages: set) -> No
 def _rng_events(w: _Watch, rng0: RngSnapshot, rng1: RngSnapshot, emulated: bool) -> None:
     located = any(e.kind == "host_rng" and e.call == w.call for e in w.events)
     if rng0.py != rng1.py:
-        w.events.append(Event("host_rng", "python random", _UNKNOWN, w.call, "Python's random module advanced"))
+        w.events.append(Event("host_rng", "python random", UNKNOWN, w.call, "Python's random module advanced"))
     if rng0.np is not None and rng1.np is not None and not (
             rng0.np[0] == rng1.np[0] and (rng0.np[1] == rng1.np[1]).all() and rng0.np[2:] == rng1.np[2:]):
-        w.events.append(Event("host_rng", "numpy.random", _UNKNOWN, w.call, "NumPy's global generator advanced"))
+        w.events.append(Event("host_rng", "numpy.random", UNKNOWN, w.call, "NumPy's global generator advanced"))
     if not emulated and not located and not torch.equal(rng0.host, rng1.host):
-        w.events.append(Event("host_rng", "torch CPU generator", _UNKNOWN, w.call,
+        w.events.append(Event("host_rng", "torch CPU generator", UNKNOWN, w.call,
                               "torch's CPU generator advanced (no op located)"))
