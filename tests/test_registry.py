@@ -5,6 +5,7 @@ it cannot load with one line naming it; the arm table holds every arm once."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -30,8 +31,8 @@ def test_a_users_model_runs_through_every_tool(registered, tmp_path, capsys):
 
     assert cli.main(["certify", "--model", registered, "--backend", "eager"]) == 0
     out = capsys.readouterr().out
-    assert "bit-exact with the stock step" in out and out.strip().splitlines()[-1].startswith(
-        "registered-conv: certified (8 of 8 clauses")
+    assert "bit-exact with the stock step" in out
+    assert re.match(r"registered-conv: certified \((\d+) of \1 clauses", out.strip().splitlines()[-1]), out[-300:]
 
     kit = tmp_path / "kit"
     assert cli.main(["bench", "kit", "--model", registered, "--device", "cpu", "--inline", "--min-processes", "1",
