@@ -1,5 +1,7 @@
 """One pass of a spec's traffic through one arm's runtime, each call inside a named range: what a profile of a
-user's model times (``cadencelab profile --model``), with no course helper and no knowledge of the model."""
+user's model times (``cadencelab profile --model``), with no course helper and no knowledge of the model. It speaks
+the session protocol (:mod:`.session`: ``start``, a call with ``last``) and names each call's operator, which a
+traffic of several operators needs (:func:`~.session.run_turns` streams one)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def run_traffic(rt: StreamingRuntime, traffic: Traffic, *, window: str = "call",
     for t, i, op, x, last in traffic.items_of():
         if i == 0:
             with torch.profiler.record_function(start):
-                rt.reset(traffic.prompt(t))
+                rt.start(traffic.prompt(t))
         name = rt.bound(op).name
         with torch.profiler.record_function(window):
             out = rt(x, last, name)
