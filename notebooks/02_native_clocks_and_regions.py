@@ -31,10 +31,8 @@ EXERCISE = dict(f_retained=200, f_chunk=60)  # the configuration you derive by h
 # %%
 from IPython.display import HTML
 
-from cadencelab.contract import (
-    Admission, Clock, Declaration, Operator, PromptRetained, Region, catalog_width, clocks_table, derive, region_table,
-    trajectory,
-)
+from cadencelab.contract import (Admission, Clock, Declaration, Operator, PromptRetained, Region, catalog_width,
+                                 clocks_table, derive, region_table, trajectory)
 from cadencelab.adapters.token2wav.clocks import T2W_CLOCKS, token2wav_declaration
 from cadencelab.adapters.duplex.models import backbone_declaration
 from cadencelab.course import exercises, frames, glossary, grading, panels
