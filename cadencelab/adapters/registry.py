@@ -11,10 +11,10 @@ shipped name). A new model is one module with a ``kit_model_on(device)`` and one
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from importlib import import_module
-from typing import Callable
 
-__all__ = ["MODELS", "DECLARATIONS", "register", "names", "load", "resolve", "declaration"]
+__all__ = ["DECLARATIONS", "MODELS", "declaration", "load", "names", "register", "resolve"]
 
 #: model name -> "module:function" of the device (and, where the function takes it, the arm) -> KitModel
 MODELS: dict[str, str] = {

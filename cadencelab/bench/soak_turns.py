@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .common import CALL_TOKENS, LOOKAHEAD
 from ..adapters.token2wav.turns import turn_tokens
+from .common import CALL_TOKENS, LOOKAHEAD
 
-__all__ = ["Turn", "turn_seed", "plan_turns", "warmup_chunks"]
+__all__ = ["Turn", "plan_turns", "turn_seed", "warmup_chunks"]
 
 
 @dataclass

@@ -11,8 +11,18 @@ import pandas as pd
 from ..replay.determinism import split_arm
 from .common import write_csv, write_json
 from .measure import a_a_check, arm_processes, direction, point, ratio_interval, relative_spread
-from .token2wav_analysis import (UNSTABLE_SPREAD, b0_split, busy_floor, cross_process_exact, exact_by_hash, fairness,
-                                 gated, host_summary, reference_of, staging_effect)
+from .token2wav_analysis import (
+    UNSTABLE_SPREAD,
+    b0_split,
+    busy_floor,
+    cross_process_exact,
+    exact_by_hash,
+    fairness,
+    gated,
+    host_summary,
+    reference_of,
+    staging_effect,
+)
 
 __all__ = ["analyse", "profile_fields", "write_results"]
 
@@ -58,7 +68,7 @@ def analyse(cfg, blocks: list[dict], profiles: dict, failures: dict, processes: 
         steady = chunks[(chunks["arm"] == a) & (~chunks["warmup"]) & (chunks["kind"] == "steady")] if len(chunks) else chunks
         ms = steady["latency_ms"] if len(steady) else pd.Series(dtype=float)
         wall = steady["wall_ms"] if len(steady) else pd.Series(dtype=float)
-        row = dict(meta, processes=len(lat.get(a, [])), blocks=int(len(t)), exact_blocks=int(t["exact"].sum()) if len(t) else 0,
+        row = dict(meta, processes=len(lat.get(a, [])), blocks=len(t), exact_blocks=int(t["exact"].sum()) if len(t) else 0,
                    exact=bool(len(t) and t["exact"].all()),
                    steady_latency_ms_median=float(ms.median()) if len(ms) else float("nan"),
                    steady_latency_ms_p95=float(ms.quantile(0.95)) if len(ms) else float("nan"),

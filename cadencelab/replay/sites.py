@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Site", "UNKNOWN", "notebook_cell", "short_path", "user_site", "frame_site"]
+__all__ = ["UNKNOWN", "Site", "frame_site", "notebook_cell", "short_path", "user_site"]
 
 # frames never attributed to the user: torch, this package's replay layer, and the warnings machinery that
 # calls the sync-debug hook (a sync reported through a warning belongs to the frame that triggered it)

@@ -11,7 +11,7 @@ import torch
 from .runtime import StreamingRuntime
 from .traffic import Traffic
 
-__all__ = ["run_traffic", "call_kind"]
+__all__ = ["call_kind", "run_traffic"]
 
 
 def call_kind(index: int, last: bool) -> str:

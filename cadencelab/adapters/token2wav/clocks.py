@@ -11,7 +11,7 @@ from ...contract.declaration import Admission, Declaration, DeviceConstant, Oper
 from ...contract.errors import DeclarationError
 from ...contract.policies import Fixed, PromptRetained, SlidingWindow
 
-__all__ = ["Token2wavClocks", "T2W_CLOCKS", "token2wav_declaration"]
+__all__ = ["T2W_CLOCKS", "Token2wavClocks", "token2wav_declaration"]
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,11 @@ class Token2wavClocks:
         """The attention caches' retention policy (the stock cut: prompt + newest retained frames)."""
         return PromptRetained(self.prompt_frames, self.retained_frames, layout=layout)
 
-    def with_chunk_frames(self, f_chunk: int) -> "Token2wavClocks":
+    def with_chunk_frames(self, f_chunk: int) -> Token2wavClocks:
         """These clocks with a chunk of ``f_chunk`` frames (a whole number of tokens)."""
         return replace(self, tokens_per_chunk=_tokens_per_chunk(f_chunk, None, self.frames_per_token, self))
 
-    def with_(self, **changes) -> "Token2wavClocks":
+    def with_(self, **changes) -> Token2wavClocks:
         """These clocks with fields replaced; ``f_chunk`` (frames) is accepted instead of ``tokens_per_chunk``."""
         f_chunk = changes.pop("f_chunk", None)
         c = replace(self, **{k: v for k, v in changes.items() if v is not None})

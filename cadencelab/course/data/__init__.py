@@ -41,25 +41,93 @@ A missing file raises FileNotFoundError naming the path and the command that rec
 
 from __future__ import annotations
 
-from .files import (DATA_ENV, CONDITIONS, DEVICE_CONDITIONS, PARETO_COLUMNS, check_condition, recorded_condition,
-                    data_dir, dataset_path, data_path, load_json, result, PAPER_DATASETS, DATASETS, recording_how)
-from .factorial import (factorial, factorial_blocks, factorial_chunks, factorial_summary, factorial_result,
-                        pareto_frame, provenance)
-from .duplex import (paper_duplex_second, duplex_second, duplex_seconds, duplex_summary, device_conditions,
-                     paper_figures, duplex_served_summary, tour_live, is_recorded, how_to_record, duplex_profiles)
+from .crossarch import freeze_paths, freeze_summary, mimi_arms, mimi_summary
+from .duplex import (
+                    device_conditions,
+                    duplex_profiles,
+                    duplex_second,
+                    duplex_seconds,
+                    duplex_served_summary,
+                    duplex_summary,
+                    how_to_record,
+                    is_recorded,
+                    paper_duplex_second,
+                    paper_figures,
+                    tour_live,
+)
+from .factorial import (
+                    factorial,
+                    factorial_blocks,
+                    factorial_chunks,
+                    factorial_result,
+                    factorial_summary,
+                    pareto_frame,
+                    provenance,
+)
+from .files import (
+                    CONDITIONS,
+                    DATA_ENV,
+                    DATASETS,
+                    DEVICE_CONDITIONS,
+                    PAPER_DATASETS,
+                    PARETO_COLUMNS,
+                    check_condition,
+                    data_dir,
+                    data_path,
+                    dataset_path,
+                    load_json,
+                    recorded_condition,
+                    recording_how,
+                    result,
+)
+from .sessions import sessions_capacity, sessions_per_session, sessions_summary, sessions_table
+from .soak import soak_chunks, soak_result, soak_summary, soak_turns
 from .traces import recorded_trace
-from .soak import soak_result, soak_summary, soak_chunks, soak_turns
-from .sessions import sessions_summary, sessions_capacity, sessions_table, sessions_per_session
-from .crossarch import mimi_summary, mimi_arms, freeze_summary, freeze_paths
 
 __all__ = [
-    "DATA_ENV", "CONDITIONS", "DEVICE_CONDITIONS", "PARETO_COLUMNS", "check_condition", "recorded_condition", "data_dir", "dataset_path", "data_path", "load_json",
-    "factorial", "factorial_blocks", "factorial_chunks", "factorial_summary", "factorial_result",
-    "pareto_frame", "provenance", "paper_duplex_second", "duplex_second", "duplex_seconds", "duplex_summary",
-    "recorded_trace",
-    "soak_result", "soak_summary", "soak_chunks", "soak_turns",
-    "sessions_summary", "sessions_capacity", "sessions_table", "sessions_per_session",
-    "mimi_summary", "mimi_arms", "freeze_summary", "freeze_paths", "device_conditions", "paper_figures",
-    "duplex_served_summary", "tour_live", "is_recorded", "how_to_record", "result", "duplex_profiles",
-    "PAPER_DATASETS", "DATASETS", "recording_how",
+                    "CONDITIONS",
+                    "DATASETS",
+                    "DATA_ENV",
+                    "DEVICE_CONDITIONS",
+                    "PAPER_DATASETS",
+                    "PARETO_COLUMNS",
+                    "check_condition",
+                    "data_dir",
+                    "data_path",
+                    "dataset_path",
+                    "device_conditions",
+                    "duplex_profiles",
+                    "duplex_second",
+                    "duplex_seconds",
+                    "duplex_served_summary",
+                    "duplex_summary",
+                    "factorial",
+                    "factorial_blocks",
+                    "factorial_chunks",
+                    "factorial_result",
+                    "factorial_summary",
+                    "freeze_paths",
+                    "freeze_summary",
+                    "how_to_record",
+                    "is_recorded",
+                    "load_json",
+                    "mimi_arms",
+                    "mimi_summary",
+                    "paper_duplex_second",
+                    "paper_figures",
+                    "pareto_frame",
+                    "provenance",
+                    "recorded_condition",
+                    "recorded_trace",
+                    "recording_how",
+                    "result",
+                    "sessions_capacity",
+                    "sessions_per_session",
+                    "sessions_summary",
+                    "sessions_table",
+                    "soak_chunks",
+                    "soak_result",
+                    "soak_summary",
+                    "soak_turns",
+                    "tour_live",
 ]

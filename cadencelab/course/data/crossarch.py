@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-
 import pandas as pd
 
-from .files import result_of, need_key
-
+from .files import need_key, result_of
 
 # ---------------------------------------------------------------------------------------
 # cross-architecture (data/h200/moshi_mimi.json, freeze_style.json)

@@ -6,9 +6,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from .files import (DATASETS, data_dir, dataset_path, data_path, read_csv, recording_how, dataset_of, result_of,
-                    load_json, pick_rows, need_key)
-
+from .files import (
+    DATASETS,
+    data_dir,
+    data_path,
+    dataset_of,
+    dataset_path,
+    load_json,
+    need_key,
+    pick_rows,
+    read_csv,
+    recording_how,
+    result_of,
+)
 
 # ---------------------------------------------------------------------------------------
 # the duplex second: paper and measured

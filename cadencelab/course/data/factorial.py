@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
-from .files import (PARETO_COLUMNS, DATASETS, PAPER_SOURCE, PAPER_DATASETS, data_path, recording_how, dataset_of,
-                    load_json, need_key)
-
+from .files import (
+    DATASETS,
+    PAPER_DATASETS,
+    PAPER_SOURCE,
+    PARETO_COLUMNS,
+    data_path,
+    dataset_of,
+    load_json,
+    need_key,
+    recording_how,
+)
 
 # ---------------------------------------------------------------------------------------
 # the Token2wav factorial (data/h200/token2wav_factorial*.json)

@@ -15,9 +15,27 @@ from ...replay.determinism import EXACT
 from ..studies import DEVICE_TASKS, RECORDINGS
 
 __all__ = [
-    "PARETO_COLUMNS", "CONDITIONS", "DEVICE_CONDITIONS", "DATASETS", "PAPER_SOURCE", "PAPER_DATASETS", "data_dir",
-    "dataset_path", "data_path", "beside", "read_csv", "check_condition", "recording_how", "dataset_of", "result",
-    "result_of", "recorded_condition", "load_json", "pick_rows", "need_key", "DATA_ENV",
+    "CONDITIONS",
+    "DATASETS",
+    "DATA_ENV",
+    "DEVICE_CONDITIONS",
+    "PAPER_DATASETS",
+    "PAPER_SOURCE",
+    "PARETO_COLUMNS",
+    "beside",
+    "check_condition",
+    "data_dir",
+    "data_path",
+    "dataset_of",
+    "dataset_path",
+    "load_json",
+    "need_key",
+    "pick_rows",
+    "read_csv",
+    "recorded_condition",
+    "recording_how",
+    "result",
+    "result_of",
 ]
 
 #: the columns cadencelab.viz.pareto reads (intervals as bounds, not half-widths)

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .files import data_path, read_csv, result_of, pick_rows, need_key
-
+from .files import data_path, need_key, pick_rows, read_csv, result_of
 
 # ---------------------------------------------------------------------------------------
 # multi-session capacity (data/h200/sessions.json + sessions.csv.gz)

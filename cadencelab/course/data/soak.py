@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-
 import pandas as pd
 
-from .files import beside, read_csv, result_of, need_key
-
+from .files import beside, need_key, read_csv, result_of
 
 # ---------------------------------------------------------------------------------------
 # the soak (data/h200/soak.json + soak_chunks.csv.gz)

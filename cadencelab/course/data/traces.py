@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-
 from .files import data_path
-
 
 # ---------------------------------------------------------------------------------------
 # recorded traces
