@@ -51,6 +51,13 @@ def test_a_users_model_runs_through_every_tool(registered, tmp_path, capsys):
     assert (prof / "registered-conv_SRc.pt.trace.json.gz").is_file()
 
 
+def test_certificate_labels_name_their_dimensions():
+    """A catalog label is a tuple of numbers; the certificate's catalog says what each one is."""
+    cert = registry.resolve(USER).certify("eager")
+    assert set(cert.catalog["dims"]) == {"history, f (frames)"}
+    assert all(len(lab) == 2 for lab in cert.catalog["label"])
+
+
 def test_a_module_function_needs_no_registration(capsys):
     assert cli.main(["catalog", "--model", USER]) == 0
     assert "registered-conv" in capsys.readouterr().out

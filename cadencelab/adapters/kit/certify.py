@@ -217,9 +217,10 @@ def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form:
         admitted = b.classifier.catalog
         mine = observed[observed["operator"] == name]
         seen = {k: Counter(mine.loc[mine["kind"] == k, "label"]) for k in ("steady", "flush")}
+        dims = ", ".join((*b.op.reads, f"f ({b.op.clock})"))  # what each number of a label is
         for k in ("steady", "flush"):
             for lab in sorted(derived[k] | set(seen[k]), key=str):
-                cat_rows.append(dict(operator=name, kind=k, label=lab, derived=lab in derived[k],
+                cat_rows.append(dict(operator=name, kind=k, label=lab, dims=dims, derived=lab in derived[k],
                                      admitted=lab in admitted, observed=seen[k].get(lab, 0)))
         who = f"'{name}': " if len(rt.ops) > 1 else ""
         clause(f"steady classes: observed == derived{' (' + name + ')' if len(rt.ops) > 1 else ''}",
@@ -229,7 +230,7 @@ def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form:
         clause(f"flush classes: observed within derived{' (' + name + ')' if len(rt.ops) > 1 else ''}", not extra,
                f"{who}{len(seen['flush'])} observed of {len(derived['flush'])} derived"
                + (f"; NOT derived: {sorted(extra)}" if extra else ""))
-    cat = pd.DataFrame(cat_rows, columns=["operator", "kind", "label", "derived", "admitted", "observed"])
+    cat = pd.DataFrame(cat_rows, columns=["operator", "kind", "label", "dims", "derived", "admitted", "observed"])
     # audits
     tables = []
     for name, aud in (("declared", rt.declared), ("differential", rt.differential)):
