@@ -19,6 +19,7 @@ from cadencelab.contract import (
     DeclarationError,
     Fixed,
     PromptRetained,
+    RetentionPolicy,
     Ring,
     SlidingWindow,
     Unbounded,
@@ -26,7 +27,6 @@ from cadencelab.contract import (
     region_table,
     trajectory,
 )
-from cadencelab.contract.policies import RetentionPolicy
 from cadencelab.state import Carry, ShadowAuditor
 
 
