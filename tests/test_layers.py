@@ -49,8 +49,6 @@ LONG_MODULES = {
     "cadencelab/profile/metrics.py": "the window metrics (busy, slack, idle split, stages) over one trace model",
     "cadencelab/profile/compare.py": "kernel streams, their alignment and the cadence diff share the op-kind model",
     "cadencelab/course/data.py": "the recorded-data loaders the notebooks call as data.*, one per recorded study",
-    "cadencelab/adapters/kit/runtime.py": "the kit's runtime: one call's path (checks, step, write, audits) and the "
-                                          "session verbs in one class",
 }
 
 

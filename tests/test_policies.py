@@ -63,10 +63,13 @@ def head_stock(model, size=HEAD):
     """The conformer's stock step with its own cut written for a head cache (``torch.cat``, then a slice)."""
     k = model.s.kernel - 1
 
-    def stock(x, caches, last):
-        out, kv_new, conv_new = model.chunk(x, caches["kv"], caches["conv"], last)
-        kv = torch.cat([caches["kv"], kv_new], dim=2)[:, :, :size]
-        conv = torch.cat([caches["conv"], conv_new], dim=2)
+    def stock(x, caches, last):  # None at a turn's start: the model starts its own state
+        kv0, conv0 = model.start(x)
+        kv_cache = kv0 if caches.get("kv") is None else caches["kv"]
+        conv_cache = conv0 if caches.get("conv") is None else caches["conv"]
+        out, kv_new, conv_new = model.chunk(x, kv_cache, conv_cache, last)
+        kv = torch.cat([kv_cache, kv_new], dim=2)[:, :, :size]
+        conv = torch.cat([conv_cache, conv_new], dim=2)
         return out, {"kv": kv, "conv": conv[:, :, conv.shape[2] - k:]}
 
     return stock
@@ -101,16 +104,20 @@ def test_the_kit_catches_a_stock_step_that_keeps_something_else():
     window = SlidingWindow(HEAD)
 
     def newest(x, caches, last):
-        out, kv_new, conv_new = model.chunk(x, caches["kv"], caches["conv"], last)
-        conv = torch.cat([caches["conv"], conv_new], dim=2)
-        return out, {"kv": window.apply(torch.cat([caches["kv"], kv_new], dim=2), 2),
+        kv0, conv0 = model.start(x)
+        kv_cache = kv0 if caches.get("kv") is None else caches["kv"]
+        conv_cache = conv0 if caches.get("conv") is None else caches["conv"]
+        out, kv_new, conv_new = model.chunk(x, kv_cache, conv_cache, last)
+        conv = torch.cat([conv_cache, conv_new], dim=2)
+        return out, {"kv": window.apply(torch.cat([kv_cache, kv_new], dim=2), 2),
                      "conv": conv[:, :, conv.shape[2] - (model.s.kernel - 1):]}
 
     cert = certify(conformer_declaration(kv_policy=Head(HEAD)), head_step(model), newest, conformer_traffic(),
                    modules=[model], backend="eager")
     assert not cert.ok
     failed = set(cert.table.loc[~cert.table["passed"], "clause"])
-    assert "bit-exact with the stock step" in failed and "differential audit agrees on every retention" in failed
+    assert "differential audit agrees on every retention" in failed
+    assert any(c.startswith("bit-exact with the stock step") for c in failed), failed
 
 
 def test_a_policy_missing_a_rule_cannot_be_made_and_a_non_policy_is_refused():
