@@ -1,6 +1,7 @@
 """The package's folders are its layers: no module imports from a layer above its own nor along a NEVER
 arrow, no import cycle, no private member reached from another module, no module over the size limit unless
-the allow-list below says why; the notebooks import existing public names and reach no private member.
+the allow-list below says why, no retention-policy kind switched on outside the policy module; the notebooks
+import existing public names and reach no private member.
 
 Every ``import`` and ``from ... import`` of every module is read with ``ast`` (function-local imports
 included), so an import hidden inside a function counts like one at the top.
@@ -42,13 +43,10 @@ LONG_MODULES = {
     "cadencelab/replay/hazards.py": "one pass over a captured call's effects; its checks share one walker",
     "cadencelab/replay/engine.py": "ExactShapeReplay: keying, admission, probe, capture and replay of one class "
                                    "life cycle",
-    "cadencelab/contract/derivation.py": "the derivations of one declaration, one after another (18 lines over)",
     "cadencelab/adapters/mimi.py": "one adapter: Mimi's declaration, state audit, kit runtime and eager reference",
     "cadencelab/profile/trace.py": "one reader of the Kineto trace format, event kinds and their columns together",
     "cadencelab/profile/metrics.py": "the window metrics (busy, slack, idle split, stages) over one trace model",
     "cadencelab/profile/compare.py": "kernel streams, their alignment and the cadence diff share the op-kind model",
-    "cadencelab/adapters/kit/runtime.py": "the kit's runtime: one call's path (checks, step, write, audits) and the "
-                                          "session verbs in one class",
     "cadencelab/cli.py": "the command line: each command's options and its run (catalog, certify, profile of Token2wav "
                          "or of any registered model), one place",
 }
@@ -160,6 +158,69 @@ def package_edges(g: dict) -> dict[str, set[str]]:
         if own is not None:
             out.setdefault(own, set()).update(o for d, _ in deps if (o := layer_of(d)) not in (None, own))
     return out
+
+
+#: the one module that may ask which kind a retention policy is
+POLICY_MODULE = PACKAGE / "contract" / "policies.py"
+
+
+def policy_classes(path: Path = POLICY_MODULE) -> tuple[set[str], set[str]]:
+    """(class names, ``kind`` strings) of the retention policies ``path`` defines (its ``RetentionPolicy``
+    subclasses, read with ``ast``)."""
+    names, kinds = set(), set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "RetentionPolicy" for b in node.bases):
+            names.add(node.name)
+            kinds |= {a.value.value for a in node.body if isinstance(a, ast.Assign) and isinstance(a.value, ast.Constant)
+                      and any(isinstance(t, ast.Name) and t.id == "kind" for t in a.targets)}
+    return names, kinds
+
+
+def kind_switches(path: Path, names: set[str], kinds: set[str], root: Path = PACKAGE.parent) -> list[str]:
+    """Every place ``path`` asks which kind a policy is, as 'file:line what': a comparison, dict key or lookup
+    on a policy's ``kind`` (or a ``kind`` against a policy's kind string), ``isinstance``/``type() is`` with a
+    policy class, ``getattr(policy, "kind")``."""
+
+    def is_kind(o) -> bool:  # an expression reading some kind
+        return (isinstance(o, ast.Attribute) and o.attr == "kind") or (isinstance(o, ast.Name) and o.id == "kind") \
+            or (isinstance(o, ast.Call) and ast.unparse(o.func) == "getattr" and len(o.args) > 1
+                and isinstance(o.args[1], ast.Constant) and o.args[1].value == "kind")
+
+    def is_policy_kind(o) -> bool:
+        return is_kind(o) and "polic" in ast.unparse(o).lower()
+
+    def literals(o) -> set:
+        elts = o.elts if isinstance(o, (ast.Tuple, ast.List, ast.Set)) else [o]
+        return {e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+
+    def classes(o) -> set:
+        elts = o.elts if isinstance(o, (ast.Tuple, ast.List, ast.Set)) else [o]
+        return {ast.unparse(e).split(".")[-1] for e in elts} & names
+
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        what = None
+        if isinstance(node, ast.Compare):
+            ops = [node.left, *node.comparators]
+            if any(is_policy_kind(o) for o in ops) or (any(is_kind(o) for o in ops) and set().union(*map(literals, ops)) & kinds):
+                what = "compares a policy kind"
+            elif any(isinstance(o, ast.Call) and ast.unparse(o.func) == "type" for o in ops) and set().union(*map(classes, ops)):
+                what = "compares a policy class"
+        elif isinstance(node, ast.Call):
+            fn = ast.unparse(node.func)
+            if fn in ("isinstance", "issubclass") and len(node.args) == 2 and classes(node.args[1]):
+                what = f"{fn} with a policy class"
+            elif is_kind(node) and "polic" in ast.unparse(node.args[0]).lower():
+                what = "reads a policy kind"
+            elif any(is_policy_kind(a) for a in node.args):
+                what = "looks up by a policy kind"
+        elif isinstance(node, ast.Dict) and {k.value for k in node.keys if isinstance(k, ast.Constant)} & kinds:
+            what = "a table keyed by policy kinds"
+        elif isinstance(node, ast.Subscript) and is_policy_kind(node.slice):
+            what = "looks up by a policy kind"
+        if what:
+            bad.append(f"{path.relative_to(root)}:{node.lineno} {what}: {ast.unparse(node)[:80]}")
+    return bad
 
 
 # ---------------------------------------------------------------------------------------
@@ -421,3 +482,24 @@ def test_the_contract_declares_no_model_and_exports_no_module():
     from cadencelab.replay import bind, preflight, signature
 
     assert all(callable(f) and not isinstance(f, types.ModuleType) for f in (bind, preflight, signature))
+def test_no_policy_kind_is_switched_on_outside_the_policy_module():
+    names, kinds = policy_classes()
+    assert {"Ring", "Fixed", "SlidingWindow", "PromptRetained", "Unbounded"} <= names and "ring" in kinds
+    bad = [b for p in sorted(PACKAGE.rglob("*.py")) if p != POLICY_MODULE for b in kind_switches(p, names, kinds)]
+    assert not bad, "ask the policy (cadencelab/contract/policies.py's RetentionPolicy), not its kind:\n" + "\n".join(bad)
+
+
+def test_a_policy_kind_switch_is_named(tmp_path):
+    src = tmp_path / "cadencelab" / "m.py"
+    src.parent.mkdir()
+    src.write_text("def f(r, p, c, kind):\n"
+                   "    if r.policy.kind == 'ring' or kind in ('fixed', 'ring'):\n"
+                   "        return isinstance(p, (Fixed, Ring)) or type(p) is Ring\n"
+                   "    x = {'ring': 1, 'window': 2}.get(r.policy.kind)\n"
+                   "    y = getattr(c.policy, 'kind', '') == 'ring'\n"
+                   "    return isinstance(p, RetentionPolicy) or r.kind == 'steady' or e.kind == 'host_sync'\n")
+    bad = kind_switches(src, *policy_classes(), root=tmp_path)
+    assert sorted({b.split(" ", 1)[0] for b in bad}) == [f"cadencelab/m.py:{i}" for i in (2, 3, 4, 5)], bad
+    assert {b.split(": ", 1)[0].split(" ", 1)[1] for b in bad} >= {
+        "compares a policy kind", "isinstance with a policy class", "compares a policy class",
+        "a table keyed by policy kinds", "looks up by a policy kind"}, bad

@@ -327,7 +327,7 @@ def region_tensors(mimi, decl=None) -> dict:
     states = mimi.get_streaming_state()
     out = {}
     for r in decl.regions:
-        if r.policy.kind == "ring":  # "<side>_kv_<layer>"
+        if r.policy.ring_order:  # "<side>_kv_<layer>"
             side, layer = r.name.split("_kv_")
             kv = states[f"{side}_transformer.transformer.layers.{int(layer)}.self_attn"].kv_cache
             out[r.name] = (kv.cache, kv.end_offset)

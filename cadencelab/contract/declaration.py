@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from .clocks import Clock, in_units_of, per_call, validate_clocks
 from .errors import MAX_NAME, DeclarationError, check_name
-from .policies import POLICIES
+from .policies import RetentionPolicy
 
 LIFETIMES = ("call", "turn", "stream")
 MUTABILITY = ("immutable", "mutable")
@@ -117,8 +117,9 @@ class Region:
                 raise DeclarationError(f"{where}.shape[{j}]", f"dims must be positive integers or names, got {d!r}")
         if list(self.shape).count(self.clock) != 1:  # every dim is a name or an int by now: == is safe
             raise DeclarationError(f"{where}.shape", f"must name the clock '{self.clock}' exactly once, got {self.shape!r}")
-        if not isinstance(self.policy, POLICIES):
-            raise DeclarationError(f"{where}.policy", f"unknown retention policy {type(self.policy).__name__}")
+        if not isinstance(self.policy, RetentionPolicy):
+            raise DeclarationError(f"{where}.policy", f"unknown retention policy {type(self.policy).__name__} (a "
+                                   f"policy is a RetentionPolicy)")
         self.policy.validate(f"{where}.policy")
         for name in ("growth", "initial"):
             v = getattr(self, name)
@@ -145,23 +146,8 @@ class Region:
                 raise DeclarationError(f"{where}.stock.{k}", f"must be a positive integer, got {v!r}")
         if self.mutability == "immutable" and self.growth > 0:
             raise DeclarationError(f"{where}.growth", "an immutable region cannot grow per call")
-        if self.policy.kind == "prompt_retained" and self.initial > self.policy.prompt:
-            raise DeclarationError(
-                f"{where}.initial", f"initial extent {self.initial} exceeds the declared prompt {self.policy.prompt}"
-            )
-        cap = {"ring": "capacity", "fixed": "extent", "sliding_window": "window"}.get(self.policy.kind)
-        if cap is not None and self.initial > getattr(self.policy, cap):
-            raise DeclarationError(
-                f"{where}.initial",
-                f"initial extent {self.initial} exceeds the policy's {cap} {getattr(self.policy, cap)}",
-            )
-        if self.policy.kind == "ring" and self.call_max > self.policy.capacity:
-            # frames of one call would overwrite each other before the call attends the ring
-            raise DeclarationError(
-                f"{where}.policy.capacity",
-                f"a ring of capacity {self.policy.capacity} cannot hold one call's {self.call_max} frames "
-                f"({'max_call' if self.max_call is not None else 'growth'}); the capacity must be >= {self.call_max}",
-            )
+        self.policy.check_region(where, self.initial, self.call_max,
+                                 "max_call" if self.max_call is not None else "growth")
         if not isinstance(self.address_stable, bool):
             raise DeclarationError(f"{where}.address_stable", f"must be True or False, got {self.address_stable!r}")
 

@@ -7,8 +7,9 @@
 * ``checks``: properties C1-C3 with readable reasons;
 * ``verdict``: whether each operator's catalog is affordable for exact specialization.
 
-Every extent has a closed form: a bounded policy's cached extent entering call t is
-``min(initial + t * growth, bound)`` (a fixed region is at its extent from call 1 on), so
+Every extent has a closed form, which the region's policy gives
+(:meth:`~cadencelab.contract.policies.RetentionPolicy.cached_at`: ``min(initial + t * growth, bound)``
+for a growing region, its extent from call 1 on for a fixed one), so
 envelopes and class counts cost O(1) per region, whatever the window. Only tables whose
 rows the caller asked for (a trajectory, an enumerated catalog) are built row by row, and
 above :data:`ROW_LIMIT` rows they raise :class:`DerivationLimitError` naming the field that
@@ -48,43 +49,23 @@ def _where(decl: Declaration, r: Region) -> str:
     return f"regions[{decl.regions.index(r)}]({r.name})"
 
 
-def _bound(r: Region) -> int | None:
-    """The extent a window, ring or prompt + retained policy stops at; None for fixed and unbounded."""
-    p = r.policy
-    return {"sliding_window": lambda: p.window, "ring": lambda: p.capacity,
-            "prompt_retained": lambda: p.bound}.get(p.kind, lambda: None)()
-
-
 def cached_at(r: Region, t):
-    """The live extent entering call ``t`` (an int or a numpy array of calls)."""
-    if r.policy.kind == "fixed":
-        return np.where(np.asarray(t) == 0, r.initial, r.policy.extent) if np.ndim(t) else (
-            r.initial if t == 0 else r.policy.extent)
-    grown = r.initial + np.asarray(t, dtype=np.int64) * r.growth if np.ndim(t) else r.initial + t * r.growth
-    bound = _bound(r)
-    if bound is None:
-        return grown
-    return np.minimum(grown, bound) if np.ndim(t) else min(grown, bound)
+    """The live extent entering call ``t`` (an int or a numpy array of calls): the policy's closed form."""
+    return r.policy.cached_at(r.initial, r.growth, t)
 
 
 def settle_calls(r: Region) -> float:
     """Calls until the cached extent stops changing (its fixed point is entered at this call); inf if never."""
-    if not r.policy.bounded:
-        return 0 if r.growth == 0 else math.inf
-    if r.policy.kind == "fixed":
-        return 0 if r.initial == r.policy.extent else 1
-    gap = _bound(r) - r.initial
-    return 0 if (r.growth == 0 or gap <= 0) else -(-gap // r.growth)
+    return r.policy.settle_calls(r.initial, r.growth)
 
 
 def _shape_steps(r: Region) -> float:
-    """Calls over which the extent a signature sees changes (a ring and a fixed region: none)."""
-    return 0 if r.policy.kind in ("ring", "fixed") else settle_calls(r)
+    """Calls over which the extent a signature sees changes (none for a constant extent)."""
+    return 0 if r.policy.constant_extent else settle_calls(r)
 
 
 def _shape_extent(r: Region, live):
-    return r.policy.shape_extent(live) if not np.ndim(live) else (
-        np.full_like(live, r.policy.shape_extent(0)) if r.policy.kind in ("ring", "fixed") else live)
+    return r.policy.shape_extent(live)
 
 
 def trajectory(decl: Declaration, region: str, calls: int | None = None) -> pd.DataFrame:
@@ -125,9 +106,7 @@ def envelope(decl: Declaration, region: str) -> tuple[float, float, float]:
         return float(r.initial), math.inf, math.inf
     a_minus = r.policy.shape_extent(cached_at(r, 0))
     a = r.policy.shape_extent(cached_at(r, settle_calls(r)))
-    if r.policy.kind in ("ring", "fixed"):
-        return a_minus, a, a
-    return a_minus, a, a + r.call_max
+    return a_minus, a, r.policy.attended_extent(a, r.call_max)
 
 
 def catalog_width(decl: Declaration, region: str) -> dict:
@@ -202,7 +181,7 @@ def region_table(decl: Declaration) -> pd.DataFrame:
                 A_minus=a_minus,
                 A=a,
                 A_attended=a_att,
-                A_steady_attended=(a + r.growth) if r.policy.kind not in ("ring", "fixed") else a,
+                A_steady_attended=r.policy.attended_extent(a, r.growth),
                 envelope=r.envelope,
                 demand_shape=dshape,
                 stock_shape=sshape,
@@ -409,7 +388,7 @@ def checks(decl: Declaration) -> pd.DataFrame:
     else:
         c1 = (False, f"only {len(fixed)} fixed clock(s); C1 needs two or more")
     persistent = [r for r in decl.regions if r.persistent and r.role == "state"]
-    bounded = [r.name for r in persistent if r.policy.bounded and r.policy.kind != "fixed"]
+    bounded = [r.name for r in persistent if r.policy.bounds_growth]
     unbounded = [r.name for r in persistent if not r.policy.bounded]
     if bounded:
         why = f"retention-bounded persistent regions: {', '.join(bounded)}"

@@ -138,13 +138,8 @@ class ShadowAuditor:
             raise KeyError(f"auditor is not watching carry '{carry.name}': call watch() first")
         policy, shadow = self._shadow[carry.name]
         d = carry.dim
-        if shadow is None:
-            full = new.clone()
-        elif policy.layout == "newest_first":
-            full = torch.cat([new, shadow], dim=d)
-        else:
-            full = torch.cat([shadow, new], dim=d)
-        shadow = policy.apply(full, d).clone()
+        written = carry.position - (new.shape[d] if appended else 0)  # the turn's frames before the call
+        shadow = policy.stock_next(shadow, new, d, written).clone()
         self._shadow[carry.name] = (policy, shadow)
         if not appended:
             carry.append_in_place(new)

@@ -19,30 +19,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ..contract.errors import DeclarationError
-from ..contract.policies import Ring
+from ..contract.policies import move_frames
 from .alloc import check_fits
 
-
-def move_frames(buf: torch.Tensor, dim: int, src: int, dst: int, n: int) -> None:
-    """``buf[dst:dst+n] = buf[src:src+n]`` along ``dim`` for overlapping ranges, without a scratch.
-
-    Copies blocks no larger than the shift, in the order that never overwrites a source
-    before it is read (left-to-right for a left shift, right-to-left for a right shift).
-    """
-    if n <= 0 or src == dst:
-        return
-    shift = abs(src - dst)
-    if shift >= n:
-        buf.narrow(dim, dst, n).copy_(buf.narrow(dim, src, n))
-        return
-    if dst < src:
-        for off in range(0, n, shift):
-            m = min(shift, n - off)
-            buf.narrow(dim, dst + off, m).copy_(buf.narrow(dim, src + off, m))
-    else:
-        for end in range(n, 0, -shift):
-            m = min(shift, end)
-            buf.narrow(dim, dst + end - m, m).copy_(buf.narrow(dim, src + end - m, m))
+__all__ = ["Carry", "move_frames"]
 
 
 @dataclass
@@ -132,88 +112,43 @@ class Carry:
             )
 
     # -- device work (capturable: no host reads, no allocation beyond copies) -----------
+    # each is the policy's write rule on this buffer; what it returns is the position commit() records
     def move_retained(self, attended: int) -> int:
-        """Apply retention in place to a buffer holding ``attended`` frames; return the new extent."""
-        if isinstance(self.policy, Ring):
-            return min(attended, self.capacity)
-        dst = 0
-        for src, n in self.policy.segments(attended):
-            move_frames(self.buffer, self.dim, src, dst, n)
-            dst += n
-        return dst
+        """Apply retention in place to a buffer holding ``attended`` frames; return the new position."""
+        return self.policy.settle(self.buffer, self.dim, attended)
 
     def write_retained_from(self, h: torch.Tensor) -> int:
-        """Write the frames of a separate full cache ``h`` that survive retention; return the new extent."""
-        attended = h.shape[self.dim]
+        """Write the frames of a separate full cache ``h`` that survive retention; return the new position."""
         if h.data_ptr() == self.base_ptr:
-            return self.move_retained(attended)
-        dst = 0
-        for src, n in self.policy.segments(attended):
-            self._need(dst + n, "retention")
-            self.buffer.narrow(self.dim, dst, n).copy_(h.narrow(self.dim, src, n))
-            dst += n
-        return dst
+            return self.move_retained(h.shape[self.dim])
+        return self.policy.write_retained(self.buffer, self.dim, h, self._need)
 
     def write_appended(self, new: torch.Tensor, length: int) -> int:
-        """Add ``new`` frames to a carry holding ``length`` frames, per layout; return the new extent.
-
-        For a ring, ``length`` is the cursor (frames ever written) and the new cursor is returned.
-        """
-        f = new.shape[self.dim]
-        if isinstance(self.policy, Ring):
-            for i in range(f):
-                self.buffer.narrow(self.dim, (length + i) % self.capacity, 1).copy_(new.narrow(self.dim, i, 1))
-            return length + f
-        self._need(length + f, "append")
-        if self.layout == "chronological":
-            self.buffer.narrow(self.dim, length, f).copy_(new)
-        else:
-            move_frames(self.buffer, self.dim, 0, f, length)
-            self.buffer.narrow(self.dim, 0, f).copy_(new)
-        return length + f
+        """Add ``new`` frames to a carry at position ``length``, where the policy puts them; return the new
+        position (a ring's is its cursor: frames ever written)."""
+        return self.policy.write(self.buffer, self.dim, new, length, self._need)
 
     def write_append_retained(self, new: torch.Tensor, length: int) -> int:
-        """Append ``new`` to the ``length`` cached frames and retain, in place; return the new extent.
-
-        A chronological carry needs room only for what survives (its retained envelope): each run the
-        policy keeps is moved down from the cache or written from ``new``, in increasing order, so no
-        source is overwritten before it is read. A ring writes modulo its capacity (``length`` is then
-        the cursor); a newest-first carry appends (it needs the attended envelope) and retains.
-        """
-        if isinstance(self.policy, Ring):
-            return self.write_appended(new, length)
-        if self.layout != "chronological":
-            return self.move_retained(self.write_appended(new, length))
-        f = new.shape[self.dim]
-        dst = 0
-        for src, n in self.policy.segments(length + f):
-            old = max(0, min(src + n, length) - src)  # frames of this run that come from the cache
-            self._need(dst + n, "retention")
-            if old:
-                move_frames(self.buffer, self.dim, src, dst, old)
-            if n > old:
-                self.buffer.narrow(self.dim, dst + old, n - old).copy_(new.narrow(self.dim, max(src, length) - length, n - old))
-            dst += n
-        return dst
+        """Append ``new`` at position ``length`` and retain, in place; return the new position. A chronological
+        carry needs room only for what survives; a newest-first one for the attended envelope."""
+        return self.policy.write_settled(self.buffer, self.dim, new, length, self._need)
 
     # -- host bookkeeping + eager conveniences ----------------------------------------
-    def commit(self, length: int) -> None:
-        """Record the live extent on the host (after device work, replayed or eager).
+    @property
+    def position(self) -> int:
+        """Where the next write continues (the live extent, or a ring's cursor)."""
+        return self.policy.position(self.length, self.cursor)
 
-        For a ring, ``length`` may be the cursor (frames ever written); the live extent is
-        capped at capacity.
-        """
-        if isinstance(self.policy, Ring):
-            self.cursor = length
-            length = min(length, self.capacity)
+    def commit(self, position: int) -> None:
+        """Record the live extent on the host (after device work, replayed or eager) from the ``position`` the
+        device work returned (for a ring, its cursor: the live extent is then capped at capacity)."""
+        length, cursor = self.policy.committed(position, self.capacity, self.cursor)
         self._need(length, "commit")
-        self.length = length
+        self.length, self.cursor = length, cursor
         self.writes += 1
 
     def retain_in_place(self) -> None:
-        if isinstance(self.policy, Ring):
-            return  # a ring retains by overwriting modulo capacity as it is written
-        self.commit(self.move_retained(self.length))
+        self.commit(self.move_retained(self.position))
 
     def adopt(self, h: torch.Tensor) -> None:
         """The operator wrote its full cache ``h`` into this buffer itself: record its extent."""
@@ -225,7 +160,7 @@ class Carry:
         self.commit(self.write_retained_from(h))
 
     def append_in_place(self, new: torch.Tensor) -> None:
-        self.commit(self.write_appended(new, self.cursor if isinstance(self.policy, Ring) else self.length))
+        self.commit(self.write_appended(new, self.position))
 
     def reset_in_place(self, base: torch.Tensor | None) -> None:
         """Turn reset: write the base state into the existing storage (no reallocation)."""

@@ -7,7 +7,6 @@ from typing import Mapping
 import torch
 
 from ...contract import Declaration
-from ...contract.policies import Fixed, Ring
 
 __all__ = ["state_regions", "constant_extent", "shape_of", "declared_text", "check_shape", "check_initial", "base_of"]
 
@@ -18,7 +17,7 @@ def state_regions(decl: Declaration) -> list:
 
 def constant_extent(policy) -> bool:
     """Policies whose tensor always has the same extent (zero-filled at a turn's start)."""
-    return isinstance(policy, (Fixed, Ring))
+    return policy.constant_extent
 
 
 def shape_of(decl: Declaration, region, ext) -> tuple:
@@ -54,8 +53,8 @@ def check_initial(decl: Declaration, regions, init) -> None:
 def base_of(decl: Declaration, region, device, given: Mapping | None) -> torch.Tensor:
     """A region's cache at a turn's start: ``given[name]`` (priming), zeros at a constant extent, else empty.
 
-    A :class:`~cadencelab.contract.Fixed` or :class:`~cadencelab.contract.Ring` region starts zero-filled
-    at its constant extent; a region declared with ``initial`` frames must be given them."""
+    A region of constant extent starts zero-filled at it (its policy's ``base_extent``); a region declared
+    with ``initial`` frames must be given them."""
     if given and region.name in given:
         t = given[region.name]
         check_shape(decl, region, t, "init")
@@ -66,7 +65,6 @@ def base_of(decl: Declaration, region, device, given: Mapping | None) -> torch.T
     if region.initial:
         raise ValueError(f"region '{region.name}' declares initial={region.initial} frames at a turn's start; init "
                          f"returned none for it (it returned {sorted(given or {})})")
-    ext = region.policy.shape_extent(0) if constant_extent(region.policy) else 0
-    return torch.zeros(shape_of(decl, region, ext), dtype=getattr(torch, region.dtype), device=device)
+    return torch.zeros(shape_of(decl, region, region.policy.base_extent), dtype=getattr(torch, region.dtype), device=device)
 
 

@@ -23,7 +23,6 @@ import torch
 
 from ...contract import PRIMING, Declaration
 from ...contract.clocks import scale, scaled
-from ...contract.policies import Ring
 from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
 from .adopt import adopted_carry, adopted_end, adoptions, held_state
@@ -127,7 +126,7 @@ class StreamingRuntime:
         if writes is None and len(names) > 1 and state_rule:
             raise ValueError(f"several operators {names}: say which regions each step returns, writes={{op: (...)}}")
         wr = per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
-        rings = {r.name for r in self.regions if isinstance(r.policy, Ring)}
+        rings = {r.name for r in self.regions if r.policy.ring_order}
         if rings and form == "stock":
             raise ValueError(f"ring regions {sorted(rings)} need form='views' (the step reads the ring in ring order "
                              f"and returns its new frames) or form='inplace'")
@@ -160,7 +159,7 @@ class StreamingRuntime:
         self.ends: dict[str, RingEnd] = {}
         if state_rule:
             for r in self.regions:
-                grows = r.policy.kind not in ("fixed", "ring")
+                grows = not r.policy.constant_extent
                 env = "attended" if (form == "views" and grows and r.policy.layout == "newest_first") else None
                 if r.name in adopt:
                     shape = Carry.shape_for(decl, r.name, env)
@@ -455,18 +454,10 @@ class StreamingRuntime:
             if n not in self.audited:
                 continue
             c, r = self.carries[n], self.decl.region(n)
-            if n in self.ends:  # the declared ring: frame i of the turn at slot i % capacity
-                shadow, k = self._shadow[n].clone(), got[n].shape[c.dim]
-                for i in range(k):
-                    shadow.narrow(c.dim, (ends[n] + i) % c.capacity, 1).copy_(got[n].narrow(c.dim, i, 1))
-            else:
-                old = self._shadow[n]
-                if self.form == "views":
-                    pair = [got[n], old] if r.policy.layout == "newest_first" else [old, got[n]]
-                    full = torch.cat(pair, dim=c.dim)
-                else:
-                    full = got[n]
-                shadow = r.policy.apply(full, c.dim).clone()
+            if self.form == "views":  # the call's new frames added to the stock cache, as the policy adds them
+                shadow = r.policy.stock_next(self._shadow[n], got[n], c.dim, ends.get(n, 0)).clone()
+            else:  # the step returned its whole attended cache
+                shadow = r.policy.apply(got[n], c.dim).clone()
             self._shadow[n] = shadow
             self.declared.compare_with(c, shadow, self.calls)
 

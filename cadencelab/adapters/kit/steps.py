@@ -136,7 +136,7 @@ class Caches(dict):
         if c is None or name not in self:
             raise ValueError(f"Caches.append: '{name}' is not a region this step writes ({sorted(self)})")
         n, f = self[name].shape[c.dim], new.shape[c.dim]
-        if getattr(c.policy, "kind", "") == "ring" or n + f > c.capacity:
+        if c.policy.ring_order or n + f > c.capacity:
             raise ValueError(f"Caches.append: region '{name}' holds {n} frames in a carry of {c.capacity}: no room "
                              f"for {f} more in place (declare it with envelope='attended'; a ring writes through "
                              f"its RingView)")

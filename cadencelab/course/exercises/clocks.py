@@ -85,7 +85,7 @@ EXTENTS = Exercise(
         Mistake("prompt_forgotten", "the cache starts each turn holding the prompt (initial = f_prompt = {f_prompt}), "
                 "and the prompt is never evicted.",
                 lambda c: _extents_with(c, lambda r: dataclasses.replace(
-                    r, initial=0, policy=SlidingWindow(r.policy.retained)) if r.policy.kind == "prompt_retained" else r)),
+                    r, initial=0, policy=SlidingWindow(r.policy.bound - r.policy.pinned)) if r.policy.pinned else r)),
         Mistake("no_retention_cap", "the retention cut stops the extent at its bound: nothing grows past it.",
                 lambda c: {r.name: _walk(r) + (_walk(r)[-1] + r.growth,) for r in _extent_regions(c)}),
         Mistake("truncation_forgotten", "when the stride does not divide the window, the last step is cut short: "
