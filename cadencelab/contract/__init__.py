@@ -41,6 +41,6 @@ from .examples import (
     token2wav_declaration,
     unbounded_backbone_declaration,
 )
-from .policies import Fixed, PromptRetained, Ring, SlidingWindow, Unbounded, canonical
+from .policies import Counter, Fixed, PromptRetained, Ring, SlidingWindow, Unbounded, canonical
 
 __all__ = [n for n in dir() if not n.startswith("_")]
