@@ -14,7 +14,7 @@ import torch
 
 from ...contract import Clock
 
-__all__ = ["tiny_config", "build", "padding_template", "conv_hops", "clocks", "hop_clock", "reference_encoder",
+__all__ = ["tiny_config", "build", "host_conv_sizes", "padding_template", "conv_hops", "clocks", "hop_clock", "reference_encoder",
            "reference_decoder"]
 
 
@@ -34,7 +34,22 @@ def build(config=None, seed: int = 0, device="cpu"):
     from transformers import MimiModel
 
     torch.manual_seed(seed)
-    return MimiModel(config or tiny_config()).eval().to(device)
+    return host_conv_sizes(MimiModel(config or tiny_config()).eval().to(device))
+
+
+def host_conv_sizes(model):
+    """``model`` with each conv's stride, kernel size and padding kept on the host (plain attributes).
+
+    transformers registers them as buffers, so they follow the model to the GPU, and every call of a conv
+    without a padding cache (the decoder's) reads them back to pad (a host read a CUDA graph capture
+    refuses). The values and the arithmetic are unchanged; idempotent."""
+    for m in model.modules():
+        for name in ("stride", "kernel_size", "padding_total"):
+            t = m._buffers.get(name) if type(m).__name__ == "MimiConv1d" else None
+            if t is not None:
+                del m._buffers[name]
+                setattr(m, name, t.cpu())
+    return model
 
 
 def padding_template(encoder):
