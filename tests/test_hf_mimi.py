@@ -1,0 +1,100 @@
+"""transformers' MimiModel streaming encoder and decoder on the kit through the bridge: every call equal to
+transformers' own streaming loop (its own padding and KV caches, chunk by chunk), certified, small adapters;
+a wrong initial-state declaration differs from the model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from cadencelab.adapters.hf import mimi_codec, mimi_decoder, mimi_encoder  # noqa: E402
+from cadencelab.adapters.kit import adapter_lines  # noqa: E402
+from cadencelab.contract import Fixed  # noqa: E402
+
+
+def _equal(want, got) -> list:
+    return [bool(a.shape == b.shape and torch.equal(a, b)) for a, b in zip(want, got)]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return mimi_codec.build()
+
+
+@pytest.fixture(scope="module")
+def encoder(model):
+    km = mimi_encoder.kit_model(model)
+    return km, mimi_codec.reference_encoder(model)(km.traffic)
+
+
+@pytest.fixture(scope="module")
+def decoder(model):
+    km = mimi_decoder.kit_model(model)
+    return km, mimi_codec.reference_decoder(model)(km.traffic)
+
+
+def test_encoder_certified_and_equal_to_transformers_loop(encoder):
+    km, want = encoder
+    cert = km.certify()
+    assert cert.ok, cert
+    assert len(want) == km.traffic.calls == 9
+    assert all(_equal(want, cert.outputs)), "every replayed call equals transformers' own streaming encoder"
+    # the regions are the model's: its conv paddings (one replicate-padded: a sliding window starting empty),
+    # its sliding-window KV (window - 1 kept) and its positions as a counter
+    kinds = {r.name: r.policy.describe() for r in km.decl.regions}
+    assert kinds["pad8"].startswith("sliding window of 2") and kinds["kv0"].startswith("sliding window of 7")
+    assert kinds["pos"].startswith("counter")
+
+
+@pytest.mark.parametrize("arm", ["B0", "S", "SR"])
+def test_encoder_arms_equal_to_transformers_loop(encoder, arm):
+    km, want = encoder
+    assert all(_equal(want, km.runtime(arm).run(km.traffic).outputs))
+
+
+def test_adapters_are_small():
+    for m in (mimi_encoder, mimi_decoder):
+        assert adapter_lines(m.declaration, m.steps) <= 40
+
+
+def test_encoder_wrong_initial_state_differs_from_the_model(model, encoder):
+    """The replicate-padded latent downsample declared Fixed(2) (zeros at a turn's start) instead of started
+    by the model: the first call of each turn differs from transformers' own loop, the others agree."""
+    km, want = encoder
+    wrong = dataclasses.replace(km.decl, regions=tuple(
+        dataclasses.replace(r, policy=Fixed(2)) if r.name == "pad8" else r for r in km.decl.regions))
+    bad = dataclasses.replace(km, decl=wrong)
+    got = _equal(want, bad.runtime("S").run(km.traffic).outputs)
+    firsts = [k for k, (t, i, *_) in enumerate(km.traffic.items_of()) if i == 0]
+    assert [k for k, ok in enumerate(got) if not ok] == firsts
+
+
+def test_decoder_equal_to_transformers_loop(decoder):
+    km, want = decoder
+    cert = km.certify()
+    assert len(want) == km.traffic.calls == 9
+    assert all(_equal(want, cert.outputs)), "every replayed call equals transformers' own streaming decoder"
+    table = cert.table.set_index("clause")["passed"]
+    assert table.drop("preflight: no capture hazard in the step").all(), cert
+    # on a CPU the preflight emulates a GPU and cannot know the conv sizes stay on the host there (see
+    # mimi_codec.host_conv_sizes): its one hazard is the decoder convs' padding, certified on a GPU below
+    hz = cert.preflight.hazards()
+    assert set(hz["kind"]) <= {"host_sync"} and hz["source"].str.contains("pad").all()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("which", ["encoder", "decoder"])
+def test_certified_on_cuda(which):
+    mod = {"encoder": mimi_encoder, "decoder": mimi_decoder}[which]
+    model = mimi_codec.build(device="cuda")
+    km = mod.kit_model(model, device="cuda")
+    ref = (mimi_codec.reference_encoder if which == "encoder" else mimi_codec.reference_decoder)(model)
+    with torch.inference_mode():
+        want = ref(km.traffic)
+    cert = km.certify("cuda")
+    assert cert.ok, cert
+    assert all(_equal(want, cert.outputs))
