@@ -11,9 +11,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from cadencelab.adapters.hf import mimi_codec, mimi_decoder, mimi_encoder  # noqa: E402
-from cadencelab.adapters.kit import adapter_lines  # noqa: E402
-from cadencelab.contract import Fixed  # noqa: E402
+from cadencelab.adapters.hf import mimi_codec, mimi_decoder, mimi_encoder
+from cadencelab.adapters.kit import adapter_lines
+from cadencelab.contract import Fixed
 
 
 def _equal(want, got) -> list:
@@ -71,6 +71,10 @@ def test_encoder_wrong_initial_state_differs_from_the_model(model, encoder):
     got = _equal(want, bad.runtime("S").run(km.traffic).outputs)
     firsts = [k for k, (t, i, *_) in enumerate(km.traffic.items_of()) if i == 0]
     assert [k for k, ok in enumerate(got) if not ok] == firsts
+    cert = bad.certify()  # checked against transformers' own loop: never certified
+    failed = set(cert.table.loc[~cert.table["passed"], "clause"])
+    assert not cert.ok and any(c.startswith("bit-exact with") for c in failed), cert
+    assert any(c.startswith("the declared state's stock step equals") for c in failed), cert
 
 
 def test_decoder_equal_to_transformers_loop(decoder):

@@ -11,9 +11,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from cadencelab.adapters.hf import qwen2_decode  # noqa: E402
-from cadencelab.adapters.kit import StreamingRuntime, adapter_lines  # noqa: E402
-from cadencelab.contract import Counter, DeclarationError, Region  # noqa: E402
+from cadencelab.adapters.hf import qwen2_decode
+from cadencelab.adapters.kit import StreamingRuntime, adapter_lines
+from cadencelab.contract import Counter, DeclarationError, Region
 
 
 def _equal(want, got) -> list:
@@ -28,7 +28,7 @@ def decode():
 
 
 def test_certified_and_equal_to_transformers_loop(decode):
-    model, km, want = decode
+    _model, km, want = decode
     cert = km.certify()
     assert cert.ok, cert
     assert len(want) == km.traffic.calls == 13 + 7
@@ -38,7 +38,7 @@ def test_certified_and_equal_to_transformers_loop(decode):
 
 def test_counter_advances_by_the_committed_frames(decode):
     """The runtime applies the Counter's rule: after a turn of n tokens the positions region holds n."""
-    model, km, _ = decode
+    _model, km, _ = decode
     rt = km.runtime("S")
     rt.reset()
     turn = km.traffic.turns[1]
@@ -50,7 +50,7 @@ def test_counter_advances_by_the_committed_frames(decode):
 def test_wrong_counter_start_differs_from_the_model(decode):
     """Positions started at 3 instead of the model's 0: RoPE is relative, so the error shows only in rounding,
     on some calls, and still no certificate of it could hold (the calls are not all equal to the model)."""
-    model, km, want = decode
+    _model, km, want = decode
     start = dataclasses.replace(km, init=lambda prompt: {"pos": torch.tensor([[3]])})
     assert not all(_equal(want, start.runtime("S").run(km.traffic).outputs))
 
@@ -62,10 +62,11 @@ def test_wrong_retention_differs_from_the_model(decode):
     short = dataclasses.replace(short, traffic=km.traffic)
     got = _equal(want, short.runtime("S").run(km.traffic).outputs)
     assert got[:9] == [True] * 9 and not any(got[9:13])
+    assert not short.certify().ok  # against transformers' own loop
 
 
 def test_a_step_returning_a_counter_is_refused(decode):
-    model, km, _ = decode
+    _model, km, _ = decode
     step = km.step
 
     def returns_counter(x, caches, last):

@@ -20,11 +20,11 @@ channels, clock)``; a counter ``(1, clock)`` of int64.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
-__all__ = ["Bridge", "CarriedLayer", "padding_init", "kv_shape", "cache_layers"]
+__all__ = ["Bridge", "CarriedLayer", "cache_layers", "kv_shape", "padding_init"]
 
 
 try:
@@ -63,7 +63,7 @@ class CarriedLayer(_cu.CacheLayerMixin):
     is_compileable = False
     is_croppable = False
 
-    def __init__(self, bridge: "Bridge", region: str, sliding_window: int | None):
+    def __init__(self, bridge: Bridge, region: str, sliding_window: int | None):
         super().__init__()
         view = bridge.caches[region]
         self.bridge, self.region, self.sliding_window = bridge, region, sliding_window

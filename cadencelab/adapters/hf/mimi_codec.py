@@ -14,18 +14,27 @@ import torch
 
 from ...contract import Clock
 
-__all__ = ["tiny_config", "build", "host_conv_sizes", "padding_template", "conv_hops", "clocks", "hop_clock", "reference_encoder",
-           "reference_decoder"]
+__all__ = [
+    "build",
+    "clocks",
+    "conv_hops",
+    "hop_clock",
+    "host_conv_sizes",
+    "padding_template",
+    "reference_decoder",
+    "reference_encoder",
+    "tiny_config",
+]
 
 
 def tiny_config(**kw):
     """A ``MimiConfig`` small enough for a CPU test: 16 samples per code, 2 frames per code, window 8."""
     from transformers import MimiConfig
 
-    sizes = dict(sampling_rate=1600, upsampling_ratios=[4, 2], hidden_size=32, num_filters=4, num_hidden_layers=2,
-                 num_attention_heads=2, num_key_value_heads=2, head_dim=16, intermediate_size=64, sliding_window=8,
-                 codebook_size=16, codebook_dim=16, num_quantizers=4, vector_quantization_hidden_dimension=16,
-                 upsample_groups=32, max_position_embeddings=4096)
+    sizes = {"sampling_rate": 1600, "upsampling_ratios": [4, 2], "hidden_size": 32, "num_filters": 4, "num_hidden_layers": 2,
+                 "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "sliding_window": 8,
+                 "codebook_size": 16, "codebook_dim": 16, "num_quantizers": 4, "vector_quantization_hidden_dimension": 16,
+                 "upsample_groups": 32, "max_position_embeddings": 4096}
     return MimiConfig(**{**sizes, **kw})
 
 

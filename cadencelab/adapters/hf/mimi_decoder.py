@@ -15,9 +15,8 @@ from ...contract import Counter, Declaration, Operator, Region, SlidingWindow
 from ..kit import KitModel, Traffic
 from .bridge import Bridge, kv_shape
 from .mimi_codec import build, clocks, host_conv_sizes, reference_decoder
-from .mimi_encoder import _reference
 
-__all__ = ["declaration", "steps", "kit_model", "kit_model_on", "OPERATOR"]
+__all__ = ["OPERATOR", "declaration", "kit_model", "kit_model_on", "steps"]
 
 OPERATOR = "decode"
 
@@ -61,7 +60,7 @@ def kit_model(model=None, codes=None, codes_per_call: int = 2, device="cpu") -> 
     traffic = Traffic.stream(decl, [c.to(device) for c in codes], clock="codes", dim=2)
     step, stock = steps(model, kvs)
     return KitModel(decl, step, stock, traffic, frames=2, modules=(model,), device=str(device),
-                    **_reference(reference_decoder(model)))
+                    reference=reference_decoder(model))
 
 
 def kit_model_on(device="cpu") -> KitModel:

@@ -18,7 +18,7 @@ from ..kit import KitModel, Traffic
 from .bridge import Bridge, kv_shape, padding_init
 from .mimi_codec import build, clocks, conv_hops, hop_clock, padding_template, reference_encoder
 
-__all__ = ["declaration", "steps", "kit_model", "kit_model_on", "OPERATOR"]
+__all__ = ["OPERATOR", "declaration", "kit_model", "kit_model_on", "steps"]
 
 OPERATOR = "encode"
 
@@ -73,14 +73,7 @@ def kit_model(model=None, signals=None, codes_per_call: int = 2, device="cpu") -
     traffic = Traffic.stream(decl, [s.to(device) for s in signals], clock="samples", dim=2)
     step, stock = steps(model, pads, kvs)
     return KitModel(decl, step, stock, traffic, frames=2, init=padding_init(padding_template(model.encoder), pads),
-                    modules=(model,), device=str(device), **_reference(reference_encoder(model)))
-
-
-def _reference(fn) -> dict:
-    """``reference=`` where the kit takes it (the model's own loop as the certificate's reference)."""
-    import inspect
-
-    return dict(reference=fn) if "reference" in inspect.signature(KitModel).parameters else {}
+                    modules=(model,), device=str(device), reference=reference_encoder(model))
 
 
 def kit_model_on(device="cpu") -> KitModel:

@@ -14,9 +14,8 @@ import torch
 from ...contract import Clock, Counter, Declaration, Operator, Region, SlidingWindow
 from ..kit import KitModel, Traffic
 from .bridge import Bridge, kv_shape
-from .mimi_encoder import _reference
 
-__all__ = ["tiny_config", "build", "declaration", "steps", "reference_loop", "kit_model", "kit_model_on", "OPERATOR"]
+__all__ = ["OPERATOR", "build", "declaration", "kit_model", "kit_model_on", "reference_loop", "steps", "tiny_config"]
 
 OPERATOR = "decode"
 
@@ -24,8 +23,8 @@ OPERATOR = "decode"
 def tiny_config(**kw):
     from transformers import Qwen2Config
 
-    sizes = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                 num_key_value_heads=1, max_position_embeddings=256)
+    sizes = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                 "num_key_value_heads": 1, "max_position_embeddings": 256}
     return Qwen2Config(**{**sizes, **kw})
 
 
@@ -89,7 +88,7 @@ def kit_model(model=None, tokens=None, max_tokens: int = 12, device="cpu") -> Ki
     traffic = Traffic.stream(decl, [t.to(device) for t in tokens], clock="tokens", dim=1)
     step, stock = steps(model, kvs)
     return KitModel(decl, step, stock, traffic, frames=1, modules=(model,), device=str(device),
-                    **_reference(reference_loop(model)))
+                    reference=reference_loop(model))
 
 
 def kit_model_on(device="cpu") -> KitModel:
