@@ -15,9 +15,10 @@ def _blocks(exact_control: bool) -> pd.DataFrame:
         for p in range(2):
             for b in range(3):
                 equal = 4 if arm != "B0_compiled" or exact_control else 3
-                rows.append(dict(arm=arm, process=p, block=b, warmup=b == 0, equal=equal, calls=4, sha256="h",
-                                 state_bytes=8, peak_mem_bytes=float("nan"), replayed=4 if arm == "SRc" else 0,
-                                 ms_median=ms + 0.01 * (p + b)))
+                rows.append({"arm": arm, "process": p, "block": b, "warmup": b == 0, "equal": equal, "calls": 4,
+                             "sha256": "h", "state_bytes": 8, "peak_mem_bytes": float("nan"),
+                             "replayed": 4 if arm == "SRc" else 0,
+                             "ms_median": ms + 0.01 * (p + b)})
     return pd.DataFrame(rows)
 
 

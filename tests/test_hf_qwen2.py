@@ -87,3 +87,30 @@ def test_counter_declaration_checks():
     with pytest.raises(DeclarationError, match="integer dtype"):
         Declaration("m", (Clock("t", "tick"),), (Region("pos", clock="t", shape=(1, "t"), policy=Counter()),))
     assert Counter().advance(torch.tensor([[4]]), 3).item() == 7
+
+
+def test_static_cache_certified_and_equal_to_transformers_loop(decode):
+    """transformers' StaticCache: each K/V region a Ring of its slots, written at the ring's device end (the
+    count, never read on the host), attended whole under the model's own mask: one shape class."""
+    model, _, _ = decode
+    km = qwen2_decode.kit_model(model, static=16)
+    want = qwen2_decode.reference_loop(model, 16)(km.traffic)
+    cert = km.certify()
+    assert cert.ok, cert
+    assert all(_equal(want, cert.outputs))
+    assert len(cert.catalog[cert.catalog["kind"] == "steady"]) == 1
+    short = qwen2_decode.kit_model(model, static=8)  # a ring the turn wraps: the model's 16 slots never do
+    got = _equal(want, dataclasses.replace(short, traffic=km.traffic).runtime("S").run(km.traffic).outputs)
+    assert all(got[:8]) and not all(got[8:13])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("static", [None, 16])
+def test_certified_on_cuda(static):
+    model = qwen2_decode.build(device="cuda")
+    km = qwen2_decode.kit_model(model, static=static, device="cuda")
+    with torch.inference_mode():
+        want = qwen2_decode.reference_loop(model, static)(km.traffic)
+    cert = km.certify("cuda")
+    assert cert.ok, cert
+    assert all(_equal(want, cert.outputs))

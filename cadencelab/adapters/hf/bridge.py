@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-__all__ = ["Bridge", "CarriedLayer", "cache_layers", "kv_shape", "padding_init"]
+__all__ = ["Bridge", "CarriedLayer", "StaticCarriedLayer", "cache_layers", "kv_shape", "padding_init"]
 
 
 try:
@@ -97,6 +97,47 @@ class CarriedLayer(_cu.CacheLayerMixin):
         raise RuntimeError(f"the kit resets region '{self.region}' at a turn's start, not the model")
 
 
+class StaticCarriedLayer(_cu.CacheLayerMixin):
+    """A static layer (as transformers' ``StaticLayer``: ``L`` slots preallocated, the call's keys and values
+    written at the count, all ``L`` attended under a mask) over a :class:`~cadencelab.contract.Ring` region of
+    capacity ``L``: its keys and values are the ring's buffer, written through its
+    :class:`~cadencelab.adapters.kit.RingView` at the ring's device end (the count, never read on the host)."""
+
+    is_compileable = True
+    is_croppable = False
+    is_sliding = False
+
+    def __init__(self, bridge: Bridge, region: str):
+        super().__init__()
+        ring = bridge.caches[region]
+        if not hasattr(ring, "write"):
+            raise ValueError(f"a static layer's region '{region}' must be a Ring region (the step gets its RingView)")
+        self.bridge, self.region, self.ring = bridge, region, ring
+        self.keys, self.values = ring.buffer[0], ring.buffer[1]
+        self.max_cache_len, self.is_initialized = ring.capacity, True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        new = torch.stack((key_states, value_states))
+        self.ring.write(new)
+        self.bridge.new[self.region] = new
+        return self.keys, self.values
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        return None
+
+    def get_seq_length(self):
+        return self.ring.end
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.max_cache_len, 0
+
+    def get_max_length(self) -> int:
+        return self.max_cache_len
+
+    def reset(self) -> None:
+        raise RuntimeError(f"the kit resets region '{self.region}' at a turn's start, not the model")
+
+
 class Bridge:
     """One call's caches as the model's cache objects (see the module docstring)."""
 
@@ -126,9 +167,14 @@ class Bridge:
         return _PaddingView(self, pc, regions)
 
     # -- attention K/V ----------------------------------------------------------------------
-    def kv(self, regions: Sequence[str], config):
-        """A ``transformers.Cache`` whose layer ``i`` holds region ``regions[i]`` (K and V stacked)."""
+    def kv(self, regions: Sequence[str], config, max_cache_len: int | None = None, count: str | None = None):
+        """A ``transformers.Cache`` whose layer ``i`` holds region ``regions[i]`` (K and V stacked): the model's
+        dynamic or sliding layers; with ``max_cache_len``, its static layers (``StaticCache``) over Ring regions
+        of that capacity, ``count`` naming the counter region that holds the frames written (the own mode's
+        ``cumulative_length``)."""
         cu = _transformers()
+        if max_cache_len is not None:
+            return self._static(regions, config, max_cache_len, count)
         layers = cache_layers(config)
         if len(layers) != len(regions):
             raise ValueError(f"the model's cache has {len(layers)} layers; {len(regions)} K/V regions given")
@@ -147,6 +193,24 @@ class Bridge:
         return cu.Cache(layers=[CarriedLayer(self, n, getattr(la, "sliding_window", None) if getattr(la, "is_sliding",
                                                                                                      False) else None)
                                 for la, n in zip(layers, regions)])
+
+    def _static(self, regions, config, max_cache_len: int, count: str | None):
+        if not self.own:
+            return _cu.Cache(layers=[StaticCarriedLayer(self, n) for n in regions])
+        cache = _cu.StaticCache(config=config, max_cache_len=max_cache_len)
+        if len(cache.layers) != len(regions):
+            raise ValueError(f"the model's cache has {len(cache.layers)} layers; {len(regions)} K/V regions given")
+        n = self.caches.get(count) if count is not None else None
+        for layer, name in zip(cache.layers, regions):
+            t = self.caches.get(name)
+            if t is not None:  # the model's own static layer, filled with the state and its count
+                layer.lazy_initialization(t[0], t[1])
+                layer.keys.copy_(t[0])
+                layer.values.copy_(t[1])
+                if n is not None:
+                    layer.cumulative_length.copy_(n.reshape(()))
+        self._kv = (cache, regions)
+        return cache
 
     # -- counters ---------------------------------------------------------------------------
     def positions(self, region: str, n: int, device=None) -> torch.Tensor:

@@ -31,10 +31,11 @@ def tiny_config(**kw):
     """A ``MimiConfig`` small enough for a CPU test: 16 samples per code, 2 frames per code, window 8."""
     from transformers import MimiConfig
 
-    sizes = {"sampling_rate": 1600, "upsampling_ratios": [4, 2], "hidden_size": 32, "num_filters": 4, "num_hidden_layers": 2,
-                 "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 64, "sliding_window": 8,
-                 "codebook_size": 16, "codebook_dim": 16, "num_quantizers": 4, "vector_quantization_hidden_dimension": 16,
-                 "upsample_groups": 32, "max_position_embeddings": 4096}
+    sizes = {"sampling_rate": 1600, "upsampling_ratios": [4, 2], "hidden_size": 32, "num_filters": 4,
+             "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 16,
+             "intermediate_size": 64, "sliding_window": 8, "codebook_size": 16, "codebook_dim": 16,
+             "num_quantizers": 4, "vector_quantization_hidden_dimension": 16, "upsample_groups": 32,
+             "max_position_embeddings": 4096}
     return MimiConfig(**{**sizes, **kw})
 
 

@@ -26,8 +26,8 @@ def declaration(model, codes_per_call: int = 2) -> tuple[Declaration, list]:
     cfg = model.decoder.config
     heads, dim = kv_shape(cfg)
     kvs = [f"kv{i}" for i in range(cfg.num_hidden_layers)]
-    regions = [Region(n, clock="frames", shape=(2, 1, heads, "frames", dim), policy=SlidingWindow(cfg.sliding_window - 1),
-                      lifetime="turn", envelope="attended") for n in kvs]
+    regions = [Region(n, clock="frames", shape=(2, 1, heads, "frames", dim), lifetime="turn", envelope="attended",
+                      policy=SlidingWindow(cfg.sliding_window - 1)) for n in kvs]
     regions.append(Region("pos", clock="frames", shape=(1, "frames"), policy=Counter(), dtype="int64", lifetime="turn"))
     op = Operator(OPERATOR, reads=tuple(kvs), clock="codes", flush=(1, codes_per_call, 1))
     return Declaration("hf-mimi-decoder", clocks(cfg, codes_per_call), tuple(regions), (op,), call_clock="calls"), kvs
