@@ -4,12 +4,13 @@ One :class:`Bridge` per call, in one of two modes:
 
 * over the kit's carries (a views-form step, ``own=False``): :meth:`Bridge.padding` is a conv padding cache
   whose per-layer left context is a region's view, :meth:`Bridge.kv` a ``transformers.Cache`` whose layers'
-  keys and values are views of regions (the call's new keys and values appended in place, no copy of the
-  cache), and :meth:`Bridge.positions` the RoPE positions read from a
+  keys and values are views of regions (dynamic and sliding layers: the call's new keys and values appended
+  in place, no copy of the cache; static layers: a :class:`~cadencelab.contract.Ring` region written at its
+  device end, as ``StaticCache`` writes at its count), and :meth:`Bridge.positions` the RoPE positions read from a
   :class:`~cadencelab.contract.Counter` region on the device. :meth:`Bridge.result` is then what the call adds
   to each region, recorded as the model handed it to its caches (no subclass of the model's caches to write);
 * as the model's own step (``own=True``): the same calls build the model's own cache objects
-  (``DynamicCache``, its padding cache) from the state tensors, run the model's own update code, and
+  (``DynamicCache``, ``StaticCache``, its padding cache) from the state tensors, run the model's own update code, and
   :meth:`Bridge.result` is the model's state afterwards, the counter included: the kit's stock step.
 
 Where a region is absent or empty (a turn's start) the model starts it itself (its own ``_cache_init``,
