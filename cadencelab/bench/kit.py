@@ -236,7 +236,8 @@ def analyse(blocks: pd.DataFrame, method: Method) -> dict:
     aa = a_a_check(samples, n=method.n_boot, seed=method.seed)
     by = {r["arm"]: r for r in arms}
     head = by.get(HEADLINE[0], {})
-    summary = dict(exact=all(r["bit_exact"] for r in arms if not r["control"]), a_a_holds=None if aa is None else aa["holds"],
+    summary = dict(exact=all(r["bit_exact"] for r in arms if not r["control"]),
+                   a_a_holds=None if aa is None else aa["holds"],
                    headline=f"{HEADLINE[0]} vs {HEADLINE[1]}", headline_change=head.get("vs_B0"),
                    headline_ci=head.get("vs_B0_ci"),
                    headline_direction=head.get("direction") if aa is None or aa["holds"] else "no claim (A/A failed)")

@@ -150,7 +150,8 @@ class Region:
                 f"({'max_call' if self.max_call is not None else 'growth'}); the capacity must be >= {self.call_max}",
             )
         if getattr(self.policy, "counts", False) and not self.dtype.startswith("int"):
-            raise DeclarationError(f"{where}.dtype", f"a counter counts frames: declare an integer dtype, got {self.dtype!r}")
+            raise DeclarationError(f"{where}.dtype",
+                                   f"a counter counts frames: declare an integer dtype, got {self.dtype!r}")
         if not isinstance(self.address_stable, bool):
             raise DeclarationError(f"{where}.address_stable", f"must be True or False, got {self.address_stable!r}")
 
