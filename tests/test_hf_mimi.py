@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("transformers")
 
 from cadencelab.adapters.hf import mimi_codec, mimi_decoder, mimi_encoder
-from cadencelab.adapters.kit import adapter_lines
+from cadencelab.adapters.kit import Traffic, adapter_lines
 from cadencelab.contract import Fixed
 
 
@@ -102,3 +102,17 @@ def test_certified_on_cuda(which):
     cert = km.certify("cuda")
     assert cert.ok, cert
     assert all(_equal(want, cert.outputs))
+
+
+def test_decoder_wrong_lookahead_is_refused(model, decoder):
+    """A lookahead code the causal decoder does not have (codes clock offset 1): the model's caches take every
+    code it is given, more than the declaration lets a call commit, and the runtime refuses, naming the region."""
+    km, _ = decoder
+    clocks = tuple(dataclasses.replace(c, offset=1) if c.name == "codes" else c for c in km.decl.clocks)
+    decl = dataclasses.replace(km.decl, clocks=clocks,
+                               operators=tuple(dataclasses.replace(o, flush="lookahead") for o in km.decl.operators))
+    g = torch.Generator().manual_seed(5)
+    codes = [torch.randint(0, model.config.codebook_size, (1, model.config.num_quantizers, 11), generator=g)]
+    bad = dataclasses.replace(km, decl=decl, traffic=Traffic.stream(decl, codes, clock="codes", dim=2))
+    with pytest.raises(ValueError, match="returned 6 frames for region 'kv0' where the declaration implies 4"):
+        bad.certify()
