@@ -83,6 +83,8 @@ class StreamingRuntime:
     (extents, ring positions it owns) and the replay, not the writes. Its audits need the frames a call
     adds, which an in-place step does not return: they are refused in this form.
 
+    A :class:`~cadencelab.contract.Counter` region (a position, an offset) is advanced by the runtime, by the
+    frames each call commits on its clock (inside the replayed call); a step reads it and returns none for it.
     A :class:`~cadencelab.contract.Ring` region reaches a views- or inplace-form step as a :class:`RingView`. Each
     call is checked before anything changes (``x`` a tensor, a steady call committing the declared frames,
     no call after an operator's final call of a turn without :meth:`reset`); what a step returns is checked
