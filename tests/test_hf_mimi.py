@@ -116,3 +116,28 @@ def test_decoder_wrong_lookahead_is_refused(model, decoder):
     bad = dataclasses.replace(km, decl=decl, traffic=Traffic.stream(decl, codes, clock="codes", dim=2))
     with pytest.raises(ValueError, match="returned 6 frames for region 'kv0' where the declaration implies 4"):
         bad.certify()
+
+
+def test_decoder_counter_on_the_wrong_clock_is_never_certified(decoder):
+    """Positions declared on the codes clock (2 a call) where the model counts transformer frames (4 a call):
+    the differential audit sees the model's own count differ from the counter's, and the calls after the
+    first differ from transformers' own loop."""
+    km, _ = decoder
+    regions = tuple(dataclasses.replace(r, clock="codes", shape=(1, "codes")) if r.name == "pos" else r
+                    for r in km.decl.regions)
+    cert = dataclasses.replace(km, decl=dataclasses.replace(km.decl, regions=regions)).certify()
+    failed = set(cert.table.loc[~cert.table["passed"], "clause"])
+    assert "differential audit agrees on every retention" in failed and any(c.startswith("bit-exact") for c in failed)
+    assert "pos" in cert.audit.loc[cert.audit["audit"] == "differential"].to_string()
+
+
+def test_the_test_model_depends_on_its_state(model, encoder, decoder):
+    """Guard for every equality above: the seeded model's outputs change with its caches (a fresh-cache call
+    per chunk differs from transformers' streaming loop after a turn's first call), so equal means equal state."""
+    with torch.inference_mode():
+        for km, want, fresh in ((*encoder, lambda x: model.encoder(x, use_streaming=True).latents),
+                                (*decoder, lambda x: model.decode(x).audio_values)):
+            got = [fresh(x) for t, i, op, x, last in km.traffic.items_of()]
+            same = _equal(want, got)
+            firsts = [k for k, (t, i, *_) in enumerate(km.traffic.items_of()) if i == 0]
+            assert [k for k, ok in enumerate(same) if ok] == firsts

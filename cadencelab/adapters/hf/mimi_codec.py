@@ -28,14 +28,16 @@ __all__ = [
 
 
 def tiny_config(**kw):
-    """A ``MimiConfig`` small enough for a CPU test: 16 samples per code, 2 frames per code, window 8."""
+    """A ``MimiConfig`` small enough for a CPU test: 16 samples per code, 2 frames per code, window 8; weights
+    drawn wide enough (``initializer_range``, layer scale 1) that attention, and so the positions and the KV
+    cache, change every output."""
     from transformers import MimiConfig
 
     sizes = {"sampling_rate": 1600, "upsampling_ratios": [4, 2], "hidden_size": 32, "num_filters": 4,
              "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 16,
              "intermediate_size": 64, "sliding_window": 8, "codebook_size": 16, "codebook_dim": 16,
              "num_quantizers": 4, "vector_quantization_hidden_dimension": 16, "upsample_groups": 32,
-             "max_position_embeddings": 4096}
+             "max_position_embeddings": 4096, "initializer_range": 0.2, "layer_scale_initial_scale": 1.0}
     return MimiConfig(**{**sizes, **kw})
 
 
@@ -44,7 +46,13 @@ def build(config=None, seed: int = 0, device="cpu"):
     from transformers import MimiModel
 
     torch.manual_seed(seed)
-    return host_conv_sizes(MimiModel(config or tiny_config()).eval().to(device))
+    model = MimiModel(config or tiny_config()).eval()
+    with torch.no_grad():  # transformers starts every codebook at zero (all codes one latent): seeded centroids
+        for m in model.modules():
+            if type(m).__name__ == "MimiEuclideanCodebook":
+                m.embed_sum.normal_()
+                m._embed = None
+    return host_conv_sizes(model.to(device))
 
 
 def host_conv_sizes(model):
