@@ -23,6 +23,7 @@ provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,12 +39,16 @@ from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, e
 from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_bootstrap, interval_halfwidth,
                       parse_cores, pin_to_cores, point, ratio_interval, round_orders, stop_reason)
 
-__all__ = ["MODELS", "KIT_ARMS", "KitConfig", "load_model", "run_study", "analyse", "add_parser"]
+__all__ = ["MODELS", "KIT_ARMS", "CONTROLS", "KitConfig", "load_model", "run_study", "analyse", "add_parser"]
 
 #: built-in models (name -> "module:function" of the device returning a KitModel): the registry's
 MODELS = registry.MODELS
 #: the factorial's arms and the A/A control
 KIT_ARMS = (*FACTORIAL, REPEAT)
+#: controls beside the arms, run only when ``--arms`` names them: ``B0_compiled`` is the model's own stock step
+#: under ``torch.compile(mode="reduce-overhead")`` on plain tensors (B0's loop, compiled); its exactness is
+#: measured and reported, never gated, and it is labelled a control in the results
+CONTROLS = ("B0_compiled",)
 HEADLINE = ("SRc", BASELINE)
 
 
@@ -57,7 +62,8 @@ class KitConfig:
     model: str = opt("teaching", check=_check_model,
                      help="the KitModel: teaching, freeze-style, token2wav, token2wav-teaching, or package.module:function "
                           "(a function of the device)")
-    arms: tuple = opt(KIT_ARMS, parse=names_in(KIT_ARMS), help="comma-separated arms (B0_repeat: the A/A control)")
+    arms: tuple = opt(KIT_ARMS, parse=names_in(KIT_ARMS + CONTROLS),
+                      help="comma-separated arms (B0_repeat: the A/A control; B0_compiled: the compile control)")
     device: str = options.device()
     blocks: int = opt(5, type=int_range(1, MAX_BLOCKS), help="timed blocks per process (plus one warm-up block)")
     seed: int = options.seed()
@@ -94,9 +100,10 @@ class _ArmState:
         import torch
 
         torch.manual_seed(seed)
-        self.model = load_model(spec, device, "B0" if arm == "B0_repeat" else arm)
+        self.model = load_model(spec, device, "B0" if arm in ("B0_repeat",) + CONTROLS else arm)
         self.reference, _ = self.model.reference_outputs()
-        self.rt = self.model.runtime("B0" if arm == "B0_repeat" else arm, backend)
+        run = dataclasses.replace(self.model, stock=_compiled(self.model.stock)) if arm in CONTROLS else self.model
+        self.rt = run.runtime("B0" if arm in ("B0_repeat",) + CONTROLS else arm, backend)
         self.cores, self.pinned = cores, False
 
     def block(self) -> dict:
@@ -108,6 +115,15 @@ class _ArmState:
         r = run_block(self.rt, self.model.traffic, self.reference)
         ms = sorted(r.pop("ms"))
         return dict(r, ms_median=ms[len(ms) // 2] if len(ms) % 2 else (ms[len(ms) // 2 - 1] + ms[len(ms) // 2]) / 2)
+
+
+def _compiled(stock):
+    """The model's own stock step (or each operator's) under torch.compile(mode="reduce-overhead")."""
+    import torch
+
+    if isinstance(stock, dict):
+        return {k: torch.compile(v, mode="reduce-overhead") for k, v in stock.items()}
+    return torch.compile(stock, mode="reduce-overhead")
 
 
 def _handlers() -> dict:
@@ -172,7 +188,8 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
                        rounds=processes_done, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)))
         write_csv(blocks, out / "kit_factorial_blocks.csv")
         write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),
-                        arm_switches={a: SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
+                        arm_switches={a: dict(SWITCHES["B0"], compile="reduce-overhead") if a in CONTROLS else
+                                      SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
                         catalog=cert.catalog.assign(label=cert.catalog["label"].map(str)).to_dict("records"),
                         certificate=cert.table.to_dict("records"), blocks_csv="kit_factorial_blocks.csv",
                         provenance=study_provenance(cfg)), out / "kit_factorial.json")
@@ -187,7 +204,7 @@ def analyse(blocks: pd.DataFrame, method: Method) -> dict:
     samples = arm_processes(timed, "ms_median")
     b0_hashes = set(timed.loc[timed["arm"] == "B0", "sha256"]) if "B0" in set(timed["arm"]) else set()
     arms = []
-    order = list(dict.fromkeys(a for a in KIT_ARMS if a in set(timed["arm"])))
+    order = list(dict.fromkeys(a for a in KIT_ARMS + CONTROLS if a in set(timed["arm"])))
     for a in order:
         g = timed[timed["arm"] == a]
         reps = hierarchical_bootstrap(samples[a], method.n_boot)
@@ -198,11 +215,12 @@ def analyse(blocks: pd.DataFrame, method: Method) -> dict:
                                                                float(pd.Series(reps).quantile(0.975))],
                          vs_B0=vs[0], vs_B0_ci=[vs[1], vs[2]], direction=direction(vs[1], vs[2]),
                          state_bytes=int(g["state_bytes"].max()), peak_mem_bytes=float(g["peak_mem_bytes"].max()),
-                         replayed=int(g["replayed"].iloc[-1]), bit_exact=exact))
+                         replayed=int(g["replayed"].iloc[-1]), bit_exact=exact, control=a in CONTROLS))
     aa = a_a_check(samples, n=method.n_boot, seed=method.seed)
     by = {r["arm"]: r for r in arms}
     head = by.get(HEADLINE[0], {})
-    summary = dict(exact=all(r["bit_exact"] for r in arms), a_a_holds=None if aa is None else aa["holds"],
+    summary = dict(exact=all(r["bit_exact"] for r in arms if not r["control"]),
+                   a_a_holds=None if aa is None else aa["holds"],
                    headline=f"{HEADLINE[0]} vs {HEADLINE[1]}", headline_change=head.get("vs_B0"),
                    headline_ci=head.get("vs_B0_ci"),
                    headline_direction=head.get("direction") if aa is None or aa["holds"] else "no claim (A/A failed)")
@@ -213,10 +231,10 @@ def _cli(args) -> int:
     cfg = config_from_args(KitConfig, args)
     res = run_study(cfg)
     cols = ["arm", "processes", "blocks", "ms_per_call", "vs_B0", "state_bytes", "peak_mem_bytes", "replayed",
-            "bit_exact"]
+            "bit_exact", "control"]
     print(pd.DataFrame(res["arms"])[cols].to_string(index=False))
     print(f"summary: {res['summary']}")
-    return exit_code("bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"]])
+    return exit_code("bench kit", non_exact=[r["arm"] for r in res["arms"] if not r["bit_exact"] and not r["control"]])
 
 
 def add_parser(sub) -> Any:

@@ -31,7 +31,7 @@ from .derivation import (
     verdict,
 )
 from .errors import DeclarationError, DerivationLimitError
-from .policies import Fixed, PromptRetained, RetentionPolicy, Ring, SlidingWindow, Unbounded, canonical
+from .policies import Counter, Fixed, PromptRetained, RetentionPolicy, Ring, SlidingWindow, Unbounded, canonical
 
 from types import ModuleType as _Module
 

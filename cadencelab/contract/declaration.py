@@ -148,6 +148,9 @@ class Region:
             raise DeclarationError(f"{where}.growth", "an immutable region cannot grow per call")
         self.policy.check_region(where, self.initial, self.call_max,
                                  "max_call" if self.max_call is not None else "growth")
+        if getattr(self.policy, "counts", False) and not self.dtype.startswith("int"):
+            raise DeclarationError(f"{where}.dtype",
+                                   f"a counter counts frames: declare an integer dtype, got {self.dtype!r}")
         if not isinstance(self.address_stable, bool):
             raise DeclarationError(f"{where}.address_stable", f"must be True or False, got {self.address_stable!r}")
 

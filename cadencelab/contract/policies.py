@@ -453,5 +453,34 @@ class Fixed(RetentionPolicy):
         return f"fixed extent {self.extent}"
 
 
+@dataclass(frozen=True)
+class Counter(Fixed):
+    """A count on the region's clock (a position, an offset): one integer element, never a cache.
+
+    Its rule: it starts at 0 at a turn's start (the declared base; ``init`` may give another start), and
+    after each call it holds ``advance(value, frames)`` = the value plus the frames the call commits on the
+    region's clock. The runtime applies the rule itself (:class:`~cadencelab.adapters.kit.StreamingRuntime`):
+    a step reads the count (``caches[name]``) and never returns it; the model's own stock step returns its own
+    count, so the differential audit checks the rule against the model. Declared on an integer dtype with the
+    clock once in its shape, e.g. ``Region("pos", clock="frames", shape=(1, "frames"), policy=Counter(),
+    dtype="int64")``. For extents it is a fixed region of one element."""
+
+    extent: int = 1
+    counts = True
+
+    def validate(self, where: str) -> None:
+        if self.extent != 1:
+            raise DeclarationError(f"{where}.extent", f"a counter holds one element, got extent {self.extent!r}")
+        _check_layout(f"{where}.layout", self.layout)
+
+    def advance(self, value, frames: int):
+        """The count after a call that commits ``frames`` ticks of the region's clock."""
+        return value + frames
+
+    def describe(self) -> str:
+        return "counter (advanced by the frames a call commits)"
+
+
 #: the shipped policies (a user's own is any :class:`RetentionPolicy` subclass)
-POLICIES = (SlidingWindow, Ring, PromptRetained, Unbounded, Fixed)
+POLICIES = (SlidingWindow, Ring, PromptRetained, Unbounded, Fixed, Counter)
+

@@ -82,6 +82,8 @@ class StreamingRuntime:
     (extents, ring positions it owns) and the replay, not the writes. Its audits need the frames a call
     adds, which an in-place step does not return: they are refused in this form.
 
+    A :class:`~cadencelab.contract.Counter` region (a position, an offset) is advanced by the runtime, by the
+    frames each call commits on its clock (inside the replayed call); a step reads it and returns none for it.
     A :class:`~cadencelab.contract.Ring` region reaches a views- or inplace-form step as a :class:`RingView`. Each
     call is checked before anything changes (``x`` a tensor, a steady call committing the declared frames,
     no call after an operator's final call of a turn without :meth:`reset`); what a step returns is checked
@@ -127,6 +129,11 @@ class StreamingRuntime:
             raise ValueError(f"several operators {names}: say which regions each step returns, writes={{op: (...)}}")
         wr = per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
         rings = {r.name for r in self.regions if r.policy.ring_order}
+        #: counter regions (:class:`~cadencelab.contract.Counter`): the runtime advances them, a step only reads them
+        self.counters = {r.name for r in self.regions if getattr(r.policy, "counts", False)}
+        if self.counters and form == "inplace":
+            raise ValueError(f"counter regions {sorted(self.counters)} are advanced by the runtime: use form='views' "
+                             f"or 'stock'")
         if rings and form == "stock":
             raise ValueError(f"ring regions {sorted(rings)} need form='views' (the step reads the ring in ring order "
                              f"and returns its new frames) or form='inplace'")
@@ -325,11 +332,15 @@ class StreamingRuntime:
         b.appended = set(caches.appended)
         if not isinstance(got, Mapping):
             raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
-        missing = [n for n in b.writes if n not in got]
+        missing = [n for n in b.writes if n not in got and n not in self.counters]
         if missing:
             raise ValueError(f"the step returned no tensor for region(s) {missing}")
+        counted = [n for n in got if n in self.counters]
+        if counted:
+            raise ValueError(f"the step returned counter region(s) {counted}: the runtime advances a counter by the "
+                             f"frames a call commits (its declared rule); return none for it")
         for r in self.regions:  # host checks on shapes only, before any write
-            if r.name not in b.writes:
+            if r.name not in b.writes or r.name in self.counters:
                 continue
             t = got[r.name]
             check_shape(self.decl, r, t, "the step's output")
@@ -341,7 +352,7 @@ class StreamingRuntime:
                                  f"'{b.op.clock}' committed)")
             if r.name in self.ends:
                 b.ring_written[r.name] = caches[r.name].written
-        return out, {n: got[n] for n in b.writes}
+        return out, {n: got[n] for n in b.writes if n not in self.counters}
 
     def _write(self, b: Bound, got: Mapping, views) -> None:
         """Append + retain each written region in place (rings: at the device position, then advance it).
@@ -351,7 +362,9 @@ class StreamingRuntime:
             if n not in b.writes:
                 continue
             c = self.carries[n]
-            if self.form == "inplace":
+            if n in self.counters:  # its declared rule: + the frames the call commits on its clock
+                c.buffer.add_(self._fr[n])
+            elif self.form == "inplace":
                 if n in self.ends and not self.ends[n].model_advances:
                     self.ends[n].buffer.add_(self._expect[n])
             elif n in self.ends:
@@ -419,7 +432,7 @@ class StreamingRuntime:
 
     def _call_carried(self, b: Bound, x, last: bool, f: int):
         before = {n: c.length for n, c in self.carries.items()}
-        fr = {n: self.on(b.name, n, f) for n in b.writes}
+        fr = self._fr = {n: self.on(b.name, n, f) for n in b.writes}
         self._expect = {n: before[n] + fr[n] if self.form == "stock" and n not in self.ends else fr[n]
                         for n in b.writes}
         views = self._views(b)
@@ -454,7 +467,9 @@ class StreamingRuntime:
             if n not in self.audited:
                 continue
             c, r = self.carries[n], self.decl.region(n)
-            if self.form == "views":  # the call's new frames added to the stock cache, as the policy adds them
+            if n in self.counters:
+                shadow = r.policy.advance(self._shadow[n], self._fr[n])
+            elif self.form == "views":  # the call's new frames added to the stock cache, as the policy adds them
                 shadow = r.policy.stock_next(self._shadow[n], got[n], c.dim, ends.get(n, 0)).clone()
             else:  # the step returned its whole attended cache
                 shadow = r.policy.apply(got[n], c.dim).clone()
