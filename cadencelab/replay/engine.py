@@ -84,6 +84,14 @@ def _eager_reason(label) -> str | None:
     return label[1] if isinstance(label, tuple) and len(label) == 2 and label[0] == _EAGER else None
 
 
+_NO_TIMER = contextlib.nullcontext()
+
+
+def _untimed(_part: str):
+    """The timer of an engine that is not timed: one shared no-op context (a replay's parts cost nothing more)."""
+    return _NO_TIMER
+
+
 def replay_disabled() -> bool:
     """``CADENCELAB_NO_REPLAY=1`` turns every engine into plain eager calls (counted as 'disabled')."""
     return os.environ.get("CADENCELAB_NO_REPLAY", "0") not in ("", "0")
@@ -196,6 +204,10 @@ class ExactShapeReplay:
     max_classes:   cap on captured classes (the affordability budget; default the contract's
                    ``CLASS_BUDGET``, which the declaration's verdict counts admitted classes against).
     max_invalidations: after this many pointer drifts a class stays eager.
+    ``timer``:     attribute, None by default: a study may set ``timer(part) -> context manager`` to time the
+                   parts of a call ("signature", "checks", then "stage", "launch", "outputs" of a replay; an
+                   eager-backend replay is one "launch") where a replayed call's host time goes
+                   (:mod:`cadencelab.bench.lanes_split`).
     eager_guard:   optional zero-argument callable returning a context manager entered around every
                    call that executes ``fn`` eagerly (probe, capture, fallback, the eager backend's
                    admitted calls); a pure replay does not enter it. Lanes use it to run eager work
@@ -243,6 +255,7 @@ class ExactShapeReplay:
         self.max_invalidations = max_invalidations
         self.strict = strict
         self.eager_guard = eager_guard
+        self.timer = None
         self.classes: dict[tuple, ClassState] = {}
         self.unclassed = Counter()
         self.events: list[dict] = []
@@ -348,8 +361,10 @@ class ExactShapeReplay:
     def _call(self, seen: list, args, kwargs):
         if replay_disabled():
             return self._eager(None, "disabled", args, kwargs)
+        timer = self.timer or _untimed
         try:
-            key, structure, leaves, aliased = signature(args, kwargs, self.owners())
+            with timer("signature"):
+                key, structure, leaves, aliased = signature(args, kwargs, self.owners())
         except Unkeyable as e:
             self._event("refused", None, str(e))
             log.warning("%s: refused to key a call (%s); running eagerly", self.name, e)
@@ -374,7 +389,8 @@ class ExactShapeReplay:
             seen.append((cls, False))
         cls.hits += 1
         if cls.status == CAPTURED:
-            bad = self._drift(cls, leaves, aliased)
+            with timer("checks"):
+                bad = self._drift(cls, leaves, aliased)
             if bad:
                 cls.invalidations += 1
                 cls.graph = cls.statics = cls.out_leaves = None
@@ -426,14 +442,18 @@ class ExactShapeReplay:
         if self.backend == "eager":
             cls.replays += 1
             args, kwargs = unflatten(cls.key[0], leaves)
-            with self._guarded():
+            with self._guarded(), (self.timer or _untimed)("launch"):
                 return self.fn(*args, **kwargs)
-        for st, v in zip(cls.statics, leaves):
-            if st is not None:
-                st.copy_(v)
-        cls.graph.replay()
+        timer = self.timer or _untimed
+        with timer("stage"):
+            for st, v in zip(cls.statics, leaves):
+                if st is not None:
+                    st.copy_(v)
+        with timer("launch"):
+            cls.graph.replay()
         cls.replays += 1
-        outs = [o.clone() if (self.clone_outputs and isinstance(o, torch.Tensor)) else o for o in cls.out_leaves]
+        with timer("outputs"):
+            outs = [o.clone() if (self.clone_outputs and isinstance(o, torch.Tensor)) else o for o in cls.out_leaves]
         return unflatten(cls.out_structure, outs)
 
     def _probe_and_capture(self, cls: ClassState, args, kwargs, structure, leaves, aliased):
