@@ -113,3 +113,68 @@ def test_lanes_limiter_study_runs_on_cpu(tmp_path):
     ch = pd.read_csv(tmp_path / "lanes_limiter_chunks.csv")
     assert set(ch["sessions"]) == {1, 2} and (ch["launch_ms"] > 0).all()
     assert "reading" in table(res)
+
+
+# -- SRl from several processes (--lane-processes) -------------------------------------------------------------
+
+def test_lanes_split_over_processes():
+    from cadencelab.bench.sessions_lane_processes import lanes_of
+
+    assert lanes_of(16, 2) == [8, 8] and lanes_of(5, 3) == [2, 2, 1] and lanes_of(2, 2) == [1, 1]
+    with pytest.raises(ValueError, match="lane-processes"):
+        lanes_of(2, 3)
+
+
+class _FakeProc:
+    """A lane process's pipe, answering a run with one row per session it was given."""
+
+    def __init__(self, k, oom=False):
+        self.k, self.oom, self.sent, self.arm = k, oom, [], f"SRl/{k}"
+        self.conn = self
+
+    def send(self, msg):
+        self.sent.append(msg)
+
+    def wait(self, timeout):
+        _, cfg, workload, n, only, start_at = self.sent[-1]
+        rows = [dict(session=i, chunk=0, arrival_s=0.0, lane=0) for i in only]
+        return "ok", dict(rows=rows, oom=self.oom, peak_bytes=100 + self.k, lanes_used=1, captures=2,
+                          state_bytes_per_session=7, error="out of memory" if self.oom else None)
+
+
+def test_lane_process_server_merges_the_processes_rows():
+    from cadencelab.bench.sessions_lane_processes import LaneProcessServer
+
+    srv = LaneProcessServer.__new__(LaneProcessServer)
+    srv.arm, srv.cfg, srv.split, srv.chunk_s = "SRl", type("C", (), dict(speak_seconds=1, workloads=("speak_heavy",),
+                                                                          mixed_seconds=1))(), [2, 1], 0.01
+    srv.procs = [_FakeProc(0), _FakeProc(1)]
+    srv.estimate_s = lambda w, n: 1.0
+    out = srv.run("speak_heavy", 5)
+    assert [m[4] for m in (p.sent[-1] for p in srv.procs)] == [[0, 2, 4], [1, 3]]  # session i in process i % P
+    assert len({p.sent[-1][5] for p in srv.procs}) == 1  # one start instant
+    assert sorted(r["session"] for r in out["rows"]) == [0, 1, 2, 3, 4]
+    assert {r["session"]: (r["process"], r["lane"]) for r in out["rows"]}[3] == (1, 2)  # lanes numbered across
+    assert out["peak_bytes"] == 201 and out["captures"] == 4 and not out["oom"]
+    srv.procs[1] = _FakeProc(1, oom=True)
+    out = srv.run("speak_heavy", 2)
+    assert out["oom"] and out["rows"] == [] and out["peak_bytes"] is None and "out of memory" in out["error"]
+
+
+@pytest.mark.slow
+def test_sessions_study_lanes_from_two_processes_on_cpu(tmp_path):
+    """--lane-processes 2: SRl served by two processes, every chunk equal to the session alone through B0
+    (about a minute on a loaded 2-core host: two processes build their lane pools)."""
+    from cadencelab.bench import sessions as study
+
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl", "B0"), workloads=("speak_heavy",),
+                               sessions=(3,), max_sessions=3, cadence_s=1e6, speak_seconds=1, prompts=1, lanes=2,
+                               lane_processes=2, processes=False, time_budget_s=600.0, n_timesteps=CPU_STEPS,
+                               out=str(tmp_path))
+    res = study.run_study(cfg, progress=lambda m: None)
+    s = res["summary"]
+    assert not res["failures"], res["failures"]
+    assert s["all_checked_chunks_exact"] and s["chunks_checked"] == s["chunks"] > 0, s
+    ch = pd.read_csv(tmp_path / "sessions_chunks.csv")
+    srl = ch[ch["arm"] == "SRl"]
+    assert set(srl["process"]) == {0, 1} and srl["exact"].all()
