@@ -178,3 +178,13 @@ def test_sessions_study_lanes_from_two_processes_on_cpu(tmp_path):
     ch = pd.read_csv(tmp_path / "sessions_chunks.csv")
     srl = ch[ch["arm"] == "SRl"]
     assert set(srl["process"]) == {0, 1} and srl["exact"].all()
+
+
+def test_host_cost_summary_has_an_interval_per_part():
+    from cadencelab.bench.host_cost import BOOKKEEPING, summarise
+
+    samples = [{p: [0.1 * (k + 1), 0.1 * (k + 2)] for p in (*BOOKKEEPING, "bookkeeping")} for k in range(3)]
+    s = summarise(samples)
+    assert set(s) == {*BOOKKEEPING, "bookkeeping"}
+    r = s["checks"]
+    assert r["ms"] == pytest.approx(0.25) and r["lo"] <= r["ms"] <= r["hi"] and r["processes"] == 3 and r["chunks"] == 6

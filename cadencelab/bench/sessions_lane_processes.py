@@ -27,7 +27,7 @@ from .session_serving import horizon, schedule
 __all__ = ["LaneProcessServer", "lanes_of"]
 
 #: seconds between sending a run and its start, so that every process has its request before t = 0
-START_LEAD_S = 0.5
+START_LEAD_S = 2.0
 
 
 def lanes_of(lanes: int, processes: int) -> list[int]:

@@ -85,6 +85,7 @@ def _eager_reason(label) -> str | None:
 
 
 _NO_TIMER = contextlib.nullcontext()
+_DATA_PTR = torch.Tensor.data_ptr
 
 
 def _untimed(_part: str):
@@ -303,8 +304,10 @@ class ExactShapeReplay:
         Module tensors are listed again only after a (re)registration anywhere (the epoch);
         their data pointers are read every call, so ``.data`` swaps and moves are seen too.
         """
-        ptrs = [t.data_ptr() for t in self.write_through().values()]
-        ptrs += [t.data_ptr() for t in self._module_tensors()]
+        # every call: the regions' getters called in place (no dict built), the module tensors' pointers read by
+        # one map of the unbound method (no attribute lookup per tensor)
+        ptrs = [(v() if callable(v) else v).data_ptr() for v in self._write_through.values()]
+        ptrs.extend(map(_DATA_PTR, self._module_tensors()))
         return tuple(ptrs)
 
     def _event(self, kind: str, cls: ClassState | None, detail: str = "") -> None:
