@@ -4,8 +4,8 @@
 
 Each fresh (spawned) process builds one SRc lane (:class:`~cadencelab.adapters.token2wav.lanes.LanePool` of one
 lane), times it with :class:`~cadencelab.bench.lanes_split.HostSplit` and streams ``--chunks`` chunks (sessions
-of three chunks each, after one warm-up session). Per chunk it keeps the thread CPU time of the parts the engines and the kit add around
-the model's own work: ``classify``, ``signature``, ``checks`` (the pointer guards), ``stage`` and ``outputs``,
+of three chunks each, after one warm-up session). Per chunk it keeps the thread CPU time of the parts the
+engines and the kit add around the model's own work: ``classify``, ``signature``, ``checks`` (the pointer guards), ``stage`` and ``outputs``,
 and their sum ``bookkeeping``. The figure per part is the mean over processes of each process's mean, with its
 95% hierarchical-bootstrap interval (:func:`cadencelab.profile.intervals.hierarchical_bootstrap`): processes,
 then chunks within a process, resampled. On a CPU the graph launch is the model run eagerly: its part is not
