@@ -13,7 +13,7 @@ sessions at the 1 s cadence, chunks submitted at their arrival):
    waveform's copy, the wait for the device and the rest; each graph launch kept as an interval; on CUDA each
    chunk's device span from two events on its lane's stream;
 3. the largest count again without the timer (``--untimed``): what the timer itself costs (p95, chunks/s);
-4. on CUDA (``--profile``), one second of the largest count under ``torch.profiler`` (no timer): the kernels'
+4. on CUDA (``--profile``), one second of ``--profile-sessions`` (default the largest count) under ``torch.profiler`` (no timer): the kernels'
    busy union over the wall, each stream's busy time and the overlap across streams
    (:func:`cadencelab.profile.streams.stream_overlap`), and how many ``cudaGraphLaunch`` calls ran at once.
 
@@ -51,6 +51,8 @@ class LimiterConfig:
     untimed: bool = opt(True, help="serve the largest count once more without the timer (what the timer costs)")
     profile: bool = opt(True, on_cpu=False, help="CUDA: one second of the largest count under torch.profiler "
                                                  "(kernels' busy union, overlap across streams)")
+    profile_sessions: int = opt(0, type=int_range(0, MAX_CHUNKS),
+                                help="sessions of the profiled second (0: the largest --sessions count)")
     n_timesteps: int = options.steps()
     seed: int = options.seed()
     condition: str = options.condition()
@@ -155,7 +157,7 @@ def run_study(cfg: LimiterConfig, progress=print) -> dict:
         profile, streams, profile_error = None, [], None
         if cfg.profile and server.cuda:
             try:
-                profile, streams = _profiled_second(server, cfg, counts[-1], progress)
+                profile, streams = _profiled_second(server, cfg, cfg.profile_sessions or counts[-1], progress)
             except Exception:  # the timed runs stand without it; the reason is recorded
                 profile_error = traceback.format_exc()[-2000:]
                 progress(f"profiled second failed: {profile_error.strip().splitlines()[-1]}")
