@@ -13,9 +13,9 @@ sessions at the 1 s cadence, chunks submitted at their arrival):
    waveform's copy, the wait for the device and the rest; each graph launch kept as an interval; on CUDA each
    chunk's device span from two events on its lane's stream;
 3. the largest count again without the timer (``--untimed``): what the timer itself costs (p95, chunks/s);
-4. on CUDA (``--profile``), one second of ``--profile-sessions`` (default the largest count) under ``torch.profiler`` (no timer): the kernels'
-   busy union over the wall, each stream's busy time and the overlap across streams
-   (:func:`cadencelab.profile.streams.stream_overlap`), and how many ``cudaGraphLaunch`` calls ran at once.
+4. on CUDA (``--profile``), one second of ``--profile-sessions`` (default the largest count) under
+   ``torch.profiler`` (no timer): the kernels' busy union over the wall, each stream's busy time and the overlap
+   across streams (:func:`cadencelab.profile.streams.stream_overlap`), and how many ``cudaGraphLaunch`` calls ran at once.
 
 Read with :func:`cadencelab.viz.limiter.analyse_limiter` (the table and its figure); the summary's ``reading``
 per count is :func:`cadencelab.profile.limiter.reading`. Output under ``--out``: ``lanes_limiter.json``
@@ -122,13 +122,8 @@ def _profiled_second(server, cfg: LimiterConfig, n: int, progress) -> tuple[dict
 
 def run_study(cfg: LimiterConfig, progress=print) -> dict:
     """Serve, split, profile, write; the result (its ``table``: :func:`cadencelab.viz.limiter.analyse_limiter`)."""
-    import pandas as pd
-
-    from ..profile.limiter import reading
-    from ..viz.limiter import analyse_limiter
     from .lanes_split import HostSplit
     from .sessions_lanes import LaneArmServer
-    from .token2wav import provenance
 
     out = check_out(cfg, ("lanes_limiter*",))
     t_start = time.perf_counter()
@@ -154,29 +149,45 @@ def run_study(cfg: LimiterConfig, progress=print) -> dict:
             points.append(pt)
             progress(f"N={counts[-1]} (untimed): {'holds' if pt['holds'] else 'BREAKS'}, worst p95 "
                      f"{pt['worst_p95_ms']:.0f} ms")
-        profile, streams, profile_error = None, [], None
+        info = dict(lanes=len(server.pool.lanes), chunk_s_warmup=server.chunk_s, setup_s=server.setup_s,
+                    captures_after_warmup=server.captures_after_warmup)
+        result = _write(cfg, out, t_start, info, points, chunks, launches)  # the timed runs stand whatever follows
         if cfg.profile and server.cuda:
             try:
                 profile, streams = _profiled_second(server, cfg, cfg.profile_sessions or counts[-1], progress)
             except Exception:  # the timed runs stand without it; the reason is recorded
-                profile_error = traceback.format_exc()[-2000:]
-                progress(f"profiled second failed: {profile_error.strip().splitlines()[-1]}")
-        info = dict(lanes=len(server.pool.lanes), chunk_s_warmup=server.chunk_s, setup_s=server.setup_s,
-                    captures_after_warmup=server.captures_after_warmup, captures_end=server.pool.captures(),
-                    eager_sections=server.pool.eager_sections - server.eager_after_warmup)
+                profile, streams = None, []
+                result["profile_error"] = traceback.format_exc()[-2000:]
+                progress(f"profiled second failed: {result['profile_error'].strip().splitlines()[-1]}")
+                write_json(result, out / "lanes_limiter.json", strict_json=False)
+            else:
+                info.update(captures_end=server.pool.captures(),
+                            eager_sections=server.pool.eager_sections - server.eager_after_warmup)
+                result = _write(cfg, out, t_start, info, points, chunks, launches, profile, streams)
+    return result
+
+
+def _write(cfg, out, t_start, info, points, chunks, launches, profile=None, streams=()) -> dict:
+    """Analyse and write the result files; returns the result."""
+    import pandas as pd
+
+    from ..profile.limiter import reading
+    from ..viz.limiter import analyse_limiter
+    from .token2wav import provenance
+
     ch, la = pd.DataFrame(chunks), pd.DataFrame(launches)
     tab, _ = analyse_limiter(ch, la)
     if profile is not None:  # the profiled union outranks the device spans at the count it was recorded
-        tab.loc[tab["sessions"] == profile["sessions"], "reading"] = [
-            reading(r, profile["busy_share"]) for r in tab[tab["sessions"] == profile["sessions"]].to_dict("records")]
+        at = tab["sessions"] == profile["sessions"]
+        tab.loc[at, "reading"] = [reading(r, profile["busy_share"]) for r in tab[at].to_dict("records")]
     result = dict(provenance=dict(provenance(cfg), wall_s=time.perf_counter() - t_start), server=info,
-                  points=points, table=tab.to_dict("records"), profiled=profile, profile_error=profile_error,
+                  points=points, table=tab.to_dict("records"), profiled=profile, profile_error=None,
                   files=dict(chunks="lanes_limiter_chunks.csv", launches="lanes_limiter_launches.csv",
                              streams="lanes_limiter_streams.csv"))
     write_json(result, out / "lanes_limiter.json", strict_json=False)
     write_csv(ch, out / "lanes_limiter_chunks.csv")
     write_csv(la, out / "lanes_limiter_launches.csv")
-    write_csv(pd.DataFrame(streams), out / "lanes_limiter_streams.csv")
+    write_csv(pd.DataFrame(list(streams)), out / "lanes_limiter_streams.csv")
     return result
 
 
