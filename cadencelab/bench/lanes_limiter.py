@@ -15,7 +15,8 @@ sessions at the 1 s cadence, chunks submitted at their arrival):
 3. the largest count again without the timer (``--untimed``): what the timer itself costs (p95, chunks/s);
 4. on CUDA (``--profile``), one second of ``--profile-sessions`` (default the largest count) under
    ``torch.profiler`` (no timer): the kernels' busy union over the wall, each stream's busy time and the overlap
-   across streams (:func:`cadencelab.profile.streams.stream_overlap`), and how many ``cudaGraphLaunch`` calls ran at once.
+   across streams (:func:`cadencelab.profile.streams.stream_overlap`), and how many ``cudaGraphLaunch`` calls ran
+   at once.
 
 Read with :func:`cadencelab.viz.limiter.analyse_limiter` (the table and its figure); the summary's ``reading``
 per count is :func:`cadencelab.profile.limiter.reading`. Output under ``--out``: ``lanes_limiter.json``
