@@ -188,3 +188,26 @@ def test_host_cost_summary_has_an_interval_per_part():
     assert set(s) == {*BOOKKEEPING, "bookkeeping"}
     r = s["checks"]
     assert r["ms"] == pytest.approx(0.25) and r["lo"] <= r["ms"] <= r["hi"] and r["processes"] == 3 and r["chunks"] == 6
+
+
+# -- the engine's module-tensor list: rebuilt only after a registration in a tree it lists ---------------------
+
+def test_engine_relists_module_tensors_only_after_a_registration_in_its_trees():
+    import torch
+
+    from cadencelab.replay.engine import ExactShapeReplay
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    e = ExactShapeReplay(lambda x: net(x), "net", backend="eager", modules=[net])
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        e(x)
+    listed = e._module_tensors()
+    net[0:2](x)  # slicing builds a fresh Sequential (registrations outside the listed tree): no re-listing
+    assert e._module_tensors() is listed
+    net[2].weight = torch.nn.Parameter(net[2].weight.detach().clone())  # a replaced parameter: re-listed, seen moved
+    assert e._module_tensors() is not listed
+    e(x)
+    c = e.counters().iloc[0]
+    assert c["invalidations"] == 1 and c["miss_reasons"].get("invalidated") == 1
+    assert torch.equal(e(x), net(x))

@@ -47,13 +47,21 @@ log = logging.getLogger("cadencelab.replay")
 NEW, CAPTURED, REJECTED, FAILED = "new", "captured", "rejected", "capture_failed"
 _POOLS: dict = {}
 
-# Any parameter, buffer or submodule (re)registration anywhere bumps this epoch, so an
-# engine can keep its list of module tensors and still notice a replaced parameter.
+# A parameter, buffer or submodule (re)registration on a module of a tree an engine lists bumps this
+# epoch, so an engine can keep its list of module tensors and still notice a replaced parameter.
 _EPOCH = [0]
 
 
-def _bump(*_args):
-    _EPOCH[0] += 1
+#: ids of every module in a tree an engine lists (its modules and their descendants, when it last listed them).
+#: A registration elsewhere (a fresh ``nn.Sequential`` a model's forward slices out of its layers, every call)
+#: cannot change a listed tree: such a module joins one only by a registration on a tracked module, which bumps.
+#: Never pruned: an id reused by a new object only bumps more often.
+_TRACKED: set = set()
+
+
+def _bump(module, *_args):
+    if id(module) in _TRACKED:
+        _EPOCH[0] += 1
 
 
 torch.nn.modules.module.register_module_parameter_registration_hook(_bump)
@@ -294,6 +302,7 @@ class ExactShapeReplay:
 
     def _module_tensors(self) -> list:
         if self._tensors_epoch != _EPOCH[0]:
+            _TRACKED.update(id(sub) for m in self.modules for sub in m.modules())
             self._tensors = [t for m in self.modules for t in (*m.parameters(), *m.buffers())]
             self._tensors_epoch = _EPOCH[0]
         return self._tensors
