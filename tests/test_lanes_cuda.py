@@ -145,3 +145,26 @@ def test_lane_pointer_guard_fires_when_its_state_moves():
     assert c[c["lane"] == 0]["invalidations"].sum() == 0
     inval = [e for e in pool.lanes[1].runtime.engines["flow_chunk"].events if e["kind"] == "invalidation"]
     assert len(inval) == 1 and inval[0]["detail"] == "aliased input moved"
+
+
+@pytest.mark.cuda
+def test_host_split_on_cuda_lanes_keeps_chunks_exact_and_reads_launches_and_device_spans():
+    """The lanes-limiter's timer on CUDA lanes: chunks equal solo B0, every replay a timed graph launch, each chunk
+    a device span from its lane's events (cadencelab.bench.lanes_split)."""
+    from cadencelab.bench.lanes_split import HostSplit
+
+    ref, pool, ss = _served_teaching()
+    split = HostSplit(pool)
+    split.start()
+    got = {}
+    with LaneExecutor(pool) as ex:
+        for k in range(CHUNKS):
+            futs = {i: ex.submit(ss[i], _tokens(i, k)) for i in range(len(SEEDS))}
+            for i, f in futs.items():
+                r = f.result(timeout=300)
+                got[i, k] = _digest(r.output, r.mel)
+    rows = split.rows()
+    split.remove()
+    assert got == ref
+    assert len(rows) == len(SEEDS) * CHUNKS and len(split.launches) >= len(rows)
+    assert all(r["launch_ms"] > 0 and r["dev_end_ms"] > r["dev_start_ms"] >= 0 for r in rows)

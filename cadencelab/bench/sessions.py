@@ -149,6 +149,9 @@ class SessionsConfig:
                              help="SRb: declared session counts of a batched call")
     # SRl: 16 lanes held 28 speak_heavy sessions on the H200 where 8 held 24 (2026-12-01)
     lanes: int = opt(16, type=int_range(1, 64), help="SRl: graph sets replaying concurrently, one CUDA stream each")
+    lane_processes: int = opt(1, type=int_range(1, 16),
+                              help="SRl: processes sharing the device, the lanes split between them (session i served "
+                                   "by process i %% P; each its own weights, interpreter and CUDA context)")
     stagger: bool = opt(False, help="the same as --arrivals staggered")
     out: str = options.out("sessions")
     overwrite: bool = options.overwrite()
@@ -162,6 +165,9 @@ class SessionsConfig:
                                  f"(choose from {sorted(ARMS) + list(SERVED_ARMS)})")
         if self.lanes < 1:
             raise ValueError(f"SessionsConfig.lanes must be >= 1, got {self.lanes}")
+        if not 1 <= self.lane_processes <= self.lanes:
+            raise ValueError(f"SessionsConfig.lane_processes must be in 1..lanes ({self.lanes}), "
+                             f"got {self.lane_processes}")
         self.batch_sizes = tuple(sorted(set(int(b) for b in self.batch_sizes)))
         if "SRb" in self.arms and (not self.batch_sizes or self.batch_sizes[0] != 1):
             raise ValueError(f"SessionsConfig.batch_sizes must be positive and include 1, got {self.batch_sizes}")
@@ -264,7 +270,7 @@ def _run_arms(cfg: SessionsConfig, order: list, ckpt: str, out: Path, deadline: 
         now = time.perf_counter()  # the verification owed is counted point by point (sessions_arm.sweep_arm)
         budget = arm_deadline(now, deadline, len(order) - k - 1, cfg.arm_reserve_s) - now
         progress(f"arm {arm}: {budget:.0f} s of the time budget")
-        if cfg.processes:
+        if cfg.processes and not (arm == "SRl" and cfg.lane_processes > 1):  # SRl's own processes: from here
             kind, res = run_arm_process(arm, ckpt, cfg, budget, rows_path, owed)
         else:
             try:

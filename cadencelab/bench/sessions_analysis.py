@@ -26,6 +26,8 @@ def chunk_frame(entries: dict) -> pd.DataFrame:
     cols = ["arm", "workload", "sessions", "session", "chunk", "arrival_s", "start_s", "completion_s", "latency_ms",
             "service_ms", "queue_ms", "launch_ms", "host_ms", "lane", "audio_s", "swap_bytes", "swap_ms", "batch", "batch_size",
             "sha_i16", "sha_mel", "gate_sha_i16", "gate_sha_mel"]
+    if any("process" in r for r in rows):  # SRl from several processes (--lane-processes): the one serving the row
+        cols.insert(cols.index("lane") + 1, "process")
     df = pd.DataFrame(rows, columns=cols)
     keys = ["arm", "workload", "sessions", "session", "chunk"]
     gates = pd.DataFrame([dict(arm=e["arm"], workload=e["workload"], sessions=e["sessions"], **r)

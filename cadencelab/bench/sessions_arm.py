@@ -117,6 +117,10 @@ def _server(arm: str, ckpt: str, cfg):
         from .sessions_batched import BatchedArmServer
 
         return BatchedArmServer(arm, ckpt, cfg)
+    if arm == "SRl" and cfg.lane_processes > 1:  # processes of its own (a daemonic arm process may have none)
+        from .sessions_lane_processes import LaneProcessServer
+
+        return LaneProcessServer(arm, ckpt, cfg)
     if arm == "SRl":
         from .sessions_lanes import LaneArmServer
 
@@ -159,6 +163,8 @@ def serve_arm(arm: str, ckpt: str, cfg, deadline: float, rows_path: str,
         return info
     finally:
         fh.close()
+        if hasattr(server, "close"):  # a server with processes of its own ends them
+            server.close()
 
 
 def _worker(conn, arm, ckpt, cfg, deadline_left, rows_path, owed, spawned_at):

@@ -125,19 +125,25 @@ class LaneArmServer(DeviceServer):
         for s in [s for s in pool.sessions.values() if s.sid >= 0]:
             pool.close(s)
 
-    def run(self, workload: str, n: int) -> dict:
-        """Serve ``n`` sessions in real time: each chunk submitted at its arrival, lanes serving at once."""
+    def run(self, workload: str, n: int, only=None, start_at: float | None = None) -> dict:
+        """Serve ``n`` sessions in real time: each chunk submitted at its arrival, lanes serving at once.
+
+        ``only``: the sessions of the ``n`` this process serves (default all; :mod:`.sessions_lane_processes`
+        splits them over processes); ``start_at``: the wall-clock time (``time.time()``) of t = 0, shared by
+        those processes (default: now)."""
         from ..adapters.token2wav.lanes import LaneExecutor
 
         torch, pool, cfg = self.torch, self.pool, self.cfg
         self._fresh()
-        sessions = [pool.fork(self._template(i), i, session_seed(cfg, i)) for i in range(n)]
-        items = sorted(schedule(cfg, workload, n), key=lambda x: (arrival(cfg, x[0], x[1], n), x[1]))
+        served = sorted(set(range(n) if only is None else only))
+        sessions = {i: pool.fork(self._template(i), i, session_seed(cfg, i)) for i in served}
+        items = sorted((x for x in schedule(cfg, workload, n) if x[1] in sessions),
+                       key=lambda x: (arrival(cfg, x[0], x[1], n), x[1]))
         tokens = {(i, k): session_chunk(cfg, i, k, self.vocab) for _, i, k in items}
         submitted = []
         self._sync()
         with LaneExecutor(pool) as ex:
-            t0 = time.perf_counter()
+            t0 = time.perf_counter() + (start_at - time.time() if start_at is not None else 0.0)
             for t, i, k in items:
                 at = arrival(cfg, t, i, n)
                 wait = t0 + at - time.perf_counter()
@@ -158,11 +164,11 @@ class LaneArmServer(DeviceServer):
         peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else None
         state = pool.state_bytes()
         out = dict(arm=self.arm, workload=workload, sessions=n, rows=rows, peak_bytes=peak, oom=False,
-                   state_bytes_per_session=max((state[i] for i in range(n)), default=0),
+                   state_bytes_per_session=max((state[i] for i in served), default=0),
                    captures=pool.captures(), invalidations=pool.invalidations(),
                    lanes_used=len({r["lane"] for r in rows}),
                    eager_sections=pool.eager_sections - self.eager_after_warmup)
-        for s in sessions:
+        for s in sessions.values():
             pool.close(s)
         return out
 

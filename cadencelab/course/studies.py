@@ -86,6 +86,8 @@ STUDIES = (
     Study("sessions", "sessions", ("sessions.json", "sessions.csv", "sessions_chunks.csv", "runs_<arm>.jsonl")),
     Study("kit", "kit", ("kit_factorial.json", "kit_factorial_blocks.csv")),
     Study("host", "host", ("host_survey.json", "host_survey.csv")),
+    Study("lanes-limiter", "lanes_limiter", ("lanes_limiter.json", "lanes_limiter_chunks.csv",
+                                             "lanes_limiter_launches.csv", "lanes_limiter_streams.csv")),
 )
 
 #: the older recordings' arms (one process per arm then)

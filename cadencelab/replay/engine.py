@@ -47,13 +47,21 @@ log = logging.getLogger("cadencelab.replay")
 NEW, CAPTURED, REJECTED, FAILED = "new", "captured", "rejected", "capture_failed"
 _POOLS: dict = {}
 
-# Any parameter, buffer or submodule (re)registration anywhere bumps this epoch, so an
-# engine can keep its list of module tensors and still notice a replaced parameter.
+# A parameter, buffer or submodule (re)registration on a module of a tree an engine lists bumps this
+# epoch, so an engine can keep its list of module tensors and still notice a replaced parameter.
 _EPOCH = [0]
 
 
-def _bump(*_args):
-    _EPOCH[0] += 1
+#: ids of every module in a tree an engine lists (its modules and their descendants, when it last listed them).
+#: A registration elsewhere (a fresh ``nn.Sequential`` a model's forward slices out of its layers, every call)
+#: cannot change a listed tree: such a module joins one only by a registration on a tracked module, which bumps.
+#: Never pruned: an id reused by a new object only bumps more often.
+_TRACKED: set = set()
+
+
+def _bump(module, *_args):
+    if id(module) in _TRACKED:
+        _EPOCH[0] += 1
 
 
 torch.nn.modules.module.register_module_parameter_registration_hook(_bump)
@@ -82,6 +90,15 @@ def eager_label(reason: str) -> tuple:
 
 def _eager_reason(label) -> str | None:
     return label[1] if isinstance(label, tuple) and len(label) == 2 and label[0] == _EAGER else None
+
+
+_NO_TIMER = contextlib.nullcontext()
+_DATA_PTR = torch.Tensor.data_ptr
+
+
+def _untimed(_part: str):
+    """The timer of an engine that is not timed: one shared no-op context (a replay's parts cost nothing more)."""
+    return _NO_TIMER
 
 
 def replay_disabled() -> bool:
@@ -176,6 +193,10 @@ class ExactShapeReplay:
     max_classes:   cap on captured classes (the affordability budget; default the contract's
                    ``CLASS_BUDGET``, which the declaration's verdict counts admitted classes against).
     max_invalidations: after this many pointer drifts a class stays eager.
+    ``timer``:     attribute, None by default: a study may set ``timer(part) -> context manager`` to time the
+                   parts of a call ("signature", "checks", then "stage", "launch", "outputs" of a replay; an
+                   eager-backend replay is one "launch") where a replayed call's host time goes
+                   (:mod:`cadencelab.bench.lanes_split`).
     eager_guard:   optional zero-argument callable returning a context manager entered around every
                    call that executes ``fn`` eagerly (probe, capture, fallback, the eager backend's
                    admitted calls); a pure replay does not enter it. Lanes use it to run eager work
@@ -224,6 +245,7 @@ class ExactShapeReplay:
         self.max_invalidations = max_invalidations
         self.strict = strict
         self.eager_guard = eager_guard
+        self.timer = None
         self.classes: dict[tuple, ClassState] = {}
         self.unclassed = Counter()
         self.events: list[dict] = []
@@ -261,6 +283,7 @@ class ExactShapeReplay:
 
     def _module_tensors(self) -> list:
         if self._tensors_epoch != _EPOCH[0]:
+            _TRACKED.update(id(sub) for m in self.modules for sub in m.modules())
             self._tensors = [t for m in self.modules for t in (*m.parameters(), *m.buffers())]
             self._tensors_epoch = _EPOCH[0]
         return self._tensors
@@ -271,8 +294,10 @@ class ExactShapeReplay:
         Module tensors are listed again only after a (re)registration anywhere (the epoch);
         their data pointers are read every call, so ``.data`` swaps and moves are seen too.
         """
-        ptrs = [t.data_ptr() for t in self.write_through().values()]
-        ptrs += [t.data_ptr() for t in self._module_tensors()]
+        # every call: the regions' getters called in place (no dict built), the module tensors' pointers read by
+        # one map of the unbound method (no attribute lookup per tensor)
+        ptrs = [(v() if callable(v) else v).data_ptr() for v in self._write_through.values()]
+        ptrs.extend(map(_DATA_PTR, self._module_tensors()))
         return tuple(ptrs)
 
     def _event(self, kind: str, cls: ClassState | None, detail: str = "") -> None:
@@ -335,8 +360,10 @@ class ExactShapeReplay:
         given, self.given_label = self.given_label, None
         if replay_disabled():
             return self._eager(None, "disabled", args, kwargs)
+        timer = self.timer or _untimed
         try:
-            key, structure, leaves, aliased = signature(args, kwargs, self.owners())
+            with timer("signature"):
+                key, structure, leaves, aliased = signature(args, kwargs, self.owners())
         except Unkeyable as e:
             self._event("refused", None, str(e))
             log.warning("%s: refused to key a call (%s); running eagerly", self.name, e)
@@ -362,7 +389,8 @@ class ExactShapeReplay:
             seen.append((cls, False))
         cls.hits += 1
         if cls.status == CAPTURED:
-            bad = self._drift(cls, leaves, aliased)
+            with timer("checks"):
+                bad = self._drift(cls, leaves, aliased)
             if bad:
                 cls.invalidations += 1
                 cls.graph = cls.statics = cls.out_leaves = None
@@ -414,14 +442,18 @@ class ExactShapeReplay:
         if self.backend == "eager":
             cls.replays += 1
             args, kwargs = unflatten(cls.key[0], leaves)
-            with self._guarded():
+            with self._guarded(), (self.timer or _untimed)("launch"):
                 return self.fn(*args, **kwargs)
-        for st, v in zip(cls.statics, leaves):
-            if st is not None:
-                st.copy_(v)
-        cls.graph.replay()
+        timer = self.timer or _untimed
+        with timer("stage"):
+            for st, v in zip(cls.statics, leaves):
+                if st is not None:
+                    st.copy_(v)
+        with timer("launch"):
+            cls.graph.replay()
         cls.replays += 1
-        outs = [o.clone() if (self.clone_outputs and isinstance(o, torch.Tensor)) else o for o in cls.out_leaves]
+        with timer("outputs"):
+            outs = [o.clone() if (self.clone_outputs and isinstance(o, torch.Tensor)) else o for o in cls.out_leaves]
         return unflatten(cls.out_structure, outs)
 
     def _probe_and_capture(self, cls: ClassState, args, kwargs, structure, leaves, aliased):

@@ -1,0 +1,158 @@
+"""Arm ``SRl`` served from several processes sharing one device (``--lane-processes P``).
+
+Why: one process serves every lane's chunk through one interpreter and one CUDA context; each chunk's graph
+launches cost the host milliseconds per thousand graph nodes, and the lanes' threads launch through that one
+context. ``P`` processes each hold their own :class:`~cadencelab.bench.sessions_lanes.LaneArmServer` (their own
+weights, ``--lanes`` split between them, their own context) on the same device, so their launches and their
+Python run side by side. Without MPS the device time-slices between the processes' contexts: kernels of two
+processes never run at once, kernels of one process's lanes still do. Which of the two costs more is what the
+sessions study then measures.
+
+Protocol: session ``i`` of a run is served by process ``i % P`` (its state, seed and prompt are the session's
+own, so every chunk is what the session alone gives; the study's solo-B0 check compares them as for one
+process). Every process starts the run at one wall-clock instant (``start_at``), submits each of its sessions'
+chunks at its arrival, and answers its rows; the rows of all processes are one run. ``peak_bytes`` is the sum
+of the processes' own peaks (each a ``max_memory_allocated`` of its context): an upper bound of the device's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+
+from .common import ArmProcess, serve
+from .session_serving import horizon, schedule
+
+__all__ = ["LaneProcessServer", "lanes_of"]
+
+#: seconds between sending a run and its start, so that every process has its request before t = 0
+START_LEAD_S = 2.0
+
+
+def lanes_of(lanes: int, processes: int) -> list[int]:
+    """``lanes`` split over ``processes`` as evenly as they go (each at least one)."""
+    if processes < 1 or lanes < processes:
+        raise ValueError(f"--lane-processes {processes} needs at least as many lanes ({lanes}), one per process")
+    return [lanes // processes + (k < lanes % processes) for k in range(processes)]
+
+
+def _build(ckpt: str, cfg, lanes: int):
+    from .sessions_lanes import LaneArmServer
+
+    return LaneArmServer("SRl", ckpt, dataclasses.replace(cfg, lanes=lanes, lane_processes=1))
+
+
+def _ready(server) -> dict:
+    return dict(chunk_s=server.chunk_s, setup_s=server.setup_s, lanes=len(server.pool.lanes))
+
+
+def _run(server, cfg, workload: str, n: int, only: list, start_at: float) -> dict:
+    from .session_serving import guarded_run
+
+    server.cfg = dataclasses.replace(cfg, lanes=len(server.pool.lanes), lane_processes=1)
+    return guarded_run(_Part(server, only, start_at), workload, n)
+
+
+class _Part:
+    """One process's share of a run, as :func:`~.session_serving.guarded_run` calls it."""
+
+    def __init__(self, server, only, start_at):
+        self.server, self.only, self.start_at, self.arm = server, only, start_at, server.arm
+
+    def run(self, workload, n):
+        return self.server.run(workload, n, only=self.only, start_at=self.start_at)
+
+    def recover(self):
+        self.server.recover()
+
+
+def _worker(conn, ckpt: str, cfg, lanes: int) -> None:
+    serve(conn, lambda: _build(ckpt, cfg, lanes), _ready,
+          {"run": _run, "info": lambda server: server.info()})
+
+
+class LaneProcessServer:
+    """``cfg.lane_processes`` lane servers in their own processes on ``cfg.device``, one run served by all."""
+
+    def __init__(self, arm: str, ckpt: str, cfg, start_timeout_s: float = 900.0):
+        self.arm, self.cfg = arm, cfg
+        self.cuda = cfg.device.startswith("cuda")
+        t0 = time.perf_counter()
+        self.split = lanes_of(cfg.lanes, cfg.lane_processes)
+        self.procs = [ArmProcess(f"{arm}/{k}", _worker, (ckpt, cfg, lanes)) for k, lanes in enumerate(self.split)]
+        self.ready = []
+        for p in self.procs:
+            kind, res = p.wait(start_timeout_s)
+            if kind != "ready":
+                self.close()
+                raise RuntimeError(f"{p.arm} failed to start: {str(res)[-2000:]}")
+            self.ready.append(res)
+        self.setup_s = time.perf_counter() - t0
+        # the processes together: each chunk at the slowest process's warm-up rate, P processes at once
+        self.chunk_s = max(r["chunk_s"] for r in self.ready) / len(self.procs)
+
+    def estimate_s(self, workload: str, n: int) -> float:
+        return horizon(self.cfg, workload) + self.chunk_s * len(schedule(self.cfg, workload, n)) + START_LEAD_S
+
+    def load(self, workload: str, n: int) -> float:
+        return self.chunk_s * len(schedule(self.cfg, workload, n)) / horizon(self.cfg, workload)
+
+    def run(self, workload: str, n: int) -> dict:
+        """Serve ``n`` sessions: session i in process i % P, every process from one start instant."""
+        p_count = len(self.procs)
+        start_at = time.time() + START_LEAD_S
+        for k, p in enumerate(self.procs):
+            p.conn.send(("run", self.cfg, workload, n, [i for i in range(n) if i % p_count == k], start_at))
+        limit = self.estimate_s(workload, n) * 4 + 120.0
+        parts = []
+        for p in self.procs:
+            kind, res = p.wait(limit)
+            if kind != "ok":
+                raise RuntimeError(f"{p.arm}: {str(res)[-2000:]}")
+            parts.append(res)
+        rows = sorted((r for part in parts for r in part["rows"]), key=lambda r: (r["arrival_s"], r["session"]))
+        oom = any(part["oom"] for part in parts)
+        peaks = [part.get("peak_bytes") for part in parts]
+        out = dict(arm=self.arm, workload=workload, sessions=n, rows=[] if oom else rows, oom=oom,
+                   peak_bytes=None if oom or any(v is None for v in peaks) else int(sum(peaks)),
+                   peak_bytes_per_process=peaks, lane_processes=p_count,
+                   lanes_used=sum(part.get("lanes_used", 0) for part in parts),
+                   state_bytes_per_session=max((part.get("state_bytes_per_session", 0) for part in parts), default=0),
+                   captures=sum(part.get("captures", 0) for part in parts),
+                   invalidations=sum(part.get("invalidations", 0) for part in parts),
+                   eager_sections=sum(part.get("eager_sections", 0) for part in parts))
+        if oom:
+            out["error"] = "; ".join(part.get("error", "") for part in parts if part["oom"])
+        for r in out["rows"]:  # the lane a row names: its process's lanes counted after the earlier processes'
+            r["process"] = r["session"] % p_count
+            r["lane"] = sum(self.split[: r["process"]]) + r["lane"]
+        return out
+
+    def recover(self) -> None:
+        """Each process recovers after its own out-of-memory (inside its run)."""
+
+    def info(self) -> dict:
+        infos = []
+        for p in self.procs:
+            kind, res = p.ask(("info",), 120.0)
+            infos.append(res if kind == "ok" else dict(error=str(res)[-500:]))
+        first = next((i for i in infos if "error" not in i), {})
+        return dict(arm=self.arm, setup_s=self.setup_s, chunk_s_warmup=self.chunk_s, lanes=sum(self.split),
+                    lane_processes=len(self.procs), lanes_per_process=self.split,
+                    lane_bytes=[b for i in infos for b in i.get("lane_bytes", [])],
+                    weight_bytes=first.get("weight_bytes"), weight_copies=len(self.procs),
+                    template_bytes=sum(i.get("template_bytes", 0) for i in infos),
+                    declared_state_bytes=first.get("declared_state_bytes"),
+                    captures_after_warmup=sum(i.get("captures_after_warmup", 0) for i in infos),
+                    captures_end=sum(i.get("captures_end", 0) for i in infos),
+                    invalidations_end=sum(i.get("invalidations_end", 0) for i in infos),
+                    eager_sections_after_warmup=sum(i.get("eager_sections_after_warmup", 0) for i in infos),
+                    determinism=first.get("determinism"), device=first.get("device"),
+                    warmup_chunk_s_per_process=[r["chunk_s"] for r in self.ready],
+                    median_warmup_chunk_s=statistics.median(r["chunk_s"] for r in self.ready),
+                    processes=infos)
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.stop()

@@ -1,0 +1,213 @@
+"""The lanes-limiter study on the CPU: the host split changes no chunk and accounts for every part, the analysis
+reads synthetic rows as it should, and the study's run path writes its files (teaching config)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from cadencelab.profile.limiter import PARTS, concurrency, host_split, limiter_table, reading
+from cadencelab.viz import caption
+from cadencelab.viz.limiter import analyse_limiter
+from sizes import CPU_STEPS
+from test_lanes import CHUNKS, SEEDS, _digest, _pool, _tokens, prompts, solo  # noqa: F401 - fixtures
+
+
+# -- the analysis on synthetic rows -----------------------------------------------------------------------------
+
+def test_concurrency_union_mean_and_most_at_once():
+    c = concurrency([0.0, 0.5, 2.0], [1.0, 1.5, 3.0])  # [0, 1.5] with two overlapping by 0.5, then [2, 3]
+    assert c["union_s"] == pytest.approx(2.5) and c["sum_s"] == pytest.approx(3.0)
+    assert c["mean"] == pytest.approx(1.2) and c["max"] == 2 and c["span_s"] == pytest.approx(3.0)
+    assert concurrency([0.0, 1.0], [1.0, 2.0])["max"] == 1  # touching, not overlapping
+    assert concurrency([], [])["intervals"] == 0
+    with pytest.raises(ValueError, match="ends before"):
+        concurrency([1.0], [0.5])
+
+
+def _chunk(n, lane, start, launch, wall, dev=None):
+    r = {f"{p}_ms": 0.0 for p in PARTS} | {f"{p}_cpu_ms": 0.0 for p in PARTS}
+    r.update(sessions=n, lane=lane, start_s=start, end_s=start + wall / 1e3, wall_ms=wall, launch_ms=launch,
+             other_ms=wall - launch, classify_ms=1.0, classify_cpu_ms=0.25)
+    r["other_ms"] -= 1.0
+    if dev is not None:
+        r["dev_start_ms"], r["dev_end_ms"] = dev
+    return r
+
+
+def test_limiter_table_reads_serialized_launches_and_a_busy_device():
+    # N = 1: one launch of 20 ms; N = 4: four launches side by side, each 4x slower: they take turns in effect
+    ch = [_chunk(1, 0, 0.0, 20.0, 30.0)] + [_chunk(4, i, 1.0, 80.0, 85.0) for i in range(4)]
+    la = [dict(sessions=1, start_s=0.0, end_s=0.02, wall_ms=20.0)]
+    la += [dict(sessions=4, start_s=1.0, end_s=1.08, wall_ms=80.0) for _ in range(4)]
+    tab, fig = analyse_limiter(pd.DataFrame(ch), pd.DataFrame(la))
+    r = tab.set_index("sessions").loc[4]
+    assert r["launch_concurrency"] == pytest.approx(4.0) and r["launch_slowdown"] == pytest.approx(4.0)
+    assert r["launch_speedup"] == pytest.approx(1.0) and r["launch_busy_share"] == pytest.approx(80 / 85)
+    assert r["python_wait_ms"] == pytest.approx(0.75)
+    sums = sum(r[f"{p}_ms"] for p in PARTS if p != "lock_wait")
+    assert sums == pytest.approx(r["wall_ms"])  # the parts add up to the host window
+    assert r["reading"].startswith("host launch path")
+    assert len(fig.data) == len(PARTS) + 1 and "launch" in caption(fig)
+    busy = reading(dict(r), busy_share=0.95)
+    assert busy.startswith("device") and "profiled" in busy
+    # device spans covering the window: the device reads as saturated without a profile
+    ch2 = [_chunk(2, i, 0.0, 5.0, 100.0, dev=(0.0, 100.0)) for i in range(2)]
+    la2 = [dict(sessions=2, start_s=0.0, end_s=0.005, wall_ms=5.0)]
+    r2 = limiter_table(pd.DataFrame(ch2), pd.DataFrame(la2), solo=2).iloc[0]
+    assert r2["device_share"] == pytest.approx(1.0) and r2["device_concurrency"] == pytest.approx(2.0)
+    assert r2["reading"].startswith("device")
+
+
+def test_host_split_names_missing_columns():
+    with pytest.raises(ValueError, match="launch_ms"):
+        host_split(pd.DataFrame([dict(sessions=1, wall_ms=1.0)]))
+
+
+# -- the split on a lane pool ------------------------------------------------------------------------------------
+
+def test_host_split_changes_no_chunk_and_accounts_for_every_part(prompts, solo):  # noqa: F811
+    from cadencelab.adapters.token2wav.lanes import LaneExecutor
+    from cadencelab.bench.lanes_split import HostSplit
+
+    pool = _pool(2)
+    templates = [pool.open(-1 - p, pr, 0) for p, pr in enumerate(prompts)]
+    ss = [pool.fork(templates[i % 2], i, seed) for i, seed in enumerate(SEEDS)]
+    split = HostSplit(pool)
+    split.start()
+    got = {}
+    with LaneExecutor(pool) as ex:
+        for k in range(CHUNKS):
+            futs = {i: ex.submit(ss[i], _tokens(i, k)) for i in range(len(SEEDS))}
+            for i, f in futs.items():
+                r = f.result(timeout=120)
+                got[i, k] = _digest(r.output, r.mel)
+    assert got == solo  # timed chunks equal the sessions alone through B0
+    rows = split.rows()
+    assert len(rows) == len(SEEDS) * CHUNKS
+    assert sorted((r["session"], r["chunk"]) for r in rows) == sorted(got)
+    for r in rows:
+        assert r["lane"] in (0, 1) and r["wall_ms"] > 0 and r["other_ms"] >= 0
+        assert r["classify_ms"] > 0 and r["signature_ms"] > 0 and r["lock_wait_ms"] > 0
+        assert sum(r[f"{p}_ms"] for p in PARTS[1:-1]) <= r["wall_ms"] + 1e-6
+    replays = sum(int(e.counters()["replays"].sum()) for ln in pool.lanes for e in ln.runtime.engines.values())
+    assert len(split.launches) == replays > 0 and {x["lane"] for x in split.launches} <= {0, 1}
+    split.remove()
+    assert all("stream" not in vars(ln.manager) and ln.runtime.engines["flow_chunk"].timer is None
+               for ln in pool.lanes)
+    assert "shared" not in vars(pool.lock)
+
+
+def test_lanes_limiter_study_runs_on_cpu(tmp_path):
+    from cadencelab.bench.lanes_limiter import LimiterConfig, run_study, table
+
+    cfg = LimiterConfig(config="teaching", device="cpu", sessions=(2,), lanes=1, speak_seconds=1, prompts=1,
+                        untimed=False, profile=False, n_timesteps=CPU_STEPS, out=str(tmp_path))
+    res = run_study(cfg, progress=lambda m: None)
+    assert [r["sessions"] for r in res["table"]] == [1, 2]
+    assert res["provenance"]["torch"] and "git_commit" in res["provenance"]
+    saved = json.loads((tmp_path / "lanes_limiter.json").read_text())
+    assert saved["table"][1]["chunks"] == 2 and saved["profiled"] is None
+    ch = pd.read_csv(tmp_path / "lanes_limiter_chunks.csv")
+    assert set(ch["sessions"]) == {1, 2} and (ch["launch_ms"] > 0).all()
+    assert "reading" in table(res)
+
+
+# -- SRl from several processes (--lane-processes) -------------------------------------------------------------
+
+def test_lanes_split_over_processes():
+    from cadencelab.bench.sessions_lane_processes import lanes_of
+
+    assert lanes_of(16, 2) == [8, 8] and lanes_of(5, 3) == [2, 2, 1] and lanes_of(2, 2) == [1, 1]
+    with pytest.raises(ValueError, match="lane-processes"):
+        lanes_of(2, 3)
+
+
+class _FakeProc:
+    """A lane process's pipe, answering a run with one row per session it was given."""
+
+    def __init__(self, k, oom=False):
+        self.k, self.oom, self.sent, self.arm = k, oom, [], f"SRl/{k}"
+        self.conn = self
+
+    def send(self, msg):
+        self.sent.append(msg)
+
+    def wait(self, timeout):
+        _, cfg, workload, n, only, start_at = self.sent[-1]
+        rows = [dict(session=i, chunk=0, arrival_s=0.0, lane=0) for i in only]
+        return "ok", dict(rows=rows, oom=self.oom, peak_bytes=100 + self.k, lanes_used=1, captures=2,
+                          state_bytes_per_session=7, error="out of memory" if self.oom else None)
+
+
+def test_lane_process_server_merges_the_processes_rows():
+    from cadencelab.bench.sessions_lane_processes import LaneProcessServer
+
+    srv = LaneProcessServer.__new__(LaneProcessServer)
+    srv.arm, srv.cfg, srv.split, srv.chunk_s = "SRl", type("C", (), dict(speak_seconds=1, workloads=("speak_heavy",),
+                                                                          mixed_seconds=1))(), [2, 1], 0.01
+    srv.procs = [_FakeProc(0), _FakeProc(1)]
+    srv.estimate_s = lambda w, n: 1.0
+    out = srv.run("speak_heavy", 5)
+    assert [m[4] for m in (p.sent[-1] for p in srv.procs)] == [[0, 2, 4], [1, 3]]  # session i in process i % P
+    assert len({p.sent[-1][5] for p in srv.procs}) == 1  # one start instant
+    assert sorted(r["session"] for r in out["rows"]) == [0, 1, 2, 3, 4]
+    assert {r["session"]: (r["process"], r["lane"]) for r in out["rows"]}[3] == (1, 2)  # lanes numbered across
+    assert out["peak_bytes"] == 201 and out["captures"] == 4 and not out["oom"]
+    srv.procs[1] = _FakeProc(1, oom=True)
+    out = srv.run("speak_heavy", 2)
+    assert out["oom"] and out["rows"] == [] and out["peak_bytes"] is None and "out of memory" in out["error"]
+
+
+@pytest.mark.slow
+def test_sessions_study_lanes_from_two_processes_on_cpu(tmp_path):
+    """--lane-processes 2: SRl served by two processes, every chunk equal to the session alone through B0
+    (about a minute on a loaded 2-core host: two processes build their lane pools)."""
+    from cadencelab.bench import sessions as study
+
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl", "B0"), workloads=("speak_heavy",),
+                               sessions=(3,), max_sessions=3, cadence_s=1e6, speak_seconds=1, prompts=1, lanes=2,
+                               lane_processes=2, processes=False, time_budget_s=600.0, n_timesteps=CPU_STEPS,
+                               out=str(tmp_path))
+    res = study.run_study(cfg, progress=lambda m: None)
+    s = res["summary"]
+    assert not res["failures"], res["failures"]
+    assert s["all_checked_chunks_exact"] and s["chunks_checked"] == s["chunks"] > 0, s
+    ch = pd.read_csv(tmp_path / "sessions_chunks.csv")
+    srl = ch[ch["arm"] == "SRl"]
+    assert set(srl["process"]) == {0, 1} and srl["exact"].all()
+
+
+def test_host_cost_summary_has_an_interval_per_part():
+    from cadencelab.bench.host_cost import BOOKKEEPING, summarise
+
+    samples = [{p: [0.1 * (k + 1), 0.1 * (k + 2)] for p in (*BOOKKEEPING, "bookkeeping")} for k in range(3)]
+    s = summarise(samples)
+    assert set(s) == {*BOOKKEEPING, "bookkeeping"}
+    r = s["checks"]
+    assert r["ms"] == pytest.approx(0.25) and r["lo"] <= r["ms"] <= r["hi"] and r["processes"] == 3 and r["chunks"] == 6
+
+
+# -- the engine's module-tensor list: rebuilt only after a registration in a tree it lists ---------------------
+
+def test_engine_relists_module_tensors_only_after_a_registration_in_its_trees():
+    import torch
+
+    from cadencelab.replay.engine import ExactShapeReplay
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    e = ExactShapeReplay(lambda x: net(x), "net", backend="eager", modules=[net])
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        e(x)
+    listed = e._module_tensors()
+    net[0:2](x)  # slicing builds a fresh Sequential (registrations outside the listed tree): no re-listing
+    assert e._module_tensors() is listed
+    net[2].weight = torch.nn.Parameter(net[2].weight.detach().clone())  # a replaced parameter: re-listed, seen moved
+    assert e._module_tensors() is not listed
+    e(x)
+    c = e.counters().iloc[0]
+    assert c["invalidations"] == 1 and c["miss_reasons"].get("invalidated") == 1
+    assert torch.equal(e(x), net(x))
