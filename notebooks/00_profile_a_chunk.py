@@ -105,8 +105,10 @@ host.kernels[["name", "start_ns", "dur_ns"]].head(5)
 # length of the union of those intervals inside the window, (2) the slack, the idle share of the window's
 # wall time. Busy is graded within 2% (or 0.01 ms), slack within 0.01.
 
-# %%
+# %% tags=["answer"]
 answer = dict(busy_ms=..., slack=...)
+
+# %%
 feedback = grading.grade(exercises.check_own_profile, answer, trace=trace)
 feedback
 
@@ -146,3 +148,4 @@ assert profile.summary(trace, "chunk")["busy_us"].isna().all(), "a CPU trace alo
 assert min(slack.values()) > 0.5, "most of a small chunk's wall time is between operations, in both runtimes"
 print(f"CHECK OK: notebook 0: one chunk {s['wall_us'] / 1e3:.1f} ms, busy {s['busy_us'] / 1e3:.1f} ms, slack "
       f"{s['slack_frac']:.2f} over {len(host.kernels)} innermost ops; exercise {grading.verdict(feedback)}")
+print(grading.record(0, feedback))

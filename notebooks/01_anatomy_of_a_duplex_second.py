@@ -119,7 +119,11 @@ show(fig)
 
 # %%
 duplex = anatomy.duplex_condition(CONDITION)  # the recording that has a duplex second
+
+# %% tags=["answer"]
 answer = dict(b0_idle_ms=..., per_launch_us=..., src_predicted_idle_ms=...)
+
+# %%
 feedback = grading.grade(exercises.check_launch_cost, answer, condition=duplex)
 feedback
 
@@ -281,3 +285,4 @@ comp = over.set_index("source")["over_ms"]
 assert comp.filter(like="H200 SRc").iloc[0] < 0 < comp.filter(like="H200 B0").iloc[0]
 print(f"CHECK OK: notebook 1: synthesis B0 {b0['median_ms']:.0f} ms -> SRc {src['median_ms']:.0f} ms per second "
       f"(every SRc second faster, same audio); backbone K = {k_backbone:,}; exercise {grading.verdict(feedback)}")
+print(grading.record(1, feedback))

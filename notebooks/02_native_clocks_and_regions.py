@@ -189,17 +189,25 @@ reveal_figure(reveal(guess, measured, rel_tol=0))
 
 # %%
 print(f"exercise configuration: {EXERCISE}; extents for {exercises.EXTENT_REGIONS}, rho for {exercises.RHO_REGIONS}")
+
+# %% tags=["answer"]
 answer_extents = {"estimator_att_cache": ..., "vocoder_mel_cache": ...}  # lists of frames, e.g. [302, ...]
+
+# %%
 fb_extents = grading.grade(exercises.check_extents, answer_extents, **EXERCISE)
 fb_extents
 
-# %%
+# %% tags=["answer"]
 answer_K = {"flow_chunk": ..., "estimator_step": ..., "flow_encoder": ..., "vocoder_core": ...}
+
+# %%
 fb_K = grading.grade(exercises.check_K, answer_K, **EXERCISE)
 fb_K
 
-# %%
+# %% tags=["answer"]
 answer_rho = {"solver_workspace": ..., "estimator_att_cache": ...}  # two decimals
+
+# %%
 fb_rho = grading.grade(exercises.check_rho, answer_rho, **EXERCISE)
 fb_rho
 
@@ -221,3 +229,4 @@ assert measured == {k: int(catalog_width(frames.token2wav_at(**ch), "estimator_a
 done = [grading.verdict(fb) for fb in (fb_extents, fb_K, fb_rho)]
 print(f"CHECK OK: notebook 2: L = {[int(e) for e in steps]}, K = {t.loc['estimator_att_cache', 'K']}, "
       f"rho {t.loc['solver_workspace', 'rho']:.2f}; K {measured}; exercises: {', '.join(done)}")
+print(grading.record(2, fb_extents, fb_K, fb_rho))

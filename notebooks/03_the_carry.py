@@ -107,8 +107,10 @@ wrong = teaching.TeachingRuntime(model, layout="chronological", auditor=lenient)
 teaching.TeachingRuntime(model, layout="chronological", auditor=strict).run(stream)
 pd.DataFrame(strict.records).head(3)
 
-# %%
+# %% tags=["answer"]
 answer = dict(elementwise=..., frames=..., output=...)  # call numbers (whole numbers), counted from 0
+
+# %%
 feedback = grading.grade(exercises.check_audit_catch, answer)
 feedback
 
@@ -201,3 +203,4 @@ assert [ln for ln, _ in lengths] == [min(T2W_CLOCKS.prompt_frames + (i + 1) * n 
 print(f"CHECK OK: notebook 3: carry bit-exact at one address ({auditor.agreements} audited retentions); wrong layout "
       f"flagged at call {caught['elementwise']} (elementwise) / {caught['frames']} (order-blind); a wrong declaration "
       f"passes its audit; exercise {grading.verdict(feedback)}")
+print(grading.record(3, feedback))

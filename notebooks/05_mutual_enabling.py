@@ -108,8 +108,10 @@ places
 # (`latency_delta_lo`, `latency_delta_hi`, as fractions: 0.10 is +10%) and what it says: `"faster"`,
 # `"slower"` or `"no clear difference"`. Replace the `...` and run the cell; the checker says what is wrong.
 
-# %%
+# %% tags=["answer"]
 answer = {"lo": ..., "hi": ..., "verdict": ...}
+
+# %%
 feedback = grading.grade(check_paired_interval, answer, arm="S", condition=CONDITION)
 feedback
 
@@ -307,3 +309,4 @@ assert aa["ci"][0] <= 0 <= aa["ci"][1] and head["ci"][0] < head["speedup"] < hea
 src = pts["SRc"]
 print(f"CHECK OK: notebook 5 (exercise: {graded}): SRc {src['lat_ms']:.1f} ms / {src['peak_MiB']:.0f} MiB vs "
       f"B0 {pts['B0']['lat_ms']:.1f} ms / {pts['B0']['peak_MiB']:.0f} MiB; Rc peak {pts['Rc']['peak_MiB']:.0f} MiB")
+print(grading.record(5, feedback))

@@ -74,8 +74,10 @@ guess
 # the cadence) and its goodput plateau (`plateau`: the most audio seconds per second at any N). Replace the
 # `...` and run the cell; the checker says what is wrong.
 
-# %%
+# %% tags=["answer"]
 answer = {"sessions": ..., "plateau": ...}
+
+# %%
 feedback = grading.grade(check_capacity, answer, arm="SRc", workload="speak_heavy")
 feedback
 
@@ -190,3 +192,4 @@ print(f"CHECK OK: notebook 6 (exercise: {graded}): speak-heavy sessions at the c
       f"{held.loc['B0', 'shown']}, SRc {held.loc['SRc', 'shown']}, SRl {held.loc['SRl', 'shown']}; "
       f"{ov['streams']:.0f} lanes overlap {ov['overlap']:.2f}; {summary['chunks_exact']} of "
       f"{summary['chunks_checked']} checked chunks exact")
+print(grading.record(6, feedback))

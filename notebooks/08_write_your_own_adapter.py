@@ -109,7 +109,7 @@ print(*(inspect.getsource(f) for f in (SampleEncoder, encode, stock_step)), sep=
 # Replace the `...` and run the cell: the checker certifies your declaration with the adapter kit on both
 # configurations and, when it fails, names the first field that differs and the slip it looks like.
 
-# %%
+# %% tags=["answer"]
 def declaration(s: Sizes) -> Declaration:
     """Your declaration of the sample encoder, every size read from s."""
     return ...  # Declaration("sample-encoder", clocks, (kv, ctx), (op,), admission=..., call_clock=...)
@@ -120,8 +120,8 @@ feedback = grading.grade(check_declaration, declaration)
 feedback
 
 # %% [markdown]
-# Until your declaration is certified, the cells below run on a declaration the course supplies, so Run All
-# works either way; once yours passes, they run on yours.
+# The cells below run on your declaration once it is certified (the course hands out no stand-in: it would be
+# the answer); until then the next cell stops Run All here and says why.
 
 # %%
 declaration = grading.certified(declaration, feedback)
@@ -363,3 +363,4 @@ assert fz.loc["carry", "exact_blocks"] == fz.loc["carry", "blocks"] and fz.loc["
 print(f"CHECK OK: notebook 8: a {n_lines}-line adapter certified ({BACKEND} backend); the forgotten sink "
       f"caught at call {first.call}, region '{first.region}', before the output diverged at call {diverged}; "
       f"exercise {grading.verdict(feedback)}")
+print(grading.record(8, feedback))

@@ -81,7 +81,7 @@ guess
 # %%
 display(Markdown(spec.task))
 
-# %%
+# %% tags=["answer"]
 def declare(s) -> Declaration:
     """Your declaration of the model, every size read from s."""
     return ...
@@ -104,8 +104,9 @@ feedback = grading.grade(capstone.check_adapter, (declare, make_step), backend=B
 feedback
 
 # %% [markdown]
-# The certificate of the adapter at the sizes shown (yours once certified; until then a stand-in the course
-# supplies, so the cells below run either way): every clause, then the catalog it derived and the replay.
+# The certificate of your adapter at the sizes shown, once the grader certifies it (the course hands out no
+# stand-in: until then the next cell stops Run All here and says why): every clause, then the catalog it derived
+# and the replay.
 
 # %%
 adapter = grading.certified((declare, make_step), feedback)
@@ -134,3 +135,4 @@ assert cert.ok, cert.table
 assert counts["steady"] == len(cert.catalog.query("kind == 'steady' and derived"))
 print(f"CHECK OK: notebook 10: {spec.title} certified ({BACKEND} backend, K = {counts['steady']}); "
       f"your adapter: {grading.verdict(feedback)}")
+print(grading.record(10, feedback))

@@ -9,12 +9,14 @@ never sees (other turn lengths, other values): catalog, both audits, bit-exactne
 stable addresses, replay. A failure names the clause and, for the declaration, the first field that differs
 (never its right value).
 
-The names of the sliding-window decoder (``SHOWN``, ``HIDDEN``, ``WindowDecoder``, ``decode``, ``stock_step``,
-``certified_declaration``) are kept here for the notebooks and tests that read them.
+The names of the sliding-window decoder (``SHOWN``, ``HIDDEN``, ``WindowDecoder``, ``decode``, ``stock_step``) are
+kept here for the notebooks and tests that read them. The grader's reference declarations are not on the model a
+notebook hands the student (``capstone_models._REFERENCES``).
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import Callable
 
 import pandas as pd
@@ -23,11 +25,12 @@ import torch
 from ..adapters.kit import Traffic
 from ..contract import Declaration, DeclarationError
 from .capstone_models import (FRAMES, MODELS, CapstoneModel, DecoderSizes, WindowDecoder, capstone_model, decode,
-                              stock_step, window_declaration)
+                              stock_step)
+from .capstone_models import _REFERENCES
 from .exercises.declaration import declaration_diff
 from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
 
-__all__ = ["certified_declaration", "DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step",
+__all__ = ["DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step",
            "check_adapter", "certificate", "shown_traffic", "ADAPTER_HINTS", "FRAMES", "MODELS", "capstone_model",
            "DEFAULT_MODEL"]
 
@@ -35,8 +38,6 @@ __all__ = ["certified_declaration", "DecoderSizes", "SHOWN", "HIDDEN", "WindowDe
 DEFAULT_MODEL = "window"
 #: the sliding-window decoder's sizes the notebook shows, and the ones the checker also certifies on
 SHOWN, HIDDEN = MODELS["window"].shown, MODELS["window"].hidden
-#: the sliding-window decoder's declaration (the capstone's answer for it; not shown in the notebook)
-certified_declaration = window_declaration
 
 
 def _traffic(spec: CapstoneModel, s, lengths, seed: int, device: str = "cpu") -> Traffic:
@@ -45,7 +46,7 @@ def _traffic(spec: CapstoneModel, s, lengths, seed: int, device: str = "cpu") ->
     since on a GPU the kernel a GEMM picks may depend on its inputs' pointer alignment."""
     g = torch.Generator().manual_seed(seed)
     signals = [torch.randn(1, n, s.dim, generator=g) for n in lengths]
-    cut = Traffic.stream(spec.declaration(s), signals, clock="frames")
+    cut = Traffic.stream(_REFERENCES[spec.name](s), signals, clock="frames")
     return Traffic([[x.clone().to(device) for x in turn] for turn in cut.turns])
 
 
@@ -97,7 +98,8 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
              device: str) -> dict:
     from ..adapters.kit import certify
 
-    lengths, seed = spec.hidden_turns[which]
+    lengths, _ = spec.hidden_turns[which]
+    seed = secrets.randbelow(2**31)  # the values drawn when the grader runs: never the same traffic twice
     row = dict(part=which, answer=None, expected="certified", correct=False, mistake="", hint="")
     m = spec.build(s, device)
     try:
@@ -108,7 +110,7 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
         return {**row, "hint": f"{which}: fill this in (declare and make_step), then run the cell again."}
     if not isinstance(decl, Declaration):
         return {**row, "answer": type(decl).__name__, "hint": f"{which}: declare must return a Declaration"}
-    diff = declaration_diff(decl, spec.declaration(s))
+    diff = declaration_diff(decl, _REFERENCES[spec.name](s))
     field = diff["field"].iloc[0] if len(diff) else ""
     try:
         cert = certify(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
@@ -150,15 +152,13 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
     return Feedback("adapter", pd.DataFrame([shown, hidden], columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
 
 
-def diagnose(model: str = DEFAULT_MODEL, backend: str = "cuda", device: str = "cuda") -> dict:
-    """The course's own adapter of ``model`` through the grader and through one certificate at the shown sizes,
+def diagnose(answer: tuple, model: str = DEFAULT_MODEL, backend: str = "cuda", device: str = "cuda") -> dict:
+    """An adapter ``answer`` of ``model`` through the grader and through one certificate at the shown sizes,
     with everything a failure is read from: ``feedback`` (the grader's rows), ``clauses``, ``preflight`` (every
     row, info included), ``counters`` (per class: status, reason, replays), ``events`` (captures, failed
     captures with their error, invalidations) and ``mismatches`` (calls not bit-exact). For a device run:
-    ``python -m cadencelab.course.capstone --device cuda``."""
-    from .solutions import ADAPTER_SOLUTIONS
-
-    answer = ADAPTER_SOLUTIONS[capstone_model(model).name]
+    ``python -m cadencelab.course.capstone --device cuda`` (the course's own adapters, read from
+    ``course-solutions/`` in a checkout: they are not part of the package)."""
     fb = check_adapter(answer, backend=backend, device=device, model=model)
     cert = certificate(answer, backend=backend, device=device, model=model)
     engines = list(cert.runtime.engines.values()) if cert.runtime is not None else []
@@ -166,6 +166,22 @@ def diagnose(model: str = DEFAULT_MODEL, backend: str = "cuda", device: str = "c
     return dict(model=model, ok=bool(fb.ok and cert.ok), feedback=fb.table, clauses=cert.table,
                 preflight=pd.DataFrame(cert.preflight), counters=pd.concat([e.counters() for e in engines]) if engines
                 else pd.DataFrame(), events=events, mismatches=cert.exact[~cert.exact["equal"]])
+
+
+def course_solutions():
+    """The course's answers, read by path from a checkout's ``course-solutions/solutions.py`` (for the command
+    line and the live-cell measurement; not part of the installed package, so a notebook cannot import them)."""
+    import importlib.util
+
+    from .sources import repo_root
+
+    path = repo_root() / "course-solutions" / "solutions.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the course's answers ship with a checkout of the repository, not the package")
+    spec = importlib.util.spec_from_file_location("cadencelab_course_solutions", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main(argv=None) -> int:
@@ -181,10 +197,11 @@ def main(argv=None) -> int:
         print(f"{ap.prog}: error: --device {a.device}: no CUDA device here", file=__import__("sys").stderr)
         return 2
     backend = "eager" if a.device == "cpu" else "cuda"
+    solutions = course_solutions()
     ok = True
     with pd.option_context("display.width", 200, "display.max_colwidth", 120, "display.max_columns", 20):
         for name in a.model or list(MODELS):
-            d = diagnose(name, backend=backend, device=a.device)
+            d = diagnose(solutions.ADAPTER_SOLUTIONS[name], name, backend=backend, device=a.device)
             ok &= d["ok"]
             print(f"== {name} ({capstone_model(name).title}) on {a.device}, {backend} backend: "
                   f"{'CERTIFIED' if d['ok'] else 'NOT CERTIFIED'}")

@@ -5,7 +5,12 @@ captured graph per exact input shape and replays it (``capture(fn, static_x)`` g
 static_y)``; ``graph.replay()`` recomputes ``static_y`` from whatever ``static_x`` holds). :func:`grade_wrapper`
 runs it on traffic the student never sees (hidden shapes, fresh values every call, shapes that come back),
 compares every output with eager bit for bit (``torch.equal``), checks that earlier outputs were not
-overwritten afterwards, counts captures and replays, and times both: one leaderboard row.
+overwritten afterwards, counts captures and replays, and times both: one leaderboard row. The traffic is drawn
+when the grader runs (its shapes and values differ from run to run), and the output must come from the replayed
+graph: every call the model runs outside a capture or a replay is counted, and a wrapper that replays and then
+returns ``model(x)`` anyway fails (``side_call``). On CUDA the wrapper must also be faster than eager: the
+speedup's interval over paired passes (the course's hierarchical bootstrap, one level) must lie above
+:data:`TARGET_SPEEDUP`; on a CPU the grade is for correctness only, and says so.
 
 On CUDA ``capture`` is the real recipe (side-stream warm-up, ``torch.cuda.graph``; the one notebook 4 shows).
 On a CPU it is :class:`SimulatedGraph`: a stand-in with a CUDA graph's semantics, so the grader stays
@@ -26,7 +31,7 @@ import torch
 from .exercises.machinery import FEEDBACK_COLUMNS, HIDDEN, Feedback, is_blank
 
 __all__ = ["TaskModel", "SimulatedGraph", "Capturer", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
-           "leaderboard", "slip_submissions", "WRAPPER_MISTAKES", "eager_wrapper", "LEADERBOARD_COLUMNS"]
+           "leaderboard", "mistakes_table", "WRAPPER_MISTAKES", "TARGET_SPEEDUP", "eager_wrapper", "LEADERBOARD_COLUMNS"]
 
 #: the mistakes the grader names, each with its hint (never the right outputs)
 WRAPPER_MISTAKES = {
@@ -39,11 +44,19 @@ WRAPPER_MISTAKES = {
     "recaptured": "more captures than distinct shapes: capture once per shape and replay afterwards (a capture "
                   "costs many eager calls).",
     "never_replayed": "no graph was replayed: the wrapper ran eagerly; capture per shape, then replay.",
+    "side_call": "the model ran eagerly outside its captures and replays: the output must come from the replayed "
+                 "graph's static output, not from a call to the model beside it.",
+    "slow": "exact, but not faster than eager by the target on this GPU (the interval of the speedup must lie "
+            "above it): look for a sync, a capture or an allocation on the hot path.",
 }
+#: on CUDA, the speedup over eager whose interval's lower end a submission must exceed
+TARGET_SPEEDUP = 1.3
+#: timed paired passes (eager, then the wrapper) on CUDA, the speedup's interval drawn over them
+CUDA_PASSES = 12
 #: timed passes over the hidden traffic per submission (the best one counts)
 REPEATS = 3
-LEADERBOARD_COLUMNS = ["submission", "exact", "calls", "hidden_shapes", "captures", "replays", "us_per_call",
-                       "eager_us_per_call", "speedup", "device"]
+LEADERBOARD_COLUMNS = ["submission", "exact", "calls", "hidden_shapes", "captures", "replays", "side_calls",
+                       "us_per_call", "eager_us_per_call", "speedup", "speedup_lo", "speedup_hi", "device", "graded"]
 
 
 class TaskModel(torch.nn.Module):
@@ -88,16 +101,21 @@ class Capturer:
 
     device: torch.device
     graphs: list = field(default_factory=list)
+    inside: bool = False  # inside a capture or a replay: the model's calls there are the graph's
 
     def __call__(self, fn: Callable, static_x: torch.Tensor):
-        if self.device.type == "cuda":
-            from .graph_lesson import capture
+        self.inside = True
+        try:
+            if self.device.type == "cuda":
+                from .graph_lesson import capture
 
-            graph, static_y = capture(fn, static_x)
-        else:
-            graph = SimulatedGraph(fn, static_x)
-            static_y = graph.static_y
-        self.graphs.append(_Counted(graph))
+                graph, static_y = capture(fn, static_x)
+            else:
+                graph = SimulatedGraph(fn, static_x)
+                static_y = graph.static_y
+        finally:
+            self.inside = False
+        self.graphs.append(_Counted(graph, self))
         return self.graphs[-1], static_y
 
     @property
@@ -112,16 +130,24 @@ class Capturer:
 class _Counted:
     """A graph whose replays are counted (the CUDA graph object does not count them)."""
 
-    def __init__(self, graph):
-        self.graph, self.replays = graph, 0
+    def __init__(self, graph, cap: Capturer):
+        self.graph, self.replays, self._cap = graph, 0, cap
 
     def replay(self) -> None:
-        self.graph.replay()
+        self._cap.inside = True
+        try:
+            self.graph.replay()
+        finally:
+            self._cap.inside = False
         self.replays += 1
 
 
-def _traffic(lengths, dim: int, device, seed: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
+def _traffic(lengths, dim: int, device, seed: int | None) -> list[torch.Tensor]:
+    g = torch.Generator()
+    if seed is None:
+        g.seed()  # drawn now, from the operating system's entropy
+    else:
+        g.manual_seed(seed)
     return [torch.randn(1, int(t), dim, generator=g).to(device) for t in lengths]
 
 
@@ -131,11 +157,27 @@ def shown_traffic(device: str = "cpu", dim: int = 64) -> list[torch.Tensor]:
 
 
 def _hidden(device, dim: int) -> list[torch.Tensor]:
-    """The grader's traffic, not shown: other frame counts, shapes that come back, fresh values every call."""
-    g = torch.Generator().manual_seed(20261202)
-    sizes = torch.randint(3, 41, (5,), generator=g).tolist()
-    order = torch.randint(0, len(sizes), (16,), generator=g).tolist()
-    return _traffic([sizes[i] for i in order], dim, device, seed=7)
+    """The grader's traffic, drawn when it runs (never the same twice): five frame counts between 3 and 40 not
+    shown, shapes that come back, fresh values every call."""
+    g = torch.Generator()
+    g.seed()
+    shown = {8, 12, 16}
+    sizes = [s for s in torch.randperm(38, generator=g).add(3).tolist() if s not in shown][:5]
+    order = list(range(len(sizes))) + torch.randint(0, len(sizes), (11,), generator=g).tolist()
+    order = [order[i] for i in torch.randperm(len(order), generator=g).tolist()]
+    return _traffic([sizes[i] for i in order], dim, device, seed=None)
+
+
+class _EagerCounter:
+    """Counts the model's forward calls made outside a capture or a replay (a pre-hook on the module)."""
+
+    def __init__(self, model, cap: "Capturer"):
+        self.cap, self.calls = cap, 0
+        self.handle = model.register_forward_pre_hook(self._pre)
+
+    def _pre(self, module, args):
+        if not self.cap.inside:
+            self.calls += 1
 
 
 def eager_wrapper(model, capture):
@@ -155,22 +197,29 @@ def _pass_us(fn: Callable, xs: list, device) -> float:
     return (time.perf_counter() - t0) * 1e6 / max(1, len(xs))
 
 
-def _race(eager: Callable, fn: Callable, xs: list, device, repeats: int = REPEATS) -> tuple[float, float]:
-    """(eager, fn) µs per call: passes alternated so both see the same machine, the best of ``repeats`` each
-    (the least disturbed, as timeit does); on a CPU with one intra-op thread, so a shared machine's other
-    processes do not stall the thread pool."""
+def _race(eager: Callable, fn: Callable, xs: list, device, repeats: int | None = None):
+    """(eager, fn) µs per call and the speedup (point, lo, hi): passes alternated so both see the same machine,
+    the best of the passes each (the least disturbed, as timeit does); the speedup's 95% interval is the
+    hierarchical bootstrap (:mod:`cadencelab.profile.intervals`) over the paired passes' ratios. On a CPU with one
+    intra-op thread, so a shared machine's other processes do not stall the thread pool."""
+    import numpy as np
+
+    from ..profile.intervals import CONFIDENCE, hierarchical_bootstrap, point
+
+    repeats = repeats or (CUDA_PASSES if device.type == "cuda" else REPEATS)
     threads = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            best = [float("inf"), float("inf")]
-            for _ in range(repeats):
-                for i, f in enumerate((eager, fn)):
-                    best[i] = min(best[i], _pass_us(f, xs, device))
+            passes = [[_pass_us(f, xs, device) for f in (eager, fn)] for _ in range(repeats)]
     finally:
         torch.set_num_threads(threads)
-    return best[0], best[1]
+    ratios = [e / max(w, 1e-9) for e, w in passes]
+    boot = hierarchical_bootstrap([ratios], 2000, np.random.default_rng(0))
+    a = (1 - CONFIDENCE) / 2
+    speed = (point([ratios]), float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a)))
+    return min(p[0] for p in passes), min(p[1] for p in passes), speed
 
 
 def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your wrapper",
@@ -189,6 +238,7 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
     with torch.no_grad():
         want = [model(x.clone()) for x in xs]
     cap = Capturer(dev)
+    counter = _EagerCounter(model, cap)
     try:
         fn = make_wrapper(model, cap)
         if is_blank(fn):
@@ -199,9 +249,11 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
                 y = fn(x.clone())
                 got.append(y)
                 right_now.append(bool(y.shape == w.shape and torch.equal(y, w)))
-        captures = cap.captures
-        eager_us, us = _race(model, fn, xs, dev)  # every shape captured by now
+        captures, side_calls = cap.captures, counter.calls
+        counter.handle.remove()
+        eager_us, us, speed = _race(model, fn, xs, dev)  # every shape captured by now
     except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size
+        counter.handle.remove()
         bad = "shape" in str(e) or "size" in str(e)
         return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False,
                                mistake="shape_mismatch" if bad else "",
@@ -216,19 +268,27 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
         rows.append(_row("captures", False, "recaptured"))
     elif captures == 0 or cap.replays == 0:
         rows.append(_row("captures", False, "never_replayed"))
+    elif side_calls:
+        rows.append(_row("captures", False, "side_call"))
     else:
         rows.append(_row("captures", True, ""))
+    if dev.type == "cuda":  # graded for speed too: the interval of the speedup above the target
+        fast = exact and speed[1] > TARGET_SPEEDUP
+        r = _row("speed", fast, "" if fast or not exact else "slow")
+        if not exact:
+            r["hint"] = "speed: graded once every output is exact."
+        r["answer"] = f"{speed[0]:.2f}x [{speed[1]:.2f}, {speed[2]:.2f}] (target above {TARGET_SPEEDUP}x)"
+        rows.append(r)
     row = dict(submission=name, exact=exact, calls=len(xs), hidden_shapes=shapes, captures=captures,
                replays=cap.replays, us_per_call=us, eager_us_per_call=eager_us, speedup=eager_us / us,
-               device=str(dev))
+               speedup_lo=speed[1], speedup_hi=speed[2], side_calls=side_calls, device=str(dev),
+               graded=("exactness and speed" if dev.type == "cuda" else "exactness only (CPU: no speed grade)"))
     return _feedback(rows, row)
 
 
-def slip_submissions() -> list:
-    """(mistake, make_wrapper) for each slip the grader names: submissions the course ships to be graded."""
-    from .solutions import PLANTED_WRAPPERS
-
-    return list(PLANTED_WRAPPERS.items())
+def mistakes_table() -> pd.DataFrame:
+    """The slips the grader names, each with what it tells the student (no submission ships with the course)."""
+    return pd.DataFrame([dict(mistake=k, hint=v) for k, v in WRAPPER_MISTAKES.items()])
 
 
 def check_wrapper(make_wrapper: Callable, device: str = "cpu") -> Feedback:

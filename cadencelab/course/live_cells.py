@@ -112,30 +112,33 @@ def _chunk_timelines(device, sizes):
 def _adapter(device, sizes):
     from ..adapters.kit import KitModel, certify, factorial
     from . import sample_encoder as se
+    from .capstone import course_solutions
 
+    declaration = course_solutions().declaration_solution
     s, backend = se.VISIBLE, "cuda" if device.type == "cuda" else "eager"
     model = se.SampleEncoder(s).to(device)
     step, stock, frames = se.steps(model)
-    traffic = se.traffic(s, device=device)
-    certify(se.reference_declaration(s), step, stock, traffic, frames=frames, modules=[model], backend=backend,
+    traffic = se.traffic(s, declaration(s), device=device)
+    certify(declaration(s), step, stock, traffic, frames=frames, modules=[model], backend=backend,
             device=device)
-    factorial(KitModel(se.reference_declaration(s), step, stock, traffic, frames=frames, modules=(model,),
+    factorial(KitModel(declaration(s), step, stock, traffic, frames=frames, modules=(model,),
                        device=device), blocks=3, backend=backend)
 
 
 def _capture_task(device, sizes):
     from . import capture_task as task
-    from .solutions import PLANTED_WRAPPERS, wrapper_solution
+    from .capstone import course_solutions
 
-    task.leaderboard(task.check_wrapper(wrapper_solution, device=str(device)), device=str(device))
-    for wrong in PLANTED_WRAPPERS.values():
+    sol = course_solutions()
+    task.leaderboard(task.check_wrapper(sol.wrapper_solution, device=str(device)), device=str(device))
+    for wrong in sol.PLANTED_WRAPPERS.values():
         task.check_wrapper(wrong, device=str(device))
 
 
 def _capstone(device, sizes):
     from . import capstone
-    from .solutions import ADAPTER_SOLUTIONS
 
+    ADAPTER_SOLUTIONS = capstone.course_solutions().ADAPTER_SOLUTIONS
     backend = "cuda" if device.type == "cuda" else "eager"
     for name in capstone.MODELS:
         capstone.check_adapter(ADAPTER_SOLUTIONS[name], backend=backend, device=str(device), model=name)

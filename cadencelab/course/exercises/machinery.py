@@ -211,10 +211,6 @@ class Exercise:
         """The question with the tolerance it is graded to (what a notebook shows)."""
         return f"{self.question} {tolerance_text(self.kind, self.rel_tol, self.abs_tol)}"
 
-    def answer_key(self, **inputs) -> dict:
-        """{part: right answer} for these inputs."""
-        return self.expected(self.context(**inputs))
-
     def _slip_scale(self, wrong, exp) -> float:
         """How a slip rescales the answer (x 100 for a percent slip): its tolerance is taken on that scale."""
         if self.kind != "number" or not exp or not wrong:

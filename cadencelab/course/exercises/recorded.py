@@ -17,7 +17,7 @@ from ..predict import NO_CLEAR_DIFFERENCE, interval_verdict
 from .machinery import Exercise, Feedback, Mistake, is_blank
 
 __all__ = ["INTERVAL_VERDICT", "LAUNCH_COST", "PAIRED_INTERVAL", "SLACK", "VERDICTS", "check_launch_cost",
-           "check_paired_interval", "check_slack", "recorded_summary"]
+           "check_paired_interval", "check_slack", "recorded_summary", "slack_exercise_frame"]
 
 
 # =======================================================================================
@@ -163,13 +163,14 @@ def recorded_summary() -> pd.DataFrame:
     return _RECORDED["summary"]
 
 
-def _prepare_slack(summary: pd.DataFrame | None = None) -> _Slack:
-    s = recorded_summary() if summary is None else summary
-    need = ["variant", "wall_us", "busy_us", "host_wait_us"]
-    missing = [c for c in need if not isinstance(s, pd.DataFrame) or c not in s.columns]
-    if missing:
-        raise ValueError(f"summary: missing columns {missing} (pass the chunk summary frame, e.g. tl.summary)")
-    return _Slack(s.set_index("variant"))
+def _prepare_slack() -> _Slack:
+    """The recorded chunk, read by the grader itself (never a frame the student passes: one could be doctored)."""
+    return _Slack(recorded_summary().set_index("variant"))
+
+
+def slack_exercise_frame() -> pd.DataFrame:
+    """What the slack exercise shows: the recorded chunk's times per variant, the slack columns left out."""
+    return recorded_summary()[["variant", "wall_us", "busy_us", "host_wait_us", "kernel_wait_us", "other_idle_us"]]
 
 
 def _slack_parts(c: _Slack, f: Callable) -> dict:

@@ -1,5 +1,8 @@
 """Solutions of the course's graded exercises, and the mistakes planted in each.
 
+Kept outside the installed package (a notebook cannot import them): the tests load this file by path, and the
+tour types ``answers/<notebook>.py`` into the notebooks' answer cells.
+
 :func:`solution` answers an exercise the way a student is meant to, through the library calls the
 notebook shows (``trajectory``, ``verdict``, ``region_table``, the recorded files, a run of the
 teaching model); :func:`planted` lists, per exercise, each diagnosable mistake with the answer it
@@ -15,20 +18,30 @@ from typing import Callable
 
 import pandas as pd
 
-from ..contract import (
-    Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region, Ring, SlidingWindow, region_table,
-    trajectory, verdict,
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
+from cadencelab.contract import (
+    Admission,
+    Clock,
+    Declaration,
+    Fixed,
+    Operator,
+    PromptRetained,
+    Region,
+    Ring,
+    SlidingWindow,
+    region_table,
+    trajectory,
+    verdict,
 )
-from ..adapters.token2wav.clocks import token2wav_declaration
-from . import exercises as ex
-from . import sample_encoder as se
+from cadencelab.course import exercises as ex
+from cadencelab.course import sample_encoder as se
 
 __all__ = ["solution", "planted", "SOLVERS", "PLANTED_DECLARATIONS", "declaration_solution", "solutions_table",
            "ADAPTER_SOLUTIONS", "PLANTED_CODEC_ADAPTERS"]
 
 
 def _data():
-    from . import data
+    from cadencelab.course import data
 
     return data
 
@@ -78,14 +91,18 @@ def _solve_capacity(arm: str = "SRc", workload: str = "speak_heavy", dataset: st
                 plateau=float(mine["goodput"].max()))
 
 
-def _solve_slack(summary: pd.DataFrame | None = None) -> dict:
-    s = (ex.recorded_summary() if summary is None else summary).set_index("variant")
+def _solve_slack() -> dict:
+    s = ex.recorded_summary().set_index("variant")
     return {v: 1 - r["busy_us"] / r["wall_us"] for v, r in s.iterrows()}
 
 
 def _by_running(name: str) -> Callable:
     """Exercises whose answer is read off a run the notebook shows: the run, done as the checker does."""
-    return lambda **inputs: ex.EXERCISES[name].answer_key(**inputs)
+    def solve(**inputs):
+        e = ex.EXERCISES[name]
+        return e.expected(e.context(**inputs))
+
+    return solve
 
 
 #: exercise name -> inputs -> a correct answer
@@ -230,7 +247,7 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
 
 
 def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
-    from .capstone_models import window_declaration
+    from cadencelab.course.capstone_models import window_declaration
 
     d = window_declaration(s)
     regions = []
@@ -252,7 +269,7 @@ def _replace(obj, **changes):
 
 
 def _decoder_step(model, whole_cache: bool = False):
-    from .capstone_models import decode
+    from cadencelab.course.capstone_models import decode
 
     def step(x, caches, last):
         out, kv, raw = decode(model, x, caches["kv"], caches["tail"], last)
@@ -296,7 +313,7 @@ def _codec_declaration(s, kv_policy=None, flush: bool = True, ctx: bool = True) 
 def _codec_step(model, ctx_on_model: bool = False):
     import torch
 
-    from .capstone_models import attend_ring, front, to_samples
+    from cadencelab.course.capstone_models import attend_ring, front, to_samples
 
     def step(x, caches, last):
         ring = caches["kv"]
