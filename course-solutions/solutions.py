@@ -231,6 +231,12 @@ def wrapper_solution(model, capture):
     return _wrapper(model, capture)
 
 
+def slow_wrapper(model, capture):
+    """Exact and replayed, but slow on a GPU: each output makes a round trip through the host (a sync per call)."""
+    run = wrapper_solution(model, capture)
+    return lambda x: run(x).cpu().to(x.device)
+
+
 #: mistake name -> a make_wrapper that makes it
 PLANTED_WRAPPERS: dict[str, Callable] = {
     "stale_input": lambda m, c: _wrapper(m, c, copy=False),
@@ -247,19 +253,20 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
 
 
 def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
-    from cadencelab.course.capstone_models import window_declaration
-
-    d = window_declaration(s)
-    regions = []
-    for r in d.regions:
-        if r.name == "kv" and (kv_policy is not None or window is not None):
-            r = _replace(r, policy=kv_policy or SlidingWindow(window))
-        if r.name == "tail" and tail_clock != "samples":
-            r = _replace(r, clock=tail_clock)
-        regions.append(r)
-    clocks = d.clocks if offset is None else tuple(_replace(c, offset=offset) if c.name == "frames" else c
-                                                   for c in d.clocks)
-    return _replace(d, regions=tuple(regions), clocks=clocks)
+    """The sliding-window decoder's declaration as a student writes it; each keyword plants one slip."""
+    clocks = (Clock("calls", "decoder call"),
+              Clock("frames", "latent frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
+              Clock("samples", "audio sample", parent="frames", ratio=s.hop))
+    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads),
+                policy=kv_policy or SlidingWindow(s.window if window is None else window), lifetime="turn",
+                address_stable=True)
+    tail = Region("tail", clock=tail_clock, shape=(1, tail_clock), policy=Fixed(s.taps - 1), lifetime="turn",
+                  address_stable=True)
+    op = Operator("decode", reads=("kv",), clock="frames", flush="lookahead")
+    d = Declaration("window-decoder", clocks, (kv, tail), (op,), admission=Admission("frames"), call_clock="calls")
+    if offset is not None:  # the slip: the lookahead left off the frames clock, after the declaration is built
+        d = _replace(d, clocks=tuple(_replace(c, offset=offset) if c.name == "frames" else c for c in d.clocks))
+    return d
 
 
 def _replace(obj, **changes):

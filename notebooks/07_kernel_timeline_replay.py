@@ -41,8 +41,7 @@ from IPython.display import HTML, display
 from cadencelab import viz
 from cadencelab.course import data, glossary, grading, predict
 from cadencelab.course.display import show
-from cadencelab.course.exercises import check_slack
-from cadencelab.course.exercises.recorded import slack_exercise_frame as recorded_slack_frame
+from cadencelab.course.exercises import check_slack, slack_exercise_frame
 from cadencelab.course.live import chunk_timelines
 from cadencelab.course.live_cells import live_preset
 from cadencelab.course.player import timeline_player
@@ -90,7 +89,7 @@ tl.summary[["variant", "wall_us", "busy_us", "host_wait_us", "kernel_wait_us", "
 # Replace the `...` and run the cell.
 
 # %%
-exercise_chunk = recorded_slack_frame()
+exercise_chunk = slack_exercise_frame()
 exercise_chunk
 
 # %% tags=["answer"]

@@ -18,7 +18,7 @@ pytest.importorskip("nbclient")
 pytest.importorskip("jupytext")
 
 from cadencelab.course import grading, tour  # noqa: E402
-from cadencelab.course import solutions as sol  # noqa: E402
+from course_answers import key, sol  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = {grading.SOLUTIONS_ENV: "0"}

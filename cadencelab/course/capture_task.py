@@ -169,15 +169,21 @@ def _hidden(device, dim: int) -> list[torch.Tensor]:
 
 
 class _EagerCounter:
-    """Counts the model's forward calls made outside a capture or a replay (a pre-hook on the module)."""
+    """Counts the model's computations run outside a capture or a replay: a pre-hook on every module of the model
+    (``model(x)``, ``model.forward(x)`` and the class's forward all reach its layers)."""
 
     def __init__(self, model, cap: "Capturer"):
         self.cap, self.calls = cap, 0
-        self.handle = model.register_forward_pre_hook(self._pre)
+        self.handles = [m.register_forward_pre_hook(self._pre) for m in model.modules()]
 
     def _pre(self, module, args):
         if not self.cap.inside:
             self.calls += 1
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
 
 
 def eager_wrapper(model, capture):
@@ -250,10 +256,10 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
                 got.append(y)
                 right_now.append(bool(y.shape == w.shape and torch.equal(y, w)))
         captures, side_calls = cap.captures, counter.calls
-        counter.handle.remove()
+        counter.remove()
         eager_us, us, speed = _race(model, fn, xs, dev)  # every shape captured by now
     except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size
-        counter.handle.remove()
+        counter.remove()
         bad = "shape" in str(e) or "size" in str(e)
         return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False,
                                mistake="shape_mismatch" if bad else "",

@@ -21,8 +21,8 @@ part of the answer.
 
 The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per
 notebook group (:mod:`.clocks`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`, :mod:`.declaration`) and are
-all importable from here. :mod:`cadencelab.course.solutions` holds a correct answer and the planted
-mistakes for each.
+all importable from here. The course's answers and planted mistakes are not in the package:
+``course-solutions/solutions.py`` beside the notebooks (the tests load it by path).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from .recorded import (
     check_paired_interval,
     check_slack,
     recorded_summary,
+    slack_exercise_frame,
 )
 from .sessions import CAPACITY, check_capacity
 
@@ -87,6 +88,7 @@ __all__ = [
     "exercises_table",
     "is_blank",
     "recorded_summary",
+    "slack_exercise_frame",
 ]
 
 EXERCISES: dict[str, Exercise] = {e.name: e for e in (
