@@ -80,14 +80,14 @@ guess
 # weights at the declared sizes, decoded token by token with Hugging Face eager code. They are not the
 # product's language models; they are there so the synthesis stage sees the same tokens-per-second traffic.
 # Then it runs the real-size Token2wav under B0 or SRc. `anatomy.stage_spread` keeps every timed second:
-# min, median and max per stage, with the profiled second's kernel launches and idle share.
+# min, median and max per stage, with the profiled second's idle share (its kernel launches come with the reveal).
 
 # %%
 spread = anatomy.stage_spread(CONDITION)
 cfg = data.provenance("duplex_second")["config"]
 print(f"recording: {spread.attrs['condition']!r}; stand-ins: backbone {cfg['backbone']['parameters'] / 1e9:.1f} B, "
       f"speech-token decoder {cfg['speech']['parameters'] / 1e6:.0f} M parameters, {cfg['dtype']}")
-spread.drop(columns="what").round(2)
+spread.drop(columns=["what", "launches"]).round(2)  # the launch counts wait for the reveal below
 
 # %% [markdown]
 # The reveal: launches per synthesis chunk, your prediction beside the profiled second.

@@ -10,12 +10,12 @@
 # # 3 · The carry
 #
 # The stock streaming loop applies retention with `torch.cat`: every chunk allocates a new cache tensor.
-# The **carry** holds the retained cache in one buffer, at one address, for the stream's life, and writes
-# retention in place, elementwise identical to the stock cut. A **shadow auditor** runs the stock
+# The **carry** holds the retained cache in a buffer the runtime allocates once and writes retention into in
+# place, elementwise identical to the stock cut (how many addresses that makes is yours to predict below). A **shadow auditor** runs the stock
 # concatenation beside every retention and compares.
 #
 # **You will learn**
-# - to see the stock concat move the cache every chunk while the carry stays put, bit for bit equal;
+# - to count the cache's addresses under the stock concat and under the carry, and check both bit for bit;
 # - to read two shadow audits of a carry with the wrong layout and find, yourself, the call each one flags;
 # - what the audit cannot see: it checks the carry against the *declared* cut, so a wrong declaration passes it.
 #
@@ -41,8 +41,6 @@ from cadencelab.adapters import teaching
 from cadencelab.course import exercises, glossary, grading, handson
 from cadencelab.course.predict import Prediction, reveal
 from cadencelab.state import ShadowAuditor
-
-HTML(glossary.to_html(notebook=3))  # the terms this notebook uses
 
 # %%
 cfg = teaching.TeachingConfig()
@@ -74,6 +72,12 @@ reveal(guess, {"stock torch.cat": stock.table["cache_ptr"].nunique(), "carry": c
 
 # %%
 viz.pointer_figure({"stock torch.cat": stock.table, "carry": carry.table})
+
+# %% [markdown]
+# The terms this notebook uses (after the reveal: the carry's entry says what you just counted):
+
+# %%
+HTML(glossary.to_html(notebook=3))
 
 # %% [markdown]
 # Same outputs, bit for bit (`torch.equal`, not a tolerance), under two allocation disciplines:

@@ -4,9 +4,9 @@ bad answers get clear errors. CPU, the recorded H200 files, the teaching model."
 from __future__ import annotations
 
 import pytest
+from course_answers import key, sol
 
 from cadencelab.course import exercises as ex
-from course_answers import key, sol  # noqa: E402
 
 NAMES = [*sol.SOLVERS, "declaration"]
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from course_answers import key, sol
 
 from cadencelab.course import exercises as ex
 from cadencelab.course import grading
-from course_answers import key, sol  # noqa: E402
 
 
 def test_blank_answers_ask_to_fill_in_and_name_the_parts():

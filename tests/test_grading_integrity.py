@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from course_answers import key, sol
 
 from cadencelab.contract import Fixed
 from cadencelab.course import exercises as ex
 from cadencelab.course import grading
 from cadencelab.course import sample_encoder as se
-from course_answers import key, sol  # noqa: E402
 from cadencelab.course.exercises.machinery import tolerance_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,9 +229,10 @@ def test_the_slack_grader_reads_the_recorded_chunk_itself():
 def test_the_tour_types_the_answers_into_tagged_cells():
     """No switch: the tour's kernels get no answer variable; each notebook's answer cells (tagged) and the course's
     answers file beside them hold the same number of cells, and the tour's predictions cover every PREDICT_."""
+    from course_answers import ANSWERS
+
     from cadencelab.course import tour
     from cadencelab.course.predict import TOUR_PREDICTIONS
-    from course_answers import ANSWERS
 
     assert tour.COURSE_ENV == {}
     assert TOUR_PREDICTIONS.items() <= tour.COURSE_PARAMETERS.items()
@@ -446,3 +447,16 @@ def test_the_capture_task_and_the_capstone_on_a_gpu():
                                                                  "mismatches") if len(d[k]))
         assert d["ok"], f"{model} not certified on CUDA:\n{said}"
         assert (d["counters"]["replays"] > 0).any() and (d["counters"]["backend"] == "cuda").all(), said
+
+
+def test_a_choice_question_is_graded_as_a_whole():
+    """Issue 37: per-part feedback lets a student enumerate the choices part by part; graded as one answer, a wrong
+    part is never singled out (a slip is named only when it is the answer's one misconception)."""
+    right = sol.solution("graph_breaks")
+    for wrong in ({**right, "new_turn": "outside_catalog"}, {**right, "host_noise": "invalidated", "new_turn": "host_rng"}):
+        fb = ex.check_graph_breaks(wrong)
+        assert not fb.ok and fb.table["part"].tolist() == ["answer"] and fb.mistakes == [], fb.table
+        assert not any(p in fb.message for p in right), fb.message  # no scenario named
+    assert ex.check_graph_breaks(right).table["part"].tolist() == ["answer"]
+    fb = ex.check_graph_breaks({**right, "host_noise": "replay"})  # the slip alone: named, its concept explained
+    assert fb.mistakes == ["host_noise_replays"]

@@ -94,13 +94,14 @@ def test_read_notebook_names_a_wrong_file(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def course_kernel():
+def course_kernel(tmp_path_factory):
     """One kernel for every course notebook this module executes (tour.SharedKernel: the namespace cleared with
     %reset -f between notebooks, the kernel start and the imports paid once, about 3 s of each run). A
     notebook that reads a name only an earlier one defined still fails here; what a shared kernel cannot
     show (an import left to an earlier notebook's side effect) the tour shows: it gives every notebook a
     fresh kernel, and CI runs it first."""
-    with tour.SharedKernel(NOTEBOOKS, env=tour.COURSE_ENV) as k:
+    book = tmp_path_factory.mktemp("gradebook") / "gradebook.json"  # the tests' own, never the student's
+    with tour.SharedKernel(NOTEBOOKS, env={**tour.COURSE_ENV, "CADENCELAB_GRADEBOOK": str(book)}) as k:
         yield k
 
 
@@ -132,6 +133,9 @@ def test_notebook_executes(name, tmp_path, course_kernel):
     assert run.error is None, run.error[-3000:]
     assert tour.CHECK_MARKER in run.check, f"check cell printed: {run.check!r}"
     assert run.figures, f"{name}: no plotly figure in the outputs"
+    states = (run.gradebook or {}).get("exercises") or {}
+    assert states and set(states.values()) == {"solved"}, f"{name}: the course's answers, graded: {run.gradebook}"
+    assert "gradebook: " in run.check and " solved (0 attempted, 0 blank)" in run.check, run.check
 
 
 def test_mutual_enabling_follows_its_condition(course_kernel):

@@ -24,9 +24,17 @@ import torch
 
 from ..adapters.kit import Traffic
 from ..contract import Declaration, DeclarationError
-from .capstone_models import (FRAMES, MODELS, CapstoneModel, DecoderSizes, WindowDecoder, capstone_model, decode,
-                              stock_step)
-from .capstone_models import _REFERENCES
+from .capstone_models import (
+    _REFERENCES,
+    FRAMES,
+    MODELS,
+    CapstoneModel,
+    DecoderSizes,
+    WindowDecoder,
+    capstone_model,
+    decode,
+    stock_step,
+)
 from .exercises.declaration import declaration_diff
 from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
 

@@ -47,8 +47,10 @@ def state(feedback) -> str:
 
 
 def note_reveal(df: pd.DataFrame) -> None:
-    """Keep the rows of one reveal (called by ``predict.reveal``); a refused reveal is kept as not predicted."""
+    """Keep the rows of one reveal (called by ``predict.reveal``); a refused reveal is kept as not predicted. A
+    question revealed again (a table, then its figure) replaces its earlier rows."""
     for r in df.to_dict("records"):
+        _REVEALED[:] = [p for p in _REVEALED if (p["question"], p["part"]) != (r["question"], r["key"])]
         err = r.get("error")
         _REVEALED.append(dict(question=r["question"], part=r["key"], unit=r.get("unit"),
                               predicted=_plain(r.get("predicted")), measured=_plain(r.get("measured")),

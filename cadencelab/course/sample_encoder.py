@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from ..adapters.kit import Traffic
-from ..contract import Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region
+from ..contract import Declaration
 from ..replay import At
 
 __all__ = ["Sizes", "VISIBLE", "HIDDEN", "SampleEncoder", "encode", "stock_step", "steps",

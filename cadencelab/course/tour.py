@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .kernel import KERNEL, SharedKernel, execute
 from .gradebook import GRADEBOOK_ENV, gradebook_path
-from .switches import TOUR_PREDICTIONS
+from .kernel import KERNEL, SharedKernel, execute
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -50,6 +49,7 @@ from .sources import (
     read_notebook,
     repo_root,
 )
+from .switches import TOUR_PREDICTIONS
 
 __all__ = [
     "ANSWER_TAG",
@@ -357,7 +357,8 @@ def load_run(out_dir: str | os.PathLike, source: str | os.PathLike, parameters: 
     nb = nbformat.read(executed, as_version=4)
     title, goals = _header(nb)
     row = summary[source.name]
-    run = NotebookRun(source, title or source.stem, goals, seconds=float(row["seconds"]), error=row.get("error"), nb=nb)
+    run = NotebookRun(source, title or source.stem, goals, seconds=float(row["seconds"]), error=row.get("error"), nb=nb,
+                      gradebook=row.get("gradebook"))
     _collect(run)
     return run
 
