@@ -17,8 +17,9 @@ import pytest
 pytest.importorskip("nbclient")
 pytest.importorskip("jupytext")
 
-from cadencelab.course import tour  # noqa: E402
 from course_answers import sol  # noqa: E402
+
+from cadencelab.course import tour  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the lab's environment: nothing added (no switch marks an answer); a gradebook of the tests' own

@@ -23,9 +23,8 @@ import pandas as pd
 import torch
 
 from ..adapters.kit import Traffic
-from ..contract import Declaration, DeclarationError
+from ..contract import Admission, Clock, Declaration, DeclarationError, Fixed, Operator, Region, Ring, SlidingWindow
 from .capstone_models import (
-    _REFERENCES,
     FRAMES,
     MODELS,
     CapstoneModel,
@@ -46,6 +45,39 @@ __all__ = ["DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_
 DEFAULT_MODEL = "window"
 #: the sliding-window decoder's sizes the notebook shows, and the ones the checker also certifies on
 SHOWN, HIDDEN = MODELS["window"].shown, MODELS["window"].hidden
+
+
+# ---------------------------------------------------------------------------------------
+# the grader's references (they cut the hidden traffic into calls and name the first field of a student's
+# declaration that differs); here, in the grader, never on the model a notebook hands the student
+# ---------------------------------------------------------------------------------------
+
+
+def _window_reference(s) -> Declaration:
+    """The sliding-window decoder's declaration (the grader's reference; never shown)."""
+    clocks = (Clock("calls", "decoder call"),
+              Clock("frames", "latent frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
+              Clock("samples", "audio sample", parent="frames", ratio=s.hop))
+    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads), policy=SlidingWindow(s.window),
+                lifetime="turn", address_stable=True)
+    tail = Region("tail", clock="samples", shape=(1, "samples"), policy=Fixed(s.taps - 1), lifetime="turn",
+                  address_stable=True)
+    op = Operator("decode", reads=("kv",), clock="frames", flush="lookahead")
+    return Declaration("window-decoder", clocks, (kv, tail), (op,), admission=Admission("frames"), call_clock="calls")
+
+
+def _codec_reference(s) -> Declaration:
+    """The codec decoder's declaration (the grader's reference; never shown)."""
+    clocks = (Clock("calls", "decoder call"), Clock("frames", "codec frame", parent="calls", ratio=s.chunk))
+    kv = Region("kv", clock="frames", shape=(1, "frames", s.dim), policy=Ring(s.capacity), lifetime="turn",
+                address_stable=True)
+    ctx = Region("ctx", clock="frames", shape=(1, "frames", s.dim), policy=Fixed(s.kernel - 1), lifetime="turn",
+                 address_stable=True)
+    op = Operator("decode", reads=("kv", "ctx"), clock="frames", flush=(1, s.chunk - 1, 1))
+    return Declaration("codec-decoder", clocks, (kv, ctx), (op,), admission=Admission("frames"), call_clock="calls")
+
+
+_REFERENCES = {"window": _window_reference, "codec": _codec_reference}
 
 
 def _traffic(spec: CapstoneModel, s, lengths, seed: int, device: str = "cpu") -> Traffic:

@@ -25,7 +25,6 @@ from typing import Callable
 
 import torch
 
-from ..contract import Admission, Clock, Declaration, Fixed, Operator, Region, Ring, SlidingWindow
 from ..replay import At
 from .sample_encoder import seed_weights
 
@@ -91,19 +90,6 @@ def stock_step(m: WindowDecoder, x, kv, tail, last):
     kv = torch.cat([kv, kv_new], dim=2)
     tail = torch.cat([tail, raw], dim=1)
     return out, kv[:, :, max(0, kv.shape[2] - s.window):], tail[:, tail.shape[1] - (s.taps - 1):]
-
-
-def _window_reference(s: DecoderSizes) -> Declaration:
-    """The sliding-window decoder's declaration (the grader's reference; never shown)."""
-    clocks = (Clock("calls", "decoder call"),
-              Clock("frames", "latent frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
-              Clock("samples", "audio sample", parent="frames", ratio=s.hop))
-    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads), policy=SlidingWindow(s.window),
-                lifetime="turn", address_stable=True)
-    tail = Region("tail", clock="samples", shape=(1, "samples"), policy=Fixed(s.taps - 1), lifetime="turn",
-                  address_stable=True)
-    op = Operator("decode", reads=("kv",), clock="frames", flush="lookahead")
-    return Declaration("window-decoder", clocks, (kv, tail), (op,), admission=Admission("frames"), call_clock="calls")
 
 
 def _window_stock(m: WindowDecoder):
@@ -177,17 +163,6 @@ def codec_stock_step(m: CodecDecoder, x, ring, end, ctx):
     return out, ring, end + k.shape[1], seen[:, seen.shape[1] - (s.kernel - 1):]
 
 
-def _codec_reference(s: CodecSizes) -> Declaration:
-    """The codec decoder's declaration (the grader's reference; never shown)."""
-    clocks = (Clock("calls", "decoder call"), Clock("frames", "codec frame", parent="calls", ratio=s.chunk))
-    kv = Region("kv", clock="frames", shape=(1, "frames", s.dim), policy=Ring(s.capacity), lifetime="turn",
-                address_stable=True)
-    ctx = Region("ctx", clock="frames", shape=(1, "frames", s.dim), policy=Fixed(s.kernel - 1), lifetime="turn",
-                 address_stable=True)
-    op = Operator("decode", reads=("kv", "ctx"), clock="frames", flush=(1, s.chunk - 1, 1))
-    return Declaration("codec-decoder", clocks, (kv, ctx), (op,), admission=Admission("frames"), call_clock="calls")
-
-
 def _codec_stock(m: CodecDecoder):
     def stock(x, caches, last):
         out, ring, end, ctx = codec_stock_step(m, x, caches.get("kv"), caches.get("end", 0), caches.get("ctx"))
@@ -256,11 +231,6 @@ MODELS: dict[str, CapstoneModel] = {m.name: m for m in (
         "`ring.filled(n)` says which slots hold this turn's keys once n more are written, `ring.buffer` is the "
         "ring."),
 )}
-
-
-#: the grader's reference declarations (they cut the hidden traffic into calls and name the first field of a
-#: student's declaration that differs); kept off the model a notebook hands the student
-_REFERENCES = {"window": _window_reference, "codec": _codec_reference}
 
 
 def capstone_model(name: str) -> CapstoneModel:
