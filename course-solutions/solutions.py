@@ -354,3 +354,46 @@ PLANTED_CODEC_ADAPTERS: dict[str, tuple] = {
     "ctx_not_declared": (lambda s: _codec_declaration(s, ctx=False), _codec_step),
     "ctx_kept_on_the_model": (_codec_declaration, lambda m: _codec_step(m, ctx_on_model=True)),
 }
+
+
+# ---------------------------------------------------------------------------------------
+# notebook 3: the carry's retention, written in place, and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def retain_solution(buf, n, new, sink, window):
+    """PromptRetained(sink, window) in place: append while it fits; else keep the sink, slide the newest frames."""
+    k, cap = new.shape[0], sink + window
+    if n + k <= cap:
+        buf[n:n + k] = new
+        return n + k
+    keep = window - k  # the held frames after the sink that stay
+    buf[sink:sink + keep] = buf[n - keep:n].clone()  # out first: source and destination overlap
+    buf[sink + keep:cap] = new
+    return cap
+
+
+def _retain_cat(buf, n, new, sink, window):
+    """The stock habit: a new tensor (the carry moves)."""
+    c = __import__("torch").cat([buf[:n], new])
+    return __import__("torch").cat([c[:sink], c[c.shape[0] - window:]]) if c.shape[0] > sink + window else c
+
+
+def _retain_no_sink(buf, n, new, sink, window):
+    k, cap = new.shape[0], sink + window
+    if n + k <= cap:
+        buf[n:n + k] = new
+        return n + k
+    keep = cap - k
+    buf[:keep] = buf[n - keep:n].clone()
+    buf[keep:cap] = new
+    return cap
+
+
+def _retain_miscount(buf, n, new, sink, window):
+    retain_solution(buf, n, new, sink, window)
+    return n + new.shape[0]
+
+
+#: mistake name -> a retain that makes it
+PLANTED_RETAINS = {"rebound": _retain_cat, "forgot_sink": _retain_no_sink, "count": _retain_miscount}

@@ -17,6 +17,7 @@
 # **You will learn**
 # - to count the cache's addresses under the stock concat and under the carry, and check both bit for bit;
 # - to read two shadow audits of a carry with the wrong layout and find, yourself, the call each one flags;
+# - to write a carry's retention yourself, in place at one address, graded bit for bit on streams you never see;
 # - what the audit cannot see: it checks the carry against the *declared* cut, so a wrong declaration passes it.
 #
 # The lesson runs on the teaching model shipped in `cadencelab.adapters.teaching` (the same cache structure
@@ -32,6 +33,7 @@ PREDICT_ADDRESSES = None  # your prediction, e.g. {"stock torch.cat": ..., "carr
 
 # %%
 import dataclasses
+import inspect
 
 import pandas as pd
 from IPython.display import HTML, display
@@ -142,6 +144,32 @@ viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
 # reading (chunks counted from 1); the elementwise audit this library runs would have stopped it at the
 # first chunk.
 #
+# ## Exercise: write the carry's retention yourself
+#
+# The runtime's carry for `PromptRetained(sink, window)`, chronological, is yours to write. `buf` is a
+# `(sink + window, dim)` tensor allocated once; its first `n` rows hold the retained frames, oldest first.
+# `new` holds one call's `k` frames (`k <= window`). Write `retain(buf, n, new, sink, window)`: after it, the
+# first rows of `buf` must equal, bit for bit, what the stock loop keeps (`stock_retain` below: `torch.cat`,
+# then the sink and the newest `window` frames), written **into `buf` itself** (its address never changes),
+# and it returns how many rows that is. The grader draws its own streams when it runs (other sizes, other
+# values, every call compared), so no size of the shown example may be typed in.
+
+# %%
+print(inspect.getsource(exercises.stock_retain))
+print("shown sizes:", exercises.CARRY_SHOWN)
+
+
+# %% tags=["answer"]
+def retain(buf, n, new, sink, window):
+    """Write the new frames into buf in place (PromptRetained(sink, window)); return how many rows it holds."""
+    return ...
+
+
+# %%
+fb_carry = grading.grade(exercises.check_carry, retain)
+fb_carry
+
+# %% [markdown]
 # ## What the audit cannot see: the declared cut
 #
 # The shadow is built from the *declaration*. Declare the wrong layout, and the carry and its shadow agree
@@ -207,4 +235,4 @@ assert [ln for ln, _ in lengths] == [min(T2W_CLOCKS.prompt_frames + (i + 1) * n 
 print(f"CHECK OK: notebook 3: carry bit-exact at one address ({auditor.agreements} audited retentions); wrong layout "
       f"flagged at call {caught['elementwise']} (elementwise) / {caught['frames']} (order-blind); a wrong declaration "
       f"passes its audit; exercise {grading.verdict(feedback)}")
-print(grading.record(3, feedback))
+print(grading.record(3, feedback, fb_carry))

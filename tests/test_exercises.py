@@ -120,3 +120,23 @@ def test_a_blank_answer_asks_to_be_filled_in(name):
         fb = check(dict(lo=sol.solution("paired_interval")["lo"], hi=..., verdict=...))
         t = fb.table.set_index("part")
         assert t.loc["lo", "correct"] and "fill this in" in t.loc["hi", "hint"]
+
+
+def test_the_carry_exercise_grades_a_retention_written_in_place():
+    """Notebook 3's carry: the answer passes on streams drawn as the grader runs (never the same twice); each
+    planted slip is named; a blank asks to be filled in."""
+    import torch
+
+    assert ex.check_carry(sol.retain_solution).ok and ex.check_carry(sol.retain_solution).ok
+    for mistake, retain in sol.PLANTED_RETAINS.items():
+        fb = ex.check_carry(retain)
+        assert not fb.ok and mistake in fb.mistakes, (mistake, fb.table)
+    assert all("fill this in" in h for h in ex.check_carry(lambda buf, n, new, sink, window: ...).hints)
+    g1, g2 = torch.Generator(), torch.Generator()
+    g1.seed()
+    g2.seed()
+    from cadencelab.course.exercises.carry import _streams
+
+    a, b = _streams(g1), _streams(g2)
+    assert [(s["sink"], s["window"], s["dim"]) for s in a] != [(s["sink"], s["window"], s["dim"]) for s in b] or \
+        not torch.equal(a[0]["chunks"][0], b[0]["chunks"][0])

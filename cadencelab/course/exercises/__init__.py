@@ -13,6 +13,7 @@ part of the answer.
                 check_K                  steady shape classes per operator
                 check_rho                stock bytes over declared bytes per region
     notebook 3  check_audit_catch        which audit catches the wrong layout at which call
+                check_carry              a retention written in place, graded on streams drawn as it runs
     notebook 4  check_graph_breaks       which change keeps a captured graph from replaying, and why
     notebook 5  check_paired_interval    read an interval of the factorial over processes and blocks
     notebook 6  check_capacity           the most sessions that held the cadence, and the goodput plateau
@@ -20,7 +21,7 @@ part of the answer.
     notebook 8  check_declaration        a declaration certified on the shown sizes and on hidden ones
 
 The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per
-notebook group (:mod:`.clocks`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`, :mod:`.declaration`) and are
+notebook group (:mod:`.clocks`, :mod:`.carry`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`, :mod:`.declaration`) and are
 all importable from here. The course's answers and planted mistakes are not in the package:
 ``course-solutions/solutions.py`` beside the notebooks (the tests load it by path).
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..predict import NO_CLEAR_DIFFERENCE
+from .carry import CARRY_MISTAKES, CARRY_SHOWN, check_carry, stock_retain
 from .carry_replay import AUDIT_CATCH, GRAPH_BREAKS, OUTCOMES, check_audit_catch, check_graph_breaks
 from .clocks import EXTENT_REGIONS, EXTENTS, K_CLASSES, RHO, RHO_REGIONS, check_extents, check_K, check_rho
 from .declaration import DECLARATION_MISTAKES, check_declaration, declaration_diff
@@ -51,6 +53,8 @@ from .sessions import CAPACITY, check_capacity
 
 __all__ = [
     "AUDIT_CATCH",
+    "CARRY_MISTAKES",
+    "CARRY_SHOWN",
     "CAPACITY",
     "DECLARATION_MISTAKES",
     "EXERCISES",
@@ -76,6 +80,7 @@ __all__ = [
     "check_K",
     "check_audit_catch",
     "check_capacity",
+    "check_carry",
     "check_declaration",
     "check_extents",
     "check_graph_breaks",
@@ -89,6 +94,7 @@ __all__ = [
     "is_blank",
     "recorded_summary",
     "slack_exercise_frame",
+    "stock_retain",
 ]
 
 EXERCISES: dict[str, Exercise] = {e.name: e for e in (
