@@ -205,19 +205,27 @@ def solutions_table() -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 
 
-def _wrapper(model, capture, copy: bool = True, clone: bool = True, key=lambda x: tuple(x.shape),
-             recapture: bool = False, use_graphs: bool = True):
-    """One captured graph per exact shape, replayed; each keyword plants one slip."""
-    graphs = {}
+def _wrapper(model, graphs, copy: bool = True, clone: bool = True, key=lambda x: tuple(x.shape),
+             recapture: bool = False, use_graphs: bool = True, warm: bool = True):
+    """One captured graph per exact shape (warm-up on the side stream, capture, replay); each keyword plants one
+    slip."""
+    cache = {}
 
     def run(x):
         if not use_graphs:
             return model(x)
         k = key(x)
-        if k not in graphs or recapture:
+        if k not in cache or recapture:
             static_x = x.clone()
-            graphs[k] = (static_x, *capture(model, static_x))
-        static_x, graph, static_y = graphs[k]
+            if warm:
+                with graphs.side_stream():  # lazy init, autotuning, the allocator: before the capture
+                    for _ in range(3):
+                        model(static_x)
+            graph = graphs.graph()
+            with graph.capture():
+                static_y = model(static_x)
+            cache[k] = (static_x, graph, static_y)
+        static_x, graph, static_y = cache[k]
         if copy:
             static_x.copy_(x)
         graph.replay()
@@ -226,14 +234,14 @@ def _wrapper(model, capture, copy: bool = True, clone: bool = True, key=lambda x
     return run
 
 
-def wrapper_solution(model, capture):
-    """The capture task's answer: a graph per exact shape, ``copy_`` in, replay, ``clone`` out."""
-    return _wrapper(model, capture)
+def wrapper_solution(model, graphs):
+    """The capture task's answer: per exact shape a warm-up and a capture, then ``copy_`` in, replay, ``clone`` out."""
+    return _wrapper(model, graphs)
 
 
-def slow_wrapper(model, capture):
+def slow_wrapper(model, graphs):
     """Exact and replayed, but slow on a GPU: each output makes a round trip through the host (a sync per call)."""
-    run = wrapper_solution(model, capture)
+    run = wrapper_solution(model, graphs)
     return lambda x: run(x).cpu().to(x.device)
 
 
@@ -244,6 +252,7 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
     "shape_mismatch": lambda m, c: _wrapper(m, c, key=lambda x: "one graph"),
     "recaptured": lambda m, c: _wrapper(m, c, recapture=True),
     "never_replayed": lambda m, c: _wrapper(m, c, use_graphs=False),
+    "no_warm_up": lambda m, c: _wrapper(m, c, warm=False),
 }
 
 

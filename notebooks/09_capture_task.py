@@ -11,12 +11,15 @@
 #
 # A performance problem in the style of a kernel leaderboard: you get a model, a reference (eager), and a
 # grader that runs your submission on traffic you never see. Your job is the wrapper notebook 4 built by
-# hand, for a model of your own: one captured graph per exact input shape, replayed. It is graded on three
-# things, in this order: **exact** (every output `torch.equal` to eager, at the call and after later calls),
-# **captures** (once per shape, then replays), and **time** per call against eager (a leaderboard table).
+# hand, for a model of your own: you write the warm-up, the capture and the replay, one graph per exact input
+# shape. It is graded in this order: **exact** (every output `torch.equal` to eager, at the call and after later
+# calls), **captures** (each shape warmed up and captured once, then replayed, every output from the replayed
+# graph: a call to the model beside it is caught), and, on a GPU, **speed**: the interval of your speedup over
+# eager on the hidden shapes must lie above the target. On a CPU the grade is for correctness only, and says so.
 #
 # **You will learn**
-# - to write a capture-and-replay wrapper: static input, `copy_` in, replay, `clone` out, one graph per shape;
+# - to write a capture-and-replay wrapper: side-stream warm-up, capture, static input, `copy_` in, replay,
+#   `clone` out, one graph per shape;
 # - the three ways such a wrapper goes wrong silently (stale input, aliased output, one graph for every shape),
 #   each caught by the grader by name;
 # - to read a leaderboard honestly: on a CPU the graphs are simulated and cannot be faster; on a GPU they are.
@@ -38,7 +41,7 @@ import inspect
 from IPython.display import HTML, display
 
 from cadencelab.course import capture_task as task
-from cadencelab.course import glossary, grading
+from cadencelab.course import glossary, grading, graph_kit
 from cadencelab.course.display import show
 from cadencelab.course.predict import Prediction, reveal, reveal_figure
 
@@ -58,25 +61,25 @@ shown = task.shown_traffic(DEVICE)
 print("shown calls, frames per call:", [x.shape[1] for x in shown])
 
 # %% [markdown]
-# The tool you are given: `capture(fn, static_x)` returns `(graph, static_y)`. After it, `graph.replay()`
-# recomputes `static_y` from **whatever `static_x` holds now**, into **the same `static_y` tensor**. On CUDA
-# this is notebook 4's recipe (side-stream warm-up, `torch.cuda.graph`); on a CPU a simulated graph with
-# the same semantics:
+# What you are given, `graphs`: a side stream to warm the model up in, and graphs to capture and replay. After
+# `with g.capture(): static_y = model(static_x)`, `g.replay()` recomputes `static_y` from **whatever `static_x`
+# holds now**, into **the same `static_y` tensor**. On CUDA these are notebook 4's real things (a side stream,
+# `torch.cuda.graph`); on a CPU a stand-in with the same semantics:
 
 # %%
-print(inspect.getsource(task.SimulatedGraph))
+print(graph_kit.__doc__)
 
 # %% [markdown]
 # ## Your submission
 #
-# Write `make_wrapper(model, capture)`: it returns a function `run(x)` that gives `model(x)`, keeping one
-# `(static input, graph, static output)` per exact `x.shape`. Hints: `static_x = x.clone()` before the first
-# capture of a shape; on every call, copy the new values in; replay; hand back something the next call
-# cannot overwrite.
+# Write `make_wrapper(model, graphs)`: it returns a function `run(x)` that gives `model(x)`, keeping one
+# `(static input, graph, static output)` per exact `x.shape`. The first time a shape comes: a static input
+# (`x.clone()`), a few warm-up calls in `graphs.side_stream()`, then a new graph and the capture. Every call:
+# copy the new values in, replay, hand back something the next call cannot overwrite.
 
 # %% tags=["answer"]
-def make_wrapper(model, capture):
-    """Your capture-and-replay wrapper: one graph per exact input shape."""
+def make_wrapper(model, graphs):
+    """Your capture-and-replay wrapper: warm-up, capture, replay; one graph per exact input shape."""
     return ...  # a function run(x) -> model(x)
 
 
@@ -139,5 +142,6 @@ assert {"stale_input", "aliased_output", "shape_mismatch", "side_call"} <= set(s
 assert board.loc[board["submission"] == "eager (reference)", "exact"].all()
 assert LIVE or mine.empty or mine["speedup"].iloc[0] < 1.5, "a simulated graph cannot beat eager on a CPU"
 print(f"CHECK OK: notebook 9: {len(slips)} slips the grader names on hidden shapes drawn as it runs; your wrapper: "
-      f"{grading.verdict(feedback)}" + (f", {mine['speedup'].iloc[0]:.2f}x eager on {DEVICE}" if len(mine) else ""))
+      f"{grading.verdict(feedback)}" + (f", {mine['speedup'].iloc[0]:.2f}x eager on {DEVICE}, graded for "
+                                        f"{mine['graded'].iloc[0]}" if len(mine) else ""))
 print(grading.record(9, feedback))

@@ -265,13 +265,19 @@ def test_the_capture_wrapper_is_graded_on_hidden_shapes():
     assert [x.shape for x in a] != [x.shape for x in b] or not all(torch.equal(x, y) for x, y in zip(a, b)), \
         "the hidden traffic is drawn when the grader runs, never the same twice"
 
-    def other_style(model, capture):  # the same wrapper written another way: zeros buffer, slice assignment
+    def other_style(model, graphs):  # the same wrapper written another way: zeros buffer, slice assignment
         cache = {}
 
         def run(x):
             if x.shape not in cache:
                 buf = torch.zeros_like(x)
-                cache[x.shape] = (buf, *capture(model, buf))
+                buf[...] = x
+                with graphs.side_stream():
+                    model(buf)
+                g = graphs.graph()
+                with g.capture():
+                    out = model(buf)
+                cache[x.shape] = (buf, g, out)
             buf, graph, out = cache[x.shape]
             buf[...] = x
             graph.replay()
@@ -297,8 +303,8 @@ def test_a_wrapper_that_replays_then_calls_the_model_fails():
     """Cheat 5 of issue 37: capture per shape, replay to bump the counters, return model(x): exact, and failed."""
     from cadencelab.course import capture_task as task
 
-    def side_call(model, capture):
-        inner = sol.wrapper_solution(model, capture)
+    def side_call(model, graphs):
+        inner = sol.wrapper_solution(model, graphs)
 
         def run(x):
             inner(x)
@@ -306,21 +312,32 @@ def test_a_wrapper_that_replays_then_calls_the_model_fails():
 
         return run
 
-    def side_call_module(model, capture):
-        inner = sol.wrapper_solution(model, capture)
+    def side_call_module(model, graphs):
+        inner = sol.wrapper_solution(model, graphs)
         return lambda x: (inner(x), model(x))[1]
+
+    def warm_every_call(model, graphs):  # the model run "as a warm-up" on every call: still a side call
+        inner = sol.wrapper_solution(model, graphs)
+
+        def run(x):
+            inner(x)
+            with graphs.side_stream():
+                return model(x)
+
+        return run
 
     fb = task.check_wrapper(side_call_module)
     assert not fb.ok and fb.mistakes == ["side_call"] and fb.row["exact"] and fb.row["side_calls"] > 0, fb.table
     assert "replayed graph" in fb.message
-    fb = task.check_wrapper(side_call)
-    assert not fb.ok and "side_call" in fb.mistakes, fb.table
+    for cheat in (side_call, warm_every_call):
+        fb = task.check_wrapper(cheat)
+        assert not fb.ok and "side_call" in fb.mistakes, fb.table
 
 
 def test_a_garbage_wrapper_shows_no_output_value():
     from cadencelab.course import capture_task as task
 
-    def garbage(model, capture):
+    def garbage(model, graphs):
         return lambda x: x * 0 + 3.25
 
     fb = task.check_wrapper(garbage)

@@ -1,8 +1,9 @@
 """The capture task: write the capture-and-replay wrapper of a small model, graded like a leaderboard problem.
 
-The student writes ``make_wrapper(model, capture)``: it returns a function ``x -> model(x)`` that keeps one
-captured graph per exact input shape and replays it (``capture(fn, static_x)`` gives ``(graph,
-static_y)``; ``graph.replay()`` recomputes ``static_y`` from whatever ``static_x`` holds). :func:`grade_wrapper`
+The student writes ``make_wrapper(model, graphs)``: it returns a function ``x -> model(x)`` that keeps one
+captured graph per exact input shape and replays it, warm-up, capture and replay written by the student with the
+:class:`~cadencelab.course.graph_kit.GraphKit` it is given (``graphs.side_stream()`` to warm up in,
+``graphs.graph()`` with ``capture()`` and ``replay()``). :func:`grade_wrapper`
 runs it on traffic the student never sees (hidden shapes, fresh values every call, shapes that come back),
 compares every output with eager bit for bit (``torch.equal``), checks that earlier outputs were not
 overwritten afterwards, counts captures and replays, and times both: one leaderboard row. The traffic is drawn
@@ -12,25 +13,24 @@ returns ``model(x)`` anyway fails (``side_call``). On CUDA the wrapper must also
 speedup's interval over paired passes (the course's hierarchical bootstrap, one level) must lie above
 :data:`TARGET_SPEEDUP`; on a CPU the grade is for correctness only, and says so.
 
-On CUDA ``capture`` is the real recipe (side-stream warm-up, ``torch.cuda.graph``; the one notebook 4 shows).
-On a CPU it is :class:`SimulatedGraph`: a stand-in with a CUDA graph's semantics, so the grader stays
-meaningful there: replay reads the static input's *current values* (forget the ``copy_`` and you get a stale
-answer) and writes into the *same* static output (return it without ``clone`` and the next call overwrites
-it), and a graph only fits the shape it was captured at.
+On CUDA the kit is the real thing (a side stream, ``torch.cuda.graph``; notebook 4's recipe). On a CPU it is a
+stand-in with a CUDA graph's semantics, so the grader stays meaningful there: replay reads the static input's
+*current values* (forget the ``copy_`` and you get a stale answer) and writes into the *same* static output
+(return it without ``clone`` and the next call overwrites it), and a graph only fits the shape it was captured at.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
 import torch
 
 from .exercises.machinery import FEEDBACK_COLUMNS, HIDDEN, Feedback, is_blank
+from .graph_kit import GraphKit
 
-__all__ = ["TaskModel", "SimulatedGraph", "Capturer", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
+__all__ = ["TaskModel", "GraphKit", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
            "leaderboard", "mistakes_table", "WRAPPER_MISTAKES", "TARGET_SPEEDUP", "eager_wrapper", "LEADERBOARD_COLUMNS"]
 
 #: the mistakes the grader names, each with its hint (never the right outputs)
@@ -44,6 +44,9 @@ WRAPPER_MISTAKES = {
     "recaptured": "more captures than distinct shapes: capture once per shape and replay afterwards (a capture "
                   "costs many eager calls).",
     "never_replayed": "no graph was replayed: the wrapper ran eagerly; capture per shape, then replay.",
+    "uncaptured": "some shapes were never captured and ran eagerly every call: capture each exact shape once.",
+    "no_warm_up": "a shape was captured without a warm-up: run the model at that shape in graphs.side_stream() "
+                  "first (lazy initialisation, autotuning and the allocator must not be captured).",
     "side_call": "the model ran eagerly outside its captures and replays: the output must come from the replayed "
                  "graph's static output, not from a call to the model beside it.",
     "slow": "exact, but not faster than eager by the target on this GPU (the interval of the speedup must lie "
@@ -78,70 +81,6 @@ def make_model(device: str = "cpu", seed: int = 0, dim: int = 64) -> TaskModel:
     return TaskModel(dim).to(device).eval()
 
 
-class SimulatedGraph:
-    """A CUDA graph's semantics on a CPU: replay recomputes ``fn(static_x)`` into the same ``static_y``."""
-
-    def __init__(self, fn: Callable, static_x: torch.Tensor):
-        self.fn, self.static_x, self.shape = fn, static_x, tuple(static_x.shape)
-        with torch.no_grad():
-            self.static_y = fn(static_x).clone()
-        self.replays = 0
-
-    def replay(self) -> None:
-        if tuple(self.static_x.shape) != self.shape:
-            raise RuntimeError(f"graph captured at shape {self.shape} replayed on {tuple(self.static_x.shape)}")
-        with torch.no_grad():
-            self.static_y.copy_(self.fn(self.static_x))
-        self.replays += 1
-
-
-@dataclass
-class Capturer:
-    """The ``capture(fn, static_x) -> (graph, static_y)`` a wrapper is given; counts captures and replays."""
-
-    device: torch.device
-    graphs: list = field(default_factory=list)
-    inside: bool = False  # inside a capture or a replay: the model's calls there are the graph's
-
-    def __call__(self, fn: Callable, static_x: torch.Tensor):
-        self.inside = True
-        try:
-            if self.device.type == "cuda":
-                from .graph_lesson import capture
-
-                graph, static_y = capture(fn, static_x)
-            else:
-                graph = SimulatedGraph(fn, static_x)
-                static_y = graph.static_y
-        finally:
-            self.inside = False
-        self.graphs.append(_Counted(graph, self))
-        return self.graphs[-1], static_y
-
-    @property
-    def captures(self) -> int:
-        return len(self.graphs)
-
-    @property
-    def replays(self) -> int:
-        return sum(g.replays for g in self.graphs)
-
-
-class _Counted:
-    """A graph whose replays are counted (the CUDA graph object does not count them)."""
-
-    def __init__(self, graph, cap: Capturer):
-        self.graph, self.replays, self._cap = graph, 0, cap
-
-    def replay(self) -> None:
-        self._cap.inside = True
-        try:
-            self.graph.replay()
-        finally:
-            self._cap.inside = False
-        self.replays += 1
-
-
 def _traffic(lengths, dim: int, device, seed: int | None) -> list[torch.Tensor]:
     g = torch.Generator()
     if seed is None:
@@ -168,25 +107,7 @@ def _hidden(device, dim: int) -> list[torch.Tensor]:
     return _traffic([sizes[i] for i in order], dim, device, seed=None)
 
 
-class _EagerCounter:
-    """Counts the model's computations run outside a capture or a replay: a pre-hook on every module of the model
-    (``model(x)``, ``model.forward(x)`` and the class's forward all reach its layers)."""
-
-    def __init__(self, model, cap: "Capturer"):
-        self.cap, self.calls = cap, 0
-        self.handles = [m.register_forward_pre_hook(self._pre) for m in model.modules()]
-
-    def _pre(self, module, args):
-        if not self.cap.inside:
-            self.calls += 1
-
-    def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles = []
-
-
-def eager_wrapper(model, capture):
+def eager_wrapper(model, graphs):
     """The reference submission: no graphs at all (what a wrapper must equal, and beat on a GPU)."""
     return model
 
@@ -230,23 +151,22 @@ def _race(eager: Callable, fn: Callable, xs: list, device, repeats: int | None =
 
 def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your wrapper",
                   traffic: list | None = None) -> Feedback:
-    """Grade ``make_wrapper(model, capture)`` on the hidden traffic: exact, never stale, never aliased, one
+    """Grade ``make_wrapper(model, graphs)`` on the hidden traffic: exact, never stale, never aliased, one
     capture per shape, replayed; timed against eager. The Feedback's ``row`` is its leaderboard row."""
     dev = torch.device(device)
     if is_blank(make_wrapper):
         return _feedback([dict(part="wrapper", answer=None, expected=HIDDEN, correct=False, mistake="",
                                hint="wrapper: fill this in (write make_wrapper, then run the cell again).")], None)
     if not callable(make_wrapper):
-        raise TypeError(f"grade_wrapper: expected a function make_wrapper(model, capture), "
+        raise TypeError(f"grade_wrapper: expected a function make_wrapper(model, graphs), "
                         f"got {type(make_wrapper).__name__}")
     model = make_model(device)
     xs = traffic if traffic is not None else _hidden(dev, model.up.in_features)
     with torch.no_grad():
         want = [model(x.clone()) for x in xs]
-    cap = Capturer(dev)
-    counter = _EagerCounter(model, cap)
+    kit = GraphKit(model, dev)
     try:
-        fn = make_wrapper(model, cap)
+        fn = make_wrapper(model, kit)
         if is_blank(fn):
             return grade_wrapper(..., device)
         right_now, got = [], []
@@ -255,11 +175,12 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
                 y = fn(x.clone())
                 got.append(y)
                 right_now.append(bool(y.shape == w.shape and torch.equal(y, w)))
-        captures, side_calls = cap.captures, counter.calls
-        counter.remove()
+        captures, side_calls, replays, unwarmed = kit.captures, kit.side_calls, kit.replays, kit.unwarmed
+        captured_shapes = len(kit.captured)
+        kit.close()
         eager_us, us, speed = _race(model, fn, xs, dev)  # every shape captured by now
     except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size
-        counter.remove()
+        kit.close()
         bad = "shape" in str(e) or "size" in str(e)
         return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False,
                                mistake="shape_mismatch" if bad else "",
@@ -272,10 +193,14 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
                                                        else "aliased_output")]
     if captures > shapes:
         rows.append(_row("captures", False, "recaptured"))
-    elif captures == 0 or cap.replays == 0:
+    elif captures == 0 or replays == 0:
         rows.append(_row("captures", False, "never_replayed"))
     elif side_calls:
         rows.append(_row("captures", False, "side_call"))
+    elif captured_shapes < shapes:
+        rows.append(_row("captures", False, "uncaptured"))
+    elif unwarmed:
+        rows.append(_row("captures", False, "no_warm_up"))
     else:
         rows.append(_row("captures", True, ""))
     if dev.type == "cuda":  # graded for speed too: the interval of the speedup above the target
@@ -286,7 +211,7 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
         r["answer"] = f"{speed[0]:.2f}x [{speed[1]:.2f}, {speed[2]:.2f}] (target above {TARGET_SPEEDUP}x)"
         rows.append(r)
     row = dict(submission=name, exact=exact, calls=len(xs), hidden_shapes=shapes, captures=captures,
-               replays=cap.replays, us_per_call=us, eager_us_per_call=eager_us, speedup=eager_us / us,
+               replays=replays, us_per_call=us, eager_us_per_call=eager_us, speedup=eager_us / us,
                speedup_lo=speed[1], speedup_hi=speed[2], side_calls=side_calls, device=str(dev),
                graded=("exactness and speed" if dev.type == "cuda" else "exactness only (CPU: no speed grade)"))
     return _feedback(rows, row)
