@@ -355,6 +355,22 @@ codec_adapter_solution = (_codec_declaration, _codec_step)
 #: the capstone's answer per model
 ADAPTER_SOLUTIONS = {"window": adapter_solution, "codec": codec_adapter_solution}
 
+
+def _slow_decoder_step(model, repeats: int = 24):
+    """Exact and replayed, but slow: the call's work done ``repeats`` times (the last result kept)."""
+    step = _decoder_step(model)
+
+    def slow(x, caches, last):
+        for _ in range(repeats - 1):
+            step(x, caches, last)
+        return step(x, caches, last)
+
+    return slow
+
+
+#: an adapter of the sliding-window decoder that is certified but not faster than the stock loop on a GPU
+slow_adapter = (_decoder_declaration, _slow_decoder_step)
+
 #: mistake name -> an adapter of the codec decoder that makes it
 PLANTED_CODEC_ADAPTERS: dict[str, tuple] = {
     "window_for_ring": (lambda s: _codec_declaration(s, kv_policy=SlidingWindow(s.capacity)), _codec_step),

@@ -458,6 +458,13 @@ def test_the_capture_task_and_the_capstone_on_a_gpu():
     assert not slow.ok and slow.row["exact"] and slow.mistakes == ["slow"], slow.table
     inexact = task.check_wrapper(sol.PLANTED_WRAPPERS["stale_input"], device="cuda")
     assert not inexact.ok and not inexact.row["exact"], inexact.table
+    for model in capstone.MODELS:  # graded for exactness and speed on the GPU
+        fb = capstone.check_adapter(sol.ADAPTER_SOLUTIONS[model], backend="cuda", device="cuda", model=model)
+        assert fb.ok and fb.graded == "exactness and speed", fb.table.to_string()
+    slow = capstone.check_adapter(sol.slow_adapter, backend="cuda", device="cuda")
+    assert not slow.ok and slow.mistakes == ["slow"], slow.table.to_string()
+    inexact = capstone.check_adapter(sol.PLANTED_ADAPTERS["whole_cache_returned"], backend="cuda", device="cuda")
+    assert not inexact.ok and "slow" not in inexact.mistakes, inexact.table.to_string()
     for model in capstone.MODELS:  # every model a student may pick, certified with real graphs
         d = capstone.diagnose(sol.ADAPTER_SOLUTIONS[model], model, backend="cuda", device="cuda")
         said = "\n".join(f"{k}:\n{d[k].to_string()}" for k in ("feedback", "clauses", "preflight", "events",

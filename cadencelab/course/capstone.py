@@ -37,8 +37,8 @@ from .capstone_models import (
 from .exercises.declaration import declaration_diff
 from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
 
-__all__ = ["DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step",
-           "check_adapter", "certificate", "shown_traffic", "ADAPTER_HINTS", "FRAMES", "MODELS", "capstone_model",
+__all__ = ["DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step", "check_adapter",
+           "certificate", "CAPSTONE_TARGET", "shown_traffic", "ADAPTER_HINTS", "FRAMES", "MODELS", "capstone_model",
            "DEFAULT_MODEL"]
 
 #: the model the notebook opens on (the tour and CI run it; a student may pick another)
@@ -177,7 +177,9 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
     if is_blank(answer) or (isinstance(answer, tuple) and any(is_blank(a) for a in answer)):
         rows = [dict(part=w, answer=None, expected="certified", correct=False, mistake="",
                      hint=f"{w}: fill this in (declare and make_step), then run the cell again.") for w in parts]
-        return Feedback("adapter", pd.DataFrame(rows, columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+        fb = Feedback("adapter", pd.DataFrame(rows, columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+        fb.graded = "nothing yet"
+        return fb
     if not (isinstance(answer, tuple) and len(answer) == 2 and all(callable(a) for a in answer)):
         raise TypeError("check_adapter: pass (declare, make_step), two functions: declare(sizes) -> Declaration, "
                         "make_step(model) -> step")
@@ -189,7 +191,44 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
         hidden.update(mistake="literal_size", hint="hidden sizes: a size was typed as a number instead of read "
                       "from the sizes: right for the sizes shown, wrong for another configuration of the model."
                       + (f" The first field that differs: {field}." if field else ""))
-    return Feedback("adapter", pd.DataFrame([shown, hidden], columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+    rows = [shown, hidden]
+    if backend == "cuda":  # on a GPU graded for speed too, once exact: SRc against the stock loop, hidden sizes
+        rows.append(_speed_row(spec, declare, make_step, device) if shown["correct"] and hidden["correct"] else
+                    dict(part="speed", answer=None, expected=f"above {CAPSTONE_TARGET}x", correct=False, mistake="",
+                         hint="speed: graded once the adapter is certified at both configurations."))
+    fb = Feedback("adapter", pd.DataFrame(rows, columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+    fb.graded = "exactness and speed" if backend == "cuda" else f"exactness only ({backend} backend: no speed grade)"
+    return fb
+
+
+#: on CUDA, the speedup of the adapter's SRc arm over the stock loop (B0) whose conservative lower end (B0's
+#: interval's low end over SRc's high end) must exceed this
+CAPSTONE_TARGET = 1.2
+#: timed blocks per arm of the capstone's speed grade
+SPEED_BLOCKS = 8
+
+
+def _speed_row(spec: CapstoneModel, declare: Callable, make_step: Callable, device: str,
+               backend: str = "cuda") -> dict:
+    """SRc against B0 at the hidden sizes on fresh traffic, the course's in-process factorial (blocks, the arm
+    order rotated, a percentile bootstrap over blocks); exact in every block and faster by the target."""
+    from ..adapters.kit import KitModel, factorial
+
+    s = spec.hidden
+    lengths, _ = spec.hidden_turns["hidden sizes"]
+    m = spec.build(s, device)
+    kit = KitModel(declare(s), make_step(m), spec.stock(m), _traffic(spec, s, lengths, secrets.randbelow(2**31),
+                                                                     device), frames=FRAMES, modules=(m,),
+                   device=device)
+    df = factorial(kit, arms=("B0", "SRc"), blocks=SPEED_BLOCKS, backend=backend).set_index("arm")
+    b0, src = df.loc["B0"], df.loc["SRc"]
+    point, lo = b0["latency_ms"] / src["latency_ms"], b0["latency_ms_lo"] / src["latency_ms_hi"]
+    ok = bool(src["bit_exact"]) and bool(lo > CAPSTONE_TARGET)
+    said = f"{point:.2f}x (at least {lo:.2f}x) over the stock loop, target above {CAPSTONE_TARGET}x"
+    return dict(part="speed", answer=said, expected=f"above {CAPSTONE_TARGET}x", correct=ok,
+                mistake="" if ok else "slow",
+                hint="" if ok else f"speed: {said}: replay is not paying off; look for a host sync, an allocation or "
+                                   f"a copy in the step (the certificate's preflight and counters say where).")
 
 
 def diagnose(answer: tuple, model: str = DEFAULT_MODEL, backend: str = "cuda", device: str = "cuda") -> dict:
