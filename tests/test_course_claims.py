@@ -120,3 +120,20 @@ def test_each_notebook_shows_the_glossary_of_its_own_number():
         asked = re.findall(r"glossary\.to_html\(notebook=(\d+)\)", path.read_text(encoding="utf-8"))
         assert asked == [str(number)], f"{path.name} shows the glossary of notebook(s) {asked}"
         assert g["notebooks"].map(lambda n: number in n).any(), f"no glossary term is used in notebook {number}"
+
+
+def test_nb5_the_two_headlines_are_reconciled_by_b0():
+    """Notebook 5's 'Two figures, two runs': both speedups shown with intervals; they do not overlap; SRc agrees
+    between the runs to a fraction of a ms while B0's intervals do not overlap, and the slower B0 gives the larger
+    figure; the headline run has more processes per arm."""
+    from cadencelab.course import trust
+
+    two = trust.two_headlines().set_index("run")
+    h, f = two.loc["headline"], two.loc["factorial"]
+    assert h["lo"] > f["hi"] or f["lo"] > h["hi"]  # "the two intervals do not overlap"
+    assert abs(h["SRc_ms"] - f["SRc_ms"]) < 1  # "agrees between them to a fraction of a millisecond"
+    assert h["B0_lo"] > f["B0_hi"] or f["B0_lo"] > h["B0_hi"]  # "its intervals do not overlap either"
+    assert (h["B0_ms"] > f["B0_ms"]) == (h["speedup"] > f["speedup"])  # "the run where B0 ran slower ... larger"
+    assert h["cores"] != f["cores"] and h["arms"] != f["arms"]  # "pinned to other cores and ran other arms"
+    assert h["processes"] > f["processes"] and (h["hi"] - h["lo"]) < (f["hi"] - f["lo"])
+    assert "Two figures, two runs" in _source("05_")
