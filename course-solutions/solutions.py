@@ -51,11 +51,13 @@ def _t2w(f_prompt=None, f_retained=None, f_chunk=None, n_steps=None):
 
 
 def _solve_launch_cost(condition: str = "exact") -> dict:
-    s = _data().duplex_summary(condition)
-    b0, src = s.loc["B0"], s.loc["SRc"]
-    idle = b0["synthesis_ms_median"] * b0["synthesis_slack_frac"]
-    per_us = idle * 1e3 / b0["synthesis_launches"]
-    return dict(b0_idle_ms=idle, per_launch_us=per_us, src_predicted_idle_ms=src["synthesis_launches"] * per_us / 1e3)
+    from cadencelab.course.anatomy import profiled_window
+
+    w = profiled_window(condition).set_index(["arm", "range"])
+    b0, src = w.loc[("B0", "synthesis")], w.loc[("SRc", "synthesis")]
+    idle = b0["wall_ms"] * b0["slack_frac"]
+    per_us = idle * 1e3 / b0["launches"]
+    return dict(b0_idle_ms=idle, per_launch_us=per_us, src_predicted_idle_ms=src["launches"] * per_us / 1e3)
 
 
 def _solve_extents(regions=None, **clocks) -> dict:

@@ -137,3 +137,31 @@ def test_nb5_the_two_headlines_are_reconciled_by_b0():
     assert h["cores"] != f["cores"] and h["arms"] != f["arms"]  # "pinned to other cores and ran other arms"
     assert h["processes"] > f["processes"] and (h["hi"] - h["lo"]) < (f["hi"] - f["lo"])
     assert "Two figures, two runs" in _source("05_")
+
+
+def test_nb1_served_lms_already_fit_the_cadence_and_src_leaves_room():
+    """Notebook 1: 'Served language models alone already bring B0's median second inside the cadence; SRc takes
+    ... the second to well under half the cadence' (the old 'only then' was false: B0 served is inside too)."""
+    from cadencelab.course import frames
+
+    if not data.is_recorded("duplex_served"):
+        pytest.skip("no served recording")
+    sv = anatomy.served_frame()
+    assert sv.loc["B0+graphLM", "second_ms_median"] < frames.CADENCE_MS
+    assert sv.loc["SRc+graphLM", "second_ms_median"] < frames.CADENCE_MS / 2
+    b0s = sv.loc["B0+graphLM"]
+    assert b0s["synthesis_ms"] > max(b0s[f"{st}_ms"] for st in anatomy.LM_STAGES)  # "the largest stage"
+    assert "only then" not in _source("01_")
+
+
+def test_nb1_the_launch_exercise_keeps_every_factor_in_the_profiled_second():
+    """Notebook 1's exercise: the profiled slack times the profiled wall time (not an unprofiled median, which
+    notebook 7 tells the student never to mix in); SRc's measured idle is larger than its launches predict."""
+    from cadencelab.course import exercises as ex
+
+    w = anatomy.profiled_window().set_index(["arm", "range"])
+    b0, src = w.loc[("B0", "synthesis")], w.loc[("SRc", "synthesis")]
+    key = ex.LAUNCH_COST.expected(ex.LAUNCH_COST.context())
+    assert key["b0_idle_ms"] == pytest.approx(b0["idle_ms"], rel=1e-3)
+    assert src["idle_ms"] > key["src_predicted_idle_ms"]  # "SRc's measured idle is larger than ... predict"
+    assert "profiled_window" in _source("01_").split("## Exercise: from launches")[1].split("# %%")[0]
