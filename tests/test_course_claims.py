@@ -165,3 +165,27 @@ def test_nb1_the_launch_exercise_keeps_every_factor_in_the_profiled_second():
     assert key["b0_idle_ms"] == pytest.approx(b0["idle_ms"], rel=1e-3)
     assert src["idle_ms"] > key["src_predicted_idle_ms"]  # "SRc's measured idle is larger than ... predict"
     assert "profiled_window" in _source("01_").split("## Exercise: from launches")[1].split("# %%")[0]
+
+
+def test_nb6_aligned_arrivals_are_not_batchings_best_case_here():
+    """Notebook 6: SRb held more speak-heavy sessions staggered than aligned; the separate SRb-only staggered run
+    is a lower bound below it; the old 'best case for batching' sentence is gone."""
+    from cadencelab.course import capacity
+
+    def srb(d):
+        return capacity.capacity_bounds(d).set_index(["arm", "workload"]).loc[("SRb", "speak_heavy")]
+
+    aligned, staggered, alone = srb("sessions"), srb("sessions_staggered"), srb("sessions_srb_staggered")
+    assert staggered["max_sessions"] > aligned["max_sessions"] and staggered["bound"] == aligned["bound"] == "exact"
+    assert alone["bound"] == "lower_bound" and alone["max_sessions"] < staggered["max_sessions"]
+    assert all(r["experimental"] for r in (aligned, staggered, alone))
+    assert "are the best case for batching" not in _source("06_")
+
+
+def test_nb8_the_recovered_share_holds_in_every_block_of_one_process():
+    """Notebook 8: 'every timed block of this run says so' (above 100%), 'all three blocks of one process'."""
+    from cadencelab.course import paper
+
+    per = paper.recovered_share_blocks()
+    assert len(per) == 3 and per.attrs["processes"] == 1 and (per["share"] > 1).all()
+    assert "104%" not in _source("08_") and "all three blocks of one process" in _source("08_").replace("\n# ", " ")
