@@ -424,3 +424,37 @@ def _retain_miscount(buf, n, new, sink, window):
 
 #: mistake name -> a retain that makes it
 PLANTED_RETAINS = {"rebound": _retain_cat, "forgot_sink": _retain_no_sink, "count": _retain_miscount}
+
+
+# ---------------------------------------------------------------------------------------
+# notebook 0: busy and slack as a function, and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def busy_slack_solution(starts_ns, ends_ns, window_start_ns, window_end_ns):
+    """The union of the intervals clipped to the window, in ms, and the window's idle share."""
+    spans = sorted(zip(starts_ns.clip(window_start_ns, window_end_ns), ends_ns.clip(window_start_ns, window_end_ns)))
+    busy_ns, cur = 0, None
+    for a, b in spans:
+        if cur is None or a > cur[1]:
+            busy_ns += 0 if cur is None else cur[1] - cur[0]
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    busy_ns += 0 if cur is None else cur[1] - cur[0]
+    wall = window_end_ns - window_start_ns
+    return dict(busy_ms=busy_ns / 1e6, slack=(wall - busy_ns) / wall)
+
+
+def _summed(starts_ns, ends_ns, ws, we):
+    busy = int((ends_ns.clip(ws, we) - starts_ns.clip(ws, we)).sum())
+    return dict(busy_ms=busy / 1e6, slack=(we - ws - busy) / (we - ws))
+
+
+def _share(starts_ns, ends_ns, ws, we):
+    r = busy_slack_solution(starts_ns, ends_ns, ws, we)
+    return dict(busy_ms=r["busy_ms"], slack=1 - r["slack"])
+
+
+#: mistake name -> a busy_and_slack that makes it
+PLANTED_BUSY_SLACK = {"durations_summed": _summed, "busy_share": _share}

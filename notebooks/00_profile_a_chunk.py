@@ -98,18 +98,23 @@ host = handson.host_ops_as_kernels(trace)
 host.kernels[["name", "start_ns", "dur_ns"]].head(5)
 
 # %% [markdown]
-# ## Exercise: busy and slack, by hand
+# ## Exercise: busy and slack, as code
 #
-# From `host`: take the chunk window (`profile.windows(trace, "chunk")`: `start_ns`, `end_ns`), the
-# innermost ops' intervals (`host.kernels`: `start_ns`, `end_ns`), and compute (1) the busy time in ms, the
-# length of the union of those intervals inside the window, (2) the slack, the idle share of the window's
-# wall time. Busy is graded within 2% (or 0.01 ms), slack within 0.01.
+# Write `busy_and_slack(starts_ns, ends_ns, window_start_ns, window_end_ns)`: from intervals `[start, end)` in
+# nanoseconds (numpy arrays) and a window, it returns `dict(busy_ms=..., slack=...)`: (1) the busy time in ms,
+# the length of the union of the intervals inside the window, (2) the slack, the idle share of the window's
+# wall time. The grader runs it on your chunk (`host.kernels`' `start_ns` and `end_ns`, the window from
+# `profile.windows(trace, "chunk")`) and on interval sets it draws when it runs: nested, overlapping, crossing
+# the window's edges. Busy is graded within 2% (or 0.01 ms), slack within 0.01.
 
 # %% tags=["answer"]
-answer = dict(busy_ms=..., slack=...)
+def busy_and_slack(starts_ns, ends_ns, window_start_ns, window_end_ns):
+    """Busy ms (the union of the intervals inside the window) and slack (the idle share of the window)."""
+    return ...
+
 
 # %%
-feedback = grading.grade(exercises.check_own_profile, answer, trace=trace)
+feedback = grading.grade(exercises.check_busy_slack, busy_and_slack, trace=trace)
 feedback
 
 # %% [markdown]

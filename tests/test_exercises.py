@@ -140,3 +140,16 @@ def test_the_carry_exercise_grades_a_retention_written_in_place():
     a, b = _streams(g1), _streams(g2)
     assert [(s["sink"], s["window"], s["dim"]) for s in a] != [(s["sink"], s["window"], s["dim"]) for s in b] or \
         not torch.equal(a[0]["chunks"][0], b[0]["chunks"][0])
+
+
+def test_notebook_0s_function_is_graded_on_its_trace_and_on_intervals_drawn_now():
+    """Notebook 0 asks for code, not a value a library call prints: busy and slack as a function, graded on the
+    student's chunk and on nested, overlapping, window-crossing intervals drawn as the grader runs."""
+    fb = ex.check_busy_slack(sol.busy_slack_solution)
+    assert fb.ok and fb.table["part"].tolist() == ["your trace", "hidden intervals"], fb.table
+    for mistake, fn in sol.PLANTED_BUSY_SLACK.items():
+        fb = ex.check_busy_slack(fn)
+        assert not fb.ok and mistake in fb.mistakes, (mistake, fb.table)
+    assert all("fill this in" in h for h in ex.check_busy_slack(lambda s, e, a, b: ...).hints)
+    fb = ex.check_busy_slack(lambda s, e, a, b: 1 / 0)
+    assert not fb.ok and "ZeroDivisionError" in fb.message

@@ -7,7 +7,8 @@ inputs, so a wrong answer that equals it gets that slip's hint ("K = 2, expected
 extents, the first included"). A check returns a :class:`Feedback` whose table has one row per
 part of the answer.
 
-    notebook 0  check_own_profile        busy and slack of a chunk you profiled yourself (CPU)
+    notebook 0  check_busy_slack         busy and slack as a function, on your profiled chunk and on intervals
+                                         drawn as it runs (check_own_profile: the values, for the tests)
     notebook 1  check_launch_cost        idle per launch from the recorded duplex second
     notebook 2  check_extents            cached extents a region passes through
                 check_K                  steady shape classes per operator
@@ -36,7 +37,7 @@ from .carry_replay import AUDIT_CATCH, GRAPH_BREAKS, OUTCOMES, check_audit_catch
 from .clocks import EXTENT_REGIONS, EXTENTS, K_CLASSES, RHO, RHO_REGIONS, check_extents, check_K, check_rho
 from .declaration import DECLARATION_MISTAKES, check_declaration, declaration_diff
 from .machinery import FEEDBACK_COLUMNS, FILL_IN, Exercise, Feedback, Mistake, is_blank
-from .profiling import OWN_PROFILE, check_own_profile
+from .profiling import BUSY_SLACK_MISTAKES, OWN_PROFILE, check_busy_slack, check_own_profile
 from .recorded import (
     INTERVAL_VERDICT,
     LAUNCH_COST,
@@ -53,6 +54,7 @@ from .sessions import CAPACITY, check_capacity
 
 __all__ = [
     "AUDIT_CATCH",
+    "BUSY_SLACK_MISTAKES",
     "CARRY_MISTAKES",
     "CARRY_SHOWN",
     "CAPACITY",
@@ -79,6 +81,7 @@ __all__ = [
     "Mistake",
     "check_K",
     "check_audit_catch",
+    "check_busy_slack",
     "check_capacity",
     "check_carry",
     "check_declaration",
