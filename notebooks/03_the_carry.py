@@ -11,8 +11,8 @@
 #
 # The stock streaming loop applies retention with `torch.cat`: every chunk allocates a new cache tensor.
 # The **carry** holds the retained cache in a buffer the runtime allocates once and writes retention into in
-# place, elementwise identical to the stock cut (how many addresses that makes is yours to predict below). A **shadow auditor** runs the stock
-# concatenation beside every retention and compares.
+# place, elementwise identical to the stock cut (how many addresses that makes is yours to predict below). A
+# **shadow auditor** runs the stock concatenation beside every retention and compares.
 #
 # **You will learn**
 # - to count the cache's addresses under the stock concat and under the carry, and check both bit for bit;
@@ -130,6 +130,7 @@ print(f"elementwise audit flags call {caught['elementwise']}, the order-blind fr
       f" (chunk {caught['frames'] + 1} counted from 1); a tolerance check first rejects an output at call "
       f"{caught['output']}")
 close = handson.allclose_table(stock, wrong)  # |diff| over allclose's bound: relative, as allclose is
+assert int(close.loc[~close["allclose"], "call"].min()) == caught["output"]  # the figure's line and the count agree
 viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
                   "frame sets (order-blind)": pd.DataFrame(lenient.records)}, close)
 
@@ -226,13 +227,12 @@ lengths
 assert teaching.bit_exact(stock, carry)["equal"].all() and auditor.ok and auditor.agreements == len(carry.table)
 assert carry.table["cache_ptr"].nunique() == 1 and stock.table["cache_ptr"].nunique() > 1
 assert caught["elementwise"] < min(caught["frames"], caught["output"]), "the elementwise audit flags first"
-assert close["allclose"].tolist() == [r <= 1 for r in close["allclose_ratio"]]  # the line is allclose's own bound
-assert int(close.loc[~close["allclose"], "call"].min()) == caught["output"]
+assert close["allclose"].tolist() == [r <= 1 for r in close["allclose_ratio"]]  # the line: allclose's own bound
 assert blind.ok and not teaching.bit_exact(stock, misdeclared)["equal"].any(), "the audit checks the declared cut"
 bound = T2W_CLOCKS.prompt_frames + T2W_CLOCKS.retained_frames
 assert [ln for ln, _ in lengths] == [min(T2W_CLOCKS.prompt_frames + (i + 1) * n * T2W_CLOCKS.frames_per_token, bound)
                                      for i in range(3)] and all(same for _, same in lengths)
 print(f"CHECK OK: notebook 3: carry bit-exact at one address ({auditor.agreements} audited retentions); wrong layout "
       f"flagged at call {caught['elementwise']} (elementwise) / {caught['frames']} (order-blind); a wrong declaration "
-      f"passes its audit; exercise {grading.verdict(feedback)}")
-print(grading.record(3, feedback, fb_carry))
+      f"passes its audit; exercises {grading.verdict(feedback)}, {grading.verdict(fb_carry)}",
+      grading.record(3, feedback, fb_carry), sep="\n")

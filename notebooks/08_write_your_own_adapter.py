@@ -368,5 +368,4 @@ assert (cross["exact_blocks"] == cross["blocks"]).all() and share > 0.5
 assert fz.loc["carry", "exact_blocks"] == fz.loc["carry", "blocks"] and fz.loc["overlap_recompute", "max_abs_diff"] > 0
 print(f"CHECK OK: notebook 8: a {n_lines}-line adapter certified ({BACKEND} backend); the forgotten sink "
       f"caught at call {first.call}, region '{first.region}', before the output diverged at call {diverged}; "
-      f"exercise {grading.verdict(feedback)}")
-print(grading.record(8, feedback))
+      f"exercise {grading.verdict(feedback)}", grading.record(8, feedback), sep="\n")

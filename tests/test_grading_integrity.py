@@ -184,7 +184,8 @@ def test_no_notebook_names_the_answers():
         if path.name in PENDING:
             continue
         text = path.read_text(encoding="utf-8")
-        for name in ("solutions", "solution(", "SOLUTIONS", "reference_declaration", "_reference", "_REFERENCES", "PLANTED_DECLARATIONS",
+        for name in ("solutions", "solution(", "SOLUTIONS", "reference_declaration", "_reference", "_REFERENCES",
+                     "PLANTED_DECLARATIONS",
                      "answer_key", "declaration_solution", "course-solutions", "course_answers", "environ"):
             assert name not in text, f"{path.name} names {name!r}"
 
@@ -477,7 +478,8 @@ def test_a_choice_question_is_graded_as_a_whole():
     """Issue 37: per-part feedback lets a student enumerate the choices part by part; graded as one answer, a wrong
     part is never singled out (a slip is named only when it is the answer's one misconception)."""
     right = sol.solution("graph_breaks")
-    for wrong in ({**right, "new_turn": "outside_catalog"}, {**right, "host_noise": "invalidated", "new_turn": "host_rng"}):
+    for wrong in ({**right, "new_turn": "outside_catalog"},
+                  {**right, "host_noise": "invalidated", "new_turn": "host_rng"}):
         fb = ex.check_graph_breaks(wrong)
         assert not fb.ok and fb.table["part"].tolist() == ["answer"] and fb.mistakes == [], fb.table
         assert not any(p in fb.message for p in right), fb.message  # no scenario named

@@ -228,7 +228,7 @@ def test_tour_run_is_reused_only_while_its_sources_match(small_tour, tmp_path):
     record = json.loads((out / tour.TOUR_RECORD).read_text())
     assert record["digest"] == tour.run_digest([good, bad], tour.COURSE_PARAMETERS)
     assert record["notebooks"] == ["01_prose.py", "02_bad.py"]
-    assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the course with the solutions on
+    assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the course with its predictions
     assert {"gpu", "torch", "date", "git_commit"} <= set(record["provenance"])  # where it ran, for a recorded tour
     run = tour.load_run(out, good)
     assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: prose" in run.check

@@ -179,7 +179,8 @@ def _codec_stock(m: CodecDecoder):
 @dataclass(frozen=True)
 class CapstoneModel:
     """One capstone model: name, title, sizes shown and hidden, its module, its code (what the notebook
-    prints), its stock step in the kit's form (``stock(model) -> stock(x, caches, last)``), the turns the notebook shows and the hidden ones (frames per turn, seed, per configuration),
+    prints), its stock step in the kit's form (``stock(model) -> stock(x, caches, last)``), the turns the notebook
+    shows and the hidden ones (frames per turn, seed, per configuration),
     and what the notebook says: ``about`` (the model) and ``task`` (what the adapter must hold)."""
 
     name: str

@@ -31,7 +31,8 @@ from .exercises.machinery import FEEDBACK_COLUMNS, HIDDEN, Feedback, is_blank
 from .graph_kit import GraphKit
 
 __all__ = ["TaskModel", "GraphKit", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
-           "leaderboard", "mistakes_table", "WRAPPER_MISTAKES", "TARGET_SPEEDUP", "eager_wrapper", "LEADERBOARD_COLUMNS"]
+           "leaderboard", "mistakes_table", "WRAPPER_MISTAKES", "TARGET_SPEEDUP", "eager_wrapper",
+           "LEADERBOARD_COLUMNS"]
 
 #: the mistakes the grader names, each with its hint (never the right outputs)
 WRAPPER_MISTAKES = {

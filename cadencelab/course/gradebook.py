@@ -115,7 +115,8 @@ def read(path: str | os.PathLike | None = None) -> tuple[pd.DataFrame, pd.DataFr
     """(exercises, predictions) of the gradebook: a row per notebook and exercise (state), and a row per
     notebook and predicted part (predicted, measured, off in the question's unit, verdict)."""
     book = _load(Path(path) if path is not None else gradebook_path())
-    ex = [dict(notebook=int(k), exercise=e, state=s) for k, v in book.items() for e, s in v.get("exercises", {}).items()]
+    ex = [dict(notebook=int(k), exercise=e, state=s)
+          for k, v in book.items() for e, s in v.get("exercises", {}).items()]
     pr = [dict(notebook=int(k), **p) for k, v in book.items() for p in v.get("predictions", [])]
     return (pd.DataFrame(ex, columns=["notebook", "exercise", "state"]),
             pd.DataFrame(pr, columns=["notebook", "question", "part", "unit", "predicted", "measured", "off",

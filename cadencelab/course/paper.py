@@ -22,7 +22,8 @@ import pandas as pd
 
 from . import data
 
-__all__ = ["recovered_share", "recovered_share_blocks", "paper_vs_recording", "paper_vs_table", "format_figure", "format_recorded",
+__all__ = ["recovered_share", "recovered_share_blocks", "paper_vs_recording", "paper_vs_table", "format_figure",
+           "format_recorded",
            "PAPER_VS_COLUMNS"]
 
 PAPER_VS_COLUMNS = ["key", "figure", "unit", "paper", "paper_hi", "recorded", "recorded_lo", "recorded_hi",

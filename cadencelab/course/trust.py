@@ -30,7 +30,8 @@ from ..profile.intervals import (CONFIDENCE, arm_processes, direction, hierarchi
                                  ratio_interval, relative_spread)
 from . import data
 
-__all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "two_headlines", "process_frame", "b0_split", "predicted_b0_ms",
+__all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "two_headlines", "process_frame", "b0_split",
+           "predicted_b0_ms",
            "is_trusted", "latency_interval", "ceiling_interval", "staging_check"]
 
 

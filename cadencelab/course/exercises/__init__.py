@@ -22,7 +22,8 @@ part of the answer.
     notebook 8  check_declaration        a declaration certified on the shown sizes and on hidden ones
 
 The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per
-notebook group (:mod:`.clocks`, :mod:`.carry`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`, :mod:`.declaration`) and are
+notebook group (:mod:`.clocks`, :mod:`.carry`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`,
+:mod:`.declaration`) and are
 all importable from here. The course's answers and planted mistakes are not in the package:
 ``course-solutions/solutions.py`` beside the notebooks (the tests load it by path).
 """

@@ -79,8 +79,9 @@ def _grade_stream(retain: Callable, st: dict) -> tuple[dict, dict]:
         try:
             got_n = retain(buf, n, new.clone(), sink, window)
         except Exception as e:  # the student's function raised: say what, on which call
-            return (_row("exact", False, "", f"exact: your retain raised {type(e).__name__} at call {i} "
-                                             f"({where}, {n} frames held, {new.shape[0]} new): {e}"), _row("address", False))
+            said = f"exact: your retain raised {type(e).__name__} at call {i} ({where}, {n} frames held, " \
+                   f"{new.shape[0]} new): {e}"
+            return _row("exact", False, "", said), _row("address", False)
         if isinstance(got_n, torch.Tensor) and got_n.dim() > 0:
             return (_row("exact", False, "rebound", "exact: " + CARRY_MISTAKES["rebound"]),
                     _row("address", False, "rebound", "address: " + CARRY_MISTAKES["rebound"]))
