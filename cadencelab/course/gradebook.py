@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["GRADEBOOK_ENV", "STATES", "gradebook_path", "state", "record", "read", "summary_line", "note_reveal"]
+__all__ = ["GRADEBOOK_ENV", "STATES", "gradebook_path", "note_reveal", "read", "record", "state", "summary_line"]
 
 #: the environment variable naming the gradebook file (the tour points it into its output folder)
 GRADEBOOK_ENV = "CADENCELAB_GRADEBOOK"

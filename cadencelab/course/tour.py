@@ -70,7 +70,6 @@ __all__ = [
     "course",
     "execute_notebook",
     "fill_answers",
-    "solutions_dir",
     "inject_parameters",
     "kernel_env",
     "lab_command",
@@ -84,6 +83,7 @@ __all__ = [
     "repo_root",
     "run_digest",
     "run_tour",
+    "solutions_dir",
 ]
 
 #: what every notebook's final check cell prints when its assertions hold
