@@ -142,7 +142,7 @@ def steps(m):
         return out, {"kv": kv, "ctx": ctx}
 
     def stock(x, caches, last):  # the model's own step: its caches after its own cut
-        out, kv, ctx = stock_step(m, x, caches["kv"], caches["ctx"], last)
+        out, kv, ctx = stock_step(m, x, caches.get("kv"), caches.get("ctx"), last)
         return out, {"kv": kv, "ctx": ctx}
 
     return step, stock, At(0, dim=1, clock="samples")
