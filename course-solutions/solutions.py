@@ -242,9 +242,10 @@ def wrapper_solution(model, graphs):
 
 
 def slow_wrapper(model, graphs):
-    """Exact and replayed, but slow on a GPU: each output makes a round trip through the host (a sync per call)."""
+    """Exact and replayed, but slow on a GPU: the input and the output each make a round trip through the host (two
+    syncs per call, the habit of reading a tensor on the host to check it)."""
     run = wrapper_solution(model, graphs)
-    return lambda x: run(x).cpu().to(x.device)
+    return lambda x: run(x.cpu().to(x.device)).cpu().to(x.device)
 
 
 #: mistake name -> a make_wrapper that makes it
