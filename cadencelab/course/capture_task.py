@@ -182,11 +182,11 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
         eager_us, us, speed = _race(model, fn, xs, dev)  # every shape captured by now
     except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size
         kit.close()
-        bad = "shape" in str(e) or "size" in str(e)
-        return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False,
-                               mistake="shape_mismatch" if bad else "",
+        # a copy_ of the wrong size (one graph for every shape), or a capture that failed without its warm-up
+        slip = "shape_mismatch" if "shape" in str(e) or "size" in str(e) else ("no_warm_up" if kit.unwarmed else "")
+        return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False, mistake=slip,
                                hint=f"exact: the wrapper raised {type(e).__name__}: {str(e)[:120]}. "
-                                    + (WRAPPER_MISTAKES["shape_mismatch"] if bad else ""))], None)
+                                    + (WRAPPER_MISTAKES[slip] if slip else ""))], None)
     later = [bool(torch.equal(g, w)) for g, w in zip(got, want)]  # ...and again after every call ran
     shapes = len({tuple(x.shape) for x in xs})
     exact = all(right_now) and all(later)
