@@ -32,6 +32,8 @@ def test_predictions_are_scored_after_their_reveal_in_the_question_units(tmp_pat
     guess = predict.Prediction("launches per chunk", unit="launches", value={"B0": 800, "SRc": 2}, parts=["B0", "SRc"])
     predict.reveal(guess, {"B0": 1000, "SRc": 2})
     predict.reveal(guess, {"B0": 1000, "SRc": 2})  # a table, then its figure: scored once
+    after = predict.Prediction("launches per chunk", unit="launches", value={"B0": 1000, "SRc": 2}, parts=["B0", "SRc"])
+    predict.reveal(after, {"B0": 1000, "SRc": 2})  # changed after the measurement was shown: the first one stands
     blank = predict.Prediction("slack", unit="fraction", value=None)
     predict.reveal(blank, 0.5)
     line = gradebook.record(1, path=book)
@@ -40,6 +42,8 @@ def test_predictions_are_scored_after_their_reveal_in_the_question_units(tmp_pat
     b0 = preds.set_index("part").loc["B0"]
     assert b0["off"] == -200 and b0["unit"] == "launches" and b0["verdict"] == "under" and b0["measured"] == 1000
     assert preds.set_index("question").loc["slack", "verdict"] == predict.NOT_PREDICTED
-    assert gradebook.record(1, path=book).endswith(f"(written to {book})")  # taken once: the next record is empty
+    again = predict.Prediction("launches per chunk", unit="launches", value={"B0": 1000, "SRc": 2}, parts=["B0", "SRc"])
+    predict.reveal(again, {"B0": 1000, "SRc": 2})  # a re-run after the reveal was seen: the earlier score stands
+    assert "predictions: 1 of 2 close or right" in gradebook.record(1, path=book)  # B0 still 800: under
     html = gradebook_html(json.loads(book.read_text())["1"])
-    assert "Gradebook" in html and "0 of 0 solved" in html
+    assert "Gradebook" in html and "0 of 0 solved" in html and "under" in html

@@ -4,7 +4,8 @@ A notebook's check cell calls :func:`record` with its graded feedbacks: each exe
 "solved", "attempted" or "blank", beside every prediction revealed in that kernel (recorded by
 :func:`cadencelab.course.predict.reveal` when the reveal ran, after the prediction was made: the value
 given, the measurement, how far off in the question's units, and the verdict). The file is local JSON,
-one entry per notebook, rewritten whole on every record: ``$CADENCELAB_GRADEBOOK`` or
+one entry per notebook, rewritten whole on every record (a prediction scored in an earlier run stands: one
+made again once its reveal was seen does not replace it): ``$CADENCELAB_GRADEBOOK`` or
 ``~/.cadencelab/gradebook.json``. :func:`record` returns the line the check cell prints ("2 of 3 solved"):
 the truth, whether or not anything was solved. :func:`read` gives the file back as DataFrames for the tour's
 report.
@@ -47,10 +48,14 @@ def state(feedback) -> str:
 
 
 def note_reveal(df: pd.DataFrame) -> None:
-    """Keep the rows of one reveal (called by ``predict.reveal``); a refused reveal is kept as not predicted. A
-    question revealed again (a table, then its figure) replaces its earlier rows."""
+    """Keep the rows of one reveal (called by ``predict.reveal``); a refused reveal is kept as not predicted. The
+    first reveal of a prediction that was made is the one scored: a prediction changed after its measurement was
+    shown (and revealed again) does not replace it; a refused one is replaced once the prediction is made."""
     for r in df.to_dict("records"):
-        _REVEALED[:] = [p for p in _REVEALED if (p["question"], p["part"]) != (r["question"], r["key"])]
+        same = [p for p in _REVEALED if (p["question"], p["part"]) == (r["question"], r["key"])]
+        if any(p["verdict"] != "predict first" for p in same):
+            continue
+        _REVEALED[:] = [p for p in _REVEALED if p not in same]
         err = r.get("error")
         _REVEALED.append(dict(question=r["question"], part=r["key"], unit=r.get("unit"),
                               predicted=_plain(r.get("predicted")), measured=_plain(r.get("measured")),
@@ -90,10 +95,14 @@ def record(notebook: int, *feedbacks, path: str | os.PathLike | None = None) -> 
         while name in exercises:  # two feedbacks of one exercise (a reused checker): kept apart
             name += "'"
         exercises[name] = state(fb)
-    predictions = list(_REVEALED)
-    _REVEALED.clear()
     where = Path(path) if path is not None else gradebook_path()
     book = _load(where)
+    # a prediction scored in an earlier run of this notebook stands: one made again after its reveal was seen
+    # (a re-run) does not replace it
+    earlier = {(p["question"], p["part"]): p for p in (book.get(str(notebook)) or {}).get("predictions", [])
+               if isinstance(p, dict) and p.get("verdict") != "predict first"}
+    predictions = [earlier.pop((p["question"], p["part"]), p) for p in _REVEALED] + list(earlier.values())
+    _REVEALED.clear()
     book[str(notebook)] = dict(exercises=exercises, predictions=predictions,
                                recorded=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     where.parent.mkdir(parents=True, exist_ok=True)
