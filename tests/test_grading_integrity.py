@@ -203,6 +203,7 @@ def test_no_answer_is_reachable_from_the_package_and_no_switch_marks_one(monkeyp
     assert not hasattr(Exercise, "answer_key")
     assert not hasattr(se, "reference_declaration") and not hasattr(capstone, "certified_declaration")
     assert not hasattr(capstone.capstone_model("window"), "declaration")
+    assert not hasattr(capstone, "course_solutions")  # no loader of the answers in the package either
     assert not any(n.endswith("declaration") for n in dir(importlib.import_module("cadencelab.course.capstone_models")))
     blank = dict.fromkeys(key(ex.K_CLASSES), ...)
     for value in ("1", "true"):

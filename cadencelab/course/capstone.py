@@ -237,7 +237,7 @@ def diagnose(answer: tuple, model: str = DEFAULT_MODEL, backend: str = "cuda", d
     row, info included), ``counters`` (per class: status, reason, replays), ``events`` (captures, failed
     captures with their error, invalidations) and ``mismatches`` (calls not bit-exact). For a device run:
     ``python -m cadencelab.course.capstone --device cuda`` (the course's own adapters, read from
-    ``course-solutions/`` in a checkout: they are not part of the package)."""
+    ``--answers``, a file of a checkout: they are not part of the package)."""
     fb = check_adapter(answer, backend=backend, device=device, model=model)
     cert = certificate(answer, backend=backend, device=device, model=model)
     engines = list(cert.runtime.engines.values()) if cert.runtime is not None else []
@@ -245,22 +245,6 @@ def diagnose(answer: tuple, model: str = DEFAULT_MODEL, backend: str = "cuda", d
     return dict(model=model, ok=bool(fb.ok and cert.ok), feedback=fb.table, clauses=cert.table,
                 preflight=pd.DataFrame(cert.preflight), counters=pd.concat([e.counters() for e in engines]) if engines
                 else pd.DataFrame(), events=events, mismatches=cert.exact[~cert.exact["equal"]])
-
-
-def course_solutions():
-    """The course's answers, read by path from a checkout's ``course-solutions/solutions.py`` (for the command
-    line and the live-cell measurement; not part of the installed package, so a notebook cannot import them)."""
-    import importlib.util
-
-    from .sources import repo_root
-
-    path = repo_root() / "course-solutions" / "solutions.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: the course's answers ship with a checkout of the repository, not the package")
-    spec = importlib.util.spec_from_file_location("cadencelab_course_solutions", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main(argv=None) -> int:
@@ -271,16 +255,25 @@ def main(argv=None) -> int:
                                              "what a failure is read from")
     ap.add_argument("--device", default="cuda", help="where the models run (default: cuda; cpu runs the eager backend)")
     ap.add_argument("--model", action="append", choices=list(MODELS), help="a model (default: every one)")
+    ap.add_argument("--answers", default="course-solutions/solutions.py",
+                    help="the course's answers, a file of a checkout (not part of the package; default: %(default)s)")
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"{ap.prog}: error: --device {a.device}: no CUDA device here", file=__import__("sys").stderr)
         return 2
     backend = "eager" if a.device == "cpu" else "cuda"
-    solutions = course_solutions()
+    import runpy
+    from pathlib import Path
+
+    if not Path(a.answers).is_file():
+        print(f"{ap.prog}: error: --answers {a.answers}: no such file (run from a checkout's root)",
+              file=__import__("sys").stderr)
+        return 2
+    adapters = runpy.run_path(a.answers)["ADAPTER_SOLUTIONS"]
     ok = True
     with pd.option_context("display.width", 200, "display.max_colwidth", 120, "display.max_columns", 20):
         for name in a.model or list(MODELS):
-            d = diagnose(solutions.ADAPTER_SOLUTIONS[name], name, backend=backend, device=a.device)
+            d = diagnose(adapters[name], name, backend=backend, device=a.device)
             ok &= d["ok"]
             print(f"== {name} ({capstone_model(name).title}) on {a.device}, {backend} backend: "
                   f"{'CERTIFIED' if d['ok'] else 'NOT CERTIFIED'}")
