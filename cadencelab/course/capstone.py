@@ -144,6 +144,13 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
     m = spec.build(s, device)
     try:
         decl, step = declare(s), make_step(m)
+    except DeclarationError as e:  # a declaration that does not build: its field and why (a flush derived from a
+        # lookahead no clock carries: the frames clock's offset is missing)
+        slip = "no_lookahead" if e.field.endswith(".flush") and "offset" in e.reason else ""
+        return {**row, "answer": "DeclarationError", "mistake": slip,
+                "hint": f"{which}: the declaration does not build: field '{e.field}': {e.reason}"
+                        + (" A call reads `lookahead` frames beyond those it commits: the frames clock's offset."
+                           if slip else "")}
     except Exception as e:  # the student's functions failed: say what they raised
         return {**row, "answer": f"{type(e).__name__}", "hint": f"{which}: your code raised {type(e).__name__}: {e}"}
     if is_blank(decl) or is_blank(step):
