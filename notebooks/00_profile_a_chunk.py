@@ -98,16 +98,23 @@ host = handson.host_ops_as_kernels(trace)
 host.kernels[["name", "start_ns", "dur_ns"]].head(5)
 
 # %% [markdown]
-# ## Exercise: busy and slack, by hand
+# ## Exercise: busy and slack, as code
 #
-# From `host`: take the chunk window (`profile.windows(trace, "chunk")`: `start_ns`, `end_ns`), the
-# innermost ops' intervals (`host.kernels`: `start_ns`, `end_ns`), and compute (1) the busy time in ms, the
-# length of the union of those intervals inside the window, (2) the slack, the idle share of the window's
-# wall time. Busy is graded within 2% (or 0.01 ms), slack within 0.01.
+# Write `busy_and_slack(starts_ns, ends_ns, window_start_ns, window_end_ns)`: from intervals `[start, end)` in
+# nanoseconds (numpy arrays) and a window, it returns `dict(busy_ms=..., slack=...)`: (1) the busy time in ms,
+# the length of the union of the intervals inside the window, (2) the slack, the idle share of the window's
+# wall time. The grader runs it on your chunk (`host.kernels`' `start_ns` and `end_ns`, the window from
+# `profile.windows(trace, "chunk")`) and on interval sets it draws when it runs: nested, overlapping, crossing
+# the window's edges. Busy is graded within 2% (or 0.01 ms), slack within 0.01.
+
+# %% tags=["answer"]
+def busy_and_slack(starts_ns, ends_ns, window_start_ns, window_end_ns):
+    """Busy ms (the union of the intervals inside the window) and slack (the idle share of the window)."""
+    return ...
+
 
 # %%
-answer = dict(busy_ms=..., slack=...)
-feedback = grading.grade(exercises.check_own_profile, answer, trace=trace)
+feedback = grading.grade(exercises.check_busy_slack, busy_and_slack, trace=trace)
 feedback
 
 # %% [markdown]
@@ -146,3 +153,4 @@ assert profile.summary(trace, "chunk")["busy_us"].isna().all(), "a CPU trace alo
 assert min(slack.values()) > 0.5, "most of a small chunk's wall time is between operations, in both runtimes"
 print(f"CHECK OK: notebook 0: one chunk {s['wall_us'] / 1e3:.1f} ms, busy {s['busy_us'] / 1e3:.1f} ms, slack "
       f"{s['slack_frac']:.2f} over {len(host.kernels)} innermost ops; exercise {grading.verdict(feedback)}")
+print(grading.record(0, feedback))

@@ -120,6 +120,7 @@ steady_attended = int(trajectory(mine, "estimator_att_cache")["attended"].max())
 print(f"attended: a steady call {steady_attended} frames (A + f_chunk), the envelope A_attended "
       f"{w['A_attended']} frames (A + f_call)")
 print(f"stock {w['stock_shape']} -> declared {w['demand_shape']}: rho = {w['rho']:.2f}")
+assert (steady_attended, w["A_attended"]) == (w["A"] + f_chunk, w["A"] + f_call), "the two attended extents"
 catalog_width(mine, "estimator_att_cache")
 
 # %% [markdown]
@@ -189,17 +190,25 @@ reveal_figure(reveal(guess, measured, rel_tol=0))
 
 # %%
 print(f"exercise configuration: {EXERCISE}; extents for {exercises.EXTENT_REGIONS}, rho for {exercises.RHO_REGIONS}")
+
+# %% tags=["answer"]
 answer_extents = {"estimator_att_cache": ..., "vocoder_mel_cache": ...}  # lists of frames, e.g. [302, ...]
+
+# %%
 fb_extents = grading.grade(exercises.check_extents, answer_extents, **EXERCISE)
 fb_extents
 
-# %%
+# %% tags=["answer"]
 answer_K = {"flow_chunk": ..., "estimator_step": ..., "flow_encoder": ..., "vocoder_core": ...}
+
+# %%
 fb_K = grading.grade(exercises.check_K, answer_K, **EXERCISE)
 fb_K
 
-# %%
+# %% tags=["answer"]
 answer_rho = {"solver_workspace": ..., "estimator_att_cache": ...}  # two decimals
+
+# %%
 fb_rho = grading.grade(exercises.check_rho, answer_rho, **EXERCISE)
 fb_rho
 
@@ -213,11 +222,11 @@ t, ref = table.set_index("region"), region_table(shipped).set_index("region")
 cols = ["A_minus", "A", "A_attended", "demand_shape", "stock_shape", "rho", "K"]
 assert t[cols].equals(ref.loc[t.index, cols]), "your declaration derives what the shipped one does"
 steps = sorted(trajectory(mine, "estimator_att_cache")["shape_extent"].unique())
-assert steps[0] == c.prompt_frames and steps[-1] == c.prompt_frames + c.retained_frames
-assert t.loc["estimator_att_cache", "K"] == len(steps) and t.loc["solver_workspace", "rho"] > 1
-assert (steady_attended, w["A_attended"]) == (w["A"] + f_chunk, w["A"] + f_call), "the two attended extents"
-assert measured == {k: int(catalog_width(frames.token2wav_at(**ch), "estimator_att_cache")["K"]) for k, ch in
-                    (("f_retained=150", dict(f_retained=150)), ("f_chunk=40", dict(f_chunk=40)))}
-done = [grading.verdict(fb) for fb in (fb_extents, fb_K, fb_rho)]
+assert (steps[0], steps[-1], len(steps)) == (c.prompt_frames, c.prompt_frames + c.retained_frames,
+                                             t.loc["estimator_att_cache", "K"]) and t.loc["solver_workspace", "rho"] > 1
+assert measured == {k: int(catalog_width(frames.token2wav_at(**ch), "estimator_att_cache")["K"])
+                    for k, ch in (("f_retained=150", dict(f_retained=150)), ("f_chunk=40", dict(f_chunk=40)))}
 print(f"CHECK OK: notebook 2: L = {[int(e) for e in steps]}, K = {t.loc['estimator_att_cache', 'K']}, "
-      f"rho {t.loc['solver_workspace', 'rho']:.2f}; K {measured}; exercises: {', '.join(done)}")
+      f"rho {t.loc['solver_workspace', 'rho']:.2f}; K {measured}; exercises: "
+      f"{', '.join(grading.verdict(fb) for fb in (fb_extents, fb_K, fb_rho))}",
+      grading.record(2, fb_extents, fb_K, fb_rho), sep="\n")

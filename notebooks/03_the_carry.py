@@ -10,13 +10,14 @@
 # # 3 · The carry
 #
 # The stock streaming loop applies retention with `torch.cat`: every chunk allocates a new cache tensor.
-# The **carry** holds the retained cache in one buffer, at one address, for the stream's life, and writes
-# retention in place, elementwise identical to the stock cut. A **shadow auditor** runs the stock
-# concatenation beside every retention and compares.
+# The **carry** holds the retained cache in a buffer the runtime allocates once and writes retention into in
+# place, elementwise identical to the stock cut (how many addresses that makes is yours to predict below). A
+# **shadow auditor** runs the stock concatenation beside every retention and compares.
 #
 # **You will learn**
-# - to see the stock concat move the cache every chunk while the carry stays put, bit for bit equal;
+# - to count the cache's addresses under the stock concat and under the carry, and check both bit for bit;
 # - to read two shadow audits of a carry with the wrong layout and find, yourself, the call each one flags;
+# - to write a carry's retention yourself, in place at one address, graded bit for bit on streams you never see;
 # - what the audit cannot see: it checks the carry against the *declared* cut, so a wrong declaration passes it.
 #
 # The lesson runs on the teaching model shipped in `cadencelab.adapters.teaching` (the same cache structure
@@ -32,6 +33,7 @@ PREDICT_ADDRESSES = None  # your prediction, e.g. {"stock torch.cat": ..., "carr
 
 # %%
 import dataclasses
+import inspect
 
 import pandas as pd
 from IPython.display import HTML, display
@@ -41,8 +43,6 @@ from cadencelab.adapters import teaching
 from cadencelab.course import exercises, glossary, grading, handson
 from cadencelab.course.predict import Prediction, reveal
 from cadencelab.state import ShadowAuditor
-
-HTML(glossary.to_html(notebook=3))  # the terms this notebook uses
 
 # %%
 cfg = teaching.TeachingConfig()
@@ -76,6 +76,12 @@ reveal(guess, {"stock torch.cat": stock.table["cache_ptr"].nunique(), "carry": c
 viz.pointer_figure({"stock torch.cat": stock.table, "carry": carry.table})
 
 # %% [markdown]
+# The terms this notebook uses (after the reveal: the carry's entry says what you just counted):
+
+# %%
+HTML(glossary.to_html(notebook=3))
+
+# %% [markdown]
 # Same outputs, bit for bit (`torch.equal`, not a tolerance), under two allocation disciplines:
 
 # %%
@@ -107,8 +113,10 @@ wrong = teaching.TeachingRuntime(model, layout="chronological", auditor=lenient)
 teaching.TeachingRuntime(model, layout="chronological", auditor=strict).run(stream)
 pd.DataFrame(strict.records).head(3)
 
-# %%
+# %% tags=["answer"]
 answer = dict(elementwise=..., frames=..., output=...)  # call numbers (whole numbers), counted from 0
+
+# %%
 feedback = grading.grade(exercises.check_audit_catch, answer)
 feedback
 
@@ -122,6 +130,7 @@ print(f"elementwise audit flags call {caught['elementwise']}, the order-blind fr
       f" (chunk {caught['frames'] + 1} counted from 1); a tolerance check first rejects an output at call "
       f"{caught['output']}")
 close = handson.allclose_table(stock, wrong)  # |diff| over allclose's bound: relative, as allclose is
+assert int(close.loc[~close["allclose"], "call"].min()) == caught["output"]  # the figure's line and the count agree
 viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
                   "frame sets (order-blind)": pd.DataFrame(lenient.records)}, close)
 
@@ -136,6 +145,32 @@ viz.audit_figure({"elementwise": pd.DataFrame(strict.records),
 # reading (chunks counted from 1); the elementwise audit this library runs would have stopped it at the
 # first chunk.
 #
+# ## Exercise: write the carry's retention yourself
+#
+# The runtime's carry for `PromptRetained(sink, window)`, chronological, is yours to write. `buf` is a
+# `(sink + window, dim)` tensor allocated once; its first `n` rows hold the retained frames, oldest first.
+# `new` holds one call's `k` frames (`k <= window`). Write `retain(buf, n, new, sink, window)`: after it, the
+# first rows of `buf` must equal, bit for bit, what the stock loop keeps (`stock_retain` below: `torch.cat`,
+# then the sink and the newest `window` frames), written **into `buf` itself** (its address never changes),
+# and it returns how many rows that is. The grader draws its own streams when it runs (other sizes, other
+# values, every call compared), so no size of the shown example may be typed in.
+
+# %%
+print(inspect.getsource(exercises.stock_retain))
+print("shown sizes:", exercises.CARRY_SHOWN)
+
+
+# %% tags=["answer"]
+def retain(buf, n, new, sink, window):
+    """Write the new frames into buf in place (PromptRetained(sink, window)); return how many rows it holds."""
+    return ...
+
+
+# %%
+fb_carry = grading.grade(exercises.check_carry, retain)
+fb_carry
+
+# %% [markdown]
 # ## What the audit cannot see: the declared cut
 #
 # The shadow is built from the *declaration*. Declare the wrong layout, and the carry and its shadow agree
@@ -192,12 +227,12 @@ lengths
 assert teaching.bit_exact(stock, carry)["equal"].all() and auditor.ok and auditor.agreements == len(carry.table)
 assert carry.table["cache_ptr"].nunique() == 1 and stock.table["cache_ptr"].nunique() > 1
 assert caught["elementwise"] < min(caught["frames"], caught["output"]), "the elementwise audit flags first"
-assert close["allclose"].tolist() == [r <= 1 for r in close["allclose_ratio"]]  # the line is allclose's own bound
-assert int(close.loc[~close["allclose"], "call"].min()) == caught["output"]
+assert close["allclose"].tolist() == [r <= 1 for r in close["allclose_ratio"]]  # the line: allclose's own bound
 assert blind.ok and not teaching.bit_exact(stock, misdeclared)["equal"].any(), "the audit checks the declared cut"
 bound = T2W_CLOCKS.prompt_frames + T2W_CLOCKS.retained_frames
 assert [ln for ln, _ in lengths] == [min(T2W_CLOCKS.prompt_frames + (i + 1) * n * T2W_CLOCKS.frames_per_token, bound)
                                      for i in range(3)] and all(same for _, same in lengths)
 print(f"CHECK OK: notebook 3: carry bit-exact at one address ({auditor.agreements} audited retentions); wrong layout "
       f"flagged at call {caught['elementwise']} (elementwise) / {caught['frames']} (order-blind); a wrong declaration "
-      f"passes its audit; exercise {grading.verdict(feedback)}")
+      f"passes its audit; exercises {grading.verdict(feedback)}, {grading.verdict(fb_carry)}",
+      grading.record(3, feedback, fb_carry), sep="\n")

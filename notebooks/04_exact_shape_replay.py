@@ -178,7 +178,11 @@ teaching.bit_exact(ref, run)["equal"].value_counts()
 
 # %%
 print("outcomes:", exercises.OUTCOMES)
+
+# %% tags=["answer"]
 answer = dict(new_turn=..., flush_above_f_chunk=..., host_noise=..., weights_reloaded=...)
+
+# %%
 feedback = grading.grade(exercises.check_graph_breaks, answer)
 feedback
 
@@ -265,3 +269,4 @@ raw = "skipped: " + graph_lesson.MISSING if lesson is None else graph_lesson.bre
 assert lesson is None or raw[:3] == ["exact", "wrong", "stale read"] and raw[3] == "exact" and raw[4] != "exact"
 print(f"CHECK OK: notebook 4: {rt.summary()}; noisy model ({rt_noisy.engine.backend}): RNG {sorted(rng)}, bit-exact; "
       f"raw CUDA-graph lesson: {raw}; exercise {grading.verdict(feedback)}")
+print(grading.record(4, feedback))

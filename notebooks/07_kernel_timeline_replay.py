@@ -41,7 +41,7 @@ from IPython.display import HTML, display
 from cadencelab import viz
 from cadencelab.course import data, glossary, grading, predict
 from cadencelab.course.display import show
-from cadencelab.course.exercises import check_slack
+from cadencelab.course.exercises import check_slack, slack_exercise_frame
 from cadencelab.course.live import chunk_timelines
 from cadencelab.course.live_cells import live_preset
 from cadencelab.course.player import timeline_player
@@ -84,12 +84,19 @@ tl.summary[["variant", "wall_us", "busy_us", "host_wait_us", "kernel_wait_us", "
 #
 # ## Exercise: the slack
 #
-# From the summary above, compute each variant's orchestration slack, the idle share of the chunk's wall
-# time, as a fraction (graded within 0.01). Replace the `...` and run the cell.
+# From the recorded H200 chunk below (B0 eager, SRc replayed; the grader reads the same file itself), compute each
+# variant's orchestration slack, the idle share of the chunk's wall time, as a fraction (graded within 0.01).
+# Replace the `...` and run the cell.
 
 # %%
+exercise_chunk = slack_exercise_frame()
+exercise_chunk
+
+# %% tags=["answer"]
 answer = {"eager": ..., "replay": ...}
-feedback = grading.grade(check_slack, answer, summary=tl.summary)
+
+# %%
+feedback = grading.grade(check_slack, answer)  # graded against the recorded chunk, which the grader reads itself
 feedback
 
 # %% [markdown]
@@ -223,3 +230,4 @@ assert len(tl.eager) > 0 and len(tl.replay) > 0 and len(busy) == 2
 print(f"CHECK OK: notebook 7: slack of the chunk (the exercise's) eager {s.loc['eager', 'slack_frac']:.3f} vs replay "
       f"{s.loc['replay', 'slack_frac']:.3f}; over the player's aligned steps {end.loc['eager', 'slack_frac']:.3f} vs "
       f"{end.loc['replay', 'slack_frac']:.3f}; {len(tl.eager)} / {len(tl.replay)} events; exercise {graded}")
+print(grading.record(7, feedback))

@@ -22,8 +22,10 @@
 # - to write a declaration and a views-form step that the kit certifies bit-exact on hidden traffic;
 # - to read a failed certificate: which clause failed, which field differs.
 #
-# Runs on a CPU (the kit's eager backend: same bookkeeping, every call eager); with a GPU (`LIVE`) the
-# certificate replays real CUDA graphs.
+# Runs on a CPU (the kit's eager backend: same bookkeeping, every call eager), graded for correctness only;
+# with a GPU (`LIVE`) the certificate replays real CUDA graphs and the grade adds **speed**: the adapter's SRc
+# arm against the model's stock loop at the hidden sizes, on fresh traffic, the course's in-process factorial
+# (its interval's low end must clear the target).
 
 # %% tags=["parameters"]
 # parameters: the tour and CI may override these (papermill style)
@@ -81,7 +83,7 @@ guess
 # %%
 display(Markdown(spec.task))
 
-# %%
+# %% tags=["answer"]
 def declare(s) -> Declaration:
     """Your declaration of the model, every size read from s."""
     return ...
@@ -104,8 +106,9 @@ feedback = grading.grade(capstone.check_adapter, (declare, make_step), backend=B
 feedback
 
 # %% [markdown]
-# The certificate of the adapter at the sizes shown (yours once certified; until then a stand-in the course
-# supplies, so the cells below run either way): every clause, then the catalog it derived and the replay.
+# The certificate of your adapter at the sizes shown, once the grader certifies it (the course hands out no
+# stand-in: until then the next cell stops Run All here and says why): every clause, then the catalog it derived
+# and the replay.
 
 # %%
 adapter = grading.certified((declare, make_step), feedback)
@@ -133,4 +136,5 @@ show(viz.misses_figure(cert.runtime.engine.counters()))
 assert cert.ok, cert.table
 assert counts["steady"] == len(cert.catalog.query("kind == 'steady' and derived"))
 print(f"CHECK OK: notebook 10: {spec.title} certified ({BACKEND} backend, K = {counts['steady']}); "
-      f"your adapter: {grading.verdict(feedback)}")
+      f"your adapter: {grading.verdict(feedback)} (graded for {feedback.graded})")
+print(grading.record(10, feedback))

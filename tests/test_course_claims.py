@@ -120,3 +120,72 @@ def test_each_notebook_shows_the_glossary_of_its_own_number():
         asked = re.findall(r"glossary\.to_html\(notebook=(\d+)\)", path.read_text(encoding="utf-8"))
         assert asked == [str(number)], f"{path.name} shows the glossary of notebook(s) {asked}"
         assert g["notebooks"].map(lambda n: number in n).any(), f"no glossary term is used in notebook {number}"
+
+
+def test_nb5_the_two_headlines_are_reconciled_by_b0():
+    """Notebook 5's 'Two figures, two runs': both speedups shown with intervals; they do not overlap; SRc agrees
+    between the runs to a fraction of a ms while B0's intervals do not overlap, and the slower B0 gives the larger
+    figure; the headline run has more processes per arm."""
+    from cadencelab.course import trust
+
+    two = trust.two_headlines().set_index("run")
+    h, f = two.loc["headline"], two.loc["factorial"]
+    assert h["lo"] > f["hi"] or f["lo"] > h["hi"]  # "the two intervals do not overlap"
+    assert abs(h["SRc_ms"] - f["SRc_ms"]) < 1  # "agrees between them to a fraction of a millisecond"
+    assert h["B0_lo"] > f["B0_hi"] or f["B0_lo"] > h["B0_hi"]  # "its intervals do not overlap either"
+    assert (h["B0_ms"] > f["B0_ms"]) == (h["speedup"] > f["speedup"])  # "the run where B0 ran slower ... larger"
+    assert h["cores"] != f["cores"] and h["arms"] != f["arms"]  # "pinned to other cores and ran other arms"
+    assert h["processes"] > f["processes"] and (h["hi"] - h["lo"]) < (f["hi"] - f["lo"])
+    assert "Two figures, two runs" in _source("05_")
+
+
+def test_nb1_served_lms_already_fit_the_cadence_and_src_leaves_room():
+    """Notebook 1: 'Served language models alone already bring B0's median second inside the cadence; SRc takes
+    ... the second to well under half the cadence' (the old 'only then' was false: B0 served is inside too)."""
+    from cadencelab.course import frames
+
+    if not data.is_recorded("duplex_served"):
+        pytest.skip("no served recording")
+    sv = anatomy.served_frame()
+    assert sv.loc["B0+graphLM", "second_ms_median"] < frames.CADENCE_MS
+    assert sv.loc["SRc+graphLM", "second_ms_median"] < frames.CADENCE_MS / 2
+    b0s = sv.loc["B0+graphLM"]
+    assert b0s["synthesis_ms"] > max(b0s[f"{st}_ms"] for st in anatomy.LM_STAGES)  # "the largest stage"
+    assert "only then" not in _source("01_")
+
+
+def test_nb1_the_launch_exercise_keeps_every_factor_in_the_profiled_second():
+    """Notebook 1's exercise: the profiled slack times the profiled wall time (not an unprofiled median, which
+    notebook 7 tells the student never to mix in); SRc's measured idle is larger than its launches predict."""
+    from cadencelab.course import exercises as ex
+
+    w = anatomy.profiled_window().set_index(["arm", "range"])
+    b0, src = w.loc[("B0", "synthesis")], w.loc[("SRc", "synthesis")]
+    key = ex.LAUNCH_COST.expected(ex.LAUNCH_COST.context())
+    assert key["b0_idle_ms"] == pytest.approx(b0["idle_ms"], rel=1e-3)
+    assert src["idle_ms"] > key["src_predicted_idle_ms"]  # "SRc's measured idle is larger than ... predict"
+    assert "profiled_window" in _source("01_").split("## Exercise: from launches")[1].split("# %%")[0]
+
+
+def test_nb6_aligned_arrivals_are_not_batchings_best_case_here():
+    """Notebook 6: SRb held more speak-heavy sessions staggered than aligned; the separate SRb-only staggered run
+    is a lower bound below it; the old 'best case for batching' sentence is gone."""
+    from cadencelab.course import capacity
+
+    def srb(d):
+        return capacity.capacity_bounds(d).set_index(["arm", "workload"]).loc[("SRb", "speak_heavy")]
+
+    aligned, staggered, alone = srb("sessions"), srb("sessions_staggered"), srb("sessions_srb_staggered")
+    assert staggered["max_sessions"] > aligned["max_sessions"] and staggered["bound"] == aligned["bound"] == "exact"
+    assert alone["bound"] == "lower_bound" and alone["max_sessions"] < staggered["max_sessions"]
+    assert all(r["experimental"] for r in (aligned, staggered, alone))
+    assert "are the best case for batching" not in _source("06_")
+
+
+def test_nb8_the_recovered_share_holds_in_every_block_of_one_process():
+    """Notebook 8: 'every timed block of this run says so' (above 100%), 'all three blocks of one process'."""
+    from cadencelab.course import paper
+
+    per = paper.recovered_share_blocks()
+    assert len(per) == 3 and per.attrs["processes"] == 1 and (per["share"] > 1).all()
+    assert "104%" not in _source("08_") and "all three blocks of one process" in _source("08_").replace("\n# ", " ")

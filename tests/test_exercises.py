@@ -4,9 +4,9 @@ bad answers get clear errors. CPU, the recorded H200 files, the teaching model."
 from __future__ import annotations
 
 import pytest
+from course_answers import key, sol
 
 from cadencelab.course import exercises as ex
-from cadencelab.course import solutions as sol
 
 NAMES = [*sol.SOLVERS, "declaration"]
 
@@ -49,10 +49,10 @@ def test_K_hint_names_the_slip_and_the_numbers():
 
 
 def test_expected_answers_follow_the_chosen_clocks():
-    assert ex.EXTENTS.answer_key(f_retained=150)["estimator_att_cache"] == (302, 352, 402, 452)
-    assert ex.EXTENTS.answer_key(f_chunk=40)["estimator_att_cache"] == (302, 342, 382, 402)
-    assert ex.K_CLASSES.answer_key(f_retained=150)["flow_chunk"] == 4
-    assert round(ex.RHO.answer_key()["solver_workspace"], 2) == 3.49
+    assert key(ex.EXTENTS, f_retained=150)["estimator_att_cache"] == (302, 352, 402, 452)
+    assert key(ex.EXTENTS, f_chunk=40)["estimator_att_cache"] == (302, 342, 382, 402)
+    assert key(ex.K_CLASSES, f_retained=150)["flow_chunk"] == 4
+    assert round(key(ex.RHO)["solver_workspace"], 2) == 3.49
 
 
 def test_unmatched_wrong_answer_gets_a_generic_hint():
@@ -120,3 +120,36 @@ def test_a_blank_answer_asks_to_be_filled_in(name):
         fb = check(dict(lo=sol.solution("paired_interval")["lo"], hi=..., verdict=...))
         t = fb.table.set_index("part")
         assert t.loc["lo", "correct"] and "fill this in" in t.loc["hi", "hint"]
+
+
+def test_the_carry_exercise_grades_a_retention_written_in_place():
+    """Notebook 3's carry: the answer passes on streams drawn as the grader runs (never the same twice); each
+    planted slip is named; a blank asks to be filled in."""
+    import torch
+
+    assert ex.check_carry(sol.retain_solution).ok and ex.check_carry(sol.retain_solution).ok
+    for mistake, retain in sol.PLANTED_RETAINS.items():
+        fb = ex.check_carry(retain)
+        assert not fb.ok and mistake in fb.mistakes, (mistake, fb.table)
+    assert all("fill this in" in h for h in ex.check_carry(lambda buf, n, new, sink, window: ...).hints)
+    g1, g2 = torch.Generator(), torch.Generator()
+    g1.seed()
+    g2.seed()
+    from cadencelab.course.exercises.carry import _streams
+
+    a, b = _streams(g1), _streams(g2)
+    assert [(s["sink"], s["window"], s["dim"]) for s in a] != [(s["sink"], s["window"], s["dim"]) for s in b] or \
+        not torch.equal(a[0]["chunks"][0], b[0]["chunks"][0])
+
+
+def test_notebook_0s_function_is_graded_on_its_trace_and_on_intervals_drawn_now():
+    """Notebook 0 asks for code, not a value a library call prints: busy and slack as a function, graded on the
+    student's chunk and on nested, overlapping, window-crossing intervals drawn as the grader runs."""
+    fb = ex.check_busy_slack(sol.busy_slack_solution)
+    assert fb.ok and fb.table["part"].tolist() == ["your trace", "hidden intervals"], fb.table
+    for mistake, fn in sol.PLANTED_BUSY_SLACK.items():
+        fb = ex.check_busy_slack(fn)
+        assert not fb.ok and mistake in fb.mistakes, (mistake, fb.table)
+    assert all("fill this in" in h for h in ex.check_busy_slack(lambda s, e, a, b: ...).hints)
+    fb = ex.check_busy_slack(lambda s, e, a, b: 1 / 0)
+    assert not fb.ok and "ZeroDivisionError" in fb.message

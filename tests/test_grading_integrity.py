@@ -1,8 +1,9 @@
 """Grading integrity, exercise by exercise: a correct answer in another style passes (numpy scalars, another
 rounding within the stated tolerance, another spelling, a Series); every planted mistake gets its own named
 hint, also when given on its own scale (a percent slip typed to one decimal); garbage is refused without the
-right value appearing anywhere in the feedback; no notebook names the course's answers, which the tour
-switches on from outside (``CADENCELAB_SOLUTIONS``)."""
+right value appearing anywhere in the feedback; no notebook names the course's answers, and the package holds none:
+they live in ``course-solutions/`` (loaded here by path), no environment switch marks an answer, and the tour
+types them into the notebooks' answer cells."""
 
 from __future__ import annotations
 
@@ -13,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from course_answers import key, sol
 
 from cadencelab.contract import Fixed
 from cadencelab.course import exercises as ex
 from cadencelab.course import grading
 from cadencelab.course import sample_encoder as se
-from cadencelab.course import solutions as sol
 from cadencelab.course.exercises.machinery import tolerance_text
 
 ROOT = Path(__file__).resolve().parents[1]
-#: notebooks still reading a SOLUTIONS parameter themselves (none: every notebook reads the outside switch)
+#: notebooks still naming the course's answers (none)
 PENDING: set = set()
 NAMES = list(sol.SOLVERS)
 
@@ -68,7 +69,7 @@ def _restyle(exercise, value):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_right_answer_in_another_style_passes(name):
     e = ex.EXERCISES[name]
-    right = e.answer_key() if e.kind == "number" else sol.solution(name)  # unrounded, to round another way
+    right = key(e) if e.kind == "number" else sol.solution(name)  # unrounded, to round another way
     styled = {part: _restyle(e, v) for part, v in right.items()}
     fb = e.check(styled)
     assert fb.ok, fb.table
@@ -134,7 +135,7 @@ def _garbage(e, want):
 @pytest.mark.parametrize("name", NAMES)
 def test_garbage_is_refused_and_the_right_value_never_shown(name):
     e = ex.EXERCISES[name]
-    want = e.answer_key()
+    want = key(e)
     for garbage in (_garbage(e, want), {p: "seventeen" for p in want}):
         fb = e.check(garbage)
         assert not fb.ok and not fb.mistakes and all(fb.table["expected"] == "(hidden)")
@@ -165,7 +166,7 @@ def test_the_declaration_in_another_style_passes():
     def mine(sizes):  # the same declaration, built through the course's helper from another policy
         from cadencelab.contract import PromptRetained
 
-        return se.with_policy(se.reference_declaration(sizes), "kv", PromptRetained(sizes.sink, sizes.window))
+        return se.with_policy(sol.declaration_solution(sizes), "kv", PromptRetained(sizes.sink, sizes.window))
 
     assert ex.check_declaration(mine).ok
 
@@ -183,42 +184,68 @@ def test_no_notebook_names_the_answers():
         if path.name in PENDING:
             continue
         text = path.read_text(encoding="utf-8")
-        for name in ("solutions", "solution(", "SOLUTIONS", "reference_declaration", "PLANTED_DECLARATIONS",
-                     "answer_key", "declaration_solution", grading.SOLUTIONS_ENV):
+        for name in ("solutions", "solution(", "SOLUTIONS", "reference_declaration", "_reference", "_REFERENCES",
+                     "PLANTED_DECLARATIONS",
+                     "answer_key", "declaration_solution", "course-solutions", "course_answers", "environ"):
             assert name not in text, f"{path.name} names {name!r}"
 
 
-def test_the_answers_are_switched_on_from_outside(monkeypatch):
-    blank = dict.fromkeys(ex.K_CLASSES.answer_key(), ...)
-    monkeypatch.delenv(grading.SOLUTIONS_ENV, raising=False)
-    fb = grading.grade(ex.check_K, blank)
-    assert not fb.ok and grading.verdict(fb) == "not answered yet"
-    monkeypatch.setenv(grading.SOLUTIONS_ENV, "1")
-    fb = grading.grade(ex.check_K, blank)
-    assert fb.ok and grading.verdict(fb) == "solved"
+def test_no_answer_is_reachable_from_the_package_and_no_switch_marks_one(monkeypatch):
+    """The five cheats of issue 37, tried: the answer keys, the solutions module, the references in the student's
+    namespace, the environment switch, and a blank cell that a switch would have answered."""
+    import importlib
+
+    from cadencelab.course import capstone
+    from cadencelab.course.exercises.machinery import Exercise
+
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("cadencelab.course.solutions")
+    assert not hasattr(Exercise, "answer_key")
+    assert not hasattr(se, "reference_declaration") and not hasattr(capstone, "certified_declaration")
+    assert not hasattr(capstone.capstone_model("window"), "declaration")
+    assert not hasattr(capstone, "course_solutions")  # no loader of the answers in the package either
+    assert not any(n.endswith("declaration") for n in dir(importlib.import_module("cadencelab.course.capstone_models")))
+    blank = dict.fromkeys(key(ex.K_CLASSES), ...)
+    for value in ("1", "true"):
+        monkeypatch.setenv("CADENCELAB_SOLUTIONS", value)
+        fb = grading.grade(ex.check_K, blank)
+        assert not fb.ok and grading.verdict(fb) == "not answered yet"
+        fb = grading.grade(ex.check_declaration, lambda s: ...)
+        assert not fb.ok
+        with pytest.raises(grading.NotCertified, match="not certified yet"):
+            grading.certified(lambda s: ..., fb)
     wrong = {**sol.solution("t2w_K"), "flow_chunk": 2}
-    assert not grading.grade(ex.check_K, wrong).ok  # a student's own answer is never replaced
     assert grading.verdict(grading.grade(ex.check_K, wrong)) == "not solved yet"  # no bare AssertionError
-    fb = grading.grade(ex.check_declaration, lambda s: ...)
-    assert fb.ok and grading.certified(lambda s: ..., fb) is se.reference_declaration
-    assert grading.grade(ex.check_paired_interval, dict(lo=..., hi=..., verdict=...)).ok  # two exercises, one cell
-    assert grading.grade(ex.check_own_profile, dict(busy_ms=..., slack=...)).ok
+    right = {**sol.solution("paired_interval"), **sol.solution("paired_interval_verdict")}
+    assert grading.grade(ex.check_paired_interval, right).ok
 
 
-def test_the_tour_gives_every_kernel_the_switch():
+def test_the_slack_grader_reads_the_recorded_chunk_itself():
+    """Notebook 7's grader takes no frame from the student (a doctored summary cannot move what it compares to),
+    and the frame the notebook shows holds no slack column."""
+    assert "slack_frac" not in ex.slack_exercise_frame().columns
+    with pytest.raises(TypeError, match="unknown input"):
+        ex.check_slack({"eager": 0.5, "replay": 0.5}, summary=ex.recorded_summary().assign(busy_us=0.0))
+
+
+def test_the_tour_types_the_answers_into_tagged_cells():
+    """No switch: the tour's kernels get no answer variable; each notebook's answer cells (tagged) and the course's
+    answers file beside them hold the same number of cells, and the tour's predictions cover every PREDICT_."""
+    from course_answers import ANSWERS
+
     from cadencelab.course import tour
-
-    assert tour.COURSE_ENV == {grading.SOLUTIONS_ENV: "1"}
     from cadencelab.course.predict import TOUR_PREDICTIONS
 
+    assert tour.COURSE_ENV == {}
     assert TOUR_PREDICTIONS.items() <= tour.COURSE_PARAMETERS.items()
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
-        if path.name in PENDING:
-            continue
         text = path.read_text(encoding="utf-8")
         for name in re.findall(r"^(PREDICT_\w+) = (.*)$", text, flags=re.M):
             assert name[1].startswith("None"), f"{path.name}: {name[0]} starts filled in: {name[1]}"
             assert name[0] in TOUR_PREDICTIONS, f"{path.name}: the tour makes no prediction {name[0]}"
+        nb = tour.read_notebook(path)
+        n = tour.fill_answers(nb, path.stem, ANSWERS)
+        assert n == text.count('# %% tags=["answer"]') and n > 0, path.name
 
 
 # ---------------------------------------------------------------------------------------
@@ -235,15 +262,24 @@ def test_the_capture_wrapper_is_graded_on_hidden_shapes():
     assert fb.ok and fb.row["exact"] and fb.row["captures"] == fb.row["hidden_shapes"] and fb.row["replays"] > 0
     shown = {tuple(x.shape) for x in task.shown_traffic()}
     hidden = {tuple(x.shape) for x in task._hidden(torch.device("cpu"), 64)}
-    assert hidden - shown, "the grader streams shapes the notebook never shows"
+    assert hidden and not hidden & shown, "the grader streams shapes the notebook never shows"
+    a, b = task._hidden(torch.device("cpu"), 64), task._hidden(torch.device("cpu"), 64)
+    assert [x.shape for x in a] != [x.shape for x in b] or not all(torch.equal(x, y) for x, y in zip(a, b)), \
+        "the hidden traffic is drawn when the grader runs, never the same twice"
 
-    def other_style(model, capture):  # the same wrapper written another way: zeros buffer, slice assignment
+    def other_style(model, graphs):  # the same wrapper written another way: zeros buffer, slice assignment
         cache = {}
 
         def run(x):
             if x.shape not in cache:
                 buf = torch.zeros_like(x)
-                cache[x.shape] = (buf, *capture(model, buf))
+                buf[...] = x
+                with graphs.side_stream():
+                    model(buf)
+                g = graphs.graph()
+                with g.capture():
+                    out = model(buf)
+                cache[x.shape] = (buf, g, out)
             buf, graph, out = cache[x.shape]
             buf[...] = x
             graph.replay()
@@ -265,10 +301,45 @@ def test_each_wrapper_slip_is_named(mistake):
     assert task.WRAPPER_MISTAKES[mistake] in fb.message
 
 
+def test_a_wrapper_that_replays_then_calls_the_model_fails():
+    """Cheat 5 of issue 37: capture per shape, replay to bump the counters, return model(x): exact, and failed."""
+    from cadencelab.course import capture_task as task
+
+    def side_call(model, graphs):
+        inner = sol.wrapper_solution(model, graphs)
+
+        def run(x):
+            inner(x)
+            return model.forward(x)  # past the module's own __call__: its layers still count the call
+
+        return run
+
+    def side_call_module(model, graphs):
+        inner = sol.wrapper_solution(model, graphs)
+        return lambda x: (inner(x), model(x))[1]
+
+    def warm_every_call(model, graphs):  # the model run "as a warm-up" on every call: still a side call
+        inner = sol.wrapper_solution(model, graphs)
+
+        def run(x):
+            inner(x)
+            with graphs.side_stream():
+                return model(x)
+
+        return run
+
+    fb = task.check_wrapper(side_call_module)
+    assert not fb.ok and fb.mistakes == ["side_call"] and fb.row["exact"] and fb.row["side_calls"] > 0, fb.table
+    assert "replayed graph" in fb.message
+    for cheat in (side_call, warm_every_call):
+        fb = task.check_wrapper(cheat)
+        assert not fb.ok and "side_call" in fb.mistakes, fb.table
+
+
 def test_a_garbage_wrapper_shows_no_output_value():
     from cadencelab.course import capture_task as task
 
-    def garbage(model, capture):
+    def garbage(model, graphs):
         return lambda x: x * 0 + 3.25
 
     fb = task.check_wrapper(garbage)
@@ -307,15 +378,14 @@ def test_each_adapter_slip_fails_with_a_named_clause_or_field(mistake):
     assert "frames for region" not in fb.table.set_index("part").loc["hidden sizes", "hint"]  # hidden stays hidden
 
 
-def test_blank_adapter_and_answers_switched_on(monkeypatch):
+def test_a_blank_adapter_gets_no_stand_in():
     from cadencelab.course import capstone
 
     blank = (lambda s: ..., lambda m: ...)
-    monkeypatch.delenv(grading.SOLUTIONS_ENV, raising=False)
-    assert grading.verdict(grading.grade(capstone.check_adapter, blank)) == "not answered yet"
-    monkeypatch.setenv(grading.SOLUTIONS_ENV, "1")
     fb = grading.grade(capstone.check_adapter, blank)
-    assert fb.ok and grading.certified(blank, fb) == sol.adapter_solution
+    assert grading.verdict(fb) == "not answered yet"
+    with pytest.raises(grading.NotCertified, match="adapter"):
+        grading.certified(blank, fb)
 
 
 def test_the_codec_adapter_is_certified_and_its_planted_slips_named():
@@ -338,17 +408,12 @@ def test_the_codec_adapter_is_certified_and_its_planted_slips_named():
         assert f"capacity={hidden.capacity}" not in _feedback_text(fb) and f"Ring({hidden.capacity})" not in fb.message
 
 
-def test_a_blank_codec_adapter_takes_the_codec_stand_in(monkeypatch):
+def test_a_blank_codec_adapter_names_its_model():
     from cadencelab.course import capstone
 
     blank = (lambda s: ..., lambda m: ...)
-    monkeypatch.delenv(grading.SOLUTIONS_ENV, raising=False)
     fb = grading.grade(capstone.check_adapter, blank, model="codec")
     assert grading.verdict(fb) == "not answered yet" and fb.inputs == {"model": "codec"}
-    assert grading.certified(blank, fb) == sol.ADAPTER_SOLUTIONS["codec"]  # the stand-in of the model picked
-    monkeypatch.setenv(grading.SOLUTIONS_ENV, "1")
-    fb = grading.grade(capstone.check_adapter, blank, model="codec")
-    assert fb.ok and grading.certified(blank, fb) == sol.ADAPTER_SOLUTIONS["codec"]
     with pytest.raises(ValueError, match="pick one of"):
         capstone.check_adapter(blank, model="nope")
 
@@ -358,7 +423,7 @@ def test_the_capstone_diagnosis_reads_every_part_of_a_certificate(capsys):
     through the grader and one certificate, with the tables a failure is read from; exit 1 when one fails."""
     from cadencelab.course import capstone
 
-    d = capstone.diagnose("codec", backend="eager", device="cpu")
+    d = capstone.diagnose(sol.ADAPTER_SOLUTIONS["codec"], "codec", backend="eager", device="cpu")
     assert d["ok"] and set(d["clauses"]["passed"]) == {True} and d["mismatches"].empty
     assert (d["counters"]["replays"] > 0).any() and (d["events"]["kind"] == "capture").any()
     assert capstone.main(["--device", "cpu", "--model", "codec"]) == 0
@@ -387,12 +452,38 @@ def test_the_capture_task_and_the_capstone_on_a_gpu():
     from cadencelab.course import capture_task as task
 
     fb = task.check_wrapper(sol.wrapper_solution, device="cuda")
-    assert fb.ok and fb.row["device"].startswith("cuda") and fb.row["speedup"] > 1, fb.row
+    assert fb.ok and fb.row["device"].startswith("cuda") and fb.row["speedup_lo"] > task.TARGET_SPEEDUP, fb.row
+    assert fb.table.set_index("part").loc["speed", "correct"], fb.table
     for mistake, wrong in sol.PLANTED_WRAPPERS.items():
-        assert task.check_wrapper(wrong, device="cuda").mistakes == [mistake]
+        assert mistake in task.check_wrapper(wrong, device="cuda").mistakes
+    slow = task.check_wrapper(sol.slow_wrapper, device="cuda")  # exact, replayed, a host round trip per call
+    assert not slow.ok and slow.row["exact"] and slow.mistakes == ["slow"], slow.table
+    inexact = task.check_wrapper(sol.PLANTED_WRAPPERS["stale_input"], device="cuda")
+    assert not inexact.ok and not inexact.row["exact"], inexact.table
+    for model in capstone.MODELS:  # graded for exactness and speed on the GPU
+        fb = capstone.check_adapter(sol.ADAPTER_SOLUTIONS[model], backend="cuda", device="cuda", model=model)
+        assert fb.ok and fb.graded == "exactness and speed", fb.table.to_string()
+    slow = capstone.check_adapter(sol.slow_adapter, backend="cuda", device="cuda")
+    assert not slow.ok and slow.mistakes == ["slow"], slow.table.to_string()
+    inexact = capstone.check_adapter(sol.PLANTED_ADAPTERS["whole_cache_returned"], backend="cuda", device="cuda")
+    assert not inexact.ok and "slow" not in inexact.mistakes, inexact.table.to_string()
     for model in capstone.MODELS:  # every model a student may pick, certified with real graphs
-        d = capstone.diagnose(model, backend="cuda", device="cuda")
+        d = capstone.diagnose(sol.ADAPTER_SOLUTIONS[model], model, backend="cuda", device="cuda")
         said = "\n".join(f"{k}:\n{d[k].to_string()}" for k in ("feedback", "clauses", "preflight", "events",
                                                                  "mismatches") if len(d[k]))
         assert d["ok"], f"{model} not certified on CUDA:\n{said}"
         assert (d["counters"]["replays"] > 0).any() and (d["counters"]["backend"] == "cuda").all(), said
+
+
+def test_a_choice_question_is_graded_as_a_whole():
+    """Issue 37: per-part feedback lets a student enumerate the choices part by part; graded as one answer, a wrong
+    part is never singled out (a slip is named only when it is the answer's one misconception)."""
+    right = sol.solution("graph_breaks")
+    for wrong in ({**right, "new_turn": "outside_catalog"},
+                  {**right, "host_noise": "invalidated", "new_turn": "host_rng"}):
+        fb = ex.check_graph_breaks(wrong)
+        assert not fb.ok and fb.table["part"].tolist() == ["answer"] and fb.mistakes == [], fb.table
+        assert not any(p in fb.message for p in right), fb.message  # no scenario named
+    assert ex.check_graph_breaks(right).table["part"].tolist() == ["answer"]
+    fb = ex.check_graph_breaks({**right, "host_noise": "replay"})  # the slip alone: named, its concept explained
+    assert fb.mistakes == ["host_noise_replays"]

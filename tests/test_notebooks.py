@@ -94,13 +94,14 @@ def test_read_notebook_names_a_wrong_file(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def course_kernel():
+def course_kernel(tmp_path_factory):
     """One kernel for every course notebook this module executes (tour.SharedKernel: the namespace cleared with
     %reset -f between notebooks, the kernel start and the imports paid once, about 3 s of each run). A
     notebook that reads a name only an earlier one defined still fails here; what a shared kernel cannot
     show (an import left to an earlier notebook's side effect) the tour shows: it gives every notebook a
     fresh kernel, and CI runs it first."""
-    with tour.SharedKernel(NOTEBOOKS, env=tour.COURSE_ENV) as k:
+    book = tmp_path_factory.mktemp("gradebook") / "gradebook.json"  # the tests' own, never the student's
+    with tour.SharedKernel(NOTEBOOKS, env={**tour.COURSE_ENV, "CADENCELAB_GRADEBOOK": str(book)}) as k:
         yield k
 
 
@@ -132,6 +133,9 @@ def test_notebook_executes(name, tmp_path, course_kernel):
     assert run.error is None, run.error[-3000:]
     assert tour.CHECK_MARKER in run.check, f"check cell printed: {run.check!r}"
     assert run.figures, f"{name}: no plotly figure in the outputs"
+    states = (run.gradebook or {}).get("exercises") or {}
+    assert states and set(states.values()) == {"solved"}, f"{name}: the course's answers, graded: {run.gradebook}"
+    assert "gradebook: " in run.check and " solved (0 attempted, 0 blank)" in run.check, run.check
 
 
 def test_mutual_enabling_follows_its_condition(course_kernel):
@@ -224,7 +228,7 @@ def test_tour_run_is_reused_only_while_its_sources_match(small_tour, tmp_path):
     record = json.loads((out / tour.TOUR_RECORD).read_text())
     assert record["digest"] == tour.run_digest([good, bad], tour.COURSE_PARAMETERS)
     assert record["notebooks"] == ["01_prose.py", "02_bad.py"]
-    assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the course with the solutions on
+    assert record["parameters"] == tour.COURSE_PARAMETERS  # the tour runs the course with its predictions
     assert {"gpu", "torch", "date", "git_commit"} <= set(record["provenance"])  # where it ran, for a recorded tour
     run = tour.load_run(out, good)
     assert run is not None and run.ok and len(run.figures) == 1 and "CHECK OK: prose" in run.check

@@ -184,3 +184,16 @@ def test_report_writes_every_figure_as_a_png(tmp_path):
     assert [p.name for p in pngs] == ["01_t-fig00.png"]
     assert pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and pngs[0].stat().st_size > 5_000
     assert "href='figures/01_t-fig00.png'" in page and "every figure also as a PNG" in page
+
+
+def test_report_shows_each_notebooks_gradebook(tmp_path):
+    """The tour's report: per notebook the gradebook line, each exercise's state and each prediction's distance."""
+    run = _run()
+    run.gradebook = {"exercises": {"t2w_K": "solved", "t2w_rho": "attempted", "t2w_extents": "blank"},
+                     "predictions": [dict(question="K", part="flow_chunk", unit="classes", predicted=3, measured=4,
+                                          off=-1.0, verdict="under")]}
+    page = report.render_report([run, _run()], tmp_path, pngs=False).read_text()
+    assert "1 of 3 solved (1 attempted, 1 blank); predictions: 0 of 1 close or right" in page
+    assert "attempted" in page and "under" in page and "(no gradebook entry recorded)" in page
+    row = json.loads((tmp_path / "summary.json").read_text())[0]
+    assert row["gradebook"]["exercises"]["t2w_K"] == "solved"

@@ -15,8 +15,10 @@
     lab             the JupyterLab launcher (the sources open as notebooks)
     predict         Prediction (a question asked before a reveal), reveal -> DataFrame, reveal_figure
     exercises       graded checkers with diagnostic hints (a package: the machinery, one module per notebook group)
-    solutions       a correct answer and the planted mistakes of every exercise
+    gradebook       what each check cell records: exercises solved / attempted / blank, predictions scored
+    graph_kit       the capture task's side stream and graphs (real on CUDA, a stand-in on a CPU)
     glossary        the course's terms as a DataFrame, and as markdown / HTML
+    (the course's answers are not in the package: course-solutions/ beside the notebooks, read by path)
     sample_encoder  notebook 8's streaming encoder, for its declaration exercise
 """
 

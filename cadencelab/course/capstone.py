@@ -9,34 +9,75 @@ never sees (other turn lengths, other values): catalog, both audits, bit-exactne
 stable addresses, replay. A failure names the clause and, for the declaration, the first field that differs
 (never its right value).
 
-The names of the sliding-window decoder (``SHOWN``, ``HIDDEN``, ``WindowDecoder``, ``decode``, ``stock_step``,
-``certified_declaration``) are kept here for the notebooks and tests that read them.
+The names of the sliding-window decoder (``SHOWN``, ``HIDDEN``, ``WindowDecoder``, ``decode``, ``stock_step``) are
+kept here for the notebooks and tests that read them. The grader's reference declarations are not on the model a
+notebook hands the student (``capstone_models._REFERENCES``).
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import Callable
 
 import pandas as pd
 import torch
 
 from ..adapters.kit import Traffic
-from ..contract import Declaration, DeclarationError
-from .capstone_models import (FRAMES, MODELS, CapstoneModel, DecoderSizes, WindowDecoder, capstone_model, decode,
-                              stock_step, window_declaration)
+from ..contract import Admission, Clock, Declaration, DeclarationError, Fixed, Operator, Region, Ring, SlidingWindow
+from .capstone_models import (
+    FRAMES,
+    MODELS,
+    CapstoneModel,
+    DecoderSizes,
+    WindowDecoder,
+    capstone_model,
+    decode,
+    stock_step,
+)
 from .exercises.declaration import declaration_diff
 from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
 
-__all__ = ["certified_declaration", "DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step",
-           "check_adapter", "certificate", "shown_traffic", "ADAPTER_HINTS", "FRAMES", "MODELS", "capstone_model",
+__all__ = ["DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step", "check_adapter",
+           "certificate", "CAPSTONE_TARGET", "shown_traffic", "ADAPTER_HINTS", "FRAMES", "MODELS", "capstone_model",
            "DEFAULT_MODEL"]
 
 #: the model the notebook opens on (the tour and CI run it; a student may pick another)
 DEFAULT_MODEL = "window"
 #: the sliding-window decoder's sizes the notebook shows, and the ones the checker also certifies on
 SHOWN, HIDDEN = MODELS["window"].shown, MODELS["window"].hidden
-#: the sliding-window decoder's declaration (the capstone's answer for it; not shown in the notebook)
-certified_declaration = window_declaration
+
+
+# ---------------------------------------------------------------------------------------
+# the grader's references (they cut the hidden traffic into calls and name the first field of a student's
+# declaration that differs); here, in the grader, never on the model a notebook hands the student
+# ---------------------------------------------------------------------------------------
+
+
+def _window_reference(s) -> Declaration:
+    """The sliding-window decoder's declaration (the grader's reference; never shown)."""
+    clocks = (Clock("calls", "decoder call"),
+              Clock("frames", "latent frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
+              Clock("samples", "audio sample", parent="frames", ratio=s.hop))
+    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads), policy=SlidingWindow(s.window),
+                lifetime="turn", address_stable=True)
+    tail = Region("tail", clock="samples", shape=(1, "samples"), policy=Fixed(s.taps - 1), lifetime="turn",
+                  address_stable=True)
+    op = Operator("decode", reads=("kv",), clock="frames", flush="lookahead")
+    return Declaration("window-decoder", clocks, (kv, tail), (op,), admission=Admission("frames"), call_clock="calls")
+
+
+def _codec_reference(s) -> Declaration:
+    """The codec decoder's declaration (the grader's reference; never shown)."""
+    clocks = (Clock("calls", "decoder call"), Clock("frames", "codec frame", parent="calls", ratio=s.chunk))
+    kv = Region("kv", clock="frames", shape=(1, "frames", s.dim), policy=Ring(s.capacity), lifetime="turn",
+                address_stable=True)
+    ctx = Region("ctx", clock="frames", shape=(1, "frames", s.dim), policy=Fixed(s.kernel - 1), lifetime="turn",
+                 address_stable=True)
+    op = Operator("decode", reads=("kv", "ctx"), clock="frames", flush=(1, s.chunk - 1, 1))
+    return Declaration("codec-decoder", clocks, (kv, ctx), (op,), admission=Admission("frames"), call_clock="calls")
+
+
+_REFERENCES = {"window": _window_reference, "codec": _codec_reference}
 
 
 def _traffic(spec: CapstoneModel, s, lengths, seed: int, device: str = "cpu") -> Traffic:
@@ -45,7 +86,7 @@ def _traffic(spec: CapstoneModel, s, lengths, seed: int, device: str = "cpu") ->
     since on a GPU the kernel a GEMM picks may depend on its inputs' pointer alignment."""
     g = torch.Generator().manual_seed(seed)
     signals = [torch.randn(1, n, s.dim, generator=g) for n in lengths]
-    cut = Traffic.stream(spec.declaration(s), signals, clock="frames")
+    cut = Traffic.stream(_REFERENCES[spec.name](s), signals, clock="frames")
     return Traffic([[x.clone().to(device) for x in turn] for turn in cut.turns])
 
 
@@ -97,18 +138,26 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
              device: str) -> dict:
     from ..adapters.kit import certify
 
-    lengths, seed = spec.hidden_turns[which]
+    lengths, _ = spec.hidden_turns[which]
+    seed = secrets.randbelow(2**31)  # the values drawn when the grader runs: never the same traffic twice
     row = dict(part=which, answer=None, expected="certified", correct=False, mistake="", hint="")
     m = spec.build(s, device)
     try:
         decl, step = declare(s), make_step(m)
+    except DeclarationError as e:  # a declaration that does not build: its field and why (a flush derived from a
+        # lookahead no clock carries: the frames clock's offset is missing)
+        slip = "no_lookahead" if e.field.endswith(".flush") and "offset" in e.reason else ""
+        return {**row, "answer": "DeclarationError", "mistake": slip,
+                "hint": f"{which}: the declaration does not build: field '{e.field}': {e.reason}"
+                        + (" A call reads `lookahead` frames beyond those it commits: the frames clock's offset."
+                           if slip else "")}
     except Exception as e:  # the student's functions failed: say what they raised
         return {**row, "answer": f"{type(e).__name__}", "hint": f"{which}: your code raised {type(e).__name__}: {e}"}
     if is_blank(decl) or is_blank(step):
         return {**row, "hint": f"{which}: fill this in (declare and make_step), then run the cell again."}
     if not isinstance(decl, Declaration):
         return {**row, "answer": type(decl).__name__, "hint": f"{which}: declare must return a Declaration"}
-    diff = declaration_diff(decl, spec.declaration(s))
+    diff = declaration_diff(decl, _REFERENCES[spec.name](s))
     field = diff["field"].iloc[0] if len(diff) else ""
     try:
         cert = certify(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
@@ -135,7 +184,9 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
     if is_blank(answer) or (isinstance(answer, tuple) and any(is_blank(a) for a in answer)):
         rows = [dict(part=w, answer=None, expected="certified", correct=False, mistake="",
                      hint=f"{w}: fill this in (declare and make_step), then run the cell again.") for w in parts]
-        return Feedback("adapter", pd.DataFrame(rows, columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+        fb = Feedback("adapter", pd.DataFrame(rows, columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+        fb.graded = "nothing yet"
+        return fb
     if not (isinstance(answer, tuple) and len(answer) == 2 and all(callable(a) for a in answer)):
         raise TypeError("check_adapter: pass (declare, make_step), two functions: declare(sizes) -> Declaration, "
                         "make_step(model) -> step")
@@ -147,18 +198,53 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
         hidden.update(mistake="literal_size", hint="hidden sizes: a size was typed as a number instead of read "
                       "from the sizes: right for the sizes shown, wrong for another configuration of the model."
                       + (f" The first field that differs: {field}." if field else ""))
-    return Feedback("adapter", pd.DataFrame([shown, hidden], columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+    rows = [shown, hidden]
+    if backend == "cuda":  # on a GPU graded for speed too, once exact: SRc against the stock loop, hidden sizes
+        rows.append(_speed_row(spec, declare, make_step, device) if shown["correct"] and hidden["correct"] else
+                    dict(part="speed", answer=None, expected=f"above {CAPSTONE_TARGET}x", correct=False, mistake="",
+                         hint="speed: graded once the adapter is certified at both configurations."))
+    fb = Feedback("adapter", pd.DataFrame(rows, columns=FEEDBACK_COLUMNS), inputs=dict(model=model))
+    fb.graded = "exactness and speed" if backend == "cuda" else f"exactness only ({backend} backend: no speed grade)"
+    return fb
 
 
-def diagnose(model: str = DEFAULT_MODEL, backend: str = "cuda", device: str = "cuda") -> dict:
-    """The course's own adapter of ``model`` through the grader and through one certificate at the shown sizes,
+#: on CUDA, the speedup of the adapter's SRc arm over the stock loop (B0) whose conservative lower end (B0's
+#: interval's low end over SRc's high end) must exceed this
+CAPSTONE_TARGET = 1.2
+#: timed blocks per arm of the capstone's speed grade
+SPEED_BLOCKS = 8
+
+
+def _speed_row(spec: CapstoneModel, declare: Callable, make_step: Callable, device: str,
+               backend: str = "cuda") -> dict:
+    """SRc against B0 at the hidden sizes on fresh traffic, the course's in-process factorial (blocks, the arm
+    order rotated, a percentile bootstrap over blocks); exact in every block and faster by the target."""
+    from ..adapters.kit import KitModel, factorial
+
+    s = spec.hidden
+    lengths, _ = spec.hidden_turns["hidden sizes"]
+    m = spec.build(s, device)
+    kit = KitModel(declare(s), make_step(m), spec.stock(m), _traffic(spec, s, lengths, secrets.randbelow(2**31),
+                                                                     device), frames=FRAMES, modules=(m,),
+                   device=device)
+    df = factorial(kit, arms=("B0", "SRc"), blocks=SPEED_BLOCKS, backend=backend).set_index("arm")
+    b0, src = df.loc["B0"], df.loc["SRc"]
+    point, lo = b0["latency_ms"] / src["latency_ms"], b0["latency_ms_lo"] / src["latency_ms_hi"]
+    ok = bool(src["bit_exact"]) and bool(lo > CAPSTONE_TARGET)
+    said = f"{point:.2f}x (at least {lo:.2f}x) over the stock loop, target above {CAPSTONE_TARGET}x"
+    return dict(part="speed", answer=said, expected=f"above {CAPSTONE_TARGET}x", correct=ok,
+                mistake="" if ok else "slow",
+                hint="" if ok else f"speed: {said}: replay is not paying off; look for a host sync, an allocation or "
+                                   f"a copy in the step (the certificate's preflight and counters say where).")
+
+
+def diagnose(answer: tuple, model: str = DEFAULT_MODEL, backend: str = "cuda", device: str = "cuda") -> dict:
+    """An adapter ``answer`` of ``model`` through the grader and through one certificate at the shown sizes,
     with everything a failure is read from: ``feedback`` (the grader's rows), ``clauses``, ``preflight`` (every
     row, info included), ``counters`` (per class: status, reason, replays), ``events`` (captures, failed
     captures with their error, invalidations) and ``mismatches`` (calls not bit-exact). For a device run:
-    ``python -m cadencelab.course.capstone --device cuda``."""
-    from .solutions import ADAPTER_SOLUTIONS
-
-    answer = ADAPTER_SOLUTIONS[capstone_model(model).name]
+    ``python -m cadencelab.course.capstone --device cuda`` (the course's own adapters, read from
+    ``--answers``, a file of a checkout: they are not part of the package)."""
     fb = check_adapter(answer, backend=backend, device=device, model=model)
     cert = certificate(answer, backend=backend, device=device, model=model)
     engines = list(cert.runtime.engines.values()) if cert.runtime is not None else []
@@ -176,15 +262,25 @@ def main(argv=None) -> int:
                                              "what a failure is read from")
     ap.add_argument("--device", default="cuda", help="where the models run (default: cuda; cpu runs the eager backend)")
     ap.add_argument("--model", action="append", choices=list(MODELS), help="a model (default: every one)")
+    ap.add_argument("--answers", default="course-solutions/solutions.py",
+                    help="the course's answers, a file of a checkout (not part of the package; default: %(default)s)")
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"{ap.prog}: error: --device {a.device}: no CUDA device here", file=__import__("sys").stderr)
         return 2
     backend = "eager" if a.device == "cpu" else "cuda"
+    import runpy
+    from pathlib import Path
+
+    if not Path(a.answers).is_file():
+        print(f"{ap.prog}: error: --answers {a.answers}: no such file (run from a checkout's root)",
+              file=__import__("sys").stderr)
+        return 2
+    adapters = runpy.run_path(a.answers)["ADAPTER_SOLUTIONS"]
     ok = True
     with pd.option_context("display.width", 200, "display.max_colwidth", 120, "display.max_columns", 20):
         for name in a.model or list(MODELS):
-            d = diagnose(name, backend=backend, device=a.device)
+            d = diagnose(adapters[name], name, backend=backend, device=a.device)
             ok &= d["ok"]
             print(f"== {name} ({capstone_model(name).title}) on {a.device}, {backend} backend: "
                   f"{'CERTIFIED' if d['ok'] else 'NOT CERTIFIED'}")

@@ -25,13 +25,12 @@ from typing import Callable
 
 import torch
 
-from ..contract import Admission, Clock, Declaration, Fixed, Operator, Region, Ring, SlidingWindow
 from ..replay import At
 from .sample_encoder import seed_weights
 
 __all__ = ["CapstoneModel", "MODELS", "capstone_model", "DecoderSizes", "WindowDecoder", "decode", "stock_step",
-           "window_declaration", "CodecSizes", "CodecDecoder", "front", "attend_ring", "to_samples",
-           "codec_stock_step", "codec_declaration", "FRAMES"]
+           "CodecSizes", "CodecDecoder", "front", "attend_ring", "to_samples",
+           "codec_stock_step", "FRAMES"]
 
 #: where a call's frames are in its input, for every capstone model: (1, frames, dim)
 FRAMES = At(0, dim=1, clock="frames")
@@ -91,19 +90,6 @@ def stock_step(m: WindowDecoder, x, kv, tail, last):
     kv = torch.cat([kv, kv_new], dim=2)
     tail = torch.cat([tail, raw], dim=1)
     return out, kv[:, :, max(0, kv.shape[2] - s.window):], tail[:, tail.shape[1] - (s.taps - 1):]
-
-
-def window_declaration(s: DecoderSizes) -> Declaration:
-    """The sliding-window decoder's declaration (the grader's reference; never shown)."""
-    clocks = (Clock("calls", "decoder call"),
-              Clock("frames", "latent frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
-              Clock("samples", "audio sample", parent="frames", ratio=s.hop))
-    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads), policy=SlidingWindow(s.window),
-                lifetime="turn", address_stable=True)
-    tail = Region("tail", clock="samples", shape=(1, "samples"), policy=Fixed(s.taps - 1), lifetime="turn",
-                  address_stable=True)
-    op = Operator("decode", reads=("kv",), clock="frames", flush="lookahead")
-    return Declaration("window-decoder", clocks, (kv, tail), (op,), admission=Admission("frames"), call_clock="calls")
 
 
 def _window_stock(m: WindowDecoder):
@@ -177,17 +163,6 @@ def codec_stock_step(m: CodecDecoder, x, ring, end, ctx):
     return out, ring, end + k.shape[1], seen[:, seen.shape[1] - (s.kernel - 1):]
 
 
-def codec_declaration(s: CodecSizes) -> Declaration:
-    """The codec decoder's declaration (the grader's reference; never shown)."""
-    clocks = (Clock("calls", "decoder call"), Clock("frames", "codec frame", parent="calls", ratio=s.chunk))
-    kv = Region("kv", clock="frames", shape=(1, "frames", s.dim), policy=Ring(s.capacity), lifetime="turn",
-                address_stable=True)
-    ctx = Region("ctx", clock="frames", shape=(1, "frames", s.dim), policy=Fixed(s.kernel - 1), lifetime="turn",
-                 address_stable=True)
-    op = Operator("decode", reads=("kv", "ctx"), clock="frames", flush=(1, s.chunk - 1, 1))
-    return Declaration("codec-decoder", clocks, (kv, ctx), (op,), admission=Admission("frames"), call_clock="calls")
-
-
 def _codec_stock(m: CodecDecoder):
     def stock(x, caches, last):
         out, ring, end, ctx = codec_stock_step(m, x, caches.get("kv"), caches.get("end", 0), caches.get("ctx"))
@@ -204,8 +179,8 @@ def _codec_stock(m: CodecDecoder):
 @dataclass(frozen=True)
 class CapstoneModel:
     """One capstone model: name, title, sizes shown and hidden, its module, its code (what the notebook
-    prints), its stock step in the kit's form (``stock(model) -> stock(x, caches, last)``), the reference
-    declaration, the turns the notebook shows and the hidden ones (frames per turn, seed, per configuration),
+    prints), its stock step in the kit's form (``stock(model) -> stock(x, caches, last)``), the turns the notebook
+    shows and the hidden ones (frames per turn, seed, per configuration),
     and what the notebook says: ``about`` (the model) and ``task`` (what the adapter must hold)."""
 
     name: str
@@ -215,7 +190,6 @@ class CapstoneModel:
     module: type
     code: tuple
     stock: Callable
-    declaration: Callable
     shown_turns: tuple
     hidden_turns: dict
     about: str
@@ -230,7 +204,7 @@ MODELS: dict[str, CapstoneModel] = {m.name: m for m in (
     CapstoneModel(
         "window", "a sliding-window decoder",
         DecoderSizes(), DecoderSizes(window=7, chunk=3, lookahead=2, hop=4, taps=4),
-        WindowDecoder, (WindowDecoder, decode, stock_step), _window_stock, window_declaration,
+        WindowDecoder, (WindowDecoder, decode, stock_step), _window_stock,
         (21, 10), {"shown sizes": ((33, 17, 6), 11), "hidden sizes": ((26, 14, 9), 12)},
         "A **sliding-window decoder** (latent frames in, audio samples out): one attention layer over a cache of "
         "the newest frames' keys and values, then samples per frame smoothed by a short causal filter. A call "
@@ -244,7 +218,7 @@ MODELS: dict[str, CapstoneModel] = {m.name: m for m in (
         "codec", "a causal codec decoder with a ring cache",
         CodecSizes(), CodecSizes(kernel=4, capacity=7, chunk=3, hop=5),
         CodecDecoder, (CodecDecoder, front, attend_ring, to_samples, codec_stock_step), _codec_stock,
-        codec_declaration, (21, 10), {"shown sizes": ((30, 17, 6), 21), "hidden sizes": ((25, 13, 9), 22)},
+        (21, 10), {"shown sizes": ((30, 17, 6), 21), "hidden sizes": ((25, 13, 9), 22)},
         "A **causal codec decoder** (codec frames in, audio samples out), as streaming codecs keep their "
         "transformer's keys: a causal convolution over frames, then attention over a **ring** of keys that the "
         "step writes at slot `(end + i) % capacity` and masks where this turn has not written yet, then samples "

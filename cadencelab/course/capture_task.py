@@ -1,32 +1,38 @@
 """The capture task: write the capture-and-replay wrapper of a small model, graded like a leaderboard problem.
 
-The student writes ``make_wrapper(model, capture)``: it returns a function ``x -> model(x)`` that keeps one
-captured graph per exact input shape and replays it (``capture(fn, static_x)`` gives ``(graph,
-static_y)``; ``graph.replay()`` recomputes ``static_y`` from whatever ``static_x`` holds). :func:`grade_wrapper`
+The student writes ``make_wrapper(model, graphs)``: it returns a function ``x -> model(x)`` that keeps one
+captured graph per exact input shape and replays it, warm-up, capture and replay written by the student with the
+:class:`~cadencelab.course.graph_kit.GraphKit` it is given (``graphs.side_stream()`` to warm up in,
+``graphs.graph()`` with ``capture()`` and ``replay()``). :func:`grade_wrapper`
 runs it on traffic the student never sees (hidden shapes, fresh values every call, shapes that come back),
 compares every output with eager bit for bit (``torch.equal``), checks that earlier outputs were not
-overwritten afterwards, counts captures and replays, and times both: one leaderboard row.
+overwritten afterwards, counts captures and replays, and times both: one leaderboard row. The traffic is drawn
+when the grader runs (its shapes and values differ from run to run), and the output must come from the replayed
+graph: every call the model runs outside a capture or a replay is counted, and a wrapper that replays and then
+returns ``model(x)`` anyway fails (``side_call``). On CUDA the wrapper must also be faster than eager: the
+speedup's interval over paired passes (the course's hierarchical bootstrap, one level) must lie above
+:data:`TARGET_SPEEDUP`; on a CPU the grade is for correctness only, and says so.
 
-On CUDA ``capture`` is the real recipe (side-stream warm-up, ``torch.cuda.graph``; the one notebook 4 shows).
-On a CPU it is :class:`SimulatedGraph`: a stand-in with a CUDA graph's semantics, so the grader stays
-meaningful there: replay reads the static input's *current values* (forget the ``copy_`` and you get a stale
-answer) and writes into the *same* static output (return it without ``clone`` and the next call overwrites
-it), and a graph only fits the shape it was captured at.
+On CUDA the kit is the real thing (a side stream, ``torch.cuda.graph``; notebook 4's recipe). On a CPU it is a
+stand-in with a CUDA graph's semantics, so the grader stays meaningful there: replay reads the static input's
+*current values* (forget the ``copy_`` and you get a stale answer) and writes into the *same* static output
+(return it without ``clone`` and the next call overwrites it), and a graph only fits the shape it was captured at.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
 import torch
 
 from .exercises.machinery import FEEDBACK_COLUMNS, HIDDEN, Feedback, is_blank
+from .graph_kit import GraphKit
 
-__all__ = ["TaskModel", "SimulatedGraph", "Capturer", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
-           "leaderboard", "slip_submissions", "WRAPPER_MISTAKES", "eager_wrapper", "LEADERBOARD_COLUMNS"]
+__all__ = ["TaskModel", "GraphKit", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
+           "leaderboard", "mistakes_table", "WRAPPER_MISTAKES", "TARGET_SPEEDUP", "eager_wrapper",
+           "LEADERBOARD_COLUMNS"]
 
 #: the mistakes the grader names, each with its hint (never the right outputs)
 WRAPPER_MISTAKES = {
@@ -39,11 +45,22 @@ WRAPPER_MISTAKES = {
     "recaptured": "more captures than distinct shapes: capture once per shape and replay afterwards (a capture "
                   "costs many eager calls).",
     "never_replayed": "no graph was replayed: the wrapper ran eagerly; capture per shape, then replay.",
+    "uncaptured": "some shapes were never captured and ran eagerly every call: capture each exact shape once.",
+    "no_warm_up": "a shape was captured without a warm-up: run the model at that shape in graphs.side_stream() "
+                  "first (lazy initialisation, autotuning and the allocator must not be captured).",
+    "side_call": "the model ran eagerly outside its captures and replays: the output must come from the replayed "
+                 "graph's static output, not from a call to the model beside it.",
+    "slow": "exact, but not faster than eager by the target on this GPU (the interval of the speedup must lie "
+            "above it): look for a sync, a capture or an allocation on the hot path.",
 }
+#: on CUDA, the speedup over eager whose interval's lower end a submission must exceed
+TARGET_SPEEDUP = 1.3
+#: timed paired passes (eager, then the wrapper) on CUDA, the speedup's interval drawn over them
+CUDA_PASSES = 12
 #: timed passes over the hidden traffic per submission (the best one counts)
 REPEATS = 3
-LEADERBOARD_COLUMNS = ["submission", "exact", "calls", "hidden_shapes", "captures", "replays", "us_per_call",
-                       "eager_us_per_call", "speedup", "device"]
+LEADERBOARD_COLUMNS = ["submission", "exact", "calls", "hidden_shapes", "captures", "replays", "side_calls",
+                       "us_per_call", "eager_us_per_call", "speedup", "speedup_lo", "speedup_hi", "device", "graded"]
 
 
 class TaskModel(torch.nn.Module):
@@ -65,63 +82,12 @@ def make_model(device: str = "cpu", seed: int = 0, dim: int = 64) -> TaskModel:
     return TaskModel(dim).to(device).eval()
 
 
-class SimulatedGraph:
-    """A CUDA graph's semantics on a CPU: replay recomputes ``fn(static_x)`` into the same ``static_y``."""
-
-    def __init__(self, fn: Callable, static_x: torch.Tensor):
-        self.fn, self.static_x, self.shape = fn, static_x, tuple(static_x.shape)
-        with torch.no_grad():
-            self.static_y = fn(static_x).clone()
-        self.replays = 0
-
-    def replay(self) -> None:
-        if tuple(self.static_x.shape) != self.shape:
-            raise RuntimeError(f"graph captured at shape {self.shape} replayed on {tuple(self.static_x.shape)}")
-        with torch.no_grad():
-            self.static_y.copy_(self.fn(self.static_x))
-        self.replays += 1
-
-
-@dataclass
-class Capturer:
-    """The ``capture(fn, static_x) -> (graph, static_y)`` a wrapper is given; counts captures and replays."""
-
-    device: torch.device
-    graphs: list = field(default_factory=list)
-
-    def __call__(self, fn: Callable, static_x: torch.Tensor):
-        if self.device.type == "cuda":
-            from .graph_lesson import capture
-
-            graph, static_y = capture(fn, static_x)
-        else:
-            graph = SimulatedGraph(fn, static_x)
-            static_y = graph.static_y
-        self.graphs.append(_Counted(graph))
-        return self.graphs[-1], static_y
-
-    @property
-    def captures(self) -> int:
-        return len(self.graphs)
-
-    @property
-    def replays(self) -> int:
-        return sum(g.replays for g in self.graphs)
-
-
-class _Counted:
-    """A graph whose replays are counted (the CUDA graph object does not count them)."""
-
-    def __init__(self, graph):
-        self.graph, self.replays = graph, 0
-
-    def replay(self) -> None:
-        self.graph.replay()
-        self.replays += 1
-
-
-def _traffic(lengths, dim: int, device, seed: int) -> list[torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
+def _traffic(lengths, dim: int, device, seed: int | None) -> list[torch.Tensor]:
+    g = torch.Generator()
+    if seed is None:
+        g.seed()  # drawn now, from the operating system's entropy
+    else:
+        g.manual_seed(seed)
     return [torch.randn(1, int(t), dim, generator=g).to(device) for t in lengths]
 
 
@@ -131,14 +97,18 @@ def shown_traffic(device: str = "cpu", dim: int = 64) -> list[torch.Tensor]:
 
 
 def _hidden(device, dim: int) -> list[torch.Tensor]:
-    """The grader's traffic, not shown: other frame counts, shapes that come back, fresh values every call."""
-    g = torch.Generator().manual_seed(20261202)
-    sizes = torch.randint(3, 41, (5,), generator=g).tolist()
-    order = torch.randint(0, len(sizes), (16,), generator=g).tolist()
-    return _traffic([sizes[i] for i in order], dim, device, seed=7)
+    """The grader's traffic, drawn when it runs (never the same twice): five frame counts between 3 and 40 not
+    shown, shapes that come back, fresh values every call."""
+    g = torch.Generator()
+    g.seed()
+    shown = {8, 12, 16}
+    sizes = [s for s in torch.randperm(38, generator=g).add(3).tolist() if s not in shown][:5]
+    order = list(range(len(sizes))) + torch.randint(0, len(sizes), (11,), generator=g).tolist()
+    order = [order[i] for i in torch.randperm(len(order), generator=g).tolist()]
+    return _traffic([sizes[i] for i in order], dim, device, seed=None)
 
 
-def eager_wrapper(model, capture):
+def eager_wrapper(model, graphs):
     """The reference submission: no graphs at all (what a wrapper must equal, and beat on a GPU)."""
     return model
 
@@ -155,42 +125,49 @@ def _pass_us(fn: Callable, xs: list, device) -> float:
     return (time.perf_counter() - t0) * 1e6 / max(1, len(xs))
 
 
-def _race(eager: Callable, fn: Callable, xs: list, device, repeats: int = REPEATS) -> tuple[float, float]:
-    """(eager, fn) µs per call: passes alternated so both see the same machine, the best of ``repeats`` each
-    (the least disturbed, as timeit does); on a CPU with one intra-op thread, so a shared machine's other
-    processes do not stall the thread pool."""
+def _race(eager: Callable, fn: Callable, xs: list, device, repeats: int | None = None):
+    """(eager, fn) µs per call and the speedup (point, lo, hi): passes alternated so both see the same machine,
+    the best of the passes each (the least disturbed, as timeit does); the speedup's 95% interval is the
+    hierarchical bootstrap (:mod:`cadencelab.profile.intervals`) over the paired passes' ratios. On a CPU with one
+    intra-op thread, so a shared machine's other processes do not stall the thread pool."""
+    import numpy as np
+
+    from ..profile.intervals import CONFIDENCE, hierarchical_bootstrap, point
+
+    repeats = repeats or (CUDA_PASSES if device.type == "cuda" else REPEATS)
     threads = torch.get_num_threads()
     if device.type == "cpu":
         torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            best = [float("inf"), float("inf")]
-            for _ in range(repeats):
-                for i, f in enumerate((eager, fn)):
-                    best[i] = min(best[i], _pass_us(f, xs, device))
+            passes = [[_pass_us(f, xs, device) for f in (eager, fn)] for _ in range(repeats)]
     finally:
         torch.set_num_threads(threads)
-    return best[0], best[1]
+    ratios = [e / max(w, 1e-9) for e, w in passes]
+    boot = hierarchical_bootstrap([ratios], 2000, np.random.default_rng(0))
+    a = (1 - CONFIDENCE) / 2
+    speed = (point([ratios]), float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a)))
+    return min(p[0] for p in passes), min(p[1] for p in passes), speed
 
 
 def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your wrapper",
                   traffic: list | None = None) -> Feedback:
-    """Grade ``make_wrapper(model, capture)`` on the hidden traffic: exact, never stale, never aliased, one
+    """Grade ``make_wrapper(model, graphs)`` on the hidden traffic: exact, never stale, never aliased, one
     capture per shape, replayed; timed against eager. The Feedback's ``row`` is its leaderboard row."""
     dev = torch.device(device)
     if is_blank(make_wrapper):
         return _feedback([dict(part="wrapper", answer=None, expected=HIDDEN, correct=False, mistake="",
                                hint="wrapper: fill this in (write make_wrapper, then run the cell again).")], None)
     if not callable(make_wrapper):
-        raise TypeError(f"grade_wrapper: expected a function make_wrapper(model, capture), "
+        raise TypeError(f"grade_wrapper: expected a function make_wrapper(model, graphs), "
                         f"got {type(make_wrapper).__name__}")
     model = make_model(device)
     xs = traffic if traffic is not None else _hidden(dev, model.up.in_features)
     with torch.no_grad():
         want = [model(x.clone()) for x in xs]
-    cap = Capturer(dev)
+    kit = GraphKit(model, dev)
     try:
-        fn = make_wrapper(model, cap)
+        fn = make_wrapper(model, kit)
         if is_blank(fn):
             return grade_wrapper(..., device)
         right_now, got = [], []
@@ -199,14 +176,17 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
                 y = fn(x.clone())
                 got.append(y)
                 right_now.append(bool(y.shape == w.shape and torch.equal(y, w)))
-        captures = cap.captures
-        eager_us, us = _race(model, fn, xs, dev)  # every shape captured by now
+        captures, side_calls, replays, unwarmed = kit.captures, kit.side_calls, kit.replays, kit.unwarmed
+        captured_shapes = len(kit.captured)
+        kit.close()
+        eager_us, us, speed = _race(model, fn, xs, dev)  # every shape captured by now
     except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size
-        bad = "shape" in str(e) or "size" in str(e)
-        return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False,
-                               mistake="shape_mismatch" if bad else "",
+        kit.close()
+        # a copy_ of the wrong size (one graph for every shape), or a capture that failed without its warm-up
+        slip = "shape_mismatch" if "shape" in str(e) or "size" in str(e) else ("no_warm_up" if kit.unwarmed else "")
+        return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False, mistake=slip,
                                hint=f"exact: the wrapper raised {type(e).__name__}: {str(e)[:120]}. "
-                                    + (WRAPPER_MISTAKES["shape_mismatch"] if bad else ""))], None)
+                                    + (WRAPPER_MISTAKES[slip] if slip else ""))], None)
     later = [bool(torch.equal(g, w)) for g, w in zip(got, want)]  # ...and again after every call ran
     shapes = len({tuple(x.shape) for x in xs})
     exact = all(right_now) and all(later)
@@ -214,21 +194,33 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
                                                        else "aliased_output")]
     if captures > shapes:
         rows.append(_row("captures", False, "recaptured"))
-    elif captures == 0 or cap.replays == 0:
+    elif captures == 0 or replays == 0:
         rows.append(_row("captures", False, "never_replayed"))
+    elif side_calls:
+        rows.append(_row("captures", False, "side_call"))
+    elif captured_shapes < shapes:
+        rows.append(_row("captures", False, "uncaptured"))
+    elif unwarmed:
+        rows.append(_row("captures", False, "no_warm_up"))
     else:
         rows.append(_row("captures", True, ""))
+    if dev.type == "cuda":  # graded for speed too: the interval of the speedup above the target
+        fast = exact and speed[1] > TARGET_SPEEDUP
+        r = _row("speed", fast, "" if fast or not exact else "slow")
+        if not exact:
+            r["hint"] = "speed: graded once every output is exact."
+        r["answer"] = f"{speed[0]:.2f}x [{speed[1]:.2f}, {speed[2]:.2f}] (target above {TARGET_SPEEDUP}x)"
+        rows.append(r)
     row = dict(submission=name, exact=exact, calls=len(xs), hidden_shapes=shapes, captures=captures,
-               replays=cap.replays, us_per_call=us, eager_us_per_call=eager_us, speedup=eager_us / us,
-               device=str(dev))
+               replays=replays, us_per_call=us, eager_us_per_call=eager_us, speedup=eager_us / us,
+               speedup_lo=speed[1], speedup_hi=speed[2], side_calls=side_calls, device=str(dev),
+               graded=("exactness and speed" if dev.type == "cuda" else "exactness only (CPU: no speed grade)"))
     return _feedback(rows, row)
 
 
-def slip_submissions() -> list:
-    """(mistake, make_wrapper) for each slip the grader names: submissions the course ships to be graded."""
-    from .solutions import PLANTED_WRAPPERS
-
-    return list(PLANTED_WRAPPERS.items())
+def mistakes_table() -> pd.DataFrame:
+    """The slips the grader names, each with what it tells the student (no submission ships with the course)."""
+    return pd.DataFrame([dict(mistake=k, hint=v) for k, v in WRAPPER_MISTAKES.items()])
 
 
 def check_wrapper(make_wrapper: Callable, device: str = "cpu") -> Feedback:

@@ -109,33 +109,33 @@ def _chunk_timelines(device, sizes):
     chunk_timelines("live", config=sizes["token2wav"], device=str(device))
 
 
-def _adapter(device, sizes):
+def _adapter(device, sizes, answers):
     from ..adapters.kit import KitModel, certify, factorial
     from . import sample_encoder as se
 
+    declaration = answers["declaration_solution"]
     s, backend = se.VISIBLE, "cuda" if device.type == "cuda" else "eager"
     model = se.SampleEncoder(s).to(device)
     step, stock, frames = se.steps(model)
-    traffic = se.traffic(s, device=device)
-    certify(se.reference_declaration(s), step, stock, traffic, frames=frames, modules=[model], backend=backend,
+    traffic = se.traffic(s, declaration(s), device=device)
+    certify(declaration(s), step, stock, traffic, frames=frames, modules=[model], backend=backend,
             device=device)
-    factorial(KitModel(se.reference_declaration(s), step, stock, traffic, frames=frames, modules=(model,),
+    factorial(KitModel(declaration(s), step, stock, traffic, frames=frames, modules=(model,),
                        device=device), blocks=3, backend=backend)
 
 
-def _capture_task(device, sizes):
+def _capture_task(device, sizes, answers):
     from . import capture_task as task
-    from .solutions import PLANTED_WRAPPERS, wrapper_solution
 
-    task.leaderboard(task.check_wrapper(wrapper_solution, device=str(device)), device=str(device))
-    for wrong in PLANTED_WRAPPERS.values():
+    task.leaderboard(task.check_wrapper(answers["wrapper_solution"], device=str(device)), device=str(device))
+    for wrong in answers["PLANTED_WRAPPERS"].values():
         task.check_wrapper(wrong, device=str(device))
 
 
-def _capstone(device, sizes):
+def _capstone(device, sizes, answers):
     from . import capstone
-    from .solutions import ADAPTER_SOLUTIONS
 
+    ADAPTER_SOLUTIONS = answers["ADAPTER_SOLUTIONS"]
     backend = "cuda" if device.type == "cuda" else "eager"
     for name in capstone.MODELS:
         capstone.check_adapter(ADAPTER_SOLUTIONS[name], backend=backend, device=str(device), model=name)
@@ -155,6 +155,7 @@ class LiveCell:
     run: Callable
     sized: bool = False
     cpu: bool = True
+    answers: bool = False  # runs the course's answers: ``run(device, sizes, answers)``, answers from --answers
 
 
 CELLS = (
@@ -171,10 +172,12 @@ CELLS = (
              "rules_panel", _rules_panel, sized=True, cpu=False),
     LiveCell("chunk_timelines", 7, "B0 and SRc steady chunks profiled live", "chunk_timelines", _chunk_timelines,
              sized=True),
-    LiveCell("adapter", 8, "the sample encoder's adapter certified, then its factorial", "factorial", _adapter),
+    LiveCell("adapter", 8, "the sample encoder's adapter certified, then its factorial", "factorial", _adapter,
+             answers=True),
     LiveCell("capture_task", 9, "the capture task graded on hidden shapes, with its slips", "check_wrapper",
-             _capture_task),
-    LiveCell("capstone", 10, "every capstone model's adapter graded and certified", "check_adapter", _capstone),
+             _capture_task, answers=True),
+    LiveCell("capstone", 10, "every capstone model's adapter graded and certified", "check_adapter", _capstone,
+             answers=True),
 )
 
 
@@ -206,11 +209,13 @@ def _clean(dev) -> float | None:
 
 
 def measure(device: str = "cuda", presets=("full", "small"), cells=None, progress: Callable | None = None,
-            on_row: Callable | None = None) -> pd.DataFrame:
+            on_row: Callable | None = None, answers: dict | None = None) -> pd.DataFrame:
     """Run each live cell (``cells``: names, default all) at each of ``presets`` where its size follows the preset
     (once otherwise, at the notebooks' default) on ``device``; one row per run with :data:`COLUMNS`.
     ``on_row(rows, planned)``, when given, is called after every row with the rows so far (a frame) and the
-    number of runs planned (what :func:`record` writes as it goes)."""
+    number of runs planned (what :func:`record` writes as it goes). ``answers``: the course's answers (the globals
+    of ``course-solutions/solutions.py``, which is not part of the package) for the cells that run them; without
+    them those cells are skipped and say so."""
     import torch
 
     dev = torch.device(device)
@@ -236,12 +241,15 @@ def measure(device: str = "cuda", presets=("full", "small"), cells=None, progres
         if dev.type != "cuda" and not c.cpu:
             done(dict(row, status="skipped: the notebook runs it on a GPU only"))
             continue
+        if c.answers and answers is None:
+            done(dict(row, status="skipped: runs the course's answers (--answers course-solutions/solutions.py)"))
+            continue
         if progress:
             progress(f"{c.name} ({p or 'fixed'}) on {dev}")
         before = _clean(dev)
         t0 = time.perf_counter()
         try:
-            c.run(dev, sizes)
+            c.run(dev, sizes, answers) if c.answers else c.run(dev, sizes)
             status = "ok"
         except Exception as e:  # a cell that fails is reported, the others still measured
             status = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
@@ -256,7 +264,7 @@ def measure(device: str = "cuda", presets=("full", "small"), cells=None, progres
 
 
 def record(out_dir: str | os.PathLike, device: str = "cuda", presets=("full", "small"), cells=None,
-           overwrite: bool = False, progress: Callable | None = None) -> Path:
+           overwrite: bool = False, progress: Callable | None = None, answers: dict | None = None) -> Path:
     """Measure and write ``out_dir/live_memory.json`` (provenance, the command, rows, ``planned`` runs and whether
     the record is ``complete``) and ``live_memory.csv``, both rewritten whole after every run (a run stopped at a
     time limit keeps its finished rows, marked incomplete); never into the recorded data folder, nor over earlier
@@ -274,7 +282,7 @@ def record(out_dir: str | os.PathLike, device: str = "cuda", presets=("full", "s
         write_atomic(out / CSV, df.to_csv(index=False))
         return write_atomic(out / FILE, json.dumps(obj, indent=1))
 
-    df = measure(device, presets, cells, progress, on_row=write)
+    df = measure(device, presets, cells, progress, on_row=write, answers=answers)
     return write(df, len(df)) if df.empty else out / FILE  # nothing planned: still one (empty, complete) record
 
 
@@ -341,6 +349,9 @@ def main(argv=None) -> int:
     ap.add_argument("--presets", default=",".join(PRESETS), help=f"comma-separated, of {list(PRESETS)} (default: all)")
     ap.add_argument("--cells", default="", help=f"comma-separated cell names (default: all of {[c.name for c in CELLS]})")
     ap.add_argument("--overwrite", action="store_true", help="replace earlier files in --out")
+    ap.add_argument("--answers", default="course-solutions/solutions.py",
+                    help="the course's answers, a file of a checkout, for the cells that run them (not part of the "
+                         "package; default: %(default)s; absent: those cells are skipped)")
     a = ap.parse_args(argv)
     try:
         presets = tuple(p for p in a.presets.split(",") if p)
@@ -349,8 +360,11 @@ def main(argv=None) -> int:
         cells = [c for c in a.cells.split(",") if c]
         for c in cells:
             cell(c)
+        import runpy
+
+        answers = runpy.run_path(a.answers) if Path(a.answers).is_file() else None
         path = record(a.out, a.device, presets, cells or None, a.overwrite,
-                      progress=lambda s: print(f"measuring {s}", file=sys.stderr, flush=True))
+                      progress=lambda s: print(f"measuring {s}", file=sys.stderr, flush=True), answers=answers)
     except (OutputRefused, ValueError) as e:
         print(f"{ap.prog}: error: {e}", file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from .gradebook import note_reveal
 from .switches import TOUR_PREDICTIONS
 from ..viz.options import FigureOptions, integer_axis, require_columns
 
@@ -218,6 +219,7 @@ def reveal(prediction: Prediction, measured, rel_tol: float = REL_TOL, abs_tol: 
                                predicted=[prediction.answers()[k] for k in got], measured=math.nan,
                                error=math.nan, rel_error=math.nan, verdict=NOT_PREDICTED))
         df.attrs["refused"] = True
+        note_reveal(df)  # the gradebook keeps it as not predicted
         return df[REVEAL_COLUMNS]
     rows = []
     for k, p in prediction.answers().items():
@@ -237,6 +239,7 @@ def reveal(prediction: Prediction, measured, rel_tol: float = REL_TOL, abs_tol: 
     df.insert(0, "unit", prediction.unit)
     df.insert(0, "key", list(got))
     df.insert(0, "question", prediction.question)
+    note_reveal(df)  # scored for the gradebook: the prediction was made before this reveal ran
     return df[REVEAL_COLUMNS]
 
 

@@ -235,6 +235,23 @@ def _time_cells(seconds: float, cells: float | None) -> str:
     return out + (f" (cells&nbsp;{cells:.2f}&nbsp;s)" if cells is not None else "")
 
 
+def gradebook_html(entry: dict | None) -> str:
+    """A notebook's gradebook entry as HTML: the line ("2 of 3 solved"), each exercise's state, each prediction
+    (given, measured, how far off in its unit, verdict)."""
+    import pandas as pd
+
+    from .gradebook import summary_line
+
+    if not entry:
+        return "<h3>Gradebook</h3><p class='meta'>(no gradebook entry recorded)</p>"
+    ex, pr = entry.get("exercises") or {}, entry.get("predictions") or []
+    states = pd.DataFrame([dict(exercise=e, state=s) for e, s in ex.items()], columns=["exercise", "state"])
+    preds = pd.DataFrame(pr, columns=["question", "part", "unit", "predicted", "measured", "off", "verdict"])
+    return (f"<h3>Gradebook</h3><p>{html.escape(summary_line(ex, pr))}</p>"
+            + states.to_html(index=False, border=0, classes="gradebook")
+            + (preds.to_html(index=False, border=0, classes="gradebook", na_rep="") if len(preds) else ""))
+
+
 def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wall_s: float | None = None,
                   pngs: bool = True) -> Path:
     """Write ``out_dir/index.html`` for ``runs`` (plotly.js embedded once: the page works offline),
@@ -274,7 +291,8 @@ def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wal
             f"{status} · <a href='notebooks/{r.path.stem}.ipynb'>executed notebook</a> · "
             f"<a href='#{GLOSSARY_ID}'>glossary</a></p>"
             f"<h3>You will learn</h3><ul>{goals}</ul>{body}"
-            f"<h3>Check cell</h3><pre>{html.escape(r.check.strip() or '(no output)')}</pre>{err}</section>")
+            f"<h3>Check cell</h3><pre>{html.escape(r.check.strip() or '(no output)')}</pre>"
+            f"{gradebook_html(getattr(r, 'gradebook', None))}{err}</section>")
     when = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     ok = sum(r.ok for r in runs)
     timing = (f"{total:.1f}&nbsp;s of measured wall time over the {len(runs)} notebooks (each from its kernel's "
@@ -297,6 +315,7 @@ def render_report(runs: list, out_dir: Path, check_marker: str = "CHECK OK", wal
     path = write_atomic(out_dir / "index.html", page)
     summary = [dict(notebook=r.path.name, title=r.title, seconds=round(r.seconds, 2),
                     cell_seconds=None if c is None else round(c, 2), ok=r.ok, error=r.error,
-                    figures=len(r.figures), check=r.check.strip()) for r, c in zip(runs, cells)]
+                    figures=len(r.figures), check=r.check.strip(), gradebook=getattr(r, "gradebook", None))
+               for r, c in zip(runs, cells)]
     write_atomic(out_dir / "summary.json", json.dumps(summary, indent=1))
     return path

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import torch
 
 from ..adapters.kit import Traffic
-from ..contract import Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region
+from ..contract import Declaration
 from ..replay import At
 
-__all__ = ["Sizes", "VISIBLE", "HIDDEN", "SampleEncoder", "encode", "stock_step", "reference_declaration", "steps",
+__all__ = ["Sizes", "VISIBLE", "HIDDEN", "SampleEncoder", "encode", "stock_step", "steps",
            "traffic", "SIGNAL_FRAMES", "with_policy", "seed_weights"]
 
 
@@ -103,19 +103,6 @@ def stock_step(m: SampleEncoder, x, kv, ctx, last):
     return out, kv, ctx[:, ctx.shape[1] - s.context:]
 
 
-def reference_declaration(s: Sizes) -> Declaration:
-    """The right declaration (the exercise's answer): the checker diagnoses against it."""
-    clocks = (Clock("calls", "encoder call"),
-              Clock("frames", "encoder frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
-              Clock("samples", "audio sample", parent="frames", ratio=s.hop))
-    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads),
-                policy=PromptRetained(s.sink, s.window), lifetime="turn", address_stable=True)
-    ctx = Region("ctx", clock="samples", shape=(1, "samples"), policy=Fixed(s.context), lifetime="turn",
-                 address_stable=True)
-    op = Operator("encode", reads=("kv",), clock="frames", flush="lookahead")
-    return Declaration("sample-encoder", clocks, (kv, ctx), (op,), admission=Admission("frames"), call_clock="calls")
-
-
 def steps(m: SampleEncoder):
     """The adapter's step (views form), the model's stock step, and where a call's frames are."""
 
@@ -130,11 +117,12 @@ def steps(m: SampleEncoder):
     return step, stock, At(0, dim=1, clock="samples")
 
 
-def traffic(s: Sizes, seed: int = 1, device="cpu") -> Traffic:
-    """Three turns of random audio cut into the calls a client makes (sizes from the right declaration)."""
+def traffic(s: Sizes, declaration: Declaration, seed: int = 1, device="cpu") -> Traffic:
+    """Three turns of random audio cut into the calls ``declaration`` makes (the grader passes its own; a notebook
+    the student's certified one)."""
     g = torch.Generator().manual_seed(seed)
     signals = [torch.randn(1, s.hop * n, generator=g).to(device) for n in SIGNAL_FRAMES]
-    return Traffic.stream(reference_declaration(s), signals, clock="samples")
+    return Traffic.stream(declaration, signals, clock="samples")
 
 
 def with_policy(decl: Declaration, region: str, policy) -> Declaration:

@@ -1,13 +1,10 @@
-"""What the tour and CI switch on from outside a notebook, in a module that imports nothing (the command
-line reads these before any heavy import): the course's answers and the predictions a headless run uses."""
+"""What the tour and CI set from outside a notebook, in a module that imports nothing (the command line reads
+it before any heavy import): the predictions a headless run uses. (No switch marks an answer: the tour types the
+course's answers into the exercise cells, from a folder outside the package.)"""
 
 from __future__ import annotations
 
-__all__ = ["SOLUTIONS_ENV", "TOUR_PREDICTIONS"]
-
-#: the environment variable that switches the course's answers on for blank exercise cells (the tour and CI
-#: set it to 1 in every kernel; a student's lab leaves it unset)
-SOLUTIONS_ENV = "CADENCELAB_SOLUTIONS"
+__all__ = ["TOUR_PREDICTIONS"]
 
 #: the predictions the headless tour makes (injected as parameters: a student in the lab starts blank);
 #: a naive student's guesses, so the reveals show a miss as well as a hit

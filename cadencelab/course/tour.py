@@ -5,8 +5,10 @@
                          title, learning goals, prose, figures with their captions and check-cell result,
                          and the glossary (:mod:`cadencelab.course.report`). Works offline: plotly.js is
                          embedded once in the page. Without parameters it runs the course with
-                         :data:`COURSE_PARAMETERS` (a student's predictions) and every kernel gets
-                         :data:`COURSE_ENV` (the course's answers switched on, so blank exercises are graded).
+                         :data:`COURSE_PARAMETERS` (a student's predictions) and the course's answers typed
+                         into the exercise cells (:func:`fill_answers`, from ``course-solutions/`` beside the
+                         notebooks, outside the package); every check cell writes its gradebook entry to
+                         out_dir/gradebook.json, and a course answer not graded "solved" fails the tour.
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
 
@@ -34,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .gradebook import GRADEBOOK_ENV, gradebook_path
 from .kernel import KERNEL, SharedKernel, execute
-from .switches import SOLUTIONS_ENV, TOUR_PREDICTIONS
 from .lab import LAB_CONTENTS_MANAGER, LAB_OVERRIDES, LAB_OVERRIDES_FILE, lab_command, lab_settings_dir, launch_lab
 from .sources import (
     NOTEBOOKS_ENV,
@@ -47,8 +49,10 @@ from .sources import (
     read_notebook,
     repo_root,
 )
+from .switches import TOUR_PREDICTIONS
 
 __all__ = [
+    "ANSWER_TAG",
     "CHECK_MARKER",
     "COURSE_ENV",
     "COURSE_PARAMETERS",
@@ -65,6 +69,7 @@ __all__ = [
     "check_tour_dir",
     "course",
     "execute_notebook",
+    "fill_answers",
     "inject_parameters",
     "kernel_env",
     "lab_command",
@@ -78,6 +83,7 @@ __all__ = [
     "repo_root",
     "run_digest",
     "run_tour",
+    "solutions_dir",
 ]
 
 #: what every notebook's final check cell prints when its assertions hold
@@ -85,9 +91,11 @@ CHECK_MARKER = "CHECK OK"
 #: parameters the tour (and so CI) runs the course with when given none: a student's predictions (the
 #: lab starts them blank)
 COURSE_PARAMETERS = dict(TOUR_PREDICTIONS)
-#: the environment the tour (and so CI) gives every kernel: the course's answers switched on from outside,
-#: so a blank exercise cell is graded with them (:mod:`cadencelab.course.grading`); the lab sets nothing
-COURSE_ENV = {SOLUTIONS_ENV: "1"}
+#: the environment the tour (and so CI) adds for every kernel: nothing (no switch marks an answer; the tour
+#: types the course's answers into the cells tagged :data:`ANSWER_TAG`, and points the gradebook into its folder)
+COURSE_ENV: dict = {}
+#: the tag of an exercise cell the student writes (the tour fills it in from ``course-solutions/answers``)
+ANSWER_TAG = "answer"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
@@ -127,6 +135,7 @@ class NotebookRun:
     figures: list = field(default_factory=list)  # plotly figure dicts, in output order
     nb: Any = None
     kernel_log: str = ""  # what the kernel process itself wrote (not a cell's output): its log, C-level prints
+    gradebook: dict | None = None  # the notebook's gradebook entry (exercises' states, predictions), if recorded
 
     @property
     def ok(self) -> bool:
@@ -174,6 +183,31 @@ def inject_parameters(nb, parameters: dict) -> None:
     nb.cells.insert(at + 1, cell)
 
 
+def solutions_dir() -> Path:
+    """The folder of the course's answers (one percent-format file per notebook, a cell per answer cell):
+    ``course-solutions/answers`` beside the notebooks' repository, outside the installed package."""
+    return repo_root() / "course-solutions" / "answers"
+
+
+def fill_answers(nb, stem: str, folder: str | os.PathLike | None = None) -> int:
+    """Type the course's answers into the cells of ``nb`` tagged :data:`ANSWER_TAG`, in order, from
+    ``folder/<stem>.py`` (default :func:`solutions_dir`); returns how many. Fails loudly when the counts differ."""
+    import jupytext
+
+    cells = [c for c in nb.cells if c.cell_type == "code" and ANSWER_TAG in c.get("metadata", {}).get("tags", [])]
+    if not cells:
+        return 0
+    src = Path(folder or solutions_dir()) / f"{stem}{SOURCE_SUFFIX}"
+    if not src.is_file():
+        raise FileNotFoundError(f"{stem}: {len(cells)} answer cell(s) and no course answers at {src}")
+    answers = [c for c in jupytext.read(src, fmt="py:percent").cells if c.cell_type == "code"]
+    if len(answers) != len(cells):
+        raise ValueError(f"{stem}: {len(cells)} answer cell(s) in the notebook, {len(answers)} in {src}")
+    for cell, ans in zip(cells, answers):
+        cell.source = ans.source
+    return len(cells)
+
+
 def _text(output) -> str:
     if output.get("output_type") == "stream":
         return output.get("text", "")
@@ -184,11 +218,14 @@ def _text(output) -> str:
 
 def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: dict | None = None,
                      kernel_name: str = KERNEL, cwd: str | os.PathLike | None = None,
-                     kernel: SharedKernel | None = None, env: dict | None = None) -> NotebookRun:
+                     kernel: SharedKernel | None = None, env: dict | None = None,
+                     answers: bool = True) -> NotebookRun:
     """Execute one notebook top to bottom; errors are recorded, not raised.
 
-    env: variables set for the kernel on top of :func:`kernel_env` (None: :data:`COURSE_ENV`, the
-    course's answers on; ``{SOLUTIONS_ENV: "0"}`` runs a student's blank notebook).
+    answers: type the course's answers into the answer cells first (:func:`fill_answers`); then every exercise
+    the check cell records must be "solved" in the gradebook (``$CADENCELAB_GRADEBOOK`` of ``env``), else the
+    run fails naming it. False: the notebook as a student's lab opens it (blank answers).
+    env: variables set for the kernel on top of :func:`kernel_env` (None: :data:`COURSE_ENV`).
 
     timeout: seconds per cell. The check output is the text printed by the cell tagged
     ``check`` (or, without a tag, by the last code cell). What the kernel process itself writes
@@ -199,6 +236,7 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
     nb = read_notebook(path)
     title, goals = _header(nb)
     inject_parameters(nb, parameters or {})
+    filled = fill_answers(nb, path.stem) if answers else 0
     run = NotebookRun(path, title or path.stem, goals, nb=nb)
     t0 = time.perf_counter()
     # a shared kernel keeps the environment it started with; a new one gets env (None: COURSE_ENV)
@@ -207,7 +245,27 @@ def execute_notebook(path: str | os.PathLike, timeout: int = 300, parameters: di
                                         (COURSE_ENV if env is None else env))
     run.seconds = time.perf_counter() - t0
     _collect(run)
+    book = ((env or {}).get(GRADEBOOK_ENV) or (kernel.env.get(GRADEBOOK_ENV) if kernel is not None else None)
+            or str(gradebook_path()))  # the kernel's environment is this process's, plus env
+    run.gradebook = _gradebook_entry(book, path.stem)
+    if filled and run.error is None:
+        bad = {e: s for e, s in ((run.gradebook or {}).get("exercises") or {}).items() if s != "solved"}
+        if run.gradebook is None or bad:
+            run.error = (f"the course's answers typed into {path.stem} are not all graded solved: {bad}"
+                         if bad else f"{path.stem}: its check cell recorded no gradebook entry")
     return run
+
+
+def _gradebook_entry(book, stem: str) -> dict | None:
+    """This notebook's entry (keyed by its number, the stem's leading digits) of the gradebook file ``book``."""
+    if not book:
+        return None
+    try:
+        entries = json.loads(Path(book).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    digits = "".join(ch for ch in stem.split("_")[0] if ch.isdigit())
+    return entries.get(str(int(digits))) if digits else None
 
 
 def _collect(run: NotebookRun) -> None:
@@ -261,9 +319,10 @@ def run_digest(notebooks: list, parameters: dict | None = None) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(sorted((parameters or {}).items()), default=repr).encode())
     h.update(json.dumps(sorted(COURSE_ENV.items())).encode())  # the environment every run of the tour gets
+    answers = _digest_files([solutions_dir()]) if solutions_dir().is_dir() else []
     for group, files in (("notebooks", paths + extra),
                          ("package", [f for f in _digest_files([Path(__file__).resolve().parent]) if f.suffix == ".py"]),
-                         ("data", data_files)):
+                         ("data", data_files), ("answers", answers)):
         h.update(group.encode())
         for f in files:
             if f.is_file():
@@ -298,7 +357,8 @@ def load_run(out_dir: str | os.PathLike, source: str | os.PathLike, parameters: 
     nb = nbformat.read(executed, as_version=4)
     title, goals = _header(nb)
     row = summary[source.name]
-    run = NotebookRun(source, title or source.stem, goals, seconds=float(row["seconds"]), error=row.get("error"), nb=nb)
+    run = NotebookRun(source, title or source.stem, goals, seconds=float(row["seconds"]), error=row.get("error"), nb=nb,
+                      gradebook=row.get("gradebook"))
     _collect(run)
     return run
 
@@ -321,7 +381,7 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     """Execute the course and write ``out_dir/index.html``; returns its path.
 
     parameters: injected after each notebook's parameters cell (None: :data:`COURSE_PARAMETERS`, the predictions);
-    every kernel gets :data:`COURSE_ENV` (the course's answers switched on).
+    the course's answers are typed into the answer cells and every check cell records to out_dir/gradebook.json.
 
     progress: a tqdm bar over the notebooks (on stderr). Executed notebooks (with outputs) are
     kept in ``out_dir/notebooks/``, a machine-readable ``summary.json`` beside the page.
@@ -347,7 +407,8 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     bar = tqdm(paths, desc="cadencelab tour", unit="notebook", disable=not progress, file=sys.stderr)
     for p in bar:
         bar.set_postfix_str(p.stem)
-        r = execute_notebook(p, timeout=timeout, parameters=parameters)
+        r = execute_notebook(p, timeout=timeout, parameters=parameters,
+                             env={**COURSE_ENV, GRADEBOOK_ENV: str((out / "gradebook.json").resolve())})
         text = nbformat.writes(r.nb)  # as nbformat.write writes it: ending in one newline
         write_atomic(out / "notebooks" / f"{p.stem}.ipynb", text if text.endswith("\n") else text + "\n")
         runs.append(r)

@@ -30,7 +30,8 @@ from ..profile.intervals import (CONFIDENCE, arm_processes, direction, hierarchi
                                  ratio_interval, relative_spread)
 from . import data
 
-__all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "process_frame", "b0_split", "predicted_b0_ms",
+__all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "two_headlines", "process_frame", "b0_split",
+           "predicted_b0_ms",
            "is_trusted", "latency_interval", "ceiling_interval", "staging_check"]
 
 
@@ -178,3 +179,25 @@ def staging_check(name: str = "headline", seed: int = 0) -> dict | None:
     pt, lo, hi = ratio_interval(per.get("B0", []), per.get("SRc", []), seed=seed)
     return dict(effect=effect, clear_speedup=1 + pt, clear_ci=[1 + lo, 1 + hi],
                 clear_blocks={a: int(sum(len(v) for v in per.get(a, []))) for a in ("B0", "SRc")})
+
+
+def two_headlines(names: tuple = ("headline", "factorial")) -> pd.DataFrame:
+    """SRc's speedup over B0 in each recorded run, with its interval and what differs between the runs: one row
+    per run (``speedup``, ``lo``, ``hi``, ``B0_ms``, ``SRc_ms`` with their intervals, ``processes`` per arm,
+    ``arms`` in the run, the ``cores`` it was pinned to). The headline run's interval is its own recorded one;
+    the factorial's is SRc's paired latency change against B0 turned into a ratio (``1 / (1 + change)``)."""
+    rows = []
+    for name in names:
+        study = data.provenance(name)["study"]
+        b0, src = latency_interval(name, "B0"), latency_interval(name, "SRc")
+        if name == "headline":
+            h = headline(name)
+            sp, (lo, hi) = h["speedup"], h["ci"]
+        else:
+            a = arms_frame(name).set_index("arm").loc["SRc"]
+            sp, lo, hi = 1 / (1 + a["latency_delta"]), 1 / (1 + a["latency_delta_hi"]), 1 / (1 + a["latency_delta_lo"])
+        procs = process_frame(name).groupby("arm")["process"].nunique()
+        rows.append(dict(run=name, speedup=sp, lo=lo, hi=hi, B0_ms=b0[0], B0_lo=b0[1], B0_hi=b0[2], SRc_ms=src[0],
+                         SRc_lo=src[1], SRc_hi=src[2], processes=int(procs.loc[["B0", "SRc"]].min()),
+                         arms=len(study["arms"]), cores=study.get("cores", "")))
+    return pd.DataFrame(rows)

@@ -7,12 +7,14 @@ inputs, so a wrong answer that equals it gets that slip's hint ("K = 2, expected
 extents, the first included"). A check returns a :class:`Feedback` whose table has one row per
 part of the answer.
 
-    notebook 0  check_own_profile        busy and slack of a chunk you profiled yourself (CPU)
+    notebook 0  check_busy_slack         busy and slack as a function, on your profiled chunk and on intervals
+                                         drawn as it runs (check_own_profile: the values, for the tests)
     notebook 1  check_launch_cost        idle per launch from the recorded duplex second
     notebook 2  check_extents            cached extents a region passes through
                 check_K                  steady shape classes per operator
                 check_rho                stock bytes over declared bytes per region
     notebook 3  check_audit_catch        which audit catches the wrong layout at which call
+                check_carry              a retention written in place, graded on streams drawn as it runs
     notebook 4  check_graph_breaks       which change keeps a captured graph from replaying, and why
     notebook 5  check_paired_interval    read an interval of the factorial over processes and blocks
     notebook 6  check_capacity           the most sessions that held the cadence, and the goodput plateau
@@ -20,9 +22,10 @@ part of the answer.
     notebook 8  check_declaration        a declaration certified on the shown sizes and on hidden ones
 
 The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per
-notebook group (:mod:`.clocks`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`, :mod:`.declaration`) and are
-all importable from here. :mod:`cadencelab.course.solutions` holds a correct answer and the planted
-mistakes for each.
+notebook group (:mod:`.clocks`, :mod:`.carry`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`,
+:mod:`.declaration`) and are
+all importable from here. The course's answers and planted mistakes are not in the package:
+``course-solutions/solutions.py`` beside the notebooks (the tests load it by path).
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from __future__ import annotations
 import pandas as pd
 
 from ..predict import NO_CLEAR_DIFFERENCE
+from .carry import CARRY_MISTAKES, CARRY_SHOWN, check_carry, stock_retain
 from .carry_replay import AUDIT_CATCH, GRAPH_BREAKS, OUTCOMES, check_audit_catch, check_graph_breaks
 from .clocks import EXTENT_REGIONS, EXTENTS, K_CLASSES, RHO, RHO_REGIONS, check_extents, check_K, check_rho
 from .declaration import DECLARATION_MISTAKES, check_declaration, declaration_diff
 from .machinery import FEEDBACK_COLUMNS, FILL_IN, Exercise, Feedback, Mistake, is_blank
-from .profiling import OWN_PROFILE, check_own_profile
+from .profiling import BUSY_SLACK_MISTAKES, OWN_PROFILE, check_busy_slack, check_own_profile
 from .recorded import (
     INTERVAL_VERDICT,
     LAUNCH_COST,
@@ -45,11 +49,15 @@ from .recorded import (
     check_paired_interval,
     check_slack,
     recorded_summary,
+    slack_exercise_frame,
 )
 from .sessions import CAPACITY, check_capacity
 
 __all__ = [
     "AUDIT_CATCH",
+    "BUSY_SLACK_MISTAKES",
+    "CARRY_MISTAKES",
+    "CARRY_SHOWN",
     "CAPACITY",
     "DECLARATION_MISTAKES",
     "EXERCISES",
@@ -74,7 +82,9 @@ __all__ = [
     "Mistake",
     "check_K",
     "check_audit_catch",
+    "check_busy_slack",
     "check_capacity",
+    "check_carry",
     "check_declaration",
     "check_extents",
     "check_graph_breaks",
@@ -87,6 +97,8 @@ __all__ = [
     "exercises_table",
     "is_blank",
     "recorded_summary",
+    "slack_exercise_frame",
+    "stock_retain",
 ]
 
 EXERCISES: dict[str, Exercise] = {e.name: e for e in (

@@ -211,10 +211,6 @@ class Exercise:
         """The question with the tolerance it is graded to (what a notebook shows)."""
         return f"{self.question} {tolerance_text(self.kind, self.rel_tol, self.abs_tol)}"
 
-    def answer_key(self, **inputs) -> dict:
-        """{part: right answer} for these inputs."""
-        return self.expected(self.context(**inputs))
-
     def _slip_scale(self, wrong, exp) -> float:
         """How a slip rescales the answer (x 100 for a percent slip): its tolerance is taken on that scale."""
         if self.kind != "number" or not exp or not wrong:
@@ -279,7 +275,28 @@ class Exercise:
                                  mistake="", hint=FILL_IN.format(part=part)))
             else:
                 rows.append(self._row(part, answer[part], exp, slips, ctx))
+        if self.kind == "choice" and len(want) > 1:
+            rows = self._as_a_whole(rows, answer, want, slips, ctx)
         return Feedback(self.name, pd.DataFrame(rows, columns=FEEDBACK_COLUMNS))
+
+    def _as_a_whole(self, rows: list, answer: Mapping, want: dict, slips: list, ctx) -> list:
+        """A choice question of several parts graded as one answer: right or not, no part marked on its own (per
+        part, n parts of k choices fall to n x k tries; as a whole, to k ** n). A part not answered or not one of
+        the choices is still named (that says nothing of the right answer); a slip is named only when the answer
+        is the right one with that slip alone in it."""
+        if any(r["mistake"] == "" and not r["correct"] and r["answer"] is None or "is not one of" in r["hint"]
+               for r in rows):
+            return [r for r in rows if not r["correct"] and (r["answer"] is None or "is not one of" in r["hint"])]
+        if all(r["correct"] for r in rows):
+            return [dict(part="answer", answer=dict(answer), expected=dict(answer), correct=True, mistake="", hint="")]
+        got = {r["part"]: r["answer"] for r in rows}
+        named = next((m for m, wrong in slips if wrong and {**want, **wrong} == got and
+                      any(wrong[p] != want[p] for p in wrong)), None)
+        hint = (f"answer: {named.hint.format(part='answer', answer='', **_fields(ctx))}" if named else
+                f"answer: not every part is right. The grade is for the whole answer ({len(want)} parts): no part "
+                f"is marked on its own, so think each one through again.")
+        return [dict(part="answer", answer=got, expected=HIDDEN, correct=False, mistake=named.name if named else "",
+                     hint=hint)]
 
     def planted(self, mistake: str, **inputs) -> dict:
         """The answer ``mistake`` produces under its plant inputs (and ``inputs``), for the solutions test."""

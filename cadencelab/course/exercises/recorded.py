@@ -17,7 +17,7 @@ from ..predict import NO_CLEAR_DIFFERENCE, interval_verdict
 from .machinery import Exercise, Feedback, Mistake, is_blank
 
 __all__ = ["INTERVAL_VERDICT", "LAUNCH_COST", "PAIRED_INTERVAL", "SLACK", "VERDICTS", "check_launch_cost",
-           "check_paired_interval", "check_slack", "recorded_summary"]
+           "check_paired_interval", "check_slack", "recorded_summary", "slack_exercise_frame"]
 
 
 # =======================================================================================
@@ -27,8 +27,9 @@ __all__ = ["INTERVAL_VERDICT", "LAUNCH_COST", "PAIRED_INTERVAL", "SLACK", "VERDI
 
 @dataclass
 class _Second:
-    b0: pd.Series
-    src: pd.Series
+    b0: pd.Series  # the profiled second's synthesis range, B0 (wall_ms, slack_frac, launches)
+    src: pd.Series  # the same, SRc
+    b0_median_ms: float  # B0's unprofiled median synthesis (what the slip multiplies by)
     hint_fields: dict
 
 
@@ -39,30 +40,39 @@ def _data():
 
 
 def _prepare_second(condition: str = "exact") -> _Second:
-    s = _data().duplex_summary(condition)
-    return _Second(s.loc["B0"], s.loc["SRc"], dict(b0_launches=int(s.loc["B0", "synthesis_launches"]),
-                                                   src_launches=int(s.loc["SRc", "synthesis_launches"])))
+    from ..anatomy import profiled_window
+
+    w = profiled_window(condition).set_index(["arm", "range"])
+    b0, src = w.loc[("B0", "synthesis")], w.loc[("SRc", "synthesis")]
+    median = float(_data().duplex_summary(condition).loc["B0", "synthesis_ms_median"])
+    return _Second(b0, src, median, dict(b0_launches=int(b0["launches"]), src_launches=int(src["launches"])))
 
 
 def _launch_parts(idle_ms: float, b0: pd.Series, src_launches: float) -> dict:
-    per_us = 1e3 * idle_ms / float(b0["synthesis_launches"])
+    per_us = 1e3 * idle_ms / float(b0["launches"])
     return dict(b0_idle_ms=idle_ms, per_launch_us=per_us, src_predicted_idle_ms=src_launches * per_us / 1e3)
 
 
 def _launch_expected(c: _Second) -> dict:
-    idle = float(c.b0["synthesis_ms_median"]) * float(c.b0["synthesis_slack_frac"])
-    return _launch_parts(idle, c.b0, float(c.src["synthesis_launches"]))
+    idle = float(c.b0["wall_ms"]) * float(c.b0["slack_frac"])  # both of the profiled second
+    return _launch_parts(idle, c.b0, float(c.src["launches"]))
 
 
 LAUNCH_COST = Exercise(
     "launch_cost", 1,
-    "From data.duplex_summary: B0's synthesis idle per second (ms = synthesis_ms_median x synthesis_slack_frac), "
-    "the host cost per kernel launch that idle implies (us), and the idle SRc's launches alone would predict (ms).",
+    "From the profiled second's synthesis range (anatomy.profiled_window: wall_ms, slack_frac, launches): B0's "
+    "synthesis idle in ms (its wall time x its slack), the host cost per kernel launch that idle implies (us), and "
+    "the idle SRc's launches alone would predict (ms).",
     _prepare_second, _launch_expected,
     mistakes=(
         Mistake("busy_not_idle", "slack_frac is the idle share; {answer} is the busy part (x (1 - slack)).",
-                lambda c: _launch_parts(float(c.b0["synthesis_ms_median"]) * (1 - float(c.b0["synthesis_slack_frac"])),
-                                        c.b0, float(c.src["synthesis_launches"]))),
+                lambda c: _launch_parts(float(c.b0["wall_ms"]) * (1 - float(c.b0["slack_frac"])),
+                                        c.b0, float(c.src["launches"]))),
+        Mistake("unprofiled_wall", "that multiplies the profiled second's slack by an unprofiled median: the "
+                "profiler slows the second it watches (notebook 7 measures by how much), so a share of the "
+                "profiled wall time belongs with the profiled wall time (wall_ms).",
+                lambda c: _launch_parts(c.b0_median_ms * float(c.b0["slack_frac"]), c.b0,
+                                        float(c.src["launches"]))),
         Mistake("ms_per_launch", "that is milliseconds per launch; the part asks for microseconds (x 1000).",
                 lambda c: {"per_launch_us": _launch_expected(c)["per_launch_us"] / 1e3}),
         Mistake("b0_launches_for_src", "that is B0's own idle: predict SRc with SRc's {src_launches} launches "
@@ -70,7 +80,7 @@ LAUNCH_COST = Exercise(
                 lambda c: {"src_predicted_idle_ms": _launch_expected(c)["b0_idle_ms"]}),
         Mistake("measured_not_predicted", "that is SRc's measured idle; the part asks what its launches alone predict "
                 "(the difference is idle that no launch causes: gaps inside the graphs).",
-                lambda c: {"src_predicted_idle_ms": float(c.src["synthesis_ms_median"]) * float(c.src["synthesis_slack_frac"])}),
+                lambda c: {"src_predicted_idle_ms": float(c.src["wall_ms"]) * float(c.src["slack_frac"])}),
     ),
     rel_tol=0.05,
 )
@@ -163,13 +173,14 @@ def recorded_summary() -> pd.DataFrame:
     return _RECORDED["summary"]
 
 
-def _prepare_slack(summary: pd.DataFrame | None = None) -> _Slack:
-    s = recorded_summary() if summary is None else summary
-    need = ["variant", "wall_us", "busy_us", "host_wait_us"]
-    missing = [c for c in need if not isinstance(s, pd.DataFrame) or c not in s.columns]
-    if missing:
-        raise ValueError(f"summary: missing columns {missing} (pass the chunk summary frame, e.g. tl.summary)")
-    return _Slack(s.set_index("variant"))
+def _prepare_slack() -> _Slack:
+    """The recorded chunk, read by the grader itself (never a frame the student passes: one could be doctored)."""
+    return _Slack(recorded_summary().set_index("variant"))
+
+
+def slack_exercise_frame() -> pd.DataFrame:
+    """What the slack exercise shows: the recorded chunk's times per variant, the slack columns left out."""
+    return recorded_summary()[["variant", "wall_us", "busy_us", "host_wait_us", "kernel_wait_us", "other_idle_us"]]
 
 
 def _slack_parts(c: _Slack, f: Callable) -> dict:

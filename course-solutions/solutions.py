@@ -1,5 +1,8 @@
 """Solutions of the course's graded exercises, and the mistakes planted in each.
 
+Kept outside the installed package (a notebook cannot import them): the tests load this file by path, and the
+tour types ``answers/<notebook>.py`` into the notebooks' answer cells.
+
 :func:`solution` answers an exercise the way a student is meant to, through the library calls the
 notebook shows (``trajectory``, ``verdict``, ``region_table``, the recorded files, a run of the
 teaching model); :func:`planted` lists, per exercise, each diagnosable mistake with the answer it
@@ -15,20 +18,30 @@ from typing import Callable
 
 import pandas as pd
 
-from ..contract import (
-    Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region, Ring, SlidingWindow, region_table,
-    trajectory, verdict,
+from cadencelab.adapters.token2wav.clocks import token2wav_declaration
+from cadencelab.contract import (
+    Admission,
+    Clock,
+    Declaration,
+    Fixed,
+    Operator,
+    PromptRetained,
+    Region,
+    Ring,
+    SlidingWindow,
+    region_table,
+    trajectory,
+    verdict,
 )
-from ..adapters.token2wav.clocks import token2wav_declaration
-from . import exercises as ex
-from . import sample_encoder as se
+from cadencelab.course import exercises as ex
+from cadencelab.course import sample_encoder as se
 
 __all__ = ["solution", "planted", "SOLVERS", "PLANTED_DECLARATIONS", "declaration_solution", "solutions_table",
            "ADAPTER_SOLUTIONS", "PLANTED_CODEC_ADAPTERS"]
 
 
 def _data():
-    from . import data
+    from cadencelab.course import data
 
     return data
 
@@ -38,11 +51,13 @@ def _t2w(f_prompt=None, f_retained=None, f_chunk=None, n_steps=None):
 
 
 def _solve_launch_cost(condition: str = "exact") -> dict:
-    s = _data().duplex_summary(condition)
-    b0, src = s.loc["B0"], s.loc["SRc"]
-    idle = b0["synthesis_ms_median"] * b0["synthesis_slack_frac"]
-    per_us = idle * 1e3 / b0["synthesis_launches"]
-    return dict(b0_idle_ms=idle, per_launch_us=per_us, src_predicted_idle_ms=src["synthesis_launches"] * per_us / 1e3)
+    from cadencelab.course.anatomy import profiled_window
+
+    w = profiled_window(condition).set_index(["arm", "range"])
+    b0, src = w.loc[("B0", "synthesis")], w.loc[("SRc", "synthesis")]
+    idle = b0["wall_ms"] * b0["slack_frac"]
+    per_us = idle * 1e3 / b0["launches"]
+    return dict(b0_idle_ms=idle, per_launch_us=per_us, src_predicted_idle_ms=src["launches"] * per_us / 1e3)
 
 
 def _solve_extents(regions=None, **clocks) -> dict:
@@ -78,14 +93,18 @@ def _solve_capacity(arm: str = "SRc", workload: str = "speak_heavy", dataset: st
                 plateau=float(mine["goodput"].max()))
 
 
-def _solve_slack(summary: pd.DataFrame | None = None) -> dict:
-    s = (ex.recorded_summary() if summary is None else summary).set_index("variant")
+def _solve_slack() -> dict:
+    s = ex.recorded_summary().set_index("variant")
     return {v: 1 - r["busy_us"] / r["wall_us"] for v, r in s.iterrows()}
 
 
 def _by_running(name: str) -> Callable:
     """Exercises whose answer is read off a run the notebook shows: the run, done as the checker does."""
-    return lambda **inputs: ex.EXERCISES[name].answer_key(**inputs)
+    def solve(**inputs):
+        e = ex.EXERCISES[name]
+        return e.expected(e.context(**inputs))
+
+    return solve
 
 
 #: exercise name -> inputs -> a correct answer
@@ -188,19 +207,27 @@ def solutions_table() -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 
 
-def _wrapper(model, capture, copy: bool = True, clone: bool = True, key=lambda x: tuple(x.shape),
-             recapture: bool = False, use_graphs: bool = True):
-    """One captured graph per exact shape, replayed; each keyword plants one slip."""
-    graphs = {}
+def _wrapper(model, graphs, copy: bool = True, clone: bool = True, key=lambda x: tuple(x.shape),
+             recapture: bool = False, use_graphs: bool = True, warm: bool = True):
+    """One captured graph per exact shape (warm-up on the side stream, capture, replay); each keyword plants one
+    slip."""
+    cache = {}
 
     def run(x):
         if not use_graphs:
             return model(x)
         k = key(x)
-        if k not in graphs or recapture:
+        if k not in cache or recapture:
             static_x = x.clone()
-            graphs[k] = (static_x, *capture(model, static_x))
-        static_x, graph, static_y = graphs[k]
+            if warm:
+                with graphs.side_stream():  # lazy init, autotuning, the allocator: before the capture
+                    for _ in range(3):
+                        model(static_x)
+            graph = graphs.graph()
+            with graph.capture():
+                static_y = model(static_x)
+            cache[k] = (static_x, graph, static_y)
+        static_x, graph, static_y = cache[k]
         if copy:
             static_x.copy_(x)
         graph.replay()
@@ -209,9 +236,16 @@ def _wrapper(model, capture, copy: bool = True, clone: bool = True, key=lambda x
     return run
 
 
-def wrapper_solution(model, capture):
-    """The capture task's answer: a graph per exact shape, ``copy_`` in, replay, ``clone`` out."""
-    return _wrapper(model, capture)
+def wrapper_solution(model, graphs):
+    """The capture task's answer: per exact shape a warm-up and a capture, then ``copy_`` in, replay, ``clone`` out."""
+    return _wrapper(model, graphs)
+
+
+def slow_wrapper(model, graphs):
+    """Exact and replayed, but slow on a GPU: the input and the output each make a round trip through the host (two
+    syncs per call, the habit of reading a tensor on the host to check it)."""
+    run = wrapper_solution(model, graphs)
+    return lambda x: run(x.cpu().to(x.device)).cpu().to(x.device)
 
 
 #: mistake name -> a make_wrapper that makes it
@@ -221,6 +255,7 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
     "shape_mismatch": lambda m, c: _wrapper(m, c, key=lambda x: "one graph"),
     "recaptured": lambda m, c: _wrapper(m, c, recapture=True),
     "never_replayed": lambda m, c: _wrapper(m, c, use_graphs=False),
+    "no_warm_up": lambda m, c: _wrapper(m, c, warm=False),
 }
 
 
@@ -230,19 +265,20 @@ PLANTED_WRAPPERS: dict[str, Callable] = {
 
 
 def _decoder_declaration(s, kv_policy=None, offset=None, tail_clock="samples", window=None) -> Declaration:
-    from .capstone_models import window_declaration
-
-    d = window_declaration(s)
-    regions = []
-    for r in d.regions:
-        if r.name == "kv" and (kv_policy is not None or window is not None):
-            r = _replace(r, policy=kv_policy or SlidingWindow(window))
-        if r.name == "tail" and tail_clock != "samples":
-            r = _replace(r, clock=tail_clock)
-        regions.append(r)
-    clocks = d.clocks if offset is None else tuple(_replace(c, offset=offset) if c.name == "frames" else c
-                                                   for c in d.clocks)
-    return _replace(d, regions=tuple(regions), clocks=clocks)
+    """The sliding-window decoder's declaration as a student writes it; each keyword plants one slip."""
+    clocks = (Clock("calls", "decoder call"),
+              Clock("frames", "latent frame", parent="calls", ratio=s.chunk, offset=s.lookahead),
+              Clock("samples", "audio sample", parent="frames", ratio=s.hop))
+    kv = Region("kv", clock="frames", shape=(2, s.heads, "frames", s.dim // s.heads),
+                policy=kv_policy or SlidingWindow(s.window if window is None else window), lifetime="turn",
+                address_stable=True)
+    tail = Region("tail", clock=tail_clock, shape=(1, tail_clock), policy=Fixed(s.taps - 1), lifetime="turn",
+                  address_stable=True)
+    op = Operator("decode", reads=("kv",), clock="frames", flush="lookahead")
+    d = Declaration("window-decoder", clocks, (kv, tail), (op,), admission=Admission("frames"), call_clock="calls")
+    if offset is not None:  # the slip: the lookahead left off the frames clock, after the declaration is built
+        d = _replace(d, clocks=tuple(_replace(c, offset=offset) if c.name == "frames" else c for c in d.clocks))
+    return d
 
 
 def _replace(obj, **changes):
@@ -252,7 +288,7 @@ def _replace(obj, **changes):
 
 
 def _decoder_step(model, whole_cache: bool = False):
-    from .capstone_models import decode
+    from cadencelab.course.capstone_models import decode
 
     def step(x, caches, last):
         out, kv, raw = decode(model, x, caches["kv"], caches["tail"], last)
@@ -296,7 +332,7 @@ def _codec_declaration(s, kv_policy=None, flush: bool = True, ctx: bool = True) 
 def _codec_step(model, ctx_on_model: bool = False):
     import torch
 
-    from .capstone_models import attend_ring, front, to_samples
+    from cadencelab.course.capstone_models import attend_ring, front, to_samples
 
     def step(x, caches, last):
         ring = caches["kv"]
@@ -322,6 +358,22 @@ codec_adapter_solution = (_codec_declaration, _codec_step)
 #: the capstone's answer per model
 ADAPTER_SOLUTIONS = {"window": adapter_solution, "codec": codec_adapter_solution}
 
+
+def _slow_decoder_step(model, repeats: int = 24):
+    """Exact and replayed, but slow: the call's work done ``repeats`` times (the last result kept)."""
+    step = _decoder_step(model)
+
+    def slow(x, caches, last):
+        for _ in range(repeats - 1):
+            step(x, caches, last)
+        return step(x, caches, last)
+
+    return slow
+
+
+#: an adapter of the sliding-window decoder that is certified but not faster than the stock loop on a GPU
+slow_adapter = (_decoder_declaration, _slow_decoder_step)
+
 #: mistake name -> an adapter of the codec decoder that makes it
 PLANTED_CODEC_ADAPTERS: dict[str, tuple] = {
     "window_for_ring": (lambda s: _codec_declaration(s, kv_policy=SlidingWindow(s.capacity)), _codec_step),
@@ -330,3 +382,80 @@ PLANTED_CODEC_ADAPTERS: dict[str, tuple] = {
     "ctx_not_declared": (lambda s: _codec_declaration(s, ctx=False), _codec_step),
     "ctx_kept_on_the_model": (_codec_declaration, lambda m: _codec_step(m, ctx_on_model=True)),
 }
+
+
+# ---------------------------------------------------------------------------------------
+# notebook 3: the carry's retention, written in place, and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def retain_solution(buf, n, new, sink, window):
+    """PromptRetained(sink, window) in place: append while it fits; else keep the sink, slide the newest frames."""
+    k, cap = new.shape[0], sink + window
+    if n + k <= cap:
+        buf[n:n + k] = new
+        return n + k
+    keep = window - k  # the held frames after the sink that stay
+    buf[sink:sink + keep] = buf[n - keep:n].clone()  # out first: source and destination overlap
+    buf[sink + keep:cap] = new
+    return cap
+
+
+def _retain_cat(buf, n, new, sink, window):
+    """The stock habit: a new tensor (the carry moves)."""
+    c = __import__("torch").cat([buf[:n], new])
+    return __import__("torch").cat([c[:sink], c[c.shape[0] - window:]]) if c.shape[0] > sink + window else c
+
+
+def _retain_no_sink(buf, n, new, sink, window):
+    k, cap = new.shape[0], sink + window
+    if n + k <= cap:
+        buf[n:n + k] = new
+        return n + k
+    keep = cap - k
+    buf[:keep] = buf[n - keep:n].clone()
+    buf[keep:cap] = new
+    return cap
+
+
+def _retain_miscount(buf, n, new, sink, window):
+    retain_solution(buf, n, new, sink, window)
+    return n + new.shape[0]
+
+
+#: mistake name -> a retain that makes it
+PLANTED_RETAINS = {"rebound": _retain_cat, "forgot_sink": _retain_no_sink, "count": _retain_miscount}
+
+
+# ---------------------------------------------------------------------------------------
+# notebook 0: busy and slack as a function, and its planted slips
+# ---------------------------------------------------------------------------------------
+
+
+def busy_slack_solution(starts_ns, ends_ns, window_start_ns, window_end_ns):
+    """The union of the intervals clipped to the window, in ms, and the window's idle share."""
+    spans = sorted(zip(starts_ns.clip(window_start_ns, window_end_ns), ends_ns.clip(window_start_ns, window_end_ns)))
+    busy_ns, cur = 0, None
+    for a, b in spans:
+        if cur is None or a > cur[1]:
+            busy_ns += 0 if cur is None else cur[1] - cur[0]
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    busy_ns += 0 if cur is None else cur[1] - cur[0]
+    wall = window_end_ns - window_start_ns
+    return dict(busy_ms=busy_ns / 1e6, slack=(wall - busy_ns) / wall)
+
+
+def _summed(starts_ns, ends_ns, ws, we):
+    busy = int((ends_ns.clip(ws, we) - starts_ns.clip(ws, we)).sum())
+    return dict(busy_ms=busy / 1e6, slack=(we - ws - busy) / (we - ws))
+
+
+def _share(starts_ns, ends_ns, ws, we):
+    r = busy_slack_solution(starts_ns, ends_ns, ws, we)
+    return dict(busy_ms=r["busy_ms"], slack=1 - r["slack"])
+
+
+#: mistake name -> a busy_and_slack that makes it
+PLANTED_BUSY_SLACK = {"durations_summed": _summed, "busy_share": _share}
