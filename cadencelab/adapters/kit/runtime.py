@@ -33,6 +33,7 @@ from .rings import RingEnd, RingView
 from .session import engine_counters
 from .steps import Caches, before_label, call_step, committed, frames_at, merged, step_failed, takes_frames
 from .traffic import KitRun, Traffic
+from .undo import Undo, moved_error
 
 __all__ = ["FORMS", "AUDITS", "GRANULARITIES", "ENGINE_OPTIONS", "Bound", "Inner", "StreamingRuntime", "KitRun"]
 
@@ -192,7 +193,7 @@ class StreamingRuntime:
         self._shadow: dict = {}
         self._cur, self._f, self._expect = next(iter(self.ops)), 0, {}
         self.ended: set[str] = set()  # operators whose final call of this turn has run (a session keeps its own)
-        self.calls = 0
+        self.calls, self._undo, self.moved = 0, None, None  # moved: why calls are refused until reset()
         for n, e in self.inner_engines.items():  # last: a refused runtime installed nothing on the model
             install(self.inner[n], e)
 
@@ -285,15 +286,16 @@ class StreamingRuntime:
         self._shadow = {n: b.clone() for n, b in bases.items()} if self.declared is not None else {}
         if self.differential is not None:
             self.differential.start(bases)
-        self.ended = set()
+        self.ended, self.moved = set(), None
         return bases
 
     # -- one call ------------------------------------------------------------------------
     def _caches(self, b: Bound, views) -> Caches:
         """A step's caches: each region's view (a ring's as a :class:`RingView`), appendable in place."""
-        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim, self._undo, n) if n in self.ends else v
                        for n, v in zip(b.touches, views)},
-                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form != "inplace" else {})
+                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form != "inplace" else {},
+                      self._undo)
 
     def _views(self, b: Bound) -> list:
         return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
@@ -399,6 +401,8 @@ class StreamingRuntime:
         b = self._bound(operator)
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"a call takes a tensor x, got {type(x).__name__}")
+        if self.moved:
+            raise ValueError(self.moved)
         if b.name in self.ended:
             raise ValueError(f"the turn ended with a final call of '{b.name}' (last=True): call reset() to start "
                              f"the next turn")
@@ -424,13 +428,24 @@ class StreamingRuntime:
                         for n in b.writes}
         views = self._views(b)
         ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
-        if self.granularity[b.name] == "step":
-            out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
-            got = self._audited(new)
-            self._write(b, new, views)
-        else:
-            res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
-            out, got = res if self.declared is not None else (res, None)
+        self._undo = Undo({**{n: self.carries[n].buffer for n in b.touches},
+                           **{self.ends[n].name: self.ends[n].buffer for n in b.touches if n in self.ends}})
+        try:
+            if self.granularity[b.name] == "step":
+                out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
+                got = self._audited(new)
+                self._write(b, new, views)
+            else:
+                res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
+                out, got = res if self.declared is not None else (res, None)
+        except BaseException as e:  # refused: nothing moves (the step's own logged writes undone), or no call until reset
+            moved = self._undo.restore()
+            if moved:
+                self.moved = moved_error(b.name, moved, self.calls)
+            e.add_note(self.moved or f"call {self.calls} of '{b.name}' refused: the carries are as they were before it")
+            raise
+        finally:
+            self._undo = None
         for n in b.writes:
             if n in self.ends:
                 self.ends[n].host += fr[n]

@@ -123,9 +123,9 @@ class Caches(dict):
     :class:`~cadencelab.adapters.kit.RingView`), plus :meth:`append` for a step that attends over its cache
     after the call's new frames are in it, as a model writing its own buffer does."""
 
-    def __init__(self, views: Mapping, carries: Mapping):
+    def __init__(self, views: Mapping, carries: Mapping, undo=None):
         super().__init__(views)
-        self.carries, self.appended = carries, set()
+        self.carries, self.appended, self.undo = carries, set(), undo
 
     def append(self, name: str, new: torch.Tensor) -> torch.Tensor:
         """Write ``new`` into region ``name``'s carry in place, where its layout puts new frames (in front of
@@ -140,6 +140,9 @@ class Caches(dict):
             raise ValueError(f"Caches.append: region '{name}' holds {n} frames in a carry of {c.capacity}: no room "
                              f"for {f} more in place (declare it with envelope='attended'; a ring writes through "
                              f"its RingView)")
-        c.write_appended(new, n)
+        if self.undo is None:
+            c.write_appended(new, n)
+        else:  # logged: a call the runtime then refuses is undone
+            self.undo.appended(name, c.buffer, c.dim, n, f, c.layout != "chronological", lambda: c.write_appended(new, n))
         self.appended.add(name)
         return c.buffer.narrow(c.dim, 0, n + f)

@@ -1,0 +1,91 @@
+"""A refused call leaves no trace: what a step writes into its carries before the runtime refuses the call.
+
+The runtime checks a step's result before it writes anything itself, and it records extents, ring positions,
+``ended`` and its counters only once a call is accepted. What a step writes *itself* while it runs is logged
+here: :meth:`~.steps.Caches.append` (a newest-first append is undone by the inverse shift; a chronological one
+writes only frames past the live extent, which nothing reads) and :meth:`~.rings.RingView.write` (the slots it
+overwrites are copied first, a call's new frames only). Nothing is copied on the hot path but those slots, and
+nothing at all while a graph is captured (a captured call is checked by its probe first).
+
+Any other write into a carry during a refused call (an in-place step's own code, a step writing through a view)
+is seen by the carries' version counters, which every in-place op bumps: that state cannot be restored, so the
+runtime refuses every call until :meth:`~.runtime.StreamingRuntime.reset` (:func:`moved_error`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...state.carry import move_frames
+
+__all__ = ["Undo", "moved_error", "version"]
+
+
+def version(t: torch.Tensor) -> int | None:
+    """``t``'s version counter (bumped by every in-place write through it or a view), None for an inference
+    tensor, which keeps none."""
+    return None if t.is_inference() else t._version
+
+
+def _capturing(t: torch.Tensor) -> bool:
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+class Undo:
+    """One call's log of the writes a step made into its carries itself, in order; :meth:`restore` undoes
+    them and returns the regions written some other way (those it cannot restore)."""
+
+    def __init__(self, buffers: dict):
+        self.buffers = buffers  # region (or ring end) name -> the tensor the runtime owns
+        self.expect = {n: version(t) for n, t in buffers.items()}
+        self.log: list = []
+        self.dirty: set = set()
+        self.shifted: set = set()
+
+    def _seen(self, name: str) -> None:
+        """Before a logged write: a write since the last logged one (or the call's start) was not logged."""
+        if name in self.expect and (self.expect[name] is None or version(self.buffers[name]) != self.expect[name]):
+            self.dirty.add(name)
+
+    def _done(self, name: str) -> None:
+        if name in self.expect and self.expect[name] is not None:
+            self.expect[name] = version(self.buffers[name])
+
+    def appended(self, name: str, buf: torch.Tensor, dim: int, n: int, f: int, newest_first: bool, write) -> None:
+        """Run ``write`` (``f`` frames appended to a carry holding ``n``), logged: a newest-first append shifted
+        the ``n`` live frames up by ``f``, undone by shifting them back (once a call: a second shift loses
+        frames past the first's, so that region is then reported, not restored)."""
+        self._seen(name)
+        if newest_first and name in self.shifted:
+            self.dirty.add(name)
+        write()
+        if newest_first and not _capturing(buf):
+            self.shifted.add(name)
+            self.log.append(lambda: move_frames(buf, dim, f, 0, n))
+        self._done(name)
+
+    def ring_write(self, name: str, buf: torch.Tensor, dim: int, pos: torch.Tensor, write) -> None:
+        """Run ``write`` (frames written at slots ``pos``), logged: the slots' old frames are copied first."""
+        self._seen(name)
+        if not _capturing(buf):
+            old = buf.index_select(dim, pos)
+            self.log.append(lambda: buf.index_copy_(dim, pos, old))
+        write()
+        self._done(name)
+
+    def restore(self) -> list[str]:
+        """Undo the logged writes, newest first; returns the regions written otherwise since the call began
+        (their state cannot be restored: the caller refuses further calls)."""
+        for name, want in self.expect.items():
+            if want is None or version(self.buffers[name]) != want:
+                self.dirty.add(name)
+        for undo in reversed(self.log):
+            undo()
+        self.log.clear()
+        return sorted(self.dirty)
+
+
+def moved_error(operator: str, regions: list, call: int) -> str:
+    return (f"call {call} of '{operator}' was refused after its step wrote {regions} in place in a way the runtime "
+            f"cannot undo (its own code or a view; the runtime undoes Caches.append, once per region a call, and "
+            f"RingView.write): the turn's state is lost; call reset() to start the turn again")
