@@ -153,7 +153,7 @@ def test_inplace_form_a_step_that_wrote_then_failed_refuses_the_turn_until_reset
     rt(turn[0])
     with pytest.raises(RuntimeError) as err:
         rt(turn[1])
-    assert "cannot be restored" in "".join(err.value.__notes__) and "'kv'" in "".join(err.value.__notes__)
+    assert "state is lost" in "".join(err.value.__notes__) and "'kv'" in "".join(err.value.__notes__)
     with pytest.raises(ValueError, match=r"wrote \['kv', 'kv.end'\] in place.*call reset\(\)"):
         rt(turn[2])
     got = _turn_without(rt, turn, None, skip=-1)

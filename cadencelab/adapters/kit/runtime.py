@@ -33,7 +33,7 @@ from .rings import RingEnd, RingView
 from .session import engine_counters
 from .steps import Caches, before_label, call_step, committed, frames_at, merged, step_failed, takes_frames
 from .traffic import KitRun, Traffic
-from .undo import Undo, moved_error
+from .undo import Undo
 
 __all__ = ["FORMS", "AUDITS", "GRANULARITIES", "ENGINE_OPTIONS", "Bound", "Inner", "StreamingRuntime", "KitRun"]
 
@@ -334,7 +334,7 @@ class StreamingRuntime:
             if r.name not in b.writes:
                 continue
             t = got[r.name]
-            check_shape(self.decl, r, t, "the step's output")
+            check_shape(self.decl, r, t, "the step's output", self.device)
             cut = self.form == "stock" and constant_extent(r.policy) and \
                 t.shape[r.clock_axis] == r.policy.shape_extent(0)  # a constant region the model cut itself
             if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name] and not cut:
@@ -428,9 +428,7 @@ class StreamingRuntime:
                         for n in b.writes}
         views = self._views(b)
         ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
-        self._undo = Undo({**{n: self.carries[n].buffer for n in b.touches},
-                           **{self.ends[n].name: self.ends[n].buffer for n in b.touches if n in self.ends}})
-        try:
+        with Undo(self, b):  # a call refused in here leaves the carries as they were (or refuses calls until reset)
             if self.granularity[b.name] == "step":
                 out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
                 got = self._audited(new)
@@ -438,14 +436,6 @@ class StreamingRuntime:
             else:
                 res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
                 out, got = res if self.declared is not None else (res, None)
-        except BaseException as e:  # refused: nothing moves (the step's own logged writes undone), or no call until reset
-            moved = self._undo.restore()
-            if moved:
-                self.moved = moved_error(b.name, moved, self.calls)
-            e.add_note(self.moved or f"call {self.calls} of '{b.name}' refused: the carries are as they were before it")
-            raise
-        finally:
-            self._undo = None
         for n in b.writes:
             if n in self.ends:
                 self.ends[n].host += fr[n]

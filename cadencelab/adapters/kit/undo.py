@@ -32,15 +32,35 @@ def _capturing(t: torch.Tensor) -> bool:
 
 
 class Undo:
-    """One call's log of the writes a step made into its carries itself, in order; :meth:`restore` undoes
-    them and returns the regions written some other way (those it cannot restore)."""
+    """One call of runtime ``rt``'s operator ``b``, as a context: the log of the writes its step makes into its
+    carries itself, in order (``rt._undo`` while it runs). A call refused inside it (any exception) has them
+    undone (:meth:`restore`) and a note added saying so; a write it cannot undo sets ``rt.moved``, which refuses
+    every call until reset."""
 
-    def __init__(self, buffers: dict):
-        self.buffers = buffers  # region (or ring end) name -> the tensor the runtime owns
-        self.expect = {n: version(t) for n, t in buffers.items()}
+    def __init__(self, rt, b):
+        self.rt, self.b = rt, b
+        carries, ends = rt.carries, rt.ends
+        self.buffers = {n: carries[n].buffer for n in b.touches}  # region (or ring end) name -> the tensor written
+        if ends:
+            self.buffers.update({ends[n].name: ends[n].buffer for n in b.touches if n in ends})
+        self.expect = {n: version(t) for n, t in self.buffers.items()}
         self.log: list = []
         self.dirty: set = set()
         self.shifted: set = set()
+
+    def __enter__(self) -> "Undo":
+        self.rt._undo = self
+        return self
+
+    def __exit__(self, kind, e, tb) -> bool:
+        rt = self.rt
+        rt._undo = None
+        if e is not None:
+            moved = self.restore()
+            if moved:
+                rt.moved = moved_error(self.b.name, moved, rt.calls)
+            e.add_note(rt.moved or f"call {rt.calls} of '{self.b.name}' refused: the carries are as they were before it")
+        return False
 
     def _seen(self, name: str) -> None:
         """Before a logged write: a write since the last logged one (or the call's start) was not logged."""
