@@ -141,6 +141,10 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
     model = load_model(cfg.model, cfg.device)
     cert = model.certify(backend)
     progress(f"kit: {model.name} certified: {cert.ok} ({int(cert.table['passed'].sum())} of {len(cert.table)} clauses)")
+    if not cert.ok:  # no figures for a model that is not equal to its own stock step: the gate fails the run
+        failed = cert.table[~cert.table["passed"]]
+        progress(failed.to_string(index=False))
+        raise RuntimeError(f"{model.name} is not certified (failed: {'; '.join(failed['clause'])}): nothing measured")
     rows, processes_done, why = [], 0, None
     while why is None:
         r0 = time.perf_counter()

@@ -344,6 +344,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         presets = tuple(p for p in a.presets.split(",") if p)
+        if not presets:
+            raise ValueError(f"--presets {a.presets!r}: name at least one of {list(PRESETS)} (nothing to measure)")
         for p in presets:
             live_preset(p)
         cells = [c for c in a.cells.split(",") if c]

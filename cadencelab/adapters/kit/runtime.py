@@ -226,8 +226,8 @@ class StreamingRuntime:
 
     # -- the operators ---------------------------------------------------------------------
     def bound(self, operator: str | None) -> Bound:
-        """The operator named in a call (None: the only one; a traffic of one operator names none)."""
-        return self._bound(operator if len(self.ops) > 1 else None)
+        """The operator named in a call (None: the only one); a name the runtime does not run is refused."""
+        return self._bound(operator)
 
     def _bound(self, operator: str | None) -> Bound:
         if operator is None:
