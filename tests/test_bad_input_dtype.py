@@ -12,7 +12,8 @@ from kit_models import StreamingConformer
 from test_kit import conformer_declaration, conformer_steps, conformer_traffic
 
 from cadencelab.adapters.kit import StreamingRuntime, Traffic, certify, exact_table, run_block
-from cadencelab.state import ShadowAuditor, bitwise_equal, nan_detail
+from cadencelab.contract import SlidingWindow
+from cadencelab.state import Carry, ShadowAuditor, bitwise_equal, nan_detail
 
 NAN = float("nan")
 
@@ -149,6 +150,9 @@ def test_a_nan_where_the_stock_step_has_a_number_is_named():
 
 def test_the_audit_agrees_on_identical_nan_state():
     aud = ShadowAuditor()
-    assert aud._check(0, "kv", torch.tensor([NAN, 1.0]), torch.tensor([NAN, 1.0]), 0, True)
-    assert not aud._check(1, "kv", torch.tensor([0.0]), torch.tensor([-0.0]), 0, True)
+    c = Carry.allocate("kv", SlidingWindow(2), (2,), 0)
+    c.reset_in_place(torch.tensor([NAN, 1.0]))
+    assert aud.compare_with(c, torch.tensor([NAN, 1.0]), 0)
+    c.reset_in_place(torch.tensor([0.0, 1.0]))
+    assert not aud.compare_with(c, torch.tensor([-0.0, 1.0]), 1)
     assert "other bytes" in aud.records[-1]["detail"]

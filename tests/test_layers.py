@@ -47,6 +47,8 @@ LONG_MODULES = {
     "cadencelab/profile/trace.py": "one reader of the Kineto trace format, event kinds and their columns together",
     "cadencelab/profile/metrics.py": "the window metrics (busy, slack, idle split, stages) over one trace model",
     "cadencelab/profile/compare.py": "kernel streams, their alignment and the cadence diff share the op-kind model",
+    "cadencelab/adapters/kit/runtime.py": "the kit's runtime: one call's path (checks, step, write, audits, refusals) "
+                                          "and the session verbs in one class",
     "cadencelab/cli.py": "the command line: each command's options and its run (catalog, certify, profile of Token2wav "
                          "or of any registered model), one place",
 }

@@ -273,12 +273,22 @@ def _refused_output(e: BaseException) -> bool:
     return outputs is not None and isinstance(e, outputs.OutputRefused)
 
 
+def _raised_at(tb):
+    """The innermost frame of ``tb`` outside torch and Python's own library (where the user's, or this
+    package's, code raised or called into them); None without a traceback."""
+    frames = traceback.extract_tb(tb) if tb is not None else []
+    lib = [str(Path(os.__file__).parent)] + [str(Path(m.__file__).parent) for m in (sys.modules.get("torch"),)
+                                             if m is not None and getattr(m, "__file__", None)]
+    mine = [f for f in frames if not f.filename.startswith(tuple(lib))]
+    return (mine or frames or [None])[-1]
+
+
 def _failed(prog: str, e: Exception, debug: bool) -> int:
     """Any other error at the boundary: one line, exit 1; the traceback on request (re-raised)."""
     if debug:
         raise e
-    text = " ".join(str(e).split())[:300]
-    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    text = " ".join(" ".join(str(t).split()) for t in (e, *getattr(e, "__notes__", ())) if str(t).strip())  # in full
+    where = _raised_at(e.__traceback__)
     at = f" [{Path(where.filename).name}:{where.lineno}]" if where else ""
     print(f"{prog}: error: {type(e).__name__}: {text}{at} (--debug or {DEBUG_ENV}=1 for the traceback)",
           file=sys.stderr)

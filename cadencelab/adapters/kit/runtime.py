@@ -31,7 +31,7 @@ from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of, in
 from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
 from .session import engine_counters
-from .steps import Caches, before_label, call_step, committed, frames_at, merged, step_failed, takes_frames
+from .steps import Caches, before_label, call_step, committed, frames_at, merged, pair, step_failed, takes_frames
 from .traffic import KitRun, Traffic
 from .undo import Undo
 
@@ -193,7 +193,8 @@ class StreamingRuntime:
         self._shadow: dict = {}
         self._cur, self._f, self._expect = next(iter(self.ops)), 0, {}
         self.ended: set[str] = set()  # operators whose final call of this turn has run (a session keeps its own)
-        self.calls, self._undo, self.moved = 0, None, None  # moved: why calls are refused until reset()
+        self.calls, self.undo, self.moved = 0, None, None  # moved: why calls are refused until reset()
+        self.turns, self.turn_start = 0, 0  # turns begun (resets), and the calls before this turn's first
         for n, e in self.inner_engines.items():  # last: a refused runtime installed nothing on the model
             install(self.inner[n], e)
 
@@ -286,44 +287,49 @@ class StreamingRuntime:
         self._shadow = {n: b.clone() for n, b in bases.items()} if self.declared is not None else {}
         if self.differential is not None:
             self.differential.start(bases)
-        self.ended, self.moved = set(), None
+        self.ended, self.moved, self.turns, self.turn_start = set(), None, self.turns + 1, self.calls
         return bases
 
     # -- one call ------------------------------------------------------------------------
     def _caches(self, b: Bound, views) -> Caches:
         """A step's caches: each region's view (a ring's as a :class:`RingView`), appendable in place."""
-        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim, self._undo, n) if n in self.ends else v
+        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim, self.undo, n) if n in self.ends else v
                        for n, v in zip(b.touches, views)},
                       {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form != "inplace" else {},
-                      self._undo)
+                      self.undo)
 
     def _views(self, b: Bound) -> list:
         return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
 
     def _stock_call(self, x, caches, last):
         b = self.ops[self._cur]
-        out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
+        out, new = pair(call_step(b.stock, x, caches, last, self._f, b.stock_frames), f"stock step of '{b.name}'")
         return out, merged(caches, new)
 
     def _stock_step(self, b: Bound, x, caches, last):
         """The stock step on the caches it is given: its output and what it returned (checked a dict)."""
         try:
-            out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
-        except RuntimeError as e:
-            raise step_failed(self.decl, self.regions, caches, e, f"stock step of '{b.name}'") from e
+            out, new = pair(call_step(b.stock, x, caches, last, self._f, b.stock_frames), f"stock step of '{b.name}'")
+        except Exception as e:  # noqa: BLE001 - the user's error, named with the call (a ValueError keeps its type)
+            raise step_failed(self.decl, self.regions, caches, e, f"stock step of '{b.name}'", x, self.at(last)) from e
         return out, merged({}, new)
+
+    def at(self, last: bool) -> str:
+        """Which call this is, for errors: 'call 7 (turn 1, its call 3, final, 12 'frames')'."""
+        return (f"call {self.calls} (turn {self.turns - 1}, its call {self.calls - self.turn_start}"
+                f"{', final' if last else ''}, {self._f} '{self.ops[self._cur].op.clock}' committed)")
 
     def _run_step(self, b: Bound, x, last, views):
         """The step on the carries' views (rings as :class:`RingView`), its output checked; no write."""
         caches = self._caches(b, views)
         try:
             res = call_step(b.step, x, caches, last, self._f, b.takes_frames)
-        except RuntimeError as e:
+        except Exception as e:  # noqa: BLE001 - the user's error, named with the call (a ValueError keeps its type)
             raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
-                              f"step of '{b.name}'") from e
+                              f"step of '{b.name}'", x, self.at(last)) from e
         if self.form == "inplace":  # the step wrote its regions itself
             return res, {}
-        out, got = res
+        out, got = pair(res, f"step of '{b.name}' ({self.form} form)")
         b.appended = set(caches.appended)
         if not isinstance(got, Mapping):
             raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
@@ -479,7 +485,11 @@ class StreamingRuntime:
         self._f = self.frames_of(x, last, b.name)
         caches = self._caches(b, self._views(b))
         kw = {"frames": self._f} if b.takes_frames else {}
-        return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
+        try:
+            return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
+        except Exception as e:  # noqa: BLE001 - the user's error, named with the call (a ValueError keeps its type)
+            raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
+                              f"step of '{b.name}' (in the preflight)", x, self.at(last)) from e
 
     # -- a traffic -------------------------------------------------------------------------
     def run(self, traffic: Traffic) -> "KitRun":

@@ -33,7 +33,7 @@ def _capturing(t: torch.Tensor) -> bool:
 
 class Undo:
     """One call of runtime ``rt``'s operator ``b``, as a context: the log of the writes its step makes into its
-    carries itself, in order (``rt._undo`` while it runs). A call refused inside it (any exception) has them
+    carries itself, in order (``rt.undo`` while it runs). A call refused inside it (any exception) has them
     undone (:meth:`restore`) and a note added saying so; a write it cannot undo sets ``rt.moved``, which refuses
     every call until reset."""
 
@@ -48,18 +48,19 @@ class Undo:
         self.dirty: set = set()
         self.shifted: set = set()
 
-    def __enter__(self) -> "Undo":
-        self.rt._undo = self
+    def __enter__(self):
+        self.rt.undo = self
         return self
 
     def __exit__(self, kind, e, tb) -> bool:
         rt = self.rt
-        rt._undo = None
+        rt.undo = None
         if e is not None:
             moved = self.restore()
             if moved:
                 rt.moved = moved_error(self.b.name, moved, rt.calls)
-            e.add_note(rt.moved or f"call {rt.calls} of '{self.b.name}' refused: the carries are as they were before it")
+            e.add_note(rt.moved or f"call {rt.calls} of '{self.b.name}' refused: the carries are as they were "
+                                   f"before it")
         return False
 
     def _seen(self, name: str) -> None:
