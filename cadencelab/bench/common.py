@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..adapters.token2wav.clocks import T2W_CLOCKS
-from ..profile.outputs import atomic_path, guard_output, write_atomic
+from ..profile.outputs import atomic_path, claim_folder, guard_output, write_atomic
 from ..profile.provenance import run_provenance
 
 #: a Token2wav stream call (from the clocks): a chunk plus its lookahead, the chunk dropped after each steady call
@@ -260,8 +260,7 @@ def check_out(cfg, results: tuple[str, ...]) -> Path:
     before anything runs (never in the recorded data folder; none of the files matching ``results``
     there unless ``cfg.overwrite``), then made."""
     out = guard_output(cfg.out, "--out", results=results, overwrite=getattr(cfg, "overwrite", False))
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return claim_folder(out)  # made, and this run's alone (a second run started on it together is refused)
 
 
 def json_default(o):
