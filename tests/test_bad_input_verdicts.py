@@ -53,13 +53,15 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-def test_a_model_that_fails_certification_is_not_measured_and_exits_non_zero(capsys, tmp_path):
+def test_a_model_that_fails_certification_exits_non_zero(capsys, tmp_path):
     rc = cli.main(["bench", "kit", "--model", f"{ME}:uncertified", "--device", "cpu", "--inline", "--blocks", "1",
+                   "--min-processes", "1", "--max-processes", "1", "--arms", "B0,SRc", "--cores", "none",
                    "--out", str(tmp_path / "k")])
     assert rc == 1
-    err = capsys.readouterr().err
-    assert "not certified" in err and "nothing measured" in err and "audit" in err
-    assert not list((tmp_path / "k").glob("kit_factorial*"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("bench kit: certification failed (") and "audit" in err[-1]
+    summary = json.loads((tmp_path / "k" / "kit_factorial.json").read_text())["summary"]
+    assert summary["certified"] is False and summary["failed_clauses"]
 
 
 def test_a_factory_calling_sys_exit_is_reported_not_obeyed(capsys, tmp_path):

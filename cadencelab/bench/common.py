@@ -8,6 +8,7 @@ import math
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import tempfile
 import time
 import traceback
@@ -90,7 +91,18 @@ def serve(conn, build: Callable[..., Any], ready: Callable[[Any], dict], handler
 
     With ``prepare`` the set-up comes in two steps: ``prepare()`` (work that may overlap other
     processes' timed blocks: no device work) answers ``("staged", {"stage_s": seconds})``, then the
-    process waits for ``("go",)`` and calls ``build(prepared)``; ``("stop",)`` instead ends it."""
+    process waits for ``("go",)`` and calls ``build(prepared)``; ``("stop",)`` instead ends it.
+
+    Ctrl-C is the parent's to handle (it stops its arms): the worker ignores SIGINT, and a parent that is
+    gone (killed, or stopped by SIGTERM) ends the worker quietly, without a traceback per arm process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _serve(conn, build, ready, handlers, prepare)
+    except (EOFError, BrokenPipeError, ConnectionResetError):  # the parent is gone: nothing to answer
+        return
+
+
+def _serve(conn, build, ready, handlers, prepare) -> None:
     try:
         if prepare is None:
             arm = build()

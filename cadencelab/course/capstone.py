@@ -22,6 +22,7 @@ import torch
 
 from ..adapters.kit import Traffic
 from ..contract import Declaration, DeclarationError
+from ..state.alloc import device_problem
 from .capstone_models import (FRAMES, MODELS, CapstoneModel, DecoderSizes, WindowDecoder, capstone_model, decode,
                               stock_step, window_declaration)
 from .exercises.declaration import declaration_diff
@@ -177,10 +178,11 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda", help="where the models run (default: cuda; cpu runs the eager backend)")
     ap.add_argument("--model", action="append", choices=list(MODELS), help="a model (default: every one)")
     a = ap.parse_args(argv)
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"{ap.prog}: error: --device {a.device}: no CUDA device here", file=__import__("sys").stderr)
+    why = device_problem(a.device)
+    if why:
+        print(f"{ap.prog}: error: --device: {why}", file=__import__("sys").stderr)
         return 2
-    backend = "eager" if a.device == "cpu" else "cuda"
+    backend = "eager" if torch.device(a.device).type == "cpu" else "cuda"
     ok = True
     with pd.option_context("display.width", 200, "display.max_colwidth", 120, "display.max_columns", 20):
         for name in a.model or list(MODELS):

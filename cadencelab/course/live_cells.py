@@ -332,6 +332,7 @@ def main(argv=None) -> int:
     import sys
 
     from ..profile.outputs import OutputRefused
+    from ..state.alloc import device_problem
 
     ap = argparse.ArgumentParser(prog="python -m cadencelab.course.live_cells",
                                  description="measure the GPU memory each live cell of the course needs")
@@ -344,6 +345,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         presets = tuple(p for p in a.presets.split(",") if p)
+        why = device_problem(a.device)
+        if why:
+            raise ValueError(f"--device: {why}")
         if not presets:
             raise ValueError(f"--presets {a.presets!r}: name at least one of {list(PRESETS)} (nothing to measure)")
         for p in presets:
