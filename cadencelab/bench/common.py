@@ -114,7 +114,7 @@ def _serve(conn, build, ready, handlers, prepare) -> None:
                 return
             arm = build(prepared)
         conn.send(("ready", ready(arm)))
-    except Exception:
+    except (Exception, SystemExit):  # a user's code that exits is an error of the arm, answered as one
         conn.send(("error", traceback.format_exc()))
         return
     while True:
@@ -126,7 +126,7 @@ def _serve(conn, build, ready, handlers, prepare) -> None:
             if handler is None:
                 raise ValueError(f"unknown request {msg[0]!r} (known: {sorted(handlers)})")
             conn.send(("ok", handler(arm, *msg[1:])))
-        except Exception:
+        except (Exception, SystemExit):
             conn.send(("error", traceback.format_exc()))
 
 
@@ -209,20 +209,23 @@ class InlineArm:
         try:
             self.obj = build()
             self._ready = ("ready", ready(self.obj))
-        except Exception:
+        except (Exception, SystemExit):
             self._ready = ("error", traceback.format_exc())
 
     def wait(self, timeout: float):
         return self._ready
 
     def ask(self, msg: tuple, timeout: float):
+        from ..adapters.kit.usercode import user_code  # the timeout an arm process has, in this process
+
         try:
             if self.obj is None:
                 raise RuntimeError(f"arm {self.arm} failed to start")
             handler = self.handlers.get(msg[0])
             if handler is None:
                 raise ValueError(f"unknown request {msg[0]!r} (known: {sorted(self.handlers)})")
-            return ("ok", handler(self.obj, *msg[1:]))
+            with user_code(f"arm {self.arm}, request {msg[0]!r}", timeout):
+                return ("ok", handler(self.obj, *msg[1:]))
         except Exception:
             return ("error", traceback.format_exc())
 

@@ -136,12 +136,14 @@ def _last_line(tb) -> str:
 def run_study(cfg: KitConfig, progress=print) -> dict:
     """Certify, measure every arm in rounds of fresh processes, analyse; write the files; the summary."""
     from ..adapters.kit import ARMS as SWITCHES
+    from ..adapters.kit.usercode import user_code
 
     out = check_out(cfg, ("kit_factorial*",))  # refused before anything runs (the data folder, earlier results)
     backend = "eager" if str(cfg.device).startswith("cpu") else "cuda"
     method, t0 = cfg.method(), time.perf_counter()
-    model = load_model(cfg.model, cfg.device)
-    cert = model.certify(backend)
+    with user_code(f"--model {cfg.model} (built and certified in this process; --block-timeout)", cfg.block_timeout_s):
+        model = load_model(cfg.model, cfg.device)
+        cert = model.certify(backend)
     progress(f"kit: {model.name} certified: {cert.ok} ({int(cert.table['passed'].sum())} of {len(cert.table)} clauses)")
     failed_clauses = list(cert.table.loc[~cert.table["passed"], "clause"])
     if failed_clauses:  # measured and recorded as uncertified; the run's exit status says so (see _cli)

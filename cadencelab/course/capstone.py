@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from ..adapters.kit import Traffic
+from ..adapters.kit.usercode import UserCodeTimeout, UserExit, user_code
 from ..contract import Declaration, DeclarationError
 from ..state.alloc import device_problem
 from .capstone_models import (FRAMES, MODELS, CapstoneModel, DecoderSizes, WindowDecoder, capstone_model, decode,
@@ -30,10 +31,12 @@ from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
 
 __all__ = ["certified_declaration", "DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step",
            "check_adapter", "certificate", "shown_traffic", "ADAPTER_HINTS", "FRAMES", "MODELS", "capstone_model",
-           "DEFAULT_MODEL"]
+           "DEFAULT_MODEL", "TIME_LIMIT_S"]
 
 #: the model the notebook opens on (the tour and CI run it; a student may pick another)
 DEFAULT_MODEL = "window"
+#: seconds the grader gives a student's adapter per part (declare, make_step and certification of its step)
+TIME_LIMIT_S = 120.0
 #: the sliding-window decoder's sizes the notebook shows, and the ones the checker also certifies on
 SHOWN, HIDDEN = MODELS["window"].shown, MODELS["window"].hidden
 #: the sliding-window decoder's declaration (the capstone's answer for it; not shown in the notebook)
@@ -95,15 +98,16 @@ def certificate(answer, backend: str = "eager", device: str = "cpu", s=None, mod
 
 
 def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, which: str, backend: str,
-             device: str) -> dict:
+             device: str, time_limit_s: float | None = None) -> dict:
     from ..adapters.kit import certify
 
     lengths, seed = spec.hidden_turns[which]
     row = dict(part=which, answer=None, expected="certified", correct=False, mistake="", hint="")
     m = spec.build(s, device)
     try:
-        decl, step = declare(s), make_step(m)
-    except Exception as e:  # the student's functions failed: say what they raised
+        with user_code("your declare/make_step", time_limit_s):
+            decl, step = declare(s), make_step(m)
+    except Exception as e:  # the student's functions failed (or exited, or ran past the limit): say what they raised
         return {**row, "answer": f"{type(e).__name__}", "hint": f"{which}: your code raised {type(e).__name__}: {e}"}
     if is_blank(decl) or is_blank(step):
         return {**row, "hint": f"{which}: fill this in (declare and make_step), then run the cell again."}
@@ -112,10 +116,13 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
     diff = declaration_diff(decl, spec.declaration(s))
     field = diff["field"].iloc[0] if len(diff) else ""
     try:
-        cert = certify(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
-                       modules=[m], backend=backend, device=device)
+        with user_code("your step (certified on the hidden traffic)", time_limit_s):
+            cert = certify(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
+                           modules=[m], backend=backend, device=device)
     except (DeclarationError, Exception) as e:  # a runtime that refuses the declaration fails closed
-        said = f" ({type(e).__name__}: {str(e)[:160]})" if which == "shown sizes" else ""  # hidden sizes stay hidden
+        own = next((c for c in (e, e.__cause__) if isinstance(c, (UserExit, UserCodeTimeout))), None)
+        said = f" ({type(own).__name__}: {own})" if own is not None else \
+            f" ({type(e).__name__}: {str(e)[:300]})" if which == "shown sizes" else ""  # hidden sizes stay hidden
         return {**row, "answer": f"refused: {type(e).__name__}", "mistake": "refused", "field": field,
                 "hint": f"{which}: the runtime refused it{said}"
                         + (f"; the first field that differs from what the model needs: {field}" if field else "")}
@@ -127,9 +134,11 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
             "hint": f"{which}: {_hint(failed)}" + (f" The first field that differs: {field}." if field else "")}
 
 
-def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: str = DEFAULT_MODEL) -> Feedback:
+def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: str = DEFAULT_MODEL,
+                  time_limit_s: float | None = TIME_LIMIT_S) -> Feedback:
     """Certify an adapter ``(declare, make_step)`` of ``model`` with the kit on hidden traffic, at the shown sizes
-    and at hidden ones; a row per configuration. The feedback keeps ``inputs`` (the model), so the course's
+    and at hidden ones; a row per configuration. The student's code runs at most ``time_limit_s`` per part (a
+    step that hangs, or calls ``sys.exit``, gives a feedback row saying so). The feedback keeps ``inputs`` (the model), so the course's
     stand-in adapter is the one for the same model."""
     spec = capstone_model(model)
     parts = list(spec.hidden_turns)
@@ -141,7 +150,7 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
         raise TypeError("check_adapter: pass (declare, make_step), two functions: declare(sizes) -> Declaration, "
                         "make_step(model) -> step")
     declare, make_step = answer
-    shown, hidden = [_certify(spec, declare, make_step, s, which, backend, device)
+    shown, hidden = [_certify(spec, declare, make_step, s, which, backend, device, time_limit_s)
                      for s, which in ((spec.shown, "shown sizes"), (spec.hidden, "hidden sizes"))]
     if shown["correct"] and not hidden["correct"]:  # right at the sizes shown only: a size typed as a number
         field = hidden.get("field", "")
