@@ -345,9 +345,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         presets = tuple(p for p in a.presets.split(",") if p)
-        why = device_problem(a.device)
-        if why:
-            raise ValueError(f"--device: {why}")
         if not presets:
             raise ValueError(f"--presets {a.presets!r}: name at least one of {list(PRESETS)} (nothing to measure)")
         for p in presets:
@@ -355,6 +352,9 @@ def main(argv=None) -> int:
         cells = [c for c in a.cells.split(",") if c]
         for c in cells:
             cell(c)
+        why = device_problem(a.device)
+        if why:
+            raise ValueError(f"--device: {why}")
         path = record(a.out, a.device, presets, cells or None, a.overwrite,
                       progress=lambda s: print(f"measuring {s}", file=sys.stderr, flush=True))
     except (OutputRefused, ValueError) as e:

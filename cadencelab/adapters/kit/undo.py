@@ -37,16 +37,19 @@ class Undo:
     undone (:meth:`restore`) and a note added saying so; a write it cannot undo sets ``rt.moved``, which refuses
     every call until reset."""
 
-    def __init__(self, rt, b):
-        self.rt, self.b = rt, b
+    def __init__(self, rt, b):  # on every call's hot path: host reads only, no call per region
+        self.rt, self.b, self.log = rt, b, []
         carries, ends = rt.carries, rt.ends
-        self.buffers = {n: carries[n].buffer for n in b.touches}  # region (or ring end) name -> the tensor written
+        self.buffers = buffers = {n: carries[n].buffer for n in b.touches}  # region (or ring end) -> its tensor
         if ends:
-            self.buffers.update({ends[n].name: ends[n].buffer for n in b.touches if n in ends})
-        self.expect = {n: version(t) for n, t in self.buffers.items()}
-        self.log: list = []
-        self.dirty: set = set()
-        self.shifted: set = set()
+            buffers.update({ends[n].name: ends[n].buffer for n in b.touches if n in ends})
+        self.expect = expect = {}
+        for n, t in buffers.items():
+            try:
+                expect[n] = t._version
+            except RuntimeError:  # an inference tensor keeps no version counter
+                expect[n] = None
+        self.dirty, self.shifted = set(), set()
 
     def __enter__(self):
         self.rt.undo = self
