@@ -102,7 +102,8 @@ def test_bitwise_equal_compares_bytes():
     assert bitwise_equal(torch.ones(2, 3).t(), torch.ones(3, 2)) and bitwise_equal(torch.zeros(0), torch.zeros(0))
     assert bitwise_equal(torch.tensor([True, False]), torch.tensor([True, False]))
     assert nan_detail(torch.ones(2), torch.ones(2)) == ""
-    assert nan_detail(a, torch.tensor([1.0, 2.0, 3.0])) == "NaN: stock 1, got 0 elements, first where one side is NaN at (1,)"
+    assert nan_detail(a, torch.tensor([1.0, 2.0, 3.0])) == \
+        "NaN: stock 1, got 0 elements, first where one side is NaN at (1,)"
 
 
 def test_exact_table_names_nan_dtype_and_missing_calls():

@@ -55,7 +55,8 @@ def test_a_bad_device_is_one_line_in_every_entry(capsys):
 
 
 def test_results_table_with_another_data_folder_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "docs" / "results_table.py")], capture_output=True, text=True, check=False,
+    r = subprocess.run([sys.executable, str(ROOT / "docs" / "results_table.py")], capture_output=True, text=True,
+                       check=False,
                        env=dict(os.environ, PYTHONPATH=str(ROOT), CADENCELAB_DATA=str(tmp_path)), timeout=300)
     assert r.returncode == 1 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "outside the data folder" in r.stderr

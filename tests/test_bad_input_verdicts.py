@@ -67,7 +67,8 @@ def test_a_model_that_fails_certification_exits_non_zero(capsys, tmp_path):
 def test_a_factory_calling_sys_exit_is_reported_not_obeyed(capsys, tmp_path):
     with pytest.raises(RuntimeError, match=r"called sys.exit\(0\) instead of returning a KitModel"):
         bench_kit.load_model(f"{ME}:exits", "cpu")
-    assert cli.main(["bench", "kit", "--model", f"{ME}:exits", "--device", "cpu", "--inline", "--out", str(tmp_path)]) == 1
+    argv = ["bench", "kit", "--model", f"{ME}:exits", "--device", "cpu", "--inline", "--out", str(tmp_path)]
+    assert cli.main(argv) == 1
     assert "sys.exit(0)" in _one_line(capsys.readouterr().err)
 
 

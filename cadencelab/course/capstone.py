@@ -138,7 +138,8 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
                   time_limit_s: float | None = TIME_LIMIT_S) -> Feedback:
     """Certify an adapter ``(declare, make_step)`` of ``model`` with the kit on hidden traffic, at the shown sizes
     and at hidden ones; a row per configuration. The student's code runs at most ``time_limit_s`` per part (a
-    step that hangs, or calls ``sys.exit``, gives a feedback row saying so). The feedback keeps ``inputs`` (the model), so the course's
+    step that hangs, or calls ``sys.exit``, gives a feedback row saying so). The feedback keeps ``inputs`` (the
+    model), so the course's
     stand-in adapter is the one for the same model."""
     spec = capstone_model(model)
     parts = list(spec.hidden_turns)

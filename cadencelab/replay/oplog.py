@@ -60,7 +60,8 @@ class OpLog(TorchDispatchMode):
             ts = list(_tensors(args, kwargs))
             host = any(t.device.type == "cpu" and t.dim() > 0 for t in ts) and any(t.is_cuda for t in ts)
             if name in SYNC_OPS or host:
-                self.unsafe = (name, _where(), "a host sync" if name in SYNC_OPS else "a host tensor beside device ones")
+                why = "a host sync" if name in SYNC_OPS else "a host tensor beside device ones"
+                self.unsafe = (name, _where(), why)
         try:
             return func(*args, **(kwargs or {}))
         except Exception as e:

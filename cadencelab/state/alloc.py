@@ -11,7 +11,8 @@ import torch
 
 from ..contract.derivation import demand_shape, region_table
 
-__all__ = ["AllocationRefused", "device_problem", "free_bytes", "format_bytes", "check_fits", "check_copies_fit", "allocation_plan",
+__all__ = ["AllocationRefused", "device_problem",
+           "free_bytes", "format_bytes", "check_fits", "check_copies_fit", "allocation_plan",
            "allocate"]
 
 

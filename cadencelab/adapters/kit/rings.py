@@ -64,5 +64,6 @@ class RingView:
         if self.undo is None:
             self.buffer.index_copy_(self.dim, pos, new)
         else:  # logged: a call the runtime then refuses is undone
-            self.undo.ring_write(self.name, self.buffer, self.dim, pos, lambda: self.buffer.index_copy_(self.dim, pos, new))
+            self.undo.ring_write(self.name, self.buffer, self.dim, pos,
+                                 lambda: self.buffer.index_copy_(self.dim, pos, new))
         self.written = True
