@@ -40,7 +40,7 @@ import torch
 from ..contract.derivation import CLASS_BUDGET
 from .effects import RngSnapshot, cuda_devices
 from .nogc import no_collection
-from .oplog import diagnose_capture
+from .oplog import diagnose_capture, throwaway_capture
 from .signatures import Unkeyable, alignment, describe, flatten, signature, unflatten
 
 log = logging.getLogger("cadencelab.replay")
@@ -126,20 +126,6 @@ def _end_failed_capture(device, pool, stream) -> None:
     except Exception as e:  # pragma: no cover - would leave the process without device RNG
         log.error("could not end generator capture mode after a failed capture: %s", e)
     del graph
-
-
-def _throwaway_capture(device, stream) -> tuple:
-    """(capture, cleanup) of a graph captured only to see which op a failed capture failed at
-    (:func:`~cadencelab.replay.oplog.diagnose_capture`): its own pool, undone as a failed capture is."""
-    graph, pool = torch.cuda.CUDAGraph(), torch.cuda.graph_pool_handle()
-    _FAILED_GRAPHS.append(graph)
-    return (lambda: _collected_capture(graph, pool, stream)), (lambda: _end_failed_capture(device, pool, stream))
-
-
-@contextlib.contextmanager
-def _collected_capture(graph, pool, stream):
-    with no_collection(), torch.cuda.graph(graph, pool=pool, stream=stream):
-        yield
 
 
 @dataclass
@@ -511,7 +497,8 @@ class ExactShapeReplay:
             _FAILED_GRAPHS.append(graph)
             if self.pool == pool:
                 self.pool = torch.cuda.graph_pool_handle()
-            why = diagnose_capture(self.fn, cargs, ckwargs, *_throwaway_capture(dev, self._stream))
+            why = diagnose_capture(self.fn, cargs, ckwargs, *throwaway_capture(  # names the op it failed at
+                self._stream, _FAILED_GRAPHS, lambda p: _end_failed_capture(dev, p, self._stream)))
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}" + (f"; {why}" if why else "")
             cls.status, cls.reason, cls.graph = FAILED, "capture_failed", None
             self._event("capture_failed", cls, msg)

@@ -16,7 +16,9 @@ import traceback
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["SYNC_OPS", "OpLog", "diagnose_capture"]
+from .nogc import no_collection
+
+__all__ = ["SYNC_OPS", "OpLog", "diagnose_capture", "throwaway_capture"]
 
 #: ops that read a device value on the host (a sync: not capturable)
 SYNC_OPS = frozenset({"aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::nonzero",
@@ -90,3 +92,18 @@ def diagnose_capture(fn, args, kwargs, capture=None, cleanup=None) -> str:
         with contextlib.suppress(Exception):  # a diagnosis never fails the call
             cleanup()
     return log.describe()
+
+
+def throwaway_capture(stream, keep: list, end) -> tuple:
+    """``(capture, cleanup)`` for :func:`diagnose_capture` on CUDA: a graph captured on ``stream`` into its own pool
+    only to see which op fails (kept in ``keep``: the allocator may still hold its filters), undone by
+    ``end(pool)`` as a failed capture is."""
+    graph, pool = torch.cuda.CUDAGraph(), torch.cuda.graph_pool_handle()
+    keep.append(graph)
+
+    @contextlib.contextmanager
+    def capture():
+        with no_collection(), torch.cuda.graph(graph, pool=pool, stream=stream):
+            yield
+
+    return capture, lambda: end(pool)
