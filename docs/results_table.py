@@ -817,4 +817,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from cadencelab.bench.flags import run_main  # the one error wrapper: one line, no traceback (--debug for it)
+
+    sys.exit(run_main("docs/results_table.py", main, sys.argv[1:]))

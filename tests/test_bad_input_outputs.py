@@ -163,16 +163,19 @@ def test_catalog_json_is_not_overwritten_without_the_flag(capsys, tmp_path):
 def test_soak_analyse_only_is_not_overwritten_without_the_flag(capsys, tmp_path):
     argv = ["bench", "soak", "--config", "teaching", "--device", "cpu", "--chunks", "4", "--turn-every", "2",
             "--analyse-only", "--out", str(tmp_path)]
-    (tmp_path / "rows_SRc_0.jsonl").write_text("")  # rows already under --out are the analysis' input
-    assert cli.main(argv) == 1  # analysed: no rows, so the gate fails, but the summary is written
+    row = dict(chunk=0, turn=0, call=0, kind="first", tokens=3, frames=6, sha_i16="a", sha_f32="b", latency_ms=1.0,
+               wall_ms=1.0, allocated_bytes=None, peak_bytes=None, reserved_bytes=None, replays=0, misses={}, events={})
+    for arm in ("SRc", "B0"):  # rows already under --out are the analysis' input
+        (tmp_path / f"rows_{arm}_0.jsonl").write_text(json.dumps(dict(row, arm=arm)) + "\n")
+    rc = cli.main(argv)  # analysed (one chunk of the four planned): the summary is written
     first = (tmp_path / "soak.json").read_bytes()
     capsys.readouterr()
     assert cli.main(argv) == 2
     line = _one_line(capsys.readouterr().err)
     assert "--out" in line and "soak.json" in line and "--overwrite" in line
     assert (tmp_path / "soak.json").read_bytes() == first and (tmp_path / "rows_SRc_0.jsonl").exists()
-    assert cli.main([*argv, "--overwrite"]) == 1
-    assert json.loads((tmp_path / "soak.json").read_text())["summary"]["chunks"] == 0
+    assert cli.main([*argv, "--overwrite"]) == rc
+    assert json.loads((tmp_path / "soak.json").read_text())["summary"]["chunks"] == 1
 
 
 #: per study: its config and run function, and a result file an earlier run left

@@ -93,9 +93,11 @@ def test_the_bench_entry_runs_token2wav(tmp_path, capsys):
 
     rc = main(["kit", "--model", "test_token2wav_kit:small_on", "--device", "cpu", "--inline", "--min-processes", "1",
                "--max-processes", "1", "--blocks", "1", "--cores", "none", "--arms", "B0,SRc", "--out", str(tmp_path)])
-    assert rc == 0
+    assert rc == 1  # one steady call of one turn, and host randomness on a CPU: not certified (no class replays)
+    assert "admitted calls replayed): the figures are recorded with certified: false" in capsys.readouterr().err
     rec = json.loads((tmp_path / "kit_factorial.json").read_text())
     assert rec["summary"]["model"] == "token2wav" and all(a["bit_exact"] for a in rec["arms"])
+    assert rec["summary"]["certified"] is False
     b0 = load_model("test_token2wav_kit:small_on", "cpu", "B0")  # a B0 process is given its arm
     assert b0.adopt is None and b0.modules[0].decoder.att_cache_buffer.shape[4] == 1000
     assert set(MODELS) >= {"token2wav", "token2wav-teaching"}

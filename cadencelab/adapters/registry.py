@@ -93,13 +93,19 @@ def resolve(model, device="cpu", arm: str | None = None):
     target = MODELS.get(model, model)
     factory = load(target)
     try:
-        takes_arm = "arm" in inspect.signature(factory).parameters
+        sig = inspect.signature(factory)
     except (TypeError, ValueError):
-        takes_arm = False
+        sig = None
+    kw = {"arm": arm} if sig is not None and "arm" in sig.parameters and arm is not None else {}
     try:
-        m = factory(device, arm=arm) if takes_arm and arm is not None else factory(device)
-    except TypeError as e:
+        if sig is not None:
+            sig.bind(device, **kw)
+    except TypeError as e:  # the signature, not the body: a TypeError raised inside the factory is its own
         raise ValueError(f"{target} must be a function of the device ({e})") from None
+    try:
+        m = factory(device, **kw)
+    except SystemExit as e:  # the user's code exited: say so, never as the caller's exit status
+        raise RuntimeError(f"{target}(device) called sys.exit({e.code!r}) instead of returning a KitModel") from None
     if not isinstance(m, KitModel):
         raise ValueError(f"{target}(device) returned a {type(m).__name__}, not a KitModel")
     return m

@@ -8,6 +8,7 @@ import math
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import tempfile
 import time
 import traceback
@@ -18,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..adapters.token2wav.clocks import T2W_CLOCKS
-from ..profile.outputs import atomic_path, guard_output, write_atomic
+from ..profile.outputs import atomic_path, claim_folder, guard_output, write_atomic
 from ..profile.provenance import run_provenance
 
 #: a Token2wav stream call (from the clocks): a chunk plus its lookahead, the chunk dropped after each steady call
@@ -90,7 +91,18 @@ def serve(conn, build: Callable[..., Any], ready: Callable[[Any], dict], handler
 
     With ``prepare`` the set-up comes in two steps: ``prepare()`` (work that may overlap other
     processes' timed blocks: no device work) answers ``("staged", {"stage_s": seconds})``, then the
-    process waits for ``("go",)`` and calls ``build(prepared)``; ``("stop",)`` instead ends it."""
+    process waits for ``("go",)`` and calls ``build(prepared)``; ``("stop",)`` instead ends it.
+
+    Ctrl-C is the parent's to handle (it stops its arms): the worker ignores SIGINT, and a parent that is
+    gone (killed, or stopped by SIGTERM) ends the worker quietly, without a traceback per arm process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _serve(conn, build, ready, handlers, prepare)
+    except (EOFError, BrokenPipeError, ConnectionResetError):  # the parent is gone: nothing to answer
+        return
+
+
+def _serve(conn, build, ready, handlers, prepare) -> None:
     try:
         if prepare is None:
             arm = build()
@@ -102,7 +114,7 @@ def serve(conn, build: Callable[..., Any], ready: Callable[[Any], dict], handler
                 return
             arm = build(prepared)
         conn.send(("ready", ready(arm)))
-    except Exception:
+    except (Exception, SystemExit):  # a user's code that exits is an error of the arm, answered as one
         conn.send(("error", traceback.format_exc()))
         return
     while True:
@@ -114,7 +126,7 @@ def serve(conn, build: Callable[..., Any], ready: Callable[[Any], dict], handler
             if handler is None:
                 raise ValueError(f"unknown request {msg[0]!r} (known: {sorted(handlers)})")
             conn.send(("ok", handler(arm, *msg[1:])))
-        except Exception:
+        except (Exception, SystemExit):
             conn.send(("error", traceback.format_exc()))
 
 
@@ -197,20 +209,23 @@ class InlineArm:
         try:
             self.obj = build()
             self._ready = ("ready", ready(self.obj))
-        except Exception:
+        except (Exception, SystemExit):
             self._ready = ("error", traceback.format_exc())
 
     def wait(self, timeout: float):
         return self._ready
 
     def ask(self, msg: tuple, timeout: float):
+        from ..adapters.kit.usercode import user_code  # the timeout an arm process has, in this process
+
         try:
             if self.obj is None:
                 raise RuntimeError(f"arm {self.arm} failed to start")
             handler = self.handlers.get(msg[0])
             if handler is None:
                 raise ValueError(f"unknown request {msg[0]!r} (known: {sorted(self.handlers)})")
-            return ("ok", handler(self.obj, *msg[1:]))
+            with user_code(f"arm {self.arm}, request {msg[0]!r}", timeout):
+                return ("ok", handler(self.obj, *msg[1:]))
         except Exception:
             return ("error", traceback.format_exc())
 
@@ -260,8 +275,7 @@ def check_out(cfg, results: tuple[str, ...]) -> Path:
     before anything runs (never in the recorded data folder; none of the files matching ``results``
     there unless ``cfg.overwrite``), then made."""
     out = guard_output(cfg.out, "--out", results=results, overwrite=getattr(cfg, "overwrite", False))
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return claim_folder(out)  # made, and this run's alone (a second run started on it together is refused)
 
 
 def json_default(o):

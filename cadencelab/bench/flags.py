@@ -10,9 +10,11 @@ named once here and used by the CLI and every study.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -132,22 +134,11 @@ def check_steps(flag: str, steps: int) -> int:
 
 def check_device(flag: str, text: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N`` that this torch build and machine can use."""
-    import torch
+    from ..state.alloc import device_problem
 
-    try:
-        dev = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise FlagError(flag, f"not a device: {text[:40]!r} (expected cpu, cuda or cuda:N)") from None
-    if dev.type == "cpu":
-        return text
-    if dev.type != "cuda":
-        raise FlagError(flag, f"device type {dev.type!r} is not supported (expected cpu, cuda or cuda:N)")
-    if not torch.cuda.is_available():
-        why = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA device is visible"
-        raise FlagError(flag, f"{text!r} cannot be used: {why} (use --device cpu)")
-    n = torch.cuda.device_count()
-    if dev.index is not None and dev.index >= n:
-        raise FlagError(flag, f"{text!r}: only {n} CUDA device(s) are visible (cuda:0..cuda:{n - 1})")
+    why = device_problem(text)
+    if why:
+        raise FlagError(flag, why)
     return text
 
 
@@ -246,6 +237,29 @@ def run_main(prog: str, fn: Callable[[list[str]], int], argv: list[str]) -> int:
     debug, argv = debug_requested(argv)
     for name, value in QUIET_ENV.items():
         os.environ.setdefault(name, value)
+    with sigterm_as_interrupt():
+        return _run(prog, fn, argv, debug)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM inside raises KeyboardInterrupt (in the main thread): a run stopped from outside ends as Ctrl-C
+    ends it, its ``finally`` blocks run (arm processes stopped, files whole) and it exits 130 in one line."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _run(prog: str, fn: Callable[[list[str]], int], argv: list[str], debug: bool) -> int:
     try:
         return int(fn(argv) or 0)
     except SystemExit as e:  # argparse usage errors and --help; a message string is printed once
@@ -273,12 +287,22 @@ def _refused_output(e: BaseException) -> bool:
     return outputs is not None and isinstance(e, outputs.OutputRefused)
 
 
+def _raised_at(tb):
+    """The innermost frame of ``tb`` outside torch and Python's own library (where the user's, or this
+    package's, code raised or called into them); None without a traceback."""
+    frames = traceback.extract_tb(tb) if tb is not None else []
+    lib = [str(Path(os.__file__).parent)] + [str(Path(m.__file__).parent) for m in (sys.modules.get("torch"),)
+                                             if m is not None and getattr(m, "__file__", None)]
+    mine = [f for f in frames if not f.filename.startswith(tuple(lib))]
+    return (mine or frames or [None])[-1]
+
+
 def _failed(prog: str, e: Exception, debug: bool) -> int:
     """Any other error at the boundary: one line, exit 1; the traceback on request (re-raised)."""
     if debug:
         raise e
-    text = " ".join(str(e).split())[:300]
-    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    text = " ".join(" ".join(str(t).split()) for t in (e, *getattr(e, "__notes__", ())) if str(t).strip())  # in full
+    where = _raised_at(e.__traceback__)
     at = f" [{Path(where.filename).name}:{where.lineno}]" if where else ""
     print(f"{prog}: error: {type(e).__name__}: {text}{at} (--debug or {DEBUG_ENV}=1 for the traceback)",
           file=sys.stderr)

@@ -251,13 +251,30 @@ def read_rows(paths) -> pd.DataFrame:
             line = line.strip()
             if line:
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError:  # a row cut short by a killed process
-                    pass
+                    continue
+                if isinstance(row, dict) and "chunk" in row:  # a row of another kind is no chunk's
+                    rows.append(row)
     df = pd.DataFrame(rows)
     if not df.empty:
         df = df.drop_duplicates("chunk", keep="last").sort_values("chunk").reset_index(drop=True)
     return df
+
+
+def _check_recorded(cfg: SoakConfig) -> None:
+    """An analysis of recorded rows has rows of the arm and of its reference to compare (a ValueError names
+    the folder and the files looked for): no verdict on nothing."""
+    src = Path(cfg.out)
+    have = {arm: len(read_rows(sorted(src.glob(f"rows_{arm}_*.jsonl")))) if src.is_dir() else 0
+            for arm in (cfg.arm, cfg.reference_arm)}
+    if cfg.reference:
+        have[cfg.reference_arm] = len(reference_rows(cfg.reference, cfg.reference_arm))
+    missing = [arm for arm, n in have.items() if not n]
+    if missing:
+        where = " or ".join(f"rows_{a}_*.jsonl" for a in missing)
+        raise ValueError(f"--analyse-only: no readable {where} rows under {src} (of {cfg.arm} and its reference "
+                         f"{cfg.reference_arm}): nothing to analyse, nothing written")
 
 
 def reference_rows(path: str, arm: str) -> pd.DataFrame:
@@ -288,6 +305,8 @@ def run_soak(cfg: SoakConfig, progress=print) -> dict:
     # the rows of the arms that run now are written afresh (other arms' rows are inputs), and the summary unless
     # only the reference runs (its rows are then the result: the arm's run into the same folder compares)
     reference_only = bool(cfg.arms) and cfg.arm not in cfg.arms
+    if not cfg.arms:  # analysis of recorded rows: none to analyse is refused before anything is written
+        _check_recorded(cfg)
     summary = () if reference_only else (RESULT_JSON, RESULT_CSV)
     out = check_out(cfg, (*summary, *(f"rows_{arm}_*.jsonl" for arm in cfg.arms)))
     mcfg = {"real": REAL, "teaching": TEACHING}[cfg.config]

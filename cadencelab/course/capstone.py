@@ -23,7 +23,9 @@ import pandas as pd
 import torch
 
 from ..adapters.kit import Traffic
+from ..adapters.kit.usercode import UserCodeTimeout, UserExit, user_code
 from ..contract import Admission, Clock, Declaration, DeclarationError, Fixed, Operator, Region, Ring, SlidingWindow
+from ..state.alloc import device_problem
 from .capstone_models import (
     FRAMES,
     MODELS,
@@ -39,10 +41,12 @@ from .exercises.machinery import FEEDBACK_COLUMNS, Feedback, is_blank
 
 __all__ = ["DecoderSizes", "SHOWN", "HIDDEN", "WindowDecoder", "decode", "stock_step", "check_adapter",
            "certificate", "CAPSTONE_TARGET", "shown_traffic", "ADAPTER_HINTS", "FRAMES", "MODELS", "capstone_model",
-           "DEFAULT_MODEL"]
+           "DEFAULT_MODEL", "TIME_LIMIT_S"]
 
 #: the model the notebook opens on (the tour and CI run it; a student may pick another)
 DEFAULT_MODEL = "window"
+#: seconds the grader gives a student's adapter per part (declare, make_step and certification of its step)
+TIME_LIMIT_S = 120.0
 #: the sliding-window decoder's sizes the notebook shows, and the ones the checker also certifies on
 SHOWN, HIDDEN = MODELS["window"].shown, MODELS["window"].hidden
 
@@ -135,7 +139,7 @@ def certificate(answer, backend: str = "eager", device: str = "cpu", s=None, mod
 
 
 def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, which: str, backend: str,
-             device: str) -> dict:
+             device: str, time_limit_s: float | None = None) -> dict:
     from ..adapters.kit import certify
 
     lengths, _ = spec.hidden_turns[which]
@@ -143,7 +147,8 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
     row = dict(part=which, answer=None, expected="certified", correct=False, mistake="", hint="")
     m = spec.build(s, device)
     try:
-        decl, step = declare(s), make_step(m)
+        with user_code("your declare/make_step", time_limit_s):
+            decl, step = declare(s), make_step(m)
     except DeclarationError as e:  # a declaration that does not build: its field and why (a flush derived from a
         # lookahead no clock carries: the frames clock's offset is missing)
         slip = "no_lookahead" if e.field.endswith(".flush") and "offset" in e.reason else ""
@@ -160,10 +165,13 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
     diff = declaration_diff(decl, _REFERENCES[spec.name](s))
     field = diff["field"].iloc[0] if len(diff) else ""
     try:
-        cert = certify(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
-                       modules=[m], backend=backend, device=device)
+        with user_code("your step (certified on the hidden traffic)", time_limit_s):
+            cert = certify(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
+                           modules=[m], backend=backend, device=device)
     except (DeclarationError, Exception) as e:  # a runtime that refuses the declaration fails closed
-        said = f" ({type(e).__name__}: {str(e)[:160]})" if which == "shown sizes" else ""  # hidden sizes stay hidden
+        own = next((c for c in (e, e.__cause__) if isinstance(c, (UserExit, UserCodeTimeout))), None)
+        said = f" ({type(own).__name__}: {own})" if own is not None else \
+            f" ({type(e).__name__}: {str(e)[:300]})" if which == "shown sizes" else ""  # hidden sizes stay hidden
         return {**row, "answer": f"refused: {type(e).__name__}", "mistake": "refused", "field": field,
                 "hint": f"{which}: the runtime refused it{said}"
                         + (f"; the first field that differs from what the model needs: {field}" if field else "")}
@@ -175,9 +183,12 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
             "hint": f"{which}: {_hint(failed)}" + (f" The first field that differs: {field}." if field else "")}
 
 
-def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: str = DEFAULT_MODEL) -> Feedback:
+def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: str = DEFAULT_MODEL,
+                  time_limit_s: float | None = TIME_LIMIT_S) -> Feedback:
     """Certify an adapter ``(declare, make_step)`` of ``model`` with the kit on hidden traffic, at the shown sizes
-    and at hidden ones; a row per configuration. The feedback keeps ``inputs`` (the model), so the course's
+    and at hidden ones; a row per configuration. The student's code runs at most ``time_limit_s`` per part (a
+    step that hangs, or calls ``sys.exit``, gives a feedback row saying so). The feedback keeps ``inputs`` (the
+    model), so the course's
     stand-in adapter is the one for the same model."""
     spec = capstone_model(model)
     parts = list(spec.hidden_turns)
@@ -191,7 +202,7 @@ def check_adapter(answer, backend: str = "eager", device: str = "cpu", model: st
         raise TypeError("check_adapter: pass (declare, make_step), two functions: declare(sizes) -> Declaration, "
                         "make_step(model) -> step")
     declare, make_step = answer
-    shown, hidden = [_certify(spec, declare, make_step, s, which, backend, device)
+    shown, hidden = [_certify(spec, declare, make_step, s, which, backend, device, time_limit_s)
                      for s, which in ((spec.shown, "shown sizes"), (spec.hidden, "hidden sizes"))]
     if shown["correct"] and not hidden["correct"]:  # right at the sizes shown only: a size typed as a number
         field = hidden.get("field", "")
@@ -265,10 +276,11 @@ def main(argv=None) -> int:
     ap.add_argument("--answers", default="course-solutions/solutions.py",
                     help="the course's answers, a file of a checkout (not part of the package; default: %(default)s)")
     a = ap.parse_args(argv)
-    if a.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"{ap.prog}: error: --device {a.device}: no CUDA device here", file=__import__("sys").stderr)
+    why = device_problem(a.device)
+    if why:
+        print(f"{ap.prog}: error: --device: {why}", file=__import__("sys").stderr)
         return 2
-    backend = "eager" if a.device == "cpu" else "cuda"
+    backend = "eager" if torch.device(a.device).type == "cpu" else "cuda"
     import runpy
     from pathlib import Path
 

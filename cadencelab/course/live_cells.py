@@ -340,6 +340,7 @@ def main(argv=None) -> int:
     import sys
 
     from ..profile.outputs import OutputRefused
+    from ..state.alloc import device_problem
 
     ap = argparse.ArgumentParser(prog="python -m cadencelab.course.live_cells",
                                  description="measure the GPU memory each live cell of the course needs")
@@ -355,11 +356,16 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         presets = tuple(p for p in a.presets.split(",") if p)
+        if not presets:
+            raise ValueError(f"--presets {a.presets!r}: name at least one of {list(PRESETS)} (nothing to measure)")
         for p in presets:
             live_preset(p)
         cells = [c for c in a.cells.split(",") if c]
         for c in cells:
             cell(c)
+        why = device_problem(a.device)
+        if why:
+            raise ValueError(f"--device: {why}")
         import runpy
 
         answers = runpy.run_path(a.answers) if Path(a.answers).is_file() else None

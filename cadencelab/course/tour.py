@@ -28,8 +28,10 @@ False})`` inserts an ``injected-parameters`` cell after the cell tagged ``parame
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -405,15 +407,18 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     digest = run_digest(paths, parameters)  # before execution: what the runs were made from
     runs = []
     bar = tqdm(paths, desc="cadencelab tour", unit="notebook", disable=not progress, file=sys.stderr)
-    for p in bar:
-        bar.set_postfix_str(p.stem)
-        r = execute_notebook(p, timeout=timeout, parameters=parameters,
-                             env={**COURSE_ENV, GRADEBOOK_ENV: str((out / "gradebook.json").resolve())})
-        text = nbformat.writes(r.nb)  # as nbformat.write writes it: ending in one newline
-        write_atomic(out / "notebooks" / f"{p.stem}.ipynb", text if text.endswith("\n") else text + "\n")
-        runs.append(r)
-        if progress:
-            bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
+    with stop_on_signals() as stopped:  # Ctrl-C or SIGTERM ends the tour (exit 130), never a notebook "failed"
+        for p in bar:
+            bar.set_postfix_str(p.stem)
+            r = execute_notebook(p, timeout=timeout, parameters=parameters,
+                                 env={**COURSE_ENV, GRADEBOOK_ENV: str((out / "gradebook.json").resolve())})
+            if stopped:  # the kernel was interrupted too: its error is the signal's, not the notebook's
+                raise KeyboardInterrupt(f"tour stopped by {stopped[0]} during {p.name}")
+            text = nbformat.writes(r.nb)  # as nbformat.write writes it: ending in one newline
+            write_atomic(out / "notebooks" / f"{p.stem}.ipynb", text if text.endswith("\n") else text + "\n")
+            runs.append(r)
+            if progress:
+                bar.write(f"  {p.stem}: {'ok' if r.ok else 'FAILED'} in {r.seconds:.1f} s, {len(r.figures)} figures")
     report = render_report(runs, out, started=started)
     record = dict(digest=digest, notebooks=[p.name for p in paths], parameters=parameters or {}, timeout=timeout,
                   provenance=run_provenance())
@@ -424,9 +429,32 @@ def run_tour(out_dir: str | os.PathLike, progress: bool = True, notebooks: list 
     return report
 
 
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGINT and SIGTERM while inside: the signal's name is appended to the yielded list and KeyboardInterrupt
+    raised (wherever the tour is; code that swallows it, such as a notebook client, is caught by the list);
+    the previous handlers restored on leaving. Outside the main thread nothing is installed."""
+    stopped: list = []
+
+    def on_signal(signum, frame):
+        stopped.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt(stopped[-1])
+
+    try:
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        old = {}
+    try:
+        yield stopped
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def check_tour_dir(out_dir: str | os.PathLike) -> Path:
     """``out_dir`` if a tour may write there: a folder that does not exist yet, an empty one, or
-    one an earlier tour wrote (it holds :data:`TOUR_MARKER`, or index.html and summary.json);
+    one an earlier tour wrote (it holds :data:`TOUR_MARKER`; a folder holding an index.html and a summary.json
+    without it is a user's, refused);
     never the folder of the course notebooks or one above it. Raises :class:`TourRefused`."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -448,9 +476,8 @@ def check_tour_dir(out_dir: str | os.PathLike) -> Path:
             raise TourRefused(f"{out}: holds the course sources ({s}); the executed notebooks would overwrite "
                               f"them: name a new folder, e.g. out/tour")
     if out.is_dir() and any(out.iterdir()):
-        earlier = (out / TOUR_MARKER).is_file() or ((out / "index.html").is_file() and (out / "summary.json").is_file())
-        if not earlier:
-            raise TourRefused(f"{out}: a folder with other files in it; the tour writes only into a new or empty "
-                              f"folder, or one an earlier tour wrote")
+        if not (out / TOUR_MARKER).is_file():  # only the tour's own mark: a user's index.html is the user's
+            raise TourRefused(f"{out}: a folder with other files in it and no {TOUR_MARKER}; the tour writes only into "
+                              f"a new or empty folder, or one an earlier tour marked as its own")
     return out
 

@@ -13,6 +13,8 @@ interrupted run leaves the old file whole.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import tempfile
 from contextlib import contextmanager
@@ -20,7 +22,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 __all__ = ["DATA_ENV", "RECORDING_STEP", "OutputRefused", "data_folders", "inside_data", "guard_output",
-           "atomic_path", "write_atomic"]
+           "atomic_path", "write_atomic", "claim_folder", "claim_marker", "release_folder",
+           "check_claim"]
 
 #: environment variable naming the data folder in use (read by :mod:`cadencelab.course.data` too)
 DATA_ENV = "CADENCELAB_DATA"
@@ -99,6 +102,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     data folder (:func:`guard_output` with ``overwrite``)."""
     final = guard_output(path, "result file", overwrite=True, file=True)
     final.parent.mkdir(parents=True, exist_ok=True)
+    check_claim(final.parent)
     fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".tmp-", suffix=f"-{final.name}")
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary new file, not mkstemp's owner-only mode
@@ -121,3 +125,85 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
     return Path(path)
+
+
+
+# ---------------------------------------------------------------------------------------
+# one run per output folder: an exclusive claim taken before the first write, checked at every write
+# ---------------------------------------------------------------------------------------
+
+
+def claim_marker(folder: str | os.PathLike) -> Path:
+    """Where the claim on ``folder`` lives: a file named after its resolved path in this machine's temporary
+    folder (so a user's folder holds nothing of it; two runs on one machine see the same one)."""
+    key = hashlib.sha256(str(Path(folder).resolve()).encode()).hexdigest()[:32]
+    return Path(tempfile.gettempdir()) / "cadencelab-claims" / key
+
+
+def _holder(marker: Path) -> int | None:
+    """The process id in a claim marker; None when it cannot be read (being written: a live claim)."""
+    try:
+        return int(marker.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _mine(pid: int | None) -> bool:
+    return pid in (os.getpid(), os.getppid())  # this run, or the run whose arm process this is
+
+
+def claim_folder(folder: str | os.PathLike, what: str = "--out") -> Path:
+    """Take ``folder`` (made if need be) for this run: a marker created exclusively (``O_EXCL``,
+    :func:`claim_marker`), so of two runs started together on one folder the second is refused
+    (:class:`OutputRefused`, one line); a marker whose process has ended is taken over. Released when this
+    process exits; every :func:`atomic_path` write into the folder checks it is still this run's."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    marker = claim_marker(out)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            pid = _holder(marker)
+            if _mine(pid):
+                return out
+            if _alive(pid):
+                raise OutputRefused(what, f"{str(out)!r} is being written by another run (process {pid}); wait for "
+                                          f"it to end or name another folder") from None
+            marker.unlink(missing_ok=True)  # a run that ended without releasing it
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{os.getpid()} {out.resolve()}\n")
+        atexit.register(release_folder, out)
+        return out
+    raise OutputRefused(what, f"{str(out)!r}: another run took it at the same moment; name another folder")
+
+
+def release_folder(folder: str | os.PathLike) -> None:
+    """Give up this process's claim on ``folder`` (at exit, or when its run ends)."""
+    marker = claim_marker(folder)
+    if _holder(marker) == os.getpid():
+        marker.unlink(missing_ok=True)
+
+
+def check_claim(folder: Path) -> None:
+    """Before a write into ``folder``: a claim on it (or on the folder above) must be this run's (so the end of a
+    run checks it again)."""
+    for f in (folder, folder.parent):
+        pid = _holder(claim_marker(f))
+        if pid is not None and not _mine(pid) and _alive(pid):
+            raise OutputRefused("--out", f"{str(f)!r} was taken by another run (process {pid}) while this one ran: "
+                                         f"its files are that run's; nothing written")

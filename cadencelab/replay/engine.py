@@ -40,6 +40,7 @@ import torch
 from ..contract.derivation import CLASS_BUDGET
 from .effects import RngSnapshot, cuda_devices
 from .nogc import no_collection
+from .oplog import diagnose_capture, throwaway_capture
 from .signatures import Unkeyable, alignment, describe, flatten, signature, unflatten
 
 log = logging.getLogger("cadencelab.replay")
@@ -528,7 +529,9 @@ class ExactShapeReplay:
             _FAILED_GRAPHS.append(graph)
             if self.pool == pool:
                 self.pool = torch.cuda.graph_pool_handle()
-            msg = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            why = diagnose_capture(self.fn, cargs, ckwargs, *throwaway_capture(  # names the op it failed at
+                self._stream, _FAILED_GRAPHS, lambda p: _end_failed_capture(dev, p, self._stream)))
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}" + (f"; {why}" if why else "")
             cls.status, cls.reason, cls.graph = FAILED, "capture_failed", None
             self._event("capture_failed", cls, msg)
             log.warning("%s: capture of class %r failed (%s); it stays eager", self.name, cls.label, msg)

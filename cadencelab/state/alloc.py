@@ -11,7 +11,8 @@ import torch
 
 from ..contract.derivation import demand_shape, region_table
 
-__all__ = ["AllocationRefused", "free_bytes", "format_bytes", "check_fits", "check_copies_fit", "allocation_plan",
+__all__ = ["AllocationRefused", "device_problem",
+           "free_bytes", "format_bytes", "check_fits", "check_copies_fit", "allocation_plan",
            "allocate"]
 
 
@@ -103,3 +104,23 @@ def allocate(decl, device="cpu", dtype=None, regions=None) -> dict[str, torch.Te
                    f"allocate({decl.model}): {len(plan)} region(s), the largest {name!r} at {tuple(shape)} "
                    f"({format_bytes(biggest)})")
     return {name: torch.zeros(shape, dtype=dt, device=device) for name, shape, dt, _ in plan}
+
+
+def device_problem(text: str) -> str | None:
+    """Why ``text`` is not a device this torch build and machine can use (``cpu``, ``cuda``, ``cuda:N``, and
+    ``cpu:0``); None when it is. One source for every entry's ``--device`` check."""
+    try:
+        dev = torch.device(text)
+    except (RuntimeError, ValueError, TypeError):
+        return f"not a device: {str(text)[:40]!r} (expected cpu, cuda or cuda:N)"
+    if dev.type == "cpu":
+        return None
+    if dev.type != "cuda":
+        return f"device type {dev.type!r} is not supported (expected cpu, cuda or cuda:N)"
+    if not torch.cuda.is_available():
+        why = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA device is visible"
+        return f"{text!r} cannot be used: {why} (use --device cpu)"
+    n = torch.cuda.device_count()
+    if dev.index is not None and dev.index >= n:
+        return f"{text!r}: only {n} CUDA device(s) are visible (cuda:0..cuda:{n - 1})"
+    return None

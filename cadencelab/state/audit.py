@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from .carry import Carry
+from .equal import bitwise_equal
 
 
 @dataclass
@@ -87,15 +88,16 @@ class ShadowAuditor:
         if got.shape != want.shape:
             same, index, detail = False, _first_difference(got, want, dim), f"extent {tuple(got.shape)} != stock {tuple(want.shape)}"
         elif self.compare == "elementwise":
-            same = torch.equal(got, want)
+            same = bitwise_equal(got, want)  # the same bytes: identical NaNs agree
             index, detail = (), ""
             if not same:
-                diff = (got != want) | (torch.isnan(got) ^ torch.isnan(want))
-                index = tuple(int(i) for i in diff.nonzero()[0].tolist())
-                detail = f"first differing element at {index}"
+                diff = ((got != want) | (torch.isnan(got) ^ torch.isnan(want))).nonzero()
+                index = tuple(int(i) for i in diff[0].tolist()) if len(diff) else ()
+                detail = f"first differing element at {index}" if len(diff) else \
+                    f"equal values in other bytes ({got.dtype} vs stock {want.dtype}, a signed zero or a NaN payload)"
         else:
             a, b = _frames(got, dim), _frames(want, dim)
-            same = torch.equal(a, b)
+            same = bitwise_equal(a, b)
             index, detail = (), ""
             if not same:
                 rows = (a != b).any(dim=1).nonzero()

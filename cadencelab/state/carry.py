@@ -61,7 +61,9 @@ class Carry:
             raise ValueError(f"carry {name!r}: dim {dim} outside the {len(shape)} dims of {tuple(shape)}")
         check_fits(math.prod(shape) * torch.empty((), dtype=dtype).element_size(), device,
                    f"carry {name!r} at {tuple(shape)} ({dtype})")
-        return cls(name, policy, dim, torch.zeros(shape, dtype=dtype, device=device))
+        with torch.inference_mode(False):  # a normal tensor even when built in inference mode: its version
+            buffer = torch.zeros(shape, dtype=dtype, device=device)  # counter tells a write (kit's refused calls)
+        return cls(name, policy, dim, buffer)
 
     @staticmethod
     def shape_for(decl, region: str, envelope: str | None = None) -> tuple:

@@ -19,7 +19,7 @@ import torch
 
 from ...contract import Declaration
 from ...state import Carry
-from .regions import declared_text
+from .regions import declared_text, on_device
 
 __all__ = ["Held", "adoptions", "adopted_carry", "adopted_end", "held_state", "on_device"]
 
@@ -36,14 +36,6 @@ class Held:
     @property
     def buffer(self) -> torch.Tensor:
         return self.reader()
-
-
-def on_device(t: torch.Tensor, device) -> bool:
-    """``t`` lives on ``device`` ("cuda" meaning the current CUDA device, as tensors made there say "cuda:0")."""
-    d = torch.device(device)
-    if d.type == "cuda" and d.index is None:
-        d = torch.device("cuda", torch.cuda.current_device())
-    return t.device == d
 
 
 def _what(t) -> str:

@@ -13,6 +13,7 @@ import torch
 
 from ...contract import Declaration, class_labels
 from ...replay import Preflight
+from ...state.equal import bitwise_equal, nan_detail
 from .runtime import AUDITS, StreamingRuntime
 from .steps import call_step, merged
 from .traffic import Traffic
@@ -287,14 +288,25 @@ def _where(traffic: Traffic, k: int) -> str:
 
 
 def exact_table(want: Sequence[torch.Tensor], got: Sequence[torch.Tensor]) -> pd.DataFrame:
-    """Per call: ``equal`` (same shape and ``torch.equal``) and ``max_abs_diff`` (inf when the shapes differ)."""
+    """Per call: ``equal`` (same shape, dtype and bytes, :func:`~cadencelab.state.equal.bitwise_equal`: identical
+    NaNs equal, a NaN against a number not), ``max_abs_diff`` over the elements that are numbers on both sides
+    (inf when the shapes differ or a call is missing) and ``detail`` (the dtype, NaN or missing call named)."""
     rows = []
-    for i, (a, b) in enumerate(zip(want, got)):
+    for i in range(max(len(want), len(got))):
+        if i >= len(want) or i >= len(got):
+            rows.append(dict(call=i, equal=False, max_abs_diff=math.inf,
+                             detail=f"no output: {len(want)} stock calls, {len(got)} calls compared"))
+            continue
+        a, b = want[i], got[i]
         same = a.shape == b.shape
-        rows.append(dict(call=i, equal=bool(same and torch.equal(a, b)),
-                         max_abs_diff=(a.double() - b.double()).abs().max().item() if same and a.numel() else
-                         (0.0 if same else math.inf)))
-    return pd.DataFrame(rows, columns=["call", "equal", "max_abs_diff"])
+        d = (a.double() - b.double().to(a.device)).abs() if same else None
+        d = d[~torch.isnan(d)] if d is not None else None
+        detail = "; ".join(x for x in (f"dtype {b.dtype} where the stock step gives {a.dtype}" if a.dtype != b.dtype
+                                       else "", nan_detail(a, b) if same else f"shape {tuple(b.shape)} where the "
+                                       f"stock step gives {tuple(a.shape)}") if x)
+        rows.append(dict(call=i, equal=bitwise_equal(a, b),
+                         max_abs_diff=(d.max().item() if d.numel() else 0.0) if same else math.inf, detail=detail))
+    return pd.DataFrame(rows, columns=["call", "equal", "max_abs_diff", "detail"])
 
 
 def adapter_lines(*objs) -> int:

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from ...contract import Declaration
+from ...state.equal import bitwise_equal
 from ..arms import CELLS
 from .certify import Certification, certify, model_reference
 from .runtime import AUDITS, StreamingRuntime
@@ -117,7 +118,8 @@ def _sync(device: torch.device) -> None:
 def run_block(rt: StreamingRuntime, traffic: Traffic, reference: Sequence[torch.Tensor] | None = None) -> dict:
     """One pass of ``traffic`` through ``rt``, every call timed (the device synchronised around it).
 
-    Returns ms per call, the SHA-256 of the outputs, calls equal to ``reference`` (``torch.equal``), the most
+    Returns ms per call, the SHA-256 of the outputs, calls equal to ``reference`` (the same
+    bytes, :func:`~cadencelab.state.equal.bitwise_equal`: identical NaNs equal), the most
     state held between calls, the peak device memory above the block's start (CUDA; NaN on a CPU) and how
     many calls replayed."""
     dev = rt.device
@@ -142,7 +144,7 @@ def run_block(rt: StreamingRuntime, traffic: Traffic, reference: Sequence[torch.
         host = out.detach().to("cpu").contiguous()
         digest.update(host.numpy().tobytes())
         if reference is not None and k < len(reference):
-            equal += bool(out.shape == reference[k].shape and torch.equal(out, reference[k]))
+            equal += bitwise_equal(out, reference[k])
         state = max(state, _state_bytes(rt))
     peak = float(torch.cuda.max_memory_allocated(dev) - base) if cuda else float("nan")
     return dict(ms=ms, sha256=digest.hexdigest(), equal=equal, calls=len(ms), state_bytes=state,

@@ -29,15 +29,34 @@ def declared_text(decl: Declaration, region) -> str:
     return f"the {decl.model} declaration's Region('{region.name}', shape={tuple(region.shape)})"
 
 
-def check_shape(decl: Declaration, region, t, what: str) -> None:
-    """``t`` has the region's declared dims (any extent on its clock axis), else a one-line error naming both."""
+def on_device(t: torch.Tensor, device) -> bool:
+    """``t`` lives on ``device`` ("cuda" meaning the current CUDA device, as tensors made there say "cuda:0")."""
+    d = torch.device(device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return t.device == d
+
+
+def check_shape(decl: Declaration, region, t, what: str, device=None) -> None:
+    """``t`` has the region's declared dims (any extent on its clock axis), its declared dtype and (``device``
+    given) the carries' device, else a one-line error naming the region: nothing is cast into a carry."""
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{what} for region '{region.name}' is a {type(t).__name__}, not a tensor")
     want = shape_of(decl, region, "n")
     if t.dim() != len(want) or any(w != "n" and w != g for w, g in zip(want, t.shape)):
+        fixed = sorted(w for w in want if w != "n")
+        reordered = t.dim() == len(want) and all(any(g == w for g in t.shape) for w in fixed)
         raise ValueError(f"{what} for region '{region.name}' has shape {tuple(t.shape)}; {declared_text(decl, region)} "
-                         f"wants {want} (n on its clock axis '{region.clock}'): declare the region's dims in the "
-                         f"order of the step's tensors")
+                         f"wants {want} (n on its clock axis '{region.clock}')"
+                         + (": declare the region's dims in the order of the step's tensors" if reordered else ""))
+    dtype = getattr(torch, region.dtype)
+    if t.dtype != dtype:
+        raise ValueError(f"{what} for region '{region.name}' is {t.dtype}; {declared_text(decl, region)} declares "
+                         f"dtype='{region.dtype}' and its carry holds {dtype} (nothing is cast): return {dtype}, or "
+                         f"declare the dtype the step computes in")
+    if device is not None and not on_device(t, device):
+        raise ValueError(f"{what} for region '{region.name}' is on {t.device}; the runtime's carries are on "
+                         f"{torch.device(device)}: run the step (its modules and inputs) on the runtime's device")
 
 
 def check_initial(decl: Declaration, regions, init) -> None:

@@ -24,7 +24,8 @@ class RingEnd:
     def __init__(self, region: str, device, buffer: torch.Tensor | None = None):
         self.name = f"{region}.end"
         self.model_advances = buffer is not None
-        self.buffer = buffer if buffer is not None else torch.zeros((), dtype=torch.int64, device=device)
+        with torch.inference_mode(False):  # a version counter, as a carry's
+            self.buffer = buffer if buffer is not None else torch.zeros((), dtype=torch.int64, device=device)
         self.host = 0  # the same count on the host (bookkeeping, audits)
 
     def reset(self, frames: int = 0) -> None:
@@ -36,9 +37,9 @@ class RingView:
     """One call's view of a ring region: ``buffer`` (capacity frames along ``dim``, ring order) and ``end``
     (a device int64 scalar: frames written this turn before the call)."""
 
-    def __init__(self, buffer: torch.Tensor, end: torch.Tensor, dim: int):
+    def __init__(self, buffer: torch.Tensor, end: torch.Tensor, dim: int, undo=None, name: str = ""):
         self.buffer, self.end, self.dim = buffer, end, dim
-        self.written = False
+        self.written, self.undo, self.name = False, undo, name
 
     @property
     def capacity(self) -> int:
@@ -59,5 +60,10 @@ class RingView:
 
     def write(self, new: torch.Tensor) -> None:
         """Write ``new`` (its frames along ``dim``) at the next slots, in place, on the device."""
-        self.buffer.index_copy_(self.dim, self.positions(new.shape[self.dim]), new)
+        pos = self.positions(new.shape[self.dim])
+        if self.undo is None:
+            self.buffer.index_copy_(self.dim, pos, new)
+        else:  # logged: a call the runtime then refuses is undone
+            self.undo.ring_write(self.name, self.buffer, self.dim, pos,
+                                 lambda: self.buffer.index_copy_(self.dim, pos, new))
         self.written = True

@@ -31,8 +31,9 @@ from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of, in
 from .regions import base_of, check_initial, check_shape, constant_extent, state_regions
 from .rings import RingEnd, RingView
 from .session import engine_counters
-from .steps import Caches, before_label, call_step, committed, frames_at, merged, step_failed, takes_frames
+from .steps import Caches, before_label, call_step, committed, frames_at, merged, pair, step_failed, takes_frames
 from .traffic import KitRun, Traffic
+from .undo import Undo
 
 __all__ = ["FORMS", "AUDITS", "GRANULARITIES", "ENGINE_OPTIONS", "Bound", "Inner", "StreamingRuntime", "KitRun"]
 
@@ -199,7 +200,8 @@ class StreamingRuntime:
         self._shadow: dict = {}
         self._cur, self._f, self._expect = next(iter(self.ops)), 0, {}
         self.ended: set[str] = set()  # operators whose final call of this turn has run (a session keeps its own)
-        self.calls = 0
+        self.calls, self.undo, self.moved = 0, None, None  # moved: why calls are refused until reset()
+        self.turns, self.turn_start = 0, 0  # turns begun (resets), and the calls before this turn's first
         for n, e in self.inner_engines.items():  # last: a refused runtime installed nothing on the model
             install(self.inner[n], e)
 
@@ -232,8 +234,8 @@ class StreamingRuntime:
 
     # -- the operators ---------------------------------------------------------------------
     def bound(self, operator: str | None) -> Bound:
-        """The operator named in a call (None: the only one; a traffic of one operator names none)."""
-        return self._bound(operator if len(self.ops) > 1 else None)
+        """The operator named in a call (None: the only one); a name the runtime does not run is refused."""
+        return self._bound(operator)
 
     def _bound(self, operator: str | None) -> Bound:
         if operator is None:
@@ -292,43 +294,49 @@ class StreamingRuntime:
         self._shadow = {n: b.clone() for n, b in bases.items()} if self.declared is not None else {}
         if self.differential is not None:
             self.differential.start(bases)
-        self.ended = set()
+        self.ended, self.moved, self.turns, self.turn_start = set(), None, self.turns + 1, self.calls
         return bases
 
     # -- one call ------------------------------------------------------------------------
     def _caches(self, b: Bound, views) -> Caches:
         """A step's caches: each region's view (a ring's as a :class:`RingView`), appendable in place."""
-        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim) if n in self.ends else v
+        return Caches({n: RingView(v, self.ends[n].buffer, self.carries[n].dim, self.undo, n) if n in self.ends else v
                        for n, v in zip(b.touches, views)},
-                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form != "inplace" else {})
+                      {n: self.carries[n] for n in b.writes if n not in self.ends} if self.form != "inplace" else {},
+                      self.undo)
 
     def _views(self, b: Bound) -> list:
         return [self.carries[n].buffer if n in self.ends else self.carries[n].view() for n in b.touches]
 
     def _stock_call(self, x, caches, last):
         b = self.ops[self._cur]
-        out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
+        out, new = pair(call_step(b.stock, x, caches, last, self._f, b.stock_frames), f"stock step of '{b.name}'")
         return out, merged(caches, new)
 
     def _stock_step(self, b: Bound, x, caches, last):
         """The stock step on the caches it is given: its output and what it returned (checked a dict)."""
         try:
-            out, new = call_step(b.stock, x, caches, last, self._f, b.stock_frames)
-        except RuntimeError as e:
-            raise step_failed(self.decl, self.regions, caches, e, f"stock step of '{b.name}'") from e
+            out, new = pair(call_step(b.stock, x, caches, last, self._f, b.stock_frames), f"stock step of '{b.name}'")
+        except Exception as e:  # noqa: BLE001 - the user's error, named with the call (a ValueError keeps its type)
+            raise step_failed(self.decl, self.regions, caches, e, f"stock step of '{b.name}'", x, self.at(last)) from e
         return out, merged({}, new)
+
+    def at(self, last: bool) -> str:
+        """Which call this is, for errors: 'call 7 (turn 1, its call 3, final, 12 'frames')'."""
+        return (f"call {self.calls} (turn {self.turns - 1}, its call {self.calls - self.turn_start}"
+                f"{', final' if last else ''}, {self._f} '{self.ops[self._cur].op.clock}' committed)")
 
     def _run_step(self, b: Bound, x, last, views):
         """The step on the carries' views (rings as :class:`RingView`), its output checked; no write."""
         caches = self._caches(b, views)
         try:
             res = call_step(b.step, x, caches, last, self._f, b.takes_frames)
-        except RuntimeError as e:
+        except Exception as e:  # noqa: BLE001 - the user's error, named with the call (a ValueError keeps its type)
             raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
-                              f"step of '{b.name}'") from e
+                              f"step of '{b.name}'", x, self.at(last)) from e
         if self.form == "inplace":  # the step wrote its regions itself
             return res, {}
-        out, got = res
+        out, got = pair(res, f"step of '{b.name}' ({self.form} form)")
         b.appended = set(caches.appended)
         if not isinstance(got, Mapping):
             raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
@@ -343,7 +351,7 @@ class StreamingRuntime:
             if r.name not in b.writes or r.name in self.counters:
                 continue
             t = got[r.name]
-            check_shape(self.decl, r, t, "the step's output")
+            check_shape(self.decl, r, t, "the step's output", self.device)
             cut = self.form == "stock" and constant_extent(r.policy) and \
                 t.shape[r.clock_axis] == r.policy.shape_extent(0)  # a constant region the model cut itself
             if r.name in self._expect and t.shape[r.clock_axis] != self._expect[r.name] and not cut:
@@ -412,6 +420,8 @@ class StreamingRuntime:
         b = self._bound(operator)
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"a call takes a tensor x, got {type(x).__name__}")
+        if self.moved:
+            raise ValueError(self.moved)
         if b.name in self.ended:
             raise ValueError(f"the turn ended with a final call of '{b.name}' (last=True): call reset() to start "
                              f"the next turn")
@@ -437,13 +447,14 @@ class StreamingRuntime:
                         for n in b.writes}
         views = self._views(b)
         ends = {n: self.ends[n].host for n in b.writes if n in self.ends}
-        if self.granularity[b.name] == "step":
-            out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
-            got = self._audited(new)
-            self._write(b, new, views)
-        else:
-            res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
-            out, got = res if self.declared is not None else (res, None)
+        with Undo(self, b):  # a call refused in here leaves the carries as they were (or refuses calls until reset)
+            if self.granularity[b.name] == "step":
+                out, new = (b.engine or (lambda *a: self._run_step(b, a[0], a[1], a[2:])))(x, last, *views)
+                got = self._audited(new)
+                self._write(b, new, views)
+            else:
+                res = (b.engine or (lambda *a: self._device_step(b, *a)))(x, last, *views)
+                out, got = res if self.declared is not None else (res, None)
         for n in b.writes:
             if n in self.ends:
                 self.ends[n].host += fr[n]
@@ -489,7 +500,11 @@ class StreamingRuntime:
         self._f = self.frames_of(x, last, b.name)
         caches = self._caches(b, self._views(b))
         kw = {"frames": self._f} if b.takes_frames else {}
-        return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
+        try:
+            return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
+        except Exception as e:  # noqa: BLE001 - the user's error, named with the call (a ValueError keeps its type)
+            raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
+                              f"step of '{b.name}' (in the preflight)", x, self.at(last)) from e
 
     # -- a traffic -------------------------------------------------------------------------
     def run(self, traffic: Traffic) -> "KitRun":

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import inspect
+import os
+import re
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Mapping
 
 import torch
 
 from ...contract import Declaration
 from ...replay import At
+from .regions import shape_of
 
-__all__ = ["Committed", "before_label", "committed", "frames_at", "step_failed", "takes_frames", "call_step", "merged", "Caches"]
+__all__ = ["Caches", "Committed", "StepFailed", "before_label", "call_step", "committed", "frames_at", "merged", "pair",
+           "step_failed", "takes_frames", "user_frame"]
 
 
 @dataclass(frozen=True)
@@ -89,13 +95,49 @@ def committed(model: str, b, x, last: bool, label) -> int:
     return f
 
 
-def step_failed(decl: Declaration, regions, caches: Mapping, e: Exception, what: str) -> RuntimeError:
-    """The step raised: name the regions it was given (their shapes, and the declared shapes)."""
-    given = "; ".join(f"'{r.name}' {tuple(caches[r.name].shape)} from {tuple(r.shape)}" for r in regions
-                      if isinstance(caches.get(r.name), torch.Tensor))
-    return RuntimeError(f"the {what} raised {type(e).__name__} given the {decl.model} regions {given} (shapes built "
-                        f"from the declaration; a region whose dims are declared in another order than the step's "
-                        f"tensors fails like this): {str(e).splitlines()[0] if str(e) else ''}")
+class StepFailed(RuntimeError):
+    """A user's step raised: the message names the operator, the call and turn, the inputs and the regions it
+    was given, and the cause in full with the user's line; the original is chained as ``__cause__``."""
+
+
+def user_frame(e: BaseException) -> str:
+    """Where ``e`` was raised in the user's code: the innermost frame outside torch, this package and Python's
+    own library (else the innermost frame), as 'file:line in function'."""
+    frames = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
+    mine = [f for f in frames if not any(f.filename.startswith(d) for d in _LIBRARY)]
+    f = (mine or frames or [None])[-1]
+    return f"{f.filename}:{f.lineno} in {f.name}" if f is not None else ""
+
+
+_KIT = Path(__file__).resolve().parents[2]
+_LIBRARY = tuple(str(Path(p).parent) + os.sep for p in (torch.__file__, os.__file__)) + \
+    tuple(str(_KIT / d) + os.sep for d in ("adapters/kit", "replay", "state", "contract"))
+
+
+def _shapes_in(text: str) -> set:
+    """Shapes a torch error message quotes: '[2, 2, 8, 4]', '(2, 2, 8, 4)', 'torch.Size([2, 2, 8, 4])'."""
+    found = re.findall(r"[\[(]((?:\s*\d+\s*,)+\s*\d+\s*)[\])]", text)
+    return {tuple(int(d) for d in m.split(",") if d.strip()) for m in found}
+
+
+def step_failed(decl: Declaration, regions, caches: Mapping, e: Exception, what: str, x=None, at: str = ""):
+    """The exception to raise for a step that raised ``e``: the operator (``what``), the call (``at``), ``x``'s
+    shape and dtype, the regions given (only the one the cause quotes the shape of, where it quotes one), each
+    beside its declared shape, and the cause in full with the user's line. A ValueError (a refusal, often the
+    kit's own) keeps its type, with these facts as a note; any other error becomes :class:`StepFailed`."""
+    given = {r.name: (tuple(caches[r.name].shape), shape_of(decl, r, r.clock)) for r in regions
+             if isinstance(caches.get(r.name), torch.Tensor)}
+    cause = " ".join(str(e).split())
+    quoted = [n for n, (shape, _) in given.items() if shape in _shapes_in(cause)]
+    shown = "; ".join(f"'{n}' {given[n][0]} (declared {given[n][1]})" for n in (quoted[:1] or given))
+    xs = f"x {tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else ""
+    where = user_frame(e)
+    facts = (f"the {what} raised {type(e).__name__}{' at ' + at if at else ''} given {xs + ' and ' if xs else ''}the "
+             f"{decl.model} region{'' if len(quoted[:1] or given) == 1 else 's'} {shown or '(none)'}")
+    if isinstance(e, ValueError):
+        e.add_note(facts + (f" [{where}]" if where else ""))
+        return e
+    return StepFailed(f"{facts}: {cause}" + (f" [{where}]" if where else ""))
 
 
 def takes_frames(fn: Callable) -> bool:
@@ -108,6 +150,14 @@ def takes_frames(fn: Callable) -> bool:
 
 def call_step(fn: Callable, x, caches, last, frames: int, takes_frames: bool):
     return fn(x, caches, last, frames=frames) if takes_frames else fn(x, caches, last)
+
+
+def pair(res, what: str):
+    """A step's result as ``(output, {region: tensor})``, else a ValueError naming the step and what it returned."""
+    if isinstance(res, tuple) and len(res) == 2:
+        return res
+    got = f"a tuple of {len(res)}" if isinstance(res, tuple) else "None" if res is None else f"a {type(res).__name__}"
+    raise ValueError(f"the {what} returned {got}; it must return (output, {{region: tensor}})")
 
 
 def merged(caches: Mapping, new: Mapping) -> dict:
@@ -123,9 +173,9 @@ class Caches(dict):
     :class:`~cadencelab.adapters.kit.RingView`), plus :meth:`append` for a step that attends over its cache
     after the call's new frames are in it, as a model writing its own buffer does."""
 
-    def __init__(self, views: Mapping, carries: Mapping):
+    def __init__(self, views: Mapping, carries: Mapping, undo=None):
         super().__init__(views)
-        self.carries, self.appended = carries, set()
+        self.carries, self.appended, self.undo = carries, set(), undo
 
     def append(self, name: str, new: torch.Tensor) -> torch.Tensor:
         """Write ``new`` into region ``name``'s carry in place, where its layout puts new frames (in front of
@@ -140,6 +190,10 @@ class Caches(dict):
             raise ValueError(f"Caches.append: region '{name}' holds {n} frames in a carry of {c.capacity}: no room "
                              f"for {f} more in place (declare it with envelope='attended'; a ring writes through "
                              f"its RingView)")
-        c.write_appended(new, n)
+        if self.undo is None:
+            c.write_appended(new, n)
+        else:  # logged: a call the runtime then refuses is undone
+            self.undo.appended(name, c.buffer, c.dim, n, f, c.layout != "chronological",
+                               lambda: c.write_appended(new, n))
         self.appended.add(name)
         return c.buffer.narrow(c.dim, 0, n + f)

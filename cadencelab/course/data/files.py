@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...profile.outputs import DATA_ENV
+from ...profile.plausible import check_frame, check_record
 from ...replay.determinism import EXACT
 from ..studies import DEVICE_TASKS, RECORDINGS
 
@@ -122,10 +123,11 @@ def beside(rel: str, key: str, name, how: str | None = None, gz: bool = False) -
 def read_csv(path: Path, **kw) -> pd.DataFrame:
     """A recorded CSV (gzip when its name ends .gz); any unreadable content is a ValueError naming the file."""
     try:
-        return pd.read_csv(path, **kw)
+        df = pd.read_csv(path, **kw)
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:  # BadGzipFile, ParserError, EmptyDataError
         raise ValueError(f"{path}: not a readable CSV{' (gzip)' if path.suffix == '.gz' else ''}: "
                          f"{type(e).__name__}: {' '.join(str(e).split())[:160]}") from None
+    return check_frame(df, path)  # plausible too: no negative duration, time or size
 
 
 def check_condition(condition: str) -> str:
@@ -179,11 +181,13 @@ def _load_json_cached(path: str, mtime_ns: int) -> dict:
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not UTF-8 text (byte {e.start}); is this a recorded JSON file?") from None
     try:
-        return json.loads(text)
+        obj = json.loads(text)
     except RecursionError:
         raise ValueError(f"{path}: JSON nested too deeply to read") from None
     except ValueError as e:  # JSONDecodeError, or a number too long to convert
         raise ValueError(f"{path}: not valid JSON ({' '.join(str(e).split())[:160]})") from None
+    check_record(obj, path)  # plausible too: no negative duration, time or size
+    return obj
 
 
 def load_json(relative: str | os.PathLike, how: str | None = None, top: type = dict) -> dict:
