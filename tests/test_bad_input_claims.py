@@ -96,7 +96,7 @@ def test_run_tour_stops_after_the_interrupted_notebook(monkeypatch, tmp_path):
 
     ran = []
 
-    def execute(p, timeout, parameters):
+    def execute(p, timeout, parameters, **kw):
         ran.append(p.name)
         try:
             os.kill(os.getpid(), signal.SIGTERM)

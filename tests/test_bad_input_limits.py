@@ -16,7 +16,10 @@ from cadencelab import cli
 from cadencelab.adapters.kit import KitModel, Traffic
 from cadencelab.adapters.kit.usercode import UserCodeTimeout, UserExit, user_code
 from cadencelab.course import capstone
-from cadencelab.course.solutions import ADAPTER_SOLUTIONS
+import runpy
+from pathlib import Path
+
+ADAPTER_SOLUTIONS = runpy.run_path(str(Path(__file__).parents[1] / "course-solutions" / "solutions.py"))["ADAPTER_SOLUTIONS"]
 
 ME = "test_bad_input_limits"
 

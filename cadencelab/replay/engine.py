@@ -41,12 +41,12 @@ from ..contract.derivation import CLASS_BUDGET
 from .effects import RngSnapshot, cuda_devices
 from .nogc import no_collection
 from .oplog import diagnose_capture, throwaway_capture
+from .pools import FAILED_GRAPHS, end_failed_capture, shared_pool
 from .signatures import Unkeyable, alignment, describe, flatten, signature, unflatten
 
 log = logging.getLogger("cadencelab.replay")
 
 NEW, CAPTURED, REJECTED, FAILED = "new", "captured", "rejected", "capture_failed"
-_POOLS: dict = {}
 
 # A parameter, buffer or submodule (re)registration on a module of a tree an engine lists bumps this
 # epoch, so an engine can keep its list of module tensors and still notice a replaced parameter.
@@ -68,16 +68,6 @@ def _bump(module, *_args):
 torch.nn.modules.module.register_module_parameter_registration_hook(_bump)
 torch.nn.modules.module.register_module_buffer_registration_hook(_bump)
 torch.nn.modules.module.register_module_module_registration_hook(_bump)
-
-
-def shared_pool(device=None):
-    """One graph memory pool per device, shared by every engine that does not bring its own."""
-    idx = torch.device(device).index if device is not None else torch.cuda.current_device()
-    if idx is None:
-        idx = torch.cuda.current_device()
-    if idx not in _POOLS:
-        _POOLS[idx] = torch.cuda.graph_pool_handle()
-    return _POOLS[idx]
 
 
 _EAGER = "eager"
@@ -113,36 +103,6 @@ def _static_like(t: torch.Tensor) -> torch.Tensor:
     resid = (t.data_ptr() % alignment(t)) // t.element_size()
     raw = torch.empty(span + resid, dtype=t.dtype, device=t.device)
     return raw.as_strided(t.shape, t.stride(), raw.storage_offset() + resid)
-
-
-_FAILED_GRAPHS: list = []  # failed captures stay referenced: the allocator may still hold their filters
-
-
-def _end_failed_capture(device, pool, stream) -> None:
-    """Undo what a failed capture leaves behind.
-
-    A capture that fails inside ``cudaStreamEndCapture`` leaves (1) the caching allocator
-    still routing the stream's allocations to the graph pool ("already recording to
-    mempool_id" at the next capture) and (2) the CUDA generators in capture mode ("Offset
-    increment outside graph capture" at the next draw). End the pool recording, then run a
-    trivial capture that succeeds: it runs the generators' prologue and epilogue on the same
-    generator state (graphs captured earlier keep pointing at it, so their replays stay exact).
-    """
-    index = torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
-    try:
-        torch._C._cuda_endAllocateToPool(index, pool)
-    except Exception as e:  # not recording any more: nothing to end
-        log.debug("endAllocateToPool after a failed capture: %s", e)
-    if _POOLS.get(index) == pool:  # never begin recording to that pool id again
-        del _POOLS[index]
-    scratch = torch.zeros(1, device=device)
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with no_collection(), torch.cuda.graph(graph, stream=stream):
-            scratch.add_(1)
-    except Exception as e:  # pragma: no cover - would leave the process without device RNG
-        log.error("could not end generator capture mode after a failed capture: %s", e)
-    del graph
 
 
 @dataclass
@@ -525,12 +485,12 @@ class ExactShapeReplay:
                 torch.cuda.synchronize(dev)
             except Exception:
                 pass
-            _end_failed_capture(dev, pool, self._stream)
-            _FAILED_GRAPHS.append(graph)
+            end_failed_capture(dev, pool, self._stream)
+            FAILED_GRAPHS.append(graph)
             if self.pool == pool:
                 self.pool = torch.cuda.graph_pool_handle()
             why = diagnose_capture(self.fn, cargs, ckwargs, *throwaway_capture(  # names the op it failed at
-                self._stream, _FAILED_GRAPHS, lambda p: _end_failed_capture(dev, p, self._stream)))
+                self._stream, FAILED_GRAPHS, lambda p: end_failed_capture(dev, p, self._stream)))
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}" + (f"; {why}" if why else "")
             cls.status, cls.reason, cls.graph = FAILED, "capture_failed", None
             self._event("capture_failed", cls, msg)

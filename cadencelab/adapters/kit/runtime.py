@@ -131,10 +131,10 @@ class StreamingRuntime:
         wr = per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
         rings = {r.name for r in self.regions if r.policy.ring_order}
         #: counter regions (:class:`~cadencelab.contract.Counter`): the runtime advances them, a step only reads them
-        self.counters = {r.name for r in self.regions if getattr(r.policy, "counts", False)}
-        if self.counters and form == "inplace":
-            raise ValueError(f"counter regions {sorted(self.counters)} are advanced by the runtime: use form='views' "
-                             f"or 'stock'")
+        self.counter_regions = {r.name for r in self.regions if getattr(r.policy, "counts", False)}
+        if self.counter_regions and form == "inplace":
+            raise ValueError(f"counter regions {sorted(self.counter_regions)} are advanced by the runtime: use "
+                             f"form='views' or 'stock'")
         if rings and form == "stock":
             raise ValueError(f"ring regions {sorted(rings)} need form='views' (the step reads the ring in ring order "
                              f"and returns its new frames) or form='inplace'")
@@ -340,15 +340,15 @@ class StreamingRuntime:
         b.appended = set(caches.appended)
         if not isinstance(got, Mapping):
             raise ValueError(f"the step must return (output, {{region: tensor}}), got a {type(got).__name__} second")
-        missing = [n for n in b.writes if n not in got and n not in self.counters]
+        missing = [n for n in b.writes if n not in got and n not in self.counter_regions]
         if missing:
             raise ValueError(f"the step returned no tensor for region(s) {missing}")
-        counted = [n for n in got if n in self.counters]
+        counted = [n for n in got if n in self.counter_regions]
         if counted:
             raise ValueError(f"the step returned counter region(s) {counted}: the runtime advances a counter by the "
                              f"frames a call commits (its declared rule); return none for it")
         for r in self.regions:  # host checks on shapes only, before any write
-            if r.name not in b.writes or r.name in self.counters:
+            if r.name not in b.writes or r.name in self.counter_regions:
                 continue
             t = got[r.name]
             check_shape(self.decl, r, t, "the step's output", self.device)
@@ -360,7 +360,7 @@ class StreamingRuntime:
                                  f"'{b.op.clock}' committed)")
             if r.name in self.ends:
                 b.ring_written[r.name] = caches[r.name].written
-        return out, {n: got[n] for n in b.writes if n not in self.counters}
+        return out, {n: got[n] for n in b.writes if n not in self.counter_regions}
 
     def _write(self, b: Bound, got: Mapping, views) -> None:
         """Append + retain each written region in place (rings: at the device position, then advance it).
@@ -370,7 +370,7 @@ class StreamingRuntime:
             if n not in b.writes:
                 continue
             c = self.carries[n]
-            if n in self.counters:  # its declared rule: + the frames the call commits on its clock
+            if n in self.counter_regions:  # its declared rule: + the frames the call commits on its clock
                 c.buffer.add_(self._fr[n])
             elif self.form == "inplace":
                 if n in self.ends and not self.ends[n].model_advances:
@@ -478,7 +478,7 @@ class StreamingRuntime:
             if n not in self.audited:
                 continue
             c, r = self.carries[n], self.decl.region(n)
-            if n in self.counters:
+            if n in self.counter_regions:
                 shadow = r.policy.advance(self._shadow[n], self._fr[n])
             elif self.form == "views":  # the call's new frames added to the stock cache, as the policy adds them
                 shadow = r.policy.stock_next(self._shadow[n], got[n], c.dim, ends.get(n, 0)).clone()
