@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", minversion="5.25")
 
 from cadencelab.adapters.hf import mimi_codec, mimi_decoder, mimi_encoder
 from cadencelab.adapters.kit import Traffic, adapter_lines

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", minversion="5.25")
 
 from cadencelab.adapters.hf import qwen2_decode
 from cadencelab.adapters.kit import StreamingRuntime, adapter_lines
@@ -114,3 +114,15 @@ def test_certified_on_cuda(static):
     cert = km.certify("cuda")
     assert cert.ok, cert
     assert all(_equal(want, cert.outputs))
+
+
+def test_an_older_transformers_is_refused_at_import_with_the_version_it_needs():
+    """Run on transformers before 5.25 (the image of some machines), the adapters would fail deep inside a call
+    (an unknown keyword swallowed, a missing config): they refuse at import instead, naming both versions."""
+    import subprocess
+    import sys
+
+    code = ("import transformers; transformers.__version__ = '5.17.0'\n"
+            "try:\n    import cadencelab.adapters.hf.bridge\nexcept ImportError as e:\n    print('REFUSED', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert "REFUSED" in out and "transformers>=5.25" in out and "found 5.17.0" in out

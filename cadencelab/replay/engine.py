@@ -491,6 +491,7 @@ class ExactShapeReplay:
                 self.pool = torch.cuda.graph_pool_handle()
             why = diagnose_capture(self.fn, cargs, ckwargs, *throwaway_capture(  # names the op it failed at
                 self._stream, FAILED_GRAPHS, lambda p: end_failed_capture(dev, p, self._stream)))
+            torch.cuda.set_stream(cur)
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}" + (f"; {why}" if why else "")
             cls.status, cls.reason, cls.graph = FAILED, "capture_failed", None
             self._event("capture_failed", cls, msg)

@@ -100,10 +100,14 @@ def throwaway_capture(stream, keep: list, end) -> tuple:
     ``end(pool)`` as a failed capture is."""
     graph, pool = torch.cuda.CUDAGraph(), torch.cuda.graph_pool_handle()
     keep.append(graph)
+    caller = torch.cuda.current_stream()
 
     @contextlib.contextmanager
     def capture():
-        with no_collection(), torch.cuda.graph(graph, pool=pool, stream=stream):
-            yield
+        try:
+            with no_collection(), torch.cuda.graph(graph, pool=pool, stream=stream):
+                yield
+        finally:  # a capture that fails at its end never leaves its stream context: the caller's comes back
+            torch.cuda.set_stream(caller)
 
     return capture, lambda: end(pool)

@@ -28,10 +28,28 @@ import torch
 __all__ = ["Bridge", "CarriedLayer", "StaticCarriedLayer", "cache_layers", "kv_shape", "padding_init"]
 
 
+#: the release whose cache and Mimi streaming API the adapters are written against (5.25 renamed
+#: ``past_key_values`` to ``cache`` and gave Mimi's encoder and decoder their own configs and caches)
+TRANSFORMERS_MIN = (5, 25)
+
 try:
+    import transformers
     import transformers.cache_utils as _cu
 except ImportError as e:  # the test extra installs it
-    raise ImportError("cadencelab.adapters.hf needs HF transformers: `pip install transformers`") from e
+    raise ImportError("cadencelab.adapters.hf needs HF transformers: `pip install 'transformers>=5.25'`") from e
+
+
+def _release(version: str) -> tuple:
+    parts = []
+    for p in version.split(".")[:2]:
+        digits = "".join(c for c in p if c.isdigit()) if p else ""
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+if _release(transformers.__version__) < TRANSFORMERS_MIN:  # fail at import, not as a wrong call deep inside
+    raise ImportError(f"cadencelab.adapters.hf needs transformers>={'.'.join(map(str, TRANSFORMERS_MIN))} "
+                      f"(found {transformers.__version__}): `pip install 'transformers>=5.25'`")
 
 
 def _transformers():
