@@ -229,7 +229,7 @@ def check_wrapper(make_wrapper: Callable, device: str = "cpu") -> Feedback:
 
 
 def _row(part: str, ok: bool, mistake: str) -> dict:
-    hint = "" if ok else f"{part}: " + WRAPPER_MISTAKES[mistake]
+    hint = "" if ok or not mistake else f"{part}: " + WRAPPER_MISTAKES[mistake]  # no mistake: not graded yet
     return dict(part=part, answer="ok" if ok else mistake, expected=HIDDEN, correct=ok, mistake=mistake, hint=hint)
 
 
