@@ -353,3 +353,21 @@ def test_a_clean_step_has_no_hazard_on_cuda():
     traffic = Traffic([[t.cuda() for t in turn] for turn in conformer_traffic().turns])
     cert = certify(conformer_declaration(), step, stock, traffic, modules=[model], backend="cuda", device="cuda")
     assert cert.table.set_index("clause").loc["preflight: no capture hazard in the step", "passed"], cert.table
+
+
+def test_traffic_stream_gives_each_call_its_own_contiguous_chunk():
+    """A client receives each chunk as its own tensor: no view into the turn, whose offsets would put every call
+    at another pointer residue (a new signature class per call on CUDA) and every turn at other strides."""
+    decl = conformer_declaration()
+    sigs = [torch.randn(1, 55, S.dim), torch.randn(1, 31, S.dim)]
+    t = Traffic.stream(decl, sigs, clock="frames")
+    for turn, sig in zip(t.turns, sigs):
+        at = []
+        for x in turn:
+            assert x.is_contiguous() and x.storage_offset() == 0
+            assert x.untyped_storage().data_ptr() != sig.untyped_storage().data_ptr()
+            at.append(next(a for a in range(sig.shape[1] - x.shape[1] + 1)
+                           if torch.equal(x, sig.narrow(1, a, x.shape[1]))))
+        assert at == sorted(at) and at[0] == 0 and at[-1] + turn[-1].shape[1] == sig.shape[1]
+    steady = [x.stride() for turn in t.turns for x in turn if x.shape == t.turns[0][0].shape]
+    assert len(set(steady)) == 1, "every turn's steady calls share one stride"

@@ -88,8 +88,11 @@ class Traffic:
                                  f"on its last call ({max(pc.lookahead, 1)})")
             starts = list(range(0, n - width + 1, pc.committed))
             end = starts[-1] + pc.committed if starts else 0
-            calls = [sig.narrow(dim, a, width) for a in starts]
-            turns.append(calls + [sig.narrow(dim, end, n - end)] if end < n else calls)  # no lookahead: none left
+            # each call's chunk its own contiguous tensor, as a client receives it: a view into the whole turn
+            # would put every offset at another pointer residue (and every turn at other strides), a new
+            # signature class per call on CUDA (replay/signatures.py: CUDA_ALIGN)
+            cut = [(a, width) for a in starts] + ([(end, n - end)] if end < n else [])  # no lookahead: none left
+            turns.append([sig.narrow(dim, a, w).clone(memory_format=torch.contiguous_format) for a, w in cut])
         return cls(turns, prompts, list(signals))
 
     def calls_of(self):
