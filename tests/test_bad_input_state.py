@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
-from cadencelab.adapters.token2wav.lanes import LaneExecutor, LanePool
+from cadencelab.serving.lanes import LaneExecutor, LanePool
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
-from cadencelab.adapters.token2wav.sessions import RngState, Session, SessionManager
+from cadencelab.serving.sessions import RngState, Session, SessionManager
 from cadencelab.state.alloc import AllocationRefused, check_copies_fit
 
 VOCAB = TEACHING.vocab_size
@@ -159,7 +159,7 @@ def test_lane_executor_refuses_before_queueing(weights, prompts):
     (2.5, ValueError, "got 2.5"), ("2", ValueError, "got '2'"),
 ])
 def test_lane_pool_size_is_bounded_before_any_lane_is_built(weights, monkeypatch, lanes, error, names):
-    import cadencelab.adapters.token2wav.lanes as lanes_mod
+    import cadencelab.serving.lanes as lanes_mod
 
     def no_build(*a, **k):
         raise AssertionError("a lane was built")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
-from cadencelab.adapters.token2wav.batched import BatchedToken2wav, batched_catalog, compare_to_solo
+from cadencelab.serving.batched import BatchedToken2wav, batched_catalog, compare_to_solo
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime
 from sizes import CPU_STEPS as STEPS
 from sizes import PROMPT_TOKENS

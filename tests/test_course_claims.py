@@ -101,7 +101,7 @@ def test_the_glossary_has_the_course_terms_in_sentences():
     raw = [t for t, d in g["definition"].items() if d.startswith(("(", "An immutable", "A contract-owned",
                                                                   "One row per", "Counts agreements"))]
     assert not raw, f"entries that are a docstring pasted in: {raw}"
-    from cadencelab.adapters.token2wav import batched, lanes
+    from cadencelab.serving import batched, lanes
 
     pasted = [t for t, mod in (("SRb", batched), ("SRl", lanes))
               if g.loc[t, "definition"][:40].lower() in " ".join((mod.__doc__ or "").split()).lower()]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
-from cadencelab.adapters.token2wav.lanes import LaneExecutor, LaneLock, LanePool, route, share_weights
+from cadencelab.serving.lanes import LaneExecutor, LaneLock, LanePool, route, share_weights
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 from sizes import CPU_STEPS
 

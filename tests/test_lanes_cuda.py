@@ -13,7 +13,7 @@ import torch
 import toys
 
 from cadencelab.adapters.token2wav import REAL, TEACHING, build_token2wav, make_prompt
-from cadencelab.adapters.token2wav.lanes import LaneExecutor, LanePool
+from cadencelab.serving.lanes import LaneExecutor, LanePool
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 
 SEEDS = (21, 22, 23, 24)

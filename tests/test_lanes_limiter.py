@@ -69,7 +69,7 @@ def test_host_split_names_missing_columns():
 # -- the split on a lane pool ------------------------------------------------------------------------------------
 
 def test_host_split_changes_no_chunk_and_accounts_for_every_part(prompts, solo):  # noqa: F811
-    from cadencelab.adapters.token2wav.lanes import LaneExecutor
+    from cadencelab.serving.lanes import LaneExecutor
     from cadencelab.bench.lanes_split import HostSplit
 
     pool = _pool(2)

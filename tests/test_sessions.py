@@ -10,7 +10,7 @@ import torch
 
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
-from cadencelab.adapters.token2wav.sessions import SessionManager, declared_state_bytes
+from cadencelab.serving.sessions import SessionManager, declared_state_bytes
 from cadencelab.bench import session_serving as serving
 from cadencelab.bench import sessions as study
 from sizes import CPU_STEPS

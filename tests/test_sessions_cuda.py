@@ -12,7 +12,7 @@ import torch
 
 from cadencelab.adapters.token2wav import REAL, TEACHING, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, pin_determinism, runtime_envelope
-from cadencelab.adapters.token2wav.sessions import SessionManager
+from cadencelab.serving.sessions import SessionManager
 
 SEEDS = (21, 22, 23)
 CHUNKS = 4  # estimator extents 302, 352, 402, 402: every flow class, captured once, replayed by every session

@@ -2,7 +2,7 @@
 
 ``python -m cadencelab.bench.host_cost --processes 4 --chunks 12`` (CPU, teaching config by default)
 
-Each fresh (spawned) process builds one SRc lane (:class:`~cadencelab.adapters.token2wav.lanes.LanePool` of one
+Each fresh (spawned) process builds one SRc lane (:class:`~cadencelab.serving.lanes.LanePool` of one
 lane), times it with :class:`~cadencelab.bench.lanes_split.HostSplit` and streams ``--chunks`` chunks (sessions
 of three chunks each, after one warm-up session). Per chunk it keeps the thread CPU time of the parts the
 engines and the kit add around the model's own work: ``classify``, ``signature``, ``checks`` (the pointer guards), ``stage`` and ``outputs``,
@@ -32,7 +32,7 @@ def measure_process(chunks: int = 12, config: str = "teaching", n_timesteps: int
     import torch
 
     from ..adapters.token2wav import TEACHING, build_token2wav, make_prompt
-    from ..adapters.token2wav.lanes import LanePool
+    from ..serving.lanes import LanePool
     from ..adapters.token2wav.runtime import runtime_envelope
     from .lanes_split import HostSplit
     from .session_serving import session_chunk

@@ -1,4 +1,4 @@
-"""Where a lane's host time per chunk goes: a timer on a :class:`~cadencelab.adapters.token2wav.lanes.LanePool`.
+"""Where a lane's host time per chunk goes: a timer on a :class:`~cadencelab.serving.lanes.LanePool`.
 
 :class:`HostSplit` wraps, per lane and only through public names, the calls a chunk makes and times each
 (wall and the thread's CPU time), attributing them to the chunk its thread is serving:

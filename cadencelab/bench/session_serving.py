@@ -165,7 +165,7 @@ class ArmServer(DeviceServer):
 
     def __init__(self, arm: str, ckpt: str, cfg):
         from ..adapters.token2wav.runtime import build_runtime
-        from ..adapters.token2wav.sessions import SessionManager
+        from ..serving.sessions import SessionManager
 
         modules = self._load(arm, ckpt, cfg, arm)
         rt, _ = build_runtime(None, arm, cfg.seed, self.device, backend=self.backend, n_timesteps=cfg.n_timesteps,

@@ -6,7 +6,7 @@ Protocol
 
 * One arm per process (``spawn``), B0 first, then the others in the order given; each loads the
   same seeded checkpoint and serves every session through one
-  :class:`~cadencelab.adapters.token2wav.sessions.SessionManager` (one set of weights; for SRc one
+  :class:`~cadencelab.serving.sessions.SessionManager` (one set of weights; for SRc one
   set of captured graphs, bound to each session's state by a swap). One process serves every
   arrival mode and workload of its arm: one set-up per arm.
 * Session ``i`` has its own token stream, seed and prompt (``--prompts`` distinct prompts, taken

@@ -2,7 +2,7 @@
 
 The chunks that arrive in the same second and share a shape class are served together:
 split greedily into the declared batch sizes (largest first), each batch is one flow call
-and one vocoder call of :class:`~cadencelab.adapters.token2wav.batched.BatchedToken2wav`
+and one vocoder call of :class:`~cadencelab.serving.batched.BatchedToken2wav`
 through CUDA graphs keyed on ``(B,) + label``. Every chunk of a batch completes when the batch
 does. By default every speaking session's chunk arrives at the same instant (t = k s): the best
 case for batching, no chunk waits for a batch to fill. With ``--stagger`` the arrivals are
@@ -124,7 +124,7 @@ class BatchedArmServer(DeviceServer):
     """
 
     def __init__(self, arm: str, ckpt: str, cfg):
-        from ..adapters.token2wav.batched import BatchedToken2wav
+        from ..serving.batched import BatchedToken2wav
 
         if arm != ARM:
             raise ValueError(f"BatchedArmServer serves arm {ARM!r}, not {arm!r}")
@@ -258,7 +258,7 @@ class BatchedGateServer(DeviceServer):
     from fresh forks of the same primed templates; its rows carry the SHA-256 the run's rows must equal."""
 
     def __init__(self, ckpt: str, cfg):
-        from ..adapters.token2wav.batched import BatchedToken2wav
+        from ..serving.batched import BatchedToken2wav
 
         flow, hift, mcfg = self._load(ARM, ckpt, cfg, "B0")  # the solver buffers SRb runs with
         self.bt = BatchedToken2wav(flow, hift, self.device, replay=False, backend=self.backend,

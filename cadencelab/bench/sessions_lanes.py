@@ -1,7 +1,7 @@
-"""Arm ``SRl`` of the ``sessions`` study: sessions served by a :class:`~cadencelab.adapters.token2wav.lanes.LanePool`.
+"""Arm ``SRl`` of the ``sessions`` study: sessions served by a :class:`~cadencelab.serving.lanes.LanePool`.
 
 ``cfg.lanes`` SRc graph sets over one set of weights, each on its own CUDA stream, fed by one
-thread per lane (:class:`~cadencelab.adapters.token2wav.lanes.LaneExecutor`). Why threads: a
+thread per lane (:class:`~cadencelab.serving.lanes.LaneExecutor`). Why threads: a
 lane's chunk is a few replayed graphs with eager glue between them and ends by waiting for its
 waveform on the host; one thread per lane lets a lane wait while the others launch (graph
 launches release the interpreter lock), with no launcher loop to write.
@@ -38,8 +38,8 @@ class LaneArmServer(DeviceServer):
     """The lane pool, its prompt templates and the real-time runs."""
 
     def __init__(self, arm: str, ckpt: str, cfg):
-        from ..adapters.token2wav.lanes import LanePool
-        from ..adapters.token2wav.sessions import declared_state_bytes
+        from ..serving.lanes import LanePool
+        from ..serving.sessions import declared_state_bytes
 
         flow, hift, mcfg = self._load(arm, ckpt, cfg, "SRc")
         self.pool = LanePool(flow, hift, self.device, cfg.lanes, "SRc", n_timesteps=cfg.n_timesteps, cfg=mcfg,
@@ -56,7 +56,7 @@ class LaneArmServer(DeviceServer):
         return self.templates[i % len(self.templates)]
 
     def _warm_up(self) -> float:
-        from ..adapters.token2wav.lanes import LaneExecutor
+        from ..serving.lanes import LaneExecutor
 
         pool, cfg = self.pool, self.cfg
         k_max = max_chunks(cfg)
@@ -88,7 +88,7 @@ class LaneArmServer(DeviceServer):
         import os
         import shutil
 
-        from ..adapters.token2wav.lanes import LaneExecutor
+        from ..serving.lanes import LaneExecutor
         from ..profile.capture import profiled
         from ..profile.outputs import atomic_path
 
@@ -131,7 +131,7 @@ class LaneArmServer(DeviceServer):
         ``only``: the sessions of the ``n`` this process serves (default all; :mod:`.sessions_lane_processes`
         splits them over processes); ``start_at``: the wall-clock time (``time.time()``) of t = 0, shared by
         those processes (default: now)."""
-        from ..adapters.token2wav.lanes import LaneExecutor
+        from ..serving.lanes import LaneExecutor
 
         torch, pool, cfg = self.torch, self.pool, self.cfg
         self._fresh()

@@ -34,12 +34,12 @@ def _arms() -> list[dict]:
                                 "into one SRc call (eager or replayed); batching changes GEMM shapes and the "
                                 "vocoder's noise draws, so its chunks are checked against the same batches run "
                                 "eagerly, not against each session run alone",
-                     notebooks=(6,), source="cadencelab.adapters.token2wav.batched"))
+                     notebooks=(6,), source="cadencelab.serving.batched"))
     rows.append(dict(term="SRl", kind="arm",
                      definition="lanes: several SRc graph sets over one set of weights replaying at once, each on "
                                 "its own CUDA stream with its own state and device generator; every chunk is "
                                 "bit-identical to the session run alone through B0",
-                     notebooks=(6,), source="cadencelab.adapters.token2wav.lanes"))
+                     notebooks=(6,), source="cadencelab.serving.lanes"))
     return rows
 
 

@@ -161,7 +161,7 @@ class ExactShapeReplay:
     eager_guard:   optional zero-argument callable returning a context manager entered around every
                    call that executes ``fn`` eagerly (probe, capture, fallback, the eager backend's
                    admitted calls); a pure replay does not enter it. Lanes use it to run eager work
-                   exclusively and with their own generator state (:mod:`cadencelab.adapters.token2wav.lanes`).
+                   exclusively and with their own generator state (:mod:`cadencelab.serving.lanes`).
     """
 
     def __init__(

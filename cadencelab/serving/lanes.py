@@ -49,9 +49,9 @@ from typing import Sequence
 
 import torch
 
-from ...state.alloc import check_copies_fit
+from ..state.alloc import check_copies_fit
 from .sessions import RngState, Session, SessionManager, check_new_session
-from .turns import check_flag, check_tokens
+from ..adapters.token2wav.turns import check_flag, check_tokens
 
 __all__ = ["share_weights", "route", "LaneLock", "Lane", "LanePool", "LaneExecutor", "ChunkResult"]
 
@@ -170,7 +170,7 @@ class LanePool:
     """
 
     def __init__(self, flow, hift, device, lanes: int, arm: str = "SRc", **runtime_kwargs):
-        from .runtime import ARMS, Token2wavRuntime
+        from ..adapters.token2wav.runtime import ARMS, Token2wavRuntime
 
         if isinstance(lanes, bool) or not isinstance(lanes, numbers.Integral) or lanes < 1:
             raise ValueError(f"LanePool: lanes must be an integer >= 1, got {lanes!r}")

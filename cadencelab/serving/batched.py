@@ -81,14 +81,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ...contract import admitted_labels
-from ...replay import At, ExactShapeReplay, bind
-from .runtime import VocoderSplit, config_of, declaration_for, make_constants_device_resident
-from .clocks import T2W_CLOCKS, Token2wavClocks
-from .stock import crossfade
-from .configs import Token2wavConfig
-from .prompts import PromptState
-from .turns import check_flag, check_tokens
+from ..contract import admitted_labels
+from ..replay import At, ExactShapeReplay, bind
+from ..adapters.token2wav.runtime import VocoderSplit, config_of, declaration_for, make_constants_device_resident
+from ..adapters.token2wav.clocks import T2W_CLOCKS, Token2wavClocks
+from ..adapters.token2wav.stock import crossfade
+from ..adapters.token2wav.configs import Token2wavConfig
+from ..adapters.token2wav.prompts import PromptState
+from ..adapters.token2wav.turns import check_flag, check_tokens
 
 __all__ = ["DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
            "compare_to_solo"]

@@ -1,6 +1,6 @@
 """Many Token2wav sessions on one device: shared weights, shared graph bindings, per-session state.
 
-A :class:`SessionManager` wraps one :class:`~.runtime.Token2wavRuntime` (one set of weights,
+A :class:`SessionManager` wraps one :class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime` (one set of weights,
 flow + HiFT, and, for the replay arms, one set of captured graphs) and serves any number of
 :class:`Session` objects. A session owns only its state snapshot:
 
@@ -61,8 +61,8 @@ from typing import Sequence
 
 import torch
 
-from .prompts import PromptState
-from .turns import check_flag, check_tokens
+from ..adapters.token2wav.prompts import PromptState
+from ..adapters.token2wav.turns import check_flag, check_tokens
 
 #: the seeds torch.manual_seed takes
 SEED_RANGE = (-(2**63), 2**64 - 1)
@@ -170,14 +170,14 @@ class Session:
 
 def declared_state_bytes(decl) -> int:
     """Bytes of one session's declared state: every region of :data:`STATE_REGIONS` at its retention bound A."""
-    from ...contract.derivation import nbytes, region_shape
+    from ..contract.derivation import nbytes, region_shape
 
     return int(sum(nbytes(region_shape(decl, decl.region(name), _retention_bound(decl, name), stock=False),
                           decl.region(name).dtype) for name in STATE_REGIONS))
 
 
 def _retention_bound(decl, region: str) -> int:
-    from ...contract.derivation import envelope
+    from ..contract.derivation import envelope
 
     return int(envelope(decl, region)[1])
 
@@ -237,7 +237,7 @@ class _CarrySwap:
 
 
 class _StockSwap:
-    """Stock arms: the session's own stream state (:meth:`~.runtime.Token2wavRuntime.stock_state`); tensors in
+    """Stock arms: the session's own stream state (:meth:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime.stock_state`); tensors in
     memory the runtime reuses on the next call (views of the shared solver buffers, outputs of engines that do
     not clone them: R's encoder, Rc's flow chunk) are cloned on save."""
 
@@ -309,7 +309,7 @@ class SwapRecord:
 class SessionManager:
     """N Token2wav sessions on one runtime (one set of weights and graph bindings), swapped in turn.
 
-    runtime: a :class:`~.runtime.Token2wavRuntime` of any arm; the manager owns it from now on
+    runtime: a :class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime` of any arm; the manager owns it from now on
         (stream through the manager only).
     time_swaps: record each swap's duration (CUDA events, read after the chunk; host wall on CPU).
     generator: a CUDA generator whose state object the runtime's graphs registered at capture (a
