@@ -43,14 +43,12 @@ def _what(t) -> str:
         f"a value of type {type(t).__name__}"
 
 
-def adoptions(adopt: Mapping | None, names: list, rings: set, state_rule: bool) -> dict:
+def adoptions(adopt: Mapping | None, names: list, rings: set) -> dict:
     """``adopt`` as region -> (tensor, end or None), its regions checked (the tensors are checked when carried)."""
     if adopt is None:
         return {}
     if not isinstance(adopt, Mapping):
         raise ValueError(f"adopt must be a dict region -> tensor, got {type(adopt).__name__}")
-    if adopt and not state_rule:
-        raise ValueError("adopt: the adopted tensors are carries; turn the state rule on (state_rule=True)")
     out = {}
     for n, v in adopt.items():
         if n not in names:
