@@ -3,12 +3,13 @@
 A model whose streaming code keeps its state inside its own modules (Moshi's Mimi: ring K|V caches, conv
 contexts, flags and counters, all written in place) is not handed its caches per call. The kit then:
 
-* **adopts** the tensors of the declared regions as its carries (``adopt={region: tensor}``; a ring region
-  also names the model's own write position, ``(tensor, end)``): the carry *is* the model's storage, so the
-  model's in-place writes are the carry's writes, checked against the declared shape, dtype and device;
-* **guards** the state the declaration does not name (``held={name: tensor or getter}``): counters, flags,
-  other conv contexts. The engines check their addresses on every call, as write-through buffers; a getter
-  is read anew each call, so a field the model rebinds is seen moving.
+* **adopts** the tensors of the declared regions as its carries (the spec's ``adopt={region: tensor}``, in the
+  arms with the state rule; a ring region also names the model's own write position, ``(tensor, end)``): the
+  carry *is* the model's storage, so the model's in-place writes are the carry's writes, checked against the
+  declared shape, dtype and device;
+* **guards** the state the declaration does not name (the spec's ``held={name: tensor or getter}``): counters,
+  flags, other conv contexts. Every engine checks their addresses on every call, as write-through buffers; a
+  getter is read anew each call, so a field the model rebinds is seen moving.
 """
 
 from __future__ import annotations
