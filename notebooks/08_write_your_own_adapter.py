@@ -39,6 +39,7 @@ PREDICT_CLASSES = None
 
 # %%
 import inspect
+from dataclasses import replace
 
 from IPython.display import HTML, display
 
@@ -197,6 +198,18 @@ traffic = Traffic.stream(decl, signals, clock="samples")
 [[x.shape[1] for x in turn] for turn in traffic.turns]
 
 # %% [markdown]
+# ## Your adapter in one object
+#
+# Everything you wrote goes into one spec, typed once: the declaration, the step and the model's own stock
+# step, the traffic, where a call's frames are, the modules whose weights the step reads, the device. The
+# runtime (any arm), the certificate and the factorial below all take this one object; what they add is their
+# own few options (which arm, which replay backend).
+
+# %%
+spec = KitModel(decl, step, stock, traffic, frames=frames, modules=[model], device=DEVICE)
+spec
+
+# %% [markdown]
 # ## Preflight: is the step safe to capture?
 #
 # Before any capture, `preflight` runs the step eagerly (twice) under detectors and lists what would break
@@ -204,7 +217,7 @@ traffic = Traffic.stream(decl, signals, clock="samples")
 # tensors; on a CPU the GPU target is emulated. First a tempting draft that normalizes each call by its peak:
 
 # %%
-caches = StreamingRuntime(decl, step, frames=frames, device=DEVICE).reset()  # a turn's empty caches
+caches = StreamingRuntime(spec).reset()  # a turn's empty caches (arm S: the carries, no replay)
 x = traffic.turns[0][0]
 
 
@@ -232,7 +245,7 @@ pf
 # audits) and checks each clause.
 
 # %%
-cert = certify(decl, step, stock, traffic, frames=frames, modules=[model], backend=BACKEND, device=DEVICE)
+cert = certify(spec, backend=BACKEND)
 cert
 
 # %% [markdown]
@@ -257,7 +270,7 @@ viz.misses_figure(cert.runtime.engine.counters())
 
 # %%
 forgot_sink = se.with_policy(decl, "kv", SlidingWindow(s.window))  # kv as a plain window: no sink
-bad = certify(forgot_sink, step, stock, traffic, frames=frames, modules=[model], backend=BACKEND, device=DEVICE)
+bad = certify(replace(spec, decl=forgot_sink), backend=BACKEND)  # the same spec, the wrong declaration
 bad.table
 
 # %%
@@ -272,14 +285,14 @@ bad.exact.head(diverged + 1)
 # %% [markdown]
 # ## Replay
 #
-# The certified adapter as a runtime: every admitted call goes through the engine (`BACKEND`: the eager
-# backend on a CPU, which walks the admission path without graphs; CUDA graphs on a GPU), every call
-# compared with the stock step.
+# The certified adapter as a runtime, arm SRc (the state rule and replay per call): every admitted call goes
+# through the engine (`BACKEND`: the eager backend on a CPU, which walks the admission path without graphs;
+# CUDA graphs on a GPU), every call compared with the stock step.
 
 # %%
-rt = StreamingRuntime(decl, step, frames=frames, replay=True, backend=BACKEND, modules=[model], device=DEVICE)
+rt = StreamingRuntime(spec, "SRc", backend=BACKEND)
 run = rt.run(traffic)
-want, _ = run_stock(decl, stock, traffic, frames=frames, device=DEVICE)
+want, _ = run_stock(spec)
 print(rt.engine.summary())
 print("bit-exact with the stock step:", exact_table(want, run.outputs)["equal"].all())
 run.table
@@ -338,16 +351,15 @@ freeze
 # %% [markdown]
 # ## The paper's factorial on your adapter
 #
-# One call runs the paper's arms on what you wrote (declaration, step, stock step, traffic): B0 (the stock
-# step), S (the state rule), R and Rc (replay of the stock step), SR and SRc (both rules; the step alone or
-# the whole call replayed). One row per arm: ms per call (measured in this process, the arms' blocks
-# interleaved), the state held between calls, peak device memory (CUDA only) and bit-exactness against the
-# stock step; the catalog and the certificate are in `attrs`. `python -m cadencelab.bench kit --model
-# package.module:function` measures the same arms in fresh processes, as the paper's studies are measured.
+# One call runs the paper's arms on your spec: B0 (the stock step), S (the state rule), R and Rc (replay of
+# the stock step), SR and SRc (both rules; the step alone or the whole call replayed). One row per arm: ms per
+# call (measured in this process, the arms' blocks interleaved), the state held between calls, peak device
+# memory (CUDA only) and bit-exactness against the stock step; the catalog and the certificate are in `attrs`.
+# `python -m cadencelab.bench kit --model package.module:function` (a function of the device returning your
+# spec) measures the same arms in fresh processes, as the paper's studies are measured.
 
 # %%
-yours = KitModel(decl, step, stock, traffic, frames=frames, modules=(model,), device=DEVICE)
-fact = factorial(yours, blocks=3, backend=BACKEND)
+fact = factorial(spec, blocks=3, backend=BACKEND)
 print(f"certified: {fact.attrs['certified']}; every arm bit-exact: {bool(fact['bit_exact'].all())}")
 fact
 

@@ -11,18 +11,18 @@ import torch
 from kit_models import StreamingConformer
 from test_kit import conformer_declaration, conformer_steps, conformer_traffic
 
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, certify, exact_table, run_block
+from cadencelab.adapters.kit import KitModel, StreamingRuntime, Traffic, certify, exact_table, run_block
 from cadencelab.contract import SlidingWindow
 from cadencelab.state import Carry, ShadowAuditor, bitwise_equal, nan_detail
 
 NAN = float("nan")
 
 
-def _runtime(step=None, decl=None, **kw):
+def _runtime(step=None, decl=None, **spec):
     model = StreamingConformer()
     good, stock = conformer_steps(model)
-    return StreamingRuntime(decl or conformer_declaration(), step or good, stock=stock, modules=[model],
-                            backend="eager", **kw), good
+    spec = KitModel(decl or conformer_declaration(), step or good, stock, modules=[model], **spec)
+    return StreamingRuntime(spec, backend="eager"), good
 
 
 def _x():
@@ -126,10 +126,11 @@ def test_identical_nan_outputs_certify_and_count_as_exact():
     model = StreamingConformer()
     step, stock = conformer_steps(model)
     traffic = _nan_traffic()
-    cert = certify(conformer_declaration(), step, stock, traffic, modules=[model], backend="eager")
+    spec = KitModel(conformer_declaration(), step, stock, traffic, modules=[model])
+    cert = certify(spec, backend="eager")
     assert any(torch.isnan(o).any() for o in cert.outputs)
     assert cert.exact["equal"].all() and cert.ok, cert.table
-    b0 = StreamingRuntime(conformer_declaration(), stock, stock=stock, state_rule=False)
+    b0 = StreamingRuntime(spec, "B0")
     res = run_block(b0, traffic, cert.stock_outputs)
     assert res["equal"] == res["calls"] == traffic.calls  # B0 equals its own stock outputs, NaN and all
 
@@ -144,7 +145,8 @@ def test_a_nan_where_the_stock_step_has_a_number_is_named():
         out[0, 0, 0] = NAN
         return out, new
 
-    cert = certify(conformer_declaration(), poisoned, stock, conformer_traffic(), modules=[model], backend="eager")
+    cert = certify(KitModel(conformer_declaration(), poisoned, stock, conformer_traffic(), modules=[model]),
+                   backend="eager")
     assert not cert.ok and not cert.exact["equal"].any()
     assert cert.exact["detail"].str.startswith("NaN: stock 0, got 1 elements").all()
 

@@ -10,17 +10,17 @@ import torch
 from kit_models import StreamingConformer
 from test_kit import conformer_declaration, conformer_steps, conformer_traffic
 
-from cadencelab.adapters.kit import StreamingRuntime, certify, run_stock
+from cadencelab.adapters.kit import KitModel, StreamingRuntime, certify, run_stock
 from cadencelab.adapters.kit.steps import StepFailed
 from cadencelab.bench.flags import run_main
 
 HERE = "test_bad_input_errors.py"
 
 
-def _runtime(step, **kw):
+def _runtime(step):
     model = StreamingConformer()
     _, stock = conformer_steps(model)
-    return StreamingRuntime(conformer_declaration(), step, stock=stock, backend="eager", **kw)
+    return StreamingRuntime(KitModel(conformer_declaration(), step, stock), backend="eager")
 
 
 def _turns():
@@ -99,7 +99,7 @@ def test_a_stock_step_returning_a_triple_is_named():
         return model.forward_chunk(x, caches["kv"], caches["conv"], last)  # (out, kv, conv): not a pair
 
     with pytest.raises(ValueError, match=r"the stock step of 'encode' returned a tuple of 3") as err:
-        run_stock(conformer_declaration(), stock, conformer_traffic())
+        run_stock(KitModel(conformer_declaration(), stock=stock, traffic=conformer_traffic()))
     assert "at call 0 (turn 0, its call 0" in "".join(err.value.__notes__)
 
 
@@ -111,7 +111,7 @@ def test_a_step_failing_in_certify_preflight_is_named():
         raise IndexError("the user's index")
 
     with pytest.raises(StepFailed, match=r"the step of 'encode' \(in the preflight\) raised IndexError at call 0"):
-        certify(conformer_declaration(), step, stock, conformer_traffic(), modules=[model], backend="eager")
+        certify(KitModel(conformer_declaration(), step, stock, conformer_traffic(), modules=[model]), backend="eager")
 
 
 def test_the_error_wrapper_prints_the_cause_in_full_with_its_notes(capsys):

@@ -12,7 +12,7 @@ from test_kit_inplace import _runtime as inplace_runtime
 from test_kit_operators import ring_declaration, ring_steps, ring_traffic
 
 from cadencelab.adapters import teaching
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, run_stock
+from cadencelab.adapters.kit import KitModel, StreamingRuntime, Traffic, run_stock
 
 KV, CONTEXT = teaching.KV, teaching.CONTEXT
 
@@ -72,10 +72,11 @@ def test_views_form_a_refused_append_is_undone(how, replay):
     model, stream, step, stock = _teaching()
     decl, init = teaching.declaration(model.cfg), teaching.prime_init(model)
     turn = stream.turns[0]
-    rt = StreamingRuntime(decl, _failing(step, 1, how), stock=stock, init=init, modules=[model], replay=replay,
-                          backend="eager")
+    spec = KitModel(decl, _failing(step, 1, how), stock, init=init, modules=[model])
+    rt = StreamingRuntime(spec, "SRc" if replay else "S", backend="eager")
     got = _turn_without(rt, turn, stream.prompt, skip=1)
-    want, _ = run_stock(decl, stock, Traffic([turn[:1] + turn[2:]], [stream.prompt]), init=init)
+    want, _ = run_stock(KitModel(decl, stock=stock, traffic=Traffic([turn[:1] + turn[2:]], [stream.prompt]),
+                                 init=init))
     assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(want, got))
 
 
@@ -87,10 +88,10 @@ def test_views_form_a_refused_ring_write_is_undone():
     traffic = ring_traffic()
     turn = max(traffic.turns, key=len)
     skip = len(turn) - 2  # late in the turn: the ring has wrapped
-    rt = StreamingRuntime(ring_declaration(), _failing(step, skip, "raise"), stock=stock, modules=[model],
+    rt = StreamingRuntime(KitModel(ring_declaration(), _failing(step, skip, "raise"), stock, modules=[model]),
                           backend="eager")
     got = _turn_without(rt, turn, None, skip=skip)
-    want, _ = run_stock(ring_declaration(), stock, Traffic([turn[:skip] + turn[skip + 1:]]))
+    want, _ = run_stock(KitModel(ring_declaration(), stock=stock, traffic=Traffic([turn[:skip] + turn[skip + 1:]])))
     assert all(torch.equal(a, b) for a, b in zip(want, got))
 
 
@@ -106,9 +107,10 @@ def test_stock_form_a_refused_append_is_undone():
         return model.attend(q, kv, y), {KV: kv, CONTEXT: nxt}
 
     turn = stream.turns[0]
-    rt = StreamingRuntime(decl, _failing(step, 2, "shape"), form="stock", stock=stock, init=init, backend="eager")
+    rt = StreamingRuntime(KitModel(decl, _failing(step, 2, "shape"), stock, form="stock", init=init), backend="eager")
     got = _turn_without(rt, turn, stream.prompt, skip=2)
-    want, _ = run_stock(decl, stock, Traffic([turn[:2] + turn[3:]], [stream.prompt]), init=init)
+    want, _ = run_stock(KitModel(decl, stock=stock, traffic=Traffic([turn[:2] + turn[3:]], [stream.prompt]),
+                                 init=init))
     assert all(torch.equal(a, b) for a, b in zip(want, got))
 
 
@@ -173,7 +175,8 @@ def test_views_form_a_write_through_a_view_refuses_until_reset():
         caches[KV].mul_(2)
         raise RuntimeError("failed after writing through the view")
 
-    rt = StreamingRuntime(teaching.declaration(model.cfg), sneaky, init=teaching.prime_init(model), backend="eager")
+    rt = StreamingRuntime(KitModel(teaching.declaration(model.cfg), sneaky, init=teaching.prime_init(model)),
+                          backend="eager")
     rt.reset(stream.prompt)
     with pytest.raises(RuntimeError):
         rt(stream.turns[0][0])
@@ -192,7 +195,8 @@ def test_a_second_append_of_one_region_in_a_call_then_a_failure_refuses_until_re
         caches.append(KV, new)
         raise RuntimeError("failed after two appends")
 
-    rt = StreamingRuntime(teaching.declaration(model.cfg), twice, init=teaching.prime_init(model), backend="eager")
+    rt = StreamingRuntime(KitModel(teaching.declaration(model.cfg), twice, init=teaching.prime_init(model)),
+                          backend="eager")
     rt.reset(stream.prompt)
     with pytest.raises(RuntimeError):
         rt(stream.turns[0][0])

@@ -86,7 +86,7 @@ def test_a_type_error_inside_the_factory_is_its_own_not_a_signature_complaint(ca
 def test_a_traffic_naming_an_operator_that_does_not_exist_is_refused():
     model = StreamingConformer()
     step, stock = conformer_steps(model)
-    rt = StreamingRuntime(conformer_declaration(), step, stock=stock, backend="eager")
+    rt = StreamingRuntime(KitModel(conformer_declaration(), step, stock), backend="eager")
     turn = conformer_traffic().turns[0]
     with pytest.raises(ValueError, match=r"operator 'decode' is not one this runtime runs \(\['encode'\]\)"):
         rt.run(Traffic([[("decode", x) for x in turn]]))

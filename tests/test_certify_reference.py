@@ -110,8 +110,8 @@ def conv_certify(decl, reference="loop", model=None, **kw):
     model = model or ConvStack()
     step, stock = conv_steps(model)
     ref = conv_loop(model) if reference == "loop" else reference
-    return certify(decl, step, stock, conv_traffic(decl), frames=2, modules=[model], backend="eager",
-                   reference=ref, **kw)
+    return certify(KitModel(decl, step, stock, conv_traffic(decl), frames=2, modules=[model], reference=ref, **kw),
+                   backend="eager")
 
 
 def failed(cert) -> set:
@@ -140,7 +140,8 @@ def test_recorded_outputs_and_the_model_start_are_references_too():
 def test_the_conformer_certifies_against_its_own_start():
     model = StreamingConformer()
     step, stock = conformer_steps(model)
-    cert = certify(conformer_declaration(), step, stock, conformer_traffic(), modules=[model], backend="eager")
+    spec = KitModel(conformer_declaration(), step, stock, conformer_traffic(), modules=[model])
+    cert = certify(spec, backend="eager")
     assert cert.ok and cert.reference == "the stock step from the model's own start", cert.table
 
 
@@ -169,7 +170,7 @@ def test_a_stock_step_that_reads_an_unstarted_region_names_it():
         pc = model.padding_cache([caches["pad0"], caches["pad1"]])
         return model(x, pc)[0], dict(zip(("pad0", "pad1"), pc.padding_cache))
 
-    cert = certify(decl, step, stock, conv_traffic(decl), frames=2, modules=[model], backend="eager")
+    cert = certify(KitModel(decl, step, stock, conv_traffic(decl), frames=2, modules=[model]), backend="eager")
     assert not cert.ok and "reference: the stock step from the model's own start" in failed(cert)
     detail = cert.table.set_index("clause").loc["reference: the stock step from the model's own start", "detail"]
     assert "region 'pad0' at turn 0's start" in detail and "init" in detail
@@ -214,7 +215,7 @@ def test_the_conformer_with_a_retention_it_does_not_have_is_never_certified(poli
     model = StreamingConformer()
     step, stock = conformer_steps(model)
     decl = conformer_declaration(kv_policy=policy)
-    cert = certify(decl, step, stock, conformer_traffic(), modules=[model], backend="eager")
+    cert = certify(KitModel(decl, step, stock, conformer_traffic(), modules=[model]), backend="eager")
     assert not cert.ok
     assert {"bit-exact with the stock step from the model's own start",
             "differential audit agrees on every retention"} <= failed(cert), cert.table
@@ -228,7 +229,7 @@ def test_the_conformer_with_a_base_it_does_not_have_is_never_certified():
     conv = dataclasses.replace(right.region("conv"), policy=SlidingWindow(model.s.kernel - 1))
     decl = dataclasses.replace(right, regions=(right.region("kv"), conv))
     with pytest.raises((RuntimeError, ValueError)):
-        cert = certify(decl, step, stock, conformer_traffic(), modules=[model], backend="eager")
+        cert = certify(KitModel(decl, step, stock, conformer_traffic(), modules=[model]), backend="eager")
         assert not cert.ok  # reached only if the step ran on the short context
         raise ValueError(cert.table)
 
@@ -239,7 +240,7 @@ def test_the_conformer_with_a_lookahead_it_does_not_have_is_refused():
     right = conformer_declaration()
     clocks = tuple(dataclasses.replace(c, offset=2) if c.name == "frames" else c for c in right.clocks)
     with pytest.raises(ValueError, match="commits"):
-        certify(dataclasses.replace(right, clocks=clocks), step, stock, conformer_traffic(), modules=[model],
+        certify(KitModel(dataclasses.replace(right, clocks=clocks), step, stock, conformer_traffic(), modules=[model]),
                 backend="eager")
 
 
@@ -259,6 +260,6 @@ def test_the_factorial_gates_every_arm_on_the_models_loop():
 def test_a_reference_of_the_wrong_form_is_refused():
     decl = conv_declaration()
     with pytest.raises(ValueError, match="reference must be"):
-        model_reference(decl, None, conv_traffic(decl), torch.zeros(3))
+        model_reference(KitModel(decl, traffic=conv_traffic(decl), reference=torch.zeros(3)))
     with pytest.raises(ValueError, match="list of tensors"):
-        model_reference(decl, None, conv_traffic(decl), lambda traffic: torch.zeros(3))
+        model_reference(KitModel(decl, traffic=conv_traffic(decl), reference=lambda traffic: torch.zeros(3)))

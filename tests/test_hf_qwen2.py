@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("transformers", minversion="5.25")
 
 from cadencelab.adapters.hf import qwen2_decode
-from cadencelab.adapters.kit import StreamingRuntime, adapter_lines
+from cadencelab.adapters.kit import KitModel, StreamingRuntime, adapter_lines
 from cadencelab.contract import Counter, DeclarationError, Region
 
 
@@ -73,7 +73,7 @@ def test_a_step_returning_a_counter_is_refused(decode):
         out, new = step(x, caches, last)
         return out, {**new, "pos": caches["pos"] + 1}
 
-    rt = StreamingRuntime(km.decl, returns_counter)
+    rt = StreamingRuntime(KitModel(km.decl, returns_counter))
     rt.reset()
     with pytest.raises(ValueError, match="counter region.*'pos'.*runtime advances"):
         rt(km.traffic.turns[0][0], False)

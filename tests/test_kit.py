@@ -10,7 +10,7 @@ import inspect
 import pytest
 import torch
 
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
+from cadencelab.adapters.kit import KitModel, StreamingRuntime, Traffic, adapter_lines, certify, exact_table, run_stock
 from cadencelab.contract import PromptRetained, SlidingWindow
 from cadencelab.state import ShadowAuditor
 from kit_models import ConformerSizes, DecoderSizes, StreamingConformer, TokenDecoder
@@ -131,7 +131,8 @@ def test_exact_table_names_the_first_unequal_call():
 def test_conformer_is_certified():
     model = StreamingConformer()
     step, stock = conformer_steps(model)
-    cert = certify(conformer_declaration(), step, stock, conformer_traffic(), modules=[model], backend="eager")
+    spec = KitModel(conformer_declaration(), step, stock, conformer_traffic(), modules=[model])
+    cert = certify(spec, backend="eager")
     assert cert.ok, cert.table
     cat = cert.catalog
     steady = cat[cat["kind"] == "steady"]
@@ -151,7 +152,7 @@ def test_decoder_is_certified_across_two_clocks():
     model = TokenDecoder()
     step, stock = decoder_steps(model)
     decl = decoder_declaration()
-    cert = certify(decl, step, stock, decoder_traffic(), form="stock", modules=[model], backend="eager")
+    cert = certify(KitModel(decl, step, stock, decoder_traffic(), form="stock", modules=[model]), backend="eager")
     assert cert.ok, cert.table
     assert sorted(cert.catalog.loc[cert.catalog["kind"] == "steady", "label"]) == [(0, 4), (4, 4), (8, 4), (12, 4)]
     rt = cert.runtime
@@ -160,9 +161,9 @@ def test_decoder_is_certified_across_two_clocks():
 
 def _first_output_divergence(decl, traffic, model):
     step, stock = conformer_steps(model)
-    want, _ = run_stock(decl, stock, traffic)
-    rt = StreamingRuntime(decl, step, stock=stock, audit=("declared", "differential"), replay=True, backend="eager",
-                          modules=[model])
+    spec = KitModel(decl, step, stock, traffic, modules=[model])
+    want, _ = run_stock(spec)
+    rt = StreamingRuntime(spec, "SRc", backend="eager", audit=("declared", "differential"))
     got = rt.run(traffic)
     diverged = [i for i, (a, b) in enumerate(zip(want, got.outputs)) if not (a.shape == b.shape and torch.equal(a, b))]
     return rt, (diverged[0] if diverged else None)
@@ -196,7 +197,7 @@ def test_differential_audit_agrees_with_the_right_declaration():
 def test_carries_keep_their_address_across_turns():
     model = StreamingConformer()
     step, _ = conformer_steps(model)
-    rt = StreamingRuntime(conformer_declaration(), step, replay=True, backend="eager", modules=[model])
+    rt = StreamingRuntime(KitModel(conformer_declaration(), step, modules=[model]), "SRc", backend="eager")
     ptrs = rt.pointers()
     run = rt.run(conformer_traffic())
     assert rt.pointers() == ptrs and run.table["ptr_kv"].nunique() == 1
@@ -209,7 +210,7 @@ def test_a_step_that_disagrees_with_the_declaration_fails_loudly():
     step, _ = conformer_steps(model)
     s = ConformerSizes()
     bad = conformer_declaration(dataclasses.replace(s, chunk=12, lookahead=8))  # the model commits 16 per call, not 12
-    rt = StreamingRuntime(bad, step, audit="declared", backend="eager")
+    rt = StreamingRuntime(KitModel(bad, step), backend="eager", audit="declared")
     rt.reset()
     with pytest.raises(ValueError, match="region 'kv'"):
         rt(torch.randn(1, s.chunk + s.lookahead, s.dim))
@@ -219,9 +220,13 @@ def test_kit_refuses_what_it_cannot_run():
     model = StreamingConformer()
     step, _ = conformer_steps(model)
     with pytest.raises(ValueError, match="stock="):
-        StreamingRuntime(conformer_declaration(), step, audit="differential")
+        StreamingRuntime(KitModel(conformer_declaration(), step), audit="differential")
     with pytest.raises(ValueError, match="form"):
-        StreamingRuntime(conformer_declaration(), step, form="other")
+        StreamingRuntime(KitModel(conformer_declaration(), step, form="other"))
+    with pytest.raises(ValueError, match=r"takes the model's spec, KitModel\(decl, step, ...\), got a Declaration"):
+        StreamingRuntime(conformer_declaration(), step)
+    with pytest.raises(ValueError, match=r"unknown arm 'SRC'; arms: \['B0', 'S', 'R', 'Rc', 'SR', 'SRc'\]"):
+        StreamingRuntime(KitModel(conformer_declaration(), step), "SRC")
 
 
 def test_the_teaching_model_on_the_kit_equals_its_stock_loop():
@@ -255,7 +260,7 @@ def test_the_step_may_append_in_place_where_its_carry_has_room():
         caches.append("conv", x.transpose(1, 2))
         return x, {}
 
-    bad = StreamingRuntime(conformer_declaration(), step)
+    bad = StreamingRuntime(KitModel(conformer_declaration(), step))
     bad.reset()
     with pytest.raises(ValueError, match=r"region 'conv' holds 14 frames in a carry of 14: no room for 20 more"):
         bad(conformer_traffic().turns[0][0])
@@ -267,6 +272,7 @@ def test_conformer_is_certified_with_cuda_graphs():
     model = StreamingConformer().cuda()
     step, stock = conformer_steps(model)
     traffic = Traffic([[x.cuda() for x in turn] for turn in conformer_traffic().turns])
-    cert = certify(conformer_declaration(), step, stock, traffic, modules=[model], backend="cuda", device="cuda")
+    cert = certify(KitModel(conformer_declaration(), step, stock, traffic, modules=[model], device="cuda"),
+                   backend="cuda")
     assert cert.ok, cert.table
     assert cert.runtime.engine.backend == "cuda" and int(cert.runtime.engine.counters()["captures"].sum()) > 0

@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, certify, run_stock
+from cadencelab.adapters.kit import KitModel, StreamingRuntime, Traffic, certify, run_stock
 from cadencelab.contract import Fixed
 from cadencelab.adapters.freeze_style import freeze_style_declaration
 from cadencelab.adapters.token2wav.clocks import token2wav_declaration
@@ -22,11 +22,11 @@ S = ConformerSizes()
 CALL = S.chunk + S.lookahead
 
 
-def _runtime(decl=None, **kw):
+def _runtime(decl=None, arm="S", audit=(), **spec):
     model = StreamingConformer()
     step, stock = conformer_steps(model)
-    kw.setdefault("backend", "eager")
-    return StreamingRuntime(decl or conformer_declaration(), step, stock=stock, modules=[model], **kw), model
+    spec = KitModel(decl or conformer_declaration(), step, stock, modules=[model], **spec)
+    return StreamingRuntime(spec, arm, backend="eager", audit=audit), model
 
 
 def _x(n, seed=0):
@@ -39,10 +39,10 @@ def _replace_region(decl, name, **changes):
 
 
 def test_a_refused_call_leaves_no_trace():
-    alone, _ = _runtime(replay=True, audit=("declared", "differential"))
+    alone, _ = _runtime(arm="SRc", audit=("declared", "differential"))
     alone.reset()
     want = [alone(_x(CALL, i)) for i in range(3)]
-    rt, _ = _runtime(replay=True, audit=("declared", "differential"))
+    rt, _ = _runtime(arm="SRc", audit=("declared", "differential"))
     rt.reset()
     got = []
     for i in range(3):
@@ -74,7 +74,7 @@ def test_frames_counted_on_the_feature_dim_is_refused():
     model = StreamingConformer()
     step, stock = conformer_steps(model)
     with pytest.raises(ValueError, match="x dim 2 holds 8"):
-        certify(conformer_declaration(), step, stock, conformer_traffic(), frames=2, backend="eager")
+        certify(KitModel(conformer_declaration(), step, stock, conformer_traffic(), frames=2), backend="eager")
     with pytest.raises(ValueError, match="dim 3 is outside x's 3 dims"):
         _runtime(frames=3)[0].frames_of(_x(CALL), False)
 
@@ -133,7 +133,7 @@ def test_region_dims_declared_in_another_order_name_the_region_and_the_declarati
     model = StreamingConformer()
     step, stock = conformer_steps(model)
     with pytest.raises(RuntimeError, match=r"stock step of 'encode'.*'kv'"):
-        run_stock(swapped, stock, conformer_traffic())
+        run_stock(KitModel(swapped, stock=stock, traffic=conformer_traffic()))
 
 
 def test_a_step_returning_other_dims_names_the_region_and_the_declaration():
@@ -144,7 +144,7 @@ def test_a_step_returning_other_dims_names_the_region_and_the_declaration():
         out, new = step(x, caches, last)
         return out, dict(new, conv=new["conv"].transpose(1, 2))
 
-    rt = StreamingRuntime(conformer_declaration(), transposed, backend="eager")
+    rt = StreamingRuntime(KitModel(conformer_declaration(), transposed), backend="eager")
     rt.reset()
     before = rt.carries["conv"].buffer.clone()
     with pytest.raises(ValueError, match=r"region 'conv' has shape \(1, 16, 8\); the streaming-conformer declaration's "
@@ -185,8 +185,8 @@ def test_the_differential_audit_ignores_what_a_final_call_leaves_behind():
         out, new = stock(x, caches, last)
         return out, ({} if last else new)
 
-    cert = certify(conformer_declaration(), step, stock_dropping_caches_at_the_end, conformer_traffic(),
-                   modules=[model], backend="eager")
+    cert = certify(KitModel(conformer_declaration(), step, stock_dropping_caches_at_the_end, conformer_traffic(),
+                            modules=[model]), backend="eager")
     assert cert.ok, cert.table
     rt = cert.runtime
     with pytest.raises(ValueError, match=r"turn ended .*reset\(\)"):
@@ -197,8 +197,9 @@ def test_certification_keeps_the_outputs():
     model = StreamingConformer()
     step, stock = conformer_steps(model)
     traffic = conformer_traffic()
-    cert = certify(conformer_declaration(), step, stock, traffic, modules=[model], backend="eager")
-    want, _ = run_stock(conformer_declaration(), stock, traffic)
+    spec = KitModel(conformer_declaration(), step, stock, traffic, modules=[model])
+    cert = certify(spec, backend="eager")
+    want, _ = run_stock(spec)
     assert len(cert.outputs) == len(cert.stock_outputs) == traffic.calls
     assert all(torch.equal(a, b) for a, b in zip(cert.outputs, want))
     assert all(torch.equal(a, b) for a, b in zip(cert.stock_outputs, want))
@@ -217,12 +218,13 @@ def test_certify_runs_the_preflight_and_fails_on_a_hazard(hazard):
         return step(x, caches, last)
 
     bad = {"item": item_step, "assert": assert_step}[hazard]
-    cert = certify(conformer_declaration(), bad, stock, conformer_traffic(), modules=[model], backend="eager")
+    cert = certify(KitModel(conformer_declaration(), bad, stock, conformer_traffic(), modules=[model]), backend="eager")
     assert not cert.ok
     row = cert.table.set_index("clause").loc["preflight: no capture hazard in the step"]
     assert not row["passed"] and "host_sync" in row["detail"] and "test_kit_edges.py" in row["detail"]
     assert cert.preflight is not None and (cert.preflight.hazards()["kind"] == "host_sync").any()
-    good = certify(conformer_declaration(), step, stock, conformer_traffic(), modules=[model], backend="eager")
+    good = certify(KitModel(conformer_declaration(), step, stock, conformer_traffic(), modules=[model]),
+                   backend="eager")
     assert good.table.set_index("clause").loc["preflight: no capture hazard in the step", "passed"]
 
 
@@ -240,11 +242,12 @@ def test_the_step_gets_the_committed_frame_count_from_the_kit():
         return stock(x, caches, last)
 
     traffic = conformer_traffic()
-    rt = StreamingRuntime(conformer_declaration(), counted, stock=counted_stock, audit="differential", backend="eager")
+    spec = KitModel(conformer_declaration(), counted, counted_stock, traffic)
+    rt = StreamingRuntime(spec, backend="eager", audit="differential")
     rt.run(traffic)
     want = [S.chunk] * 6 + [12] + [S.chunk] * 5 + [CALL - 1] + [S.chunk] * 2 + [S.lookahead]
     assert seen == want and seen_stock == [f for f, (_, _, _, last) in zip(want, traffic.calls_of()) if not last]
-    _, observed = run_stock(conformer_declaration(), counted_stock, traffic)
+    _, observed = run_stock(spec)
     assert [lab[-1] for lab in observed["label"]] == want
 
 
@@ -332,7 +335,7 @@ def test_the_runtime_builds_one_classifier_and_labels_each_call_once(monkeypatch
     init, call = bind_module.Classifier.__init__, bind_module.Classifier.__call__
     monkeypatch.setattr(bind_module.Classifier, "__init__", lambda self, *a, **k: (built.append(1), init(self, *a, **k))[1])
     monkeypatch.setattr(bind_module.Classifier, "__call__", lambda self, *a, **k: (labelled.append(1), call(self, *a, **k))[1])
-    rt, _ = _runtime(replay=True)
+    rt, _ = _runtime(arm="SRc")
     traffic = conformer_traffic()
     rt.run(traffic)
     assert len(built) == 1 and len(labelled) == traffic.calls
@@ -344,14 +347,15 @@ def test_a_clean_step_has_no_hazard_on_cuda():
     """No false host_sync (e.g. sited in warnings.py) for a step that does not sync."""
     model = StreamingConformer().cuda()
     step, stock = conformer_steps(model)
-    rt = StreamingRuntime(conformer_declaration(), step, device="cuda")
+    rt = StreamingRuntime(KitModel(conformer_declaration(), step, device="cuda"))
     caches = rt.reset()
     x = _x(CALL).cuda()
     pf = preflight(step, x, caches, False, device="cuda", modules=[model])
     assert pf.hazards().empty, pf
     assert not pf["where"].str.contains("warnings").any()
     traffic = Traffic([[t.cuda() for t in turn] for turn in conformer_traffic().turns])
-    cert = certify(conformer_declaration(), step, stock, traffic, modules=[model], backend="cuda", device="cuda")
+    cert = certify(KitModel(conformer_declaration(), step, stock, traffic, modules=[model], device="cuda"),
+                   backend="cuda")
     assert cert.table.set_index("clause").loc["preflight: no capture hazard in the step", "passed"], cert.table
 
 

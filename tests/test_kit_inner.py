@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cadencelab.adapters.kit import Committed, Inner, StreamingRuntime
+from cadencelab.adapters.kit import Committed, Inner, KitModel, StreamingRuntime
 from cadencelab.adapters.token2wav import TEACHING, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 from cadencelab.adapters.token2wav.steps import declaration
@@ -83,14 +83,13 @@ def test_per_operator_engine_options_and_modules():
     assert not r.engines["estimator_step"].clone_outputs and r.engines["estimator_step"].modules == [r.dit()]
 
 
-def _kit(flow, hift, **kw):
-    """A Token2wav kit runtime built by hand (the flow step only), for the refusals."""
+def _kit(flow, hift, engine_options=None, **kw):
+    """A Token2wav kit runtime built by hand (the flow step only, arm R), for the refusals."""
     decl = declaration(TEACHING)
     step = {"flow_chunk": lambda x, caches, last: (x, {}), "vocoder_core": lambda x, caches, last: (x, {})}
     base = dict(form="stock", frames={"flow_chunk": At(0, dim=1, clock="tokens"), "vocoder_core": Committed(2)},
-                writes={"flow_chunk": (), "vocoder_core": ()}, replay=True, backend="eager", state_rule=False,
-                stock=step, init=lambda prompt: None)
-    return StreamingRuntime(decl, step, **{**base, **kw})
+                writes={"flow_chunk": (), "vocoder_core": ()}, stock=step, init=lambda prompt: None)
+    return StreamingRuntime(KitModel(decl, step, **{**base, **kw}), "R", backend="eager", engine_options=engine_options)
 
 
 @pytest.fixture(scope="module")
@@ -240,12 +239,12 @@ def test_inner_operators_on_a_model_they_were_not_written_for(state_rule):
     stream = make_stream(model.cfg)
     traffic = Traffic(stream.turns, [stream.prompt] * len(stream.turns))
     step, stock = kit_steps(model)
-    ref = StreamingRuntime(decl, step, stock=stock, state_rule=False, init=prime_init(model)).run(traffic).outputs
+    ref = StreamingRuntime(KitModel(decl, step, stock, init=prime_init(model)), "B0").run(traffic).outputs
     other = TinyStreamer()
     step, stock = kit_steps(other)
-    rt = StreamingRuntime(decl2, step, operator=OPERATOR, stock=stock, state_rule=state_rule, init=prime_init(other),
-                          replay=True, backend="eager", granularity="inner", modules=[other],
-                          inner={"attend": Inner(other, At("q", dim=1), {KV: At("kv", dim=2)}, method="attend")})
+    spec = KitModel(decl2, step, stock, operator=OPERATOR, init=prime_init(other), modules=[other], granularity="inner",
+                    inner={"attend": Inner(other, At("q", dim=1), {KV: At("kv", dim=2)}, method="attend")})
+    rt = StreamingRuntime(spec, "SR" if state_rule else "R", backend="eager")
     got = rt.run(traffic).outputs
     assert len(got) == len(ref) and all(torch.equal(a, b) for a, b in zip(got, ref))
     c = rt.engines["attend"].counters()

@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 import torch
 
-from cadencelab.adapters.kit import StreamingRuntime, Traffic, certify, run_stock
+from cadencelab.adapters.kit import ARMS, KitModel, StreamingRuntime, Traffic, certify, run_stock
 from kit_models import ConformerSizes, RingSizes, RingStreamer, StreamingConformer
 from test_kit import conformer_declaration, conformer_steps, conformer_traffic
 
@@ -47,7 +47,7 @@ def test_a_ring_model_is_certified():
     s, model = RingSizes(), RingStreamer()
     step, stock = ring_steps(model)
     traffic = ring_traffic()
-    cert = certify(ring_declaration(s), step, stock, traffic, modules=[model], backend="eager")
+    cert = certify(KitModel(ring_declaration(s), step, stock, traffic, modules=[model]), backend="eager")
     assert cert.ok, cert.table
     steady = cert.catalog[cert.catalog["kind"] == "steady"]
     assert steady["label"].tolist() == [(s.capacity, s.chunk)]  # one class: the ring's extent is its capacity
@@ -67,15 +67,15 @@ def test_the_ring_is_written_by_the_runtime_when_the_step_does_not():
         ring = caches["kv"]
         return model.attend(x, ring.buffer, ring.filled(0) | (torch.arange(s.capacity) == 0)), {"kv": model.key(x)}
 
-    rt = StreamingRuntime(ring_declaration(s), step, stock=stock, audit=("declared", "differential"), replay=True,
-                          backend="eager")
+    rt = StreamingRuntime(KitModel(ring_declaration(s), step, stock), "SRc", backend="eager",
+                          audit=("declared", "differential"))
     rt.run(ring_traffic())
     assert rt.declared.ok and rt.differential.ok and rt.differential.applications > 0
 
 
 def test_a_ring_needs_the_views_form():
     with pytest.raises(ValueError, match=r"ring regions \['kv'\] need form='views'"):
-        StreamingRuntime(ring_declaration(), lambda x, c, last: (x, {}), form="stock")
+        StreamingRuntime(KitModel(ring_declaration(), lambda x, c, last: (x, {}), form="stock"))
 
 
 # ---- two operators ------------------------------------------------------------------------------------
@@ -119,7 +119,8 @@ def test_two_operators_each_with_its_own_catalog_and_engine():
     models = [StreamingConformer(seed=0), StreamingConformer(seed=1)]
     steps, stocks, writes = two_way(models)
     traffic = two_way_traffic()
-    cert = certify(two_way_declaration(), steps, stocks, traffic, writes=writes, modules=models, backend="eager")
+    cert = certify(KitModel(two_way_declaration(), steps, stocks, traffic, writes=writes, modules=models),
+                   backend="eager")
     assert cert.ok, cert.table
     rt = cert.runtime
     assert set(rt.engines) == {"encode", "decode"} and rt.engines["encode"] is not rt.engines["decode"]
@@ -138,19 +139,16 @@ def test_several_operators_need_their_writes_and_steps_named():
     models = [StreamingConformer(seed=0), StreamingConformer(seed=1)]
     steps, stocks, writes = two_way(models)
     with pytest.raises(ValueError, match="say which regions each step returns"):
-        StreamingRuntime(two_way_declaration(), steps)
+        StreamingRuntime(KitModel(two_way_declaration(), steps))
     with pytest.raises(ValueError, match="give a dict operator -> step"):
-        StreamingRuntime(two_way_declaration(), steps["encode"])
+        StreamingRuntime(KitModel(two_way_declaration(), steps["encode"]))
     with pytest.raises(ValueError, match=r"\['nope'\] are not operators of the two-way declaration"):
-        StreamingRuntime(two_way_declaration(), {**steps, "nope": steps["encode"]}, writes=writes)
+        StreamingRuntime(KitModel(two_way_declaration(), {**steps, "nope": steps["encode"]}, writes=writes))
     with pytest.raises(ValueError, match="operator 'x' is not one this runtime runs"):
-        StreamingRuntime(two_way_declaration(), steps, writes=writes)(torch.zeros(1, 20, 8), operator="x")
+        StreamingRuntime(KitModel(two_way_declaration(), steps, writes=writes))(torch.zeros(1, 20, 8), operator="x")
 
 
 # ---- the arms -----------------------------------------------------------------------------------------
-ARMS = {"B0": dict(state_rule=False), "S": dict(), "R": dict(state_rule=False, replay=True, granularity="step"),
-        "Rc": dict(state_rule=False, replay=True), "SR": dict(replay=True, granularity="step"),
-        "SRc": dict(replay=True)}
 
 
 @pytest.mark.parametrize("arm", list(ARMS))
@@ -158,8 +156,9 @@ def test_every_arm_is_bit_exact_with_the_stock_step(arm):
     model = StreamingConformer()
     step, stock = conformer_steps(model)
     traffic = conformer_traffic()
-    want, _ = run_stock(conformer_declaration(), stock, traffic)
-    rt = StreamingRuntime(conformer_declaration(), step, stock=stock, backend="eager", modules=[model], **ARMS[arm])
+    spec = KitModel(conformer_declaration(), step, stock, traffic, modules=[model])
+    want, _ = run_stock(spec)
+    rt = StreamingRuntime(spec, arm, backend="eager")
     got = rt.run(traffic)
     assert all(torch.equal(a, b) for a, b in zip(want, got.outputs)) and len(got.outputs) == len(want)
     assert (rt.engine is not None) == ("R" in arm)
@@ -172,9 +171,9 @@ def test_audits_need_the_state_rule():
     model = StreamingConformer()
     step, stock = conformer_steps(model)
     with pytest.raises(ValueError, match="turn the state rule on"):
-        StreamingRuntime(conformer_declaration(), step, stock=stock, state_rule=False, audit="declared")
+        StreamingRuntime(KitModel(conformer_declaration(), step, stock), "B0", audit="declared")
     with pytest.raises(ValueError, match="pass stock="):
-        StreamingRuntime(conformer_declaration(), step, state_rule=False)
+        StreamingRuntime(KitModel(conformer_declaration(), step), "B0")
 
 
 @pytest.mark.cuda
@@ -184,7 +183,7 @@ def test_a_ring_model_is_certified_with_cuda_graphs():
     model = RingStreamer().cuda()
     step, stock = ring_steps(model)
     traffic = Traffic([[x.cuda() for x in turn] for turn in ring_traffic().turns])
-    cert = certify(ring_declaration(), step, stock, traffic, modules=[model], backend="cuda", device="cuda")
+    cert = certify(KitModel(ring_declaration(), step, stock, traffic, modules=[model], device="cuda"), backend="cuda")
     assert cert.ok, cert.table
     engine = cert.runtime.engine
     assert engine.backend == "cuda" and int(engine.counters()["captures"].sum()) == 2  # steady and final calls
@@ -197,8 +196,8 @@ def test_every_arm_is_bit_exact_on_cuda(arm):
     model = StreamingConformer().cuda()
     step, stock = conformer_steps(model)
     traffic = Traffic([[x.cuda() for x in turn] for turn in conformer_traffic().turns])
-    want, _ = run_stock(conformer_declaration(), stock, traffic, device="cuda")
-    rt = StreamingRuntime(conformer_declaration(), step, stock=stock, backend="cuda", modules=[model], device="cuda",
-                          **ARMS[arm])
+    spec = KitModel(conformer_declaration(), step, stock, traffic, modules=[model], device="cuda")
+    want, _ = run_stock(spec)
+    rt = StreamingRuntime(spec, arm, backend="cuda")
     got = rt.run(traffic)
     assert all(torch.equal(a, b) for a, b in zip(want, got.outputs)) and len(got.outputs) == len(want)

@@ -14,7 +14,7 @@ import torch
 from kit_models import ConformerSizes, StreamingConformer
 from test_kit import conformer_declaration, conformer_traffic
 
-from cadencelab.adapters.kit import certify
+from cadencelab.adapters.kit import KitModel, certify
 from cadencelab.contract import (
     DeclarationError,
     Fixed,
@@ -89,7 +89,8 @@ def test_a_new_policy_is_one_class_and_is_certified():
     assert trajectory(decl, "kv")["cached"].tolist()[:4] == [0, 16, HEAD, HEAD]  # derived from the class alone
     assert region_table(decl).set_index("region").loc["kv", "A_attended"] == HEAD + s.chunk + s.lookahead
     assert catalog_counts(decl, "encode")["steady"] == 3
-    cert = certify(decl, head_step(model), head_stock(model), conformer_traffic(), modules=[model], backend="eager")
+    cert = certify(KitModel(decl, head_step(model), head_stock(model), conformer_traffic(), modules=[model]),
+                   backend="eager")
     assert cert.ok, cert.table
     steady = cert.catalog[cert.catalog["kind"] == "steady"]
     assert sorted(steady["label"]) == [(0, 16), (16, 16), (HEAD, 16)] and (steady["observed"] > 0).all()
@@ -112,8 +113,8 @@ def test_the_kit_catches_a_stock_step_that_keeps_something_else():
         return out, {"kv": window.apply(torch.cat([kv_cache, kv_new], dim=2), 2),
                      "conv": conv[:, :, conv.shape[2] - (model.s.kernel - 1):]}
 
-    cert = certify(conformer_declaration(kv_policy=Head(HEAD)), head_step(model), newest, conformer_traffic(),
-                   modules=[model], backend="eager")
+    cert = certify(KitModel(conformer_declaration(kv_policy=Head(HEAD)), head_step(model), newest,
+                            conformer_traffic(), modules=[model]), backend="eager")
     assert not cert.ok
     failed = set(cert.table.loc[~cert.table["passed"], "clause"])
     assert "differential audit agrees on every retention" in failed

@@ -8,7 +8,7 @@ import torch
 
 from cadencelab.adapters import freeze_style as fs
 from cadencelab.adapters import teaching
-from cadencelab.adapters.kit import Session, StreamingRuntime, run_turns
+from cadencelab.adapters.kit import KitModel, Session, StreamingRuntime, run_turns
 from cadencelab.adapters.token2wav import TEACHING, StockToken2wav, build_token2wav, make_prompt
 from cadencelab.adapters.token2wav.runtime import Token2wavRuntime, runtime_envelope
 
@@ -72,9 +72,10 @@ def test_the_kit_runtime_start_is_its_reset():
 
     model = StreamingConformer()
     step, stock = conformer_steps(model)
-    rt = StreamingRuntime(conformer_declaration(), step, stock=stock, replay=True, backend="eager")
+    spec = KitModel(conformer_declaration(), step, stock)
+    rt = StreamingRuntime(spec, "SRc", backend="eager")
     traffic = conformer_traffic()
     got = run_turns(rt, traffic.turns)
-    want = StreamingRuntime(conformer_declaration(), step, stock=stock, replay=True, backend="eager").run(traffic)
+    want = StreamingRuntime(spec, "SRc", backend="eager").run(traffic)
     assert all(torch.equal(a, b) for a, b in zip(got, want.outputs))
     assert set(rt.counters()["engine"]) == {"encode"}

@@ -21,8 +21,7 @@ def model():
 @pytest.fixture(scope="module")
 def stock(model):
     """The kit model's stock step over its traffic: outputs, and the label of every call."""
-    return run_stock(model.decl, model.stock, model.traffic, frames=model.frames, operator=model.operator,
-                     init=model.init)
+    return run_stock(model)
 
 
 def small_on(device="cpu", arm=None):

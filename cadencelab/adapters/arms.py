@@ -38,7 +38,7 @@ class Arm:
         return {"call": "chunk", "step": "step", "inner": "step"}.get(self.replay)
 
     def switches(self) -> dict:
-        """The kit runtime's keyword arguments for this arm (``state_rule``, ``replay``, ``granularity``)."""
+        """This arm as the kit's switches (``state_rule``, ``replay``, ``granularity``): the factorial's columns."""
         kw = dict(state_rule=self.state_rule, replay=self.replay is not None)
         return dict(kw, granularity=self.replay) if self.replay else kw
 

@@ -309,8 +309,8 @@ class CarryStream:
         self.model, self.cfg = model, model.cfg
         self.decl = kit_declaration(self.cfg)
         step, stock = kit_steps(model)
-        self.kit = StreamingRuntime(self.decl, step, stock=stock, form="stock", replay=replay, backend=backend,
-                                    modules=[model], device=model.embed.weight.device)
+        spec = KitModel(self.decl, step, stock, form="stock", modules=[model], device=model.embed.weight.device)
+        self.kit = StreamingRuntime(spec, "SRc" if replay else "S", backend=backend)
         self.reset()
 
     @property

@@ -81,7 +81,7 @@ import torch
 from ..contract import Admission, Clock, Declaration, Fixed, Operator, Region, Ring
 from ..replay import At
 from ..replay.determinism import pin_determinism
-from .kit import StreamingRuntime
+from .kit import KitModel, StreamingRuntime
 from .kit.session import engine_counters
 
 __all__ = [
@@ -359,11 +359,10 @@ def kit_runtime(mimi, refs: list[StateRef], pins: list[Pin] = (), *, backend: st
             p.restore()
 
     writes = {op: decl.operator(op).reads for op in (ENCODE, DECODE)}
-    return StreamingRuntime(decl, {ENCODE: pinned(mimi.encode), DECODE: pinned(mimi.decode)}, form="inplace",
-                            frames={ENCODE: At(0, dim=-1, clock="samples"), DECODE: -1}, writes=writes, adopt=adopt,
-                            held=held, init=reset, replay=True, backend=backend, modules=[mimi],
-                            engine_options=dict(max_invalidations=max_invalidations),
-                            device=next(mimi.parameters()).device)
+    spec = KitModel(decl, {ENCODE: pinned(mimi.encode), DECODE: pinned(mimi.decode)}, form="inplace",
+                    frames={ENCODE: At(0, dim=-1, clock="samples"), DECODE: -1}, writes=writes, adopt=adopt,
+                    held=held, init=reset, modules=[mimi], device=next(mimi.parameters()).device)
+    return StreamingRuntime(spec, "SRc", backend=backend, engine_options=dict(max_invalidations=max_invalidations))
 
 
 class MimiStream:

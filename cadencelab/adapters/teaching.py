@@ -44,7 +44,8 @@ import torch
 from ..contract import Admission, Clock, Declaration, Fixed, Operator, PromptRetained, Region, admitted_labels, derive
 from ..replay import ExactShapeReplay
 from ..state import Carry, ShadowAuditor
-from .kit import StreamingRuntime
+from .arms import arm_for
+from .kit import KitModel, StreamingRuntime
 
 __all__ = [
     "TeachingConfig", "declaration", "TinyStreamer", "TeachingStream", "make_stream", "kit_steps", "prime_init",
@@ -307,9 +308,10 @@ class TeachingRuntime:
         self.decl = decl if decl is not None else declaration(self.cfg)
         self.state_rule, self.auditor = state_rule, auditor
         step, stock = kit_steps(model)
-        self.kit = StreamingRuntime(self.decl, step, stock=stock, init=prime_init(model), state_rule=state_rule,
-                                    replay=replay, backend=backend, audit=auditor if auditor is not None else (),
-                                    audit_regions=(KV,), modules=[model], device=self.device)
+        spec = KitModel(self.decl, step, stock, init=prime_init(model), modules=[model], device=self.device,
+                        audit_regions=(KV,))
+        self.kit = StreamingRuntime(spec, arm_for(state_rule, replay), backend=backend,
+                                    audit=auditor if auditor is not None else ())
         if layout is not None:
             self.kv.policy = dataclasses.replace(self.decl.region(KV).policy, layout=layout)
 

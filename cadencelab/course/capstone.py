@@ -128,19 +128,19 @@ def _hint(failed: list) -> str:
 def certificate(answer, backend: str = "eager", device: str = "cpu", s=None, model: str = DEFAULT_MODEL):
     """The kit's certificate of an adapter ``(declare, make_step)`` of ``model`` on the shown traffic (what a
     notebook displays: catalog, audits, exactness, addresses, replay, and the preflight in ``.preflight``)."""
-    from ..adapters.kit import certify
+    from ..adapters.kit import KitModel, certify
 
     spec = capstone_model(model)
     s = spec.shown if s is None else s
     declare, make_step = answer
     m = spec.build(s, device)
-    return certify(declare(s), make_step(m), spec.stock(m), _traffic(spec, s, spec.shown_turns, 1, device),
-                   frames=FRAMES, modules=[m], backend=backend, device=device)
+    return certify(KitModel(declare(s), make_step(m), spec.stock(m), _traffic(spec, s, spec.shown_turns, 1, device),
+                            frames=FRAMES, modules=[m], device=device), backend=backend)
 
 
 def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, which: str, backend: str,
              device: str, time_limit_s: float | None = None) -> dict:
-    from ..adapters.kit import certify
+    from ..adapters.kit import KitModel, certify
 
     lengths, _ = spec.hidden_turns[which]
     seed = secrets.randbelow(2**31)  # the values drawn when the grader runs: never the same traffic twice
@@ -166,8 +166,8 @@ def _certify(spec: CapstoneModel, declare: Callable, make_step: Callable, s, whi
     field = diff["field"].iloc[0] if len(diff) else ""
     try:
         with user_code("your step (certified on the hidden traffic)", time_limit_s):
-            cert = certify(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
-                           modules=[m], backend=backend, device=device)
+            cert = certify(KitModel(decl, step, spec.stock(m), _traffic(spec, s, lengths, seed, device), frames=FRAMES,
+                                    modules=[m], device=device), backend=backend)
     except (DeclarationError, Exception) as e:  # a runtime that refuses the declaration fails closed
         own = next((c for c in (e, e.__cause__) if isinstance(c, (UserExit, UserCodeTimeout))), None)
         said = f" ({type(own).__name__}: {own})" if own is not None else \

@@ -118,10 +118,9 @@ def _adapter(device, sizes, answers):
     model = se.SampleEncoder(s).to(device)
     step, stock, frames = se.steps(model)
     traffic = se.traffic(s, declaration(s), device=device)
-    certify(declaration(s), step, stock, traffic, frames=frames, modules=[model], backend=backend,
-            device=device)
-    factorial(KitModel(declaration(s), step, stock, traffic, frames=frames, modules=(model,),
-                       device=device), blocks=3, backend=backend)
+    spec = KitModel(declaration(s), step, stock, traffic, frames=frames, modules=(model,), device=device)
+    certify(spec, backend=backend)
+    factorial(spec, blocks=3, backend=backend)
 
 
 def _capture_task(device, sizes, answers):

@@ -3,12 +3,13 @@
 A model whose streaming code keeps its state inside its own modules (Moshi's Mimi: ring K|V caches, conv
 contexts, flags and counters, all written in place) is not handed its caches per call. The kit then:
 
-* **adopts** the tensors of the declared regions as its carries (``adopt={region: tensor}``; a ring region
-  also names the model's own write position, ``(tensor, end)``): the carry *is* the model's storage, so the
-  model's in-place writes are the carry's writes, checked against the declared shape, dtype and device;
-* **guards** the state the declaration does not name (``held={name: tensor or getter}``): counters, flags,
-  other conv contexts. The engines check their addresses on every call, as write-through buffers; a getter
-  is read anew each call, so a field the model rebinds is seen moving.
+* **adopts** the tensors of the declared regions as its carries (the spec's ``adopt={region: tensor}``, in the
+  arms with the state rule; a ring region also names the model's own write position, ``(tensor, end)``): the
+  carry *is* the model's storage, so the model's in-place writes are the carry's writes, checked against the
+  declared shape, dtype and device;
+* **guards** the state the declaration does not name (the spec's ``held={name: tensor or getter}``): counters,
+  flags, other conv contexts. Every engine checks their addresses on every call, as write-through buffers; a
+  getter is read anew each call, so a field the model rebinds is seen moving.
 """
 
 from __future__ import annotations
@@ -43,14 +44,12 @@ def _what(t) -> str:
         f"a value of type {type(t).__name__}"
 
 
-def adoptions(adopt: Mapping | None, names: list, rings: set, state_rule: bool) -> dict:
+def adoptions(adopt: Mapping | None, names: list, rings: set) -> dict:
     """``adopt`` as region -> (tensor, end or None), its regions checked (the tensors are checked when carried)."""
     if adopt is None:
         return {}
     if not isinstance(adopt, Mapping):
         raise ValueError(f"adopt must be a dict region -> tensor, got {type(adopt).__name__}")
-    if adopt and not state_rule:
-        raise ValueError("adopt: the adopted tensors are carries; turn the state rule on (state_rule=True)")
     out = {}
     for n, v in adopt.items():
         if n not in names:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import inspect
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import pandas as pd
 import torch
 
-from ...contract import Declaration, class_labels
+from ...contract import class_labels
 from ...replay import Preflight
 from ...state.equal import bitwise_equal, nan_detail
-from .runtime import AUDITS, StreamingRuntime
+from .runtime import StreamingRuntime
 from .steps import call_step, merged
 from .traffic import Traffic
 
@@ -51,15 +51,13 @@ class ModelStart(dict):
         raise KeyError(key)
 
 
-def run_stock(decl: Declaration, stock, traffic: Traffic, *, frames=1, operator: str | None = None,
-              init: Callable | None = None, device="cpu") -> tuple[list, pd.DataFrame]:
-    """The model's own stock step (one callable, or a dict operator -> stock step) over ``traffic`` on plain
-    tensors (the B0 arm of :class:`StreamingRuntime`): outputs, and per call the label
-    (:func:`~cadencelab.contract.class_label`) of the shapes it was observed to see."""
+def run_stock(spec) -> tuple[list, pd.DataFrame]:
+    """The spec's stock step over its traffic on plain tensors (the B0 arm of :class:`StreamingRuntime`): outputs,
+    and per call the label (:func:`~cadencelab.contract.class_label`) of the shapes it was observed to see."""
+    traffic = spec.traffic
     if not isinstance(traffic, Traffic):
         raise ValueError(f"run_stock: traffic must be a Traffic, got {type(traffic).__name__}")
-    rt = StreamingRuntime(decl, stock, stock=stock, state_rule=False, frames=frames, operator=operator, init=init,
-                          device=device)
+    rt = _stock_runtime(spec)
     outs, rows = [], []
     with torch.inference_mode():
         for t, i, op, x, last in traffic.items_of():
@@ -73,16 +71,20 @@ def run_stock(decl: Declaration, stock, traffic: Traffic, *, frames=1, operator:
     return outs, pd.DataFrame(rows, columns=["operator", "turn", "call", "kind", "label", "frames"])
 
 
-def model_reference(decl: Declaration, stock, traffic: Traffic, reference=None, *, frames=1,
-                    operator: str | None = None, init: Callable | None = None, device="cpu",
-                    committed: Sequence[int] | None = None) -> tuple[list, str]:
+def _stock_runtime(spec) -> StreamingRuntime:
+    """The B0 arm of ``spec``, each stock step given every region (as the model's own loop holds them)."""
+    return StreamingRuntime(replace(spec, writes=None), "B0")
+
+
+def model_reference(spec, *, committed: Sequence[int] | None = None) -> tuple[list, str]:
     """What a certificate is checked against: ``(outputs per call, which reference)``; never the declaration.
 
-    ``reference``: a callable ``reference(traffic) -> [tensor per call]`` (the model's own streaming loop), or
-    the recorded outputs themselves (one tensor per call); None runs the stock step from the model's own start:
+    ``spec.reference``: a callable ``reference(traffic) -> [tensor per call]`` (the model's own streaming loop),
+    or the recorded outputs themselves (one tensor per call); None runs the stock step from the model's own start:
     each turn's caches hold only what ``init(prompt)`` gives (a :class:`ModelStart`), and what the step returns
     is its state from then on. ``committed``: each call's committed frames, for a stock step taking ``frames``
     (:func:`run_stock`'s ``frames`` column; computed when not given)."""
+    reference, traffic = spec.reference, spec.traffic
     if reference is not None and not callable(reference):
         if isinstance(reference, torch.Tensor) or not isinstance(reference, (list, tuple)):
             raise ValueError(f"reference must be the model's own loop (a callable traffic -> outputs) or its recorded "
@@ -97,9 +99,8 @@ def model_reference(decl: Declaration, stock, traffic: Traffic, reference=None, 
         outs = list(outs)
     else:
         if committed is None:
-            committed = run_stock(decl, stock, traffic, frames=frames, operator=operator, init=init,
-                                  device=device)[1]["frames"].tolist()
-        outs, kind = _stock_from_model_start(decl, stock, traffic, frames, operator, init, device, committed), "stock"
+            committed = run_stock(spec)[1]["frames"].tolist()
+        outs, kind = _stock_from_model_start(spec, committed), "stock"
     bad = [i for i, o in enumerate(outs) if not isinstance(o, torch.Tensor)]
     if bad:
         raise ValueError(f"the reference ({REFERENCES[kind]}) gave a {type(outs[bad[0]]).__name__} for call "
@@ -107,10 +108,10 @@ def model_reference(decl: Declaration, stock, traffic: Traffic, reference=None, 
     return outs, kind
 
 
-def _stock_from_model_start(decl, stock, traffic, frames, operator, init, device, committed) -> list:
-    """The stock step over ``traffic``, each turn from the model's own start (see :class:`ModelStart`)."""
-    rt = StreamingRuntime(decl, stock, stock=stock, state_rule=False, frames=frames, operator=operator, init=init,
-                          device=device)  # for each operator's stock step and the regions it touches; never run
+def _stock_from_model_start(spec, committed) -> list:
+    """The stock step over the traffic, each turn from the model's own start (see :class:`ModelStart`)."""
+    rt = _stock_runtime(spec)  # for each operator's stock step and the regions it touches; never run
+    init, device, traffic = spec.init, rt.device, spec.traffic
     regions, outs, caches = set(rt.names), [], {}
     with torch.inference_mode():
         for k, (t, i, op, x, last) in enumerate(traffic.items_of()):
@@ -155,41 +156,32 @@ class Certification:
                 + self.table.to_string(index=False))
 
 
-def certify(decl: Declaration, step, stock, traffic: Traffic, *, frames=1, form: str = "views",
-            operator: str | None = None, writes=None, init: Callable | None = None, backend: str = "auto", modules=(),
-            device="cpu", adopt=None, held=None, engine_options=None, audits=AUDITS,
-            reference=None) -> Certification:
-    """Run ``traffic`` through the model's own ``stock`` step and through the runtime (replay, its audits).
+def certify(spec, *, backend: str = "auto") -> Certification:
+    """Run the spec's traffic through the model's own stock step and through the runtime (SRc, its audits).
 
-    ``step``/``stock``: one callable, or a dict operator -> step for a model of several operators (then
-    ``writes`` too, see :class:`StreamingRuntime`). Clauses: the preflight finds no capture hazard in any
+    ``spec``: a :class:`~.spec.KitModel` with a traffic. Clauses: the preflight finds no capture hazard in any
     step (:func:`~cadencelab.replay.preflight`, on every backend); per operator, the steady labels the stock
     model was observed to see equal the derived steady catalog and its flush labels are among the derived
-    flush classes; the ``audits`` (default both) agree on every retention; every call is bit-identical
-    to the model's reference; the carries never move; some call replayed. ``adopt``, ``held``,
-    ``engine_options``: as for :class:`StreamingRuntime`.
+    flush classes; the ``spec.audits`` (default both) agree on every retention; every call is bit-identical
+    to the model's reference; the carries never move; some call replayed.
 
     The reference is the model's, never one built from this declaration (:func:`model_reference`):
-    ``reference=`` the model's own loop or its recorded outputs, else the stock step from the model's own
+    ``spec.reference`` the model's own loop or its recorded outputs, else the stock step from the model's own
     start. The stock step run from the *declared* state (what the catalog clauses observe) is compared with
     it too: a declared base, initial extent, retention or lookahead the model does not have fails there.
     """
-    declared_out, observed = run_stock(decl, stock, traffic, frames=frames, operator=operator, init=init,
-                                       device=device)
-    ref_error = None
+    declared_out, observed = run_stock(spec)
+    decl, traffic, ref_error = spec.decl, spec.traffic, None
     try:
-        want, kind = model_reference(decl, stock, traffic, reference, frames=frames, operator=operator, init=init,
-                                     device=device, committed=observed["frames"].tolist())
+        want, kind = model_reference(spec, committed=observed["frames"].tolist())
     except NotStarted as e:
         want, kind, ref_error = [], "stock", str(e)
-    kw = dict(frames=frames, form=form, operator=operator, writes=writes, init=init, device=device, adopt=adopt,
-              held=held, engine_options=engine_options)
-    probe = StreamingRuntime(decl, step, **kw)  # a throwaway runtime: the preflight's calls are real
-    pfs = [probe.preflight(traffic, modules=modules, operator=n) for n in probe.ops]
+    probe = StreamingRuntime(spec, "S")  # a throwaway runtime: the preflight's calls are real
+    pfs = [probe.preflight(traffic, operator=n) for n in probe.ops]
     pf = pfs[0] if len(pfs) == 1 else Preflight(pd.concat(pfs, ignore_index=True))
     if len(pfs) > 1:
         pf.attrs.update(pfs[0].attrs, fn=", ".join(p.attrs.get("fn", "") for p in pfs))
-    rt = StreamingRuntime(decl, step, stock=stock, replay=True, backend=backend, audit=audits, modules=modules, **kw)
+    rt = StreamingRuntime(spec, "SRc", backend=backend, audit=spec.audits)
     got = rt.run(traffic)
     rows = []
 

@@ -1,6 +1,6 @@
 """The paper's factorial on any declared model: arms B0, S, R, Rc, SR, SRc of one :class:`KitModel`.
 
-A :class:`KitModel` bundles what a user wrote (declaration, step, the model's own stock step, a traffic
+A :class:`~.spec.KitModel` is what a user wrote (declaration, step, the model's own stock step, a traffic
 and how the runtime calls the step); :func:`factorial` certifies it once (the catalog and the certificate),
 then runs every arm over the traffic in blocks, the arm order rotated each block, and returns one row per
 arm: latency per call, the state held between calls, peak device memory, bit-exactness against the stock
@@ -15,90 +15,24 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ...contract import Declaration
 from ...state.equal import bitwise_equal
 from ..arms import CELLS
-from .certify import Certification, certify, model_reference
-from .runtime import AUDITS, StreamingRuntime
+from .certify import certify
+from .runtime import StreamingRuntime
+from .spec import KitModel
 from .traffic import Traffic
 
-__all__ = ["ARMS", "KitModel", "Spec", "run_block", "factorial", "arm_row_columns"]
+__all__ = ["ARMS", "run_block", "factorial", "arm_row_columns"]
 
 #: the factorial's arms as the runtime's switches, from the one arm table (R and Rc coincide with the state rule
 #: off: the stock step is the whole call; they run and are measured separately)
 ARMS: dict[str, dict] = {name: a.switches() for name, a in CELLS.items()}
-
-
-@dataclass
-class KitModel:
-    """A declared model as the kit runs it: what the user wrote, in one object.
-
-    decl, step, stock, traffic: the declaration, the step (views, stock or inplace ``form``), the model's own
-    stock step and what to stream; frames, operator, writes, init, modules, adopt, held, engine_options: as
-    for :class:`StreamingRuntime` (``adopt`` and ``held`` in the arms with the state rule: the others run
-    the stock step on plain tensors). ``audits``: what :meth:`certify` runs (default both; a model whose
-    stock step writes buffers the carries adopt cannot run the differential audit in shadow).
-    """
-
-    decl: Declaration
-    step: Callable | dict
-    stock: Callable | dict
-    traffic: Traffic
-    frames: object = 1
-    form: str = "views"
-    operator: str | None = None
-    writes: dict | None = None
-    init: Callable | None = None
-    modules: Sequence[torch.nn.Module] = field(default_factory=tuple)
-    device: str = "cpu"
-    adopt: dict | None = None
-    held: dict | None = None
-    engine_options: dict | None = None
-    audits: tuple = AUDITS
-    reference: Callable | list | None = None
-
-    def __post_init__(self):
-        if not isinstance(self.decl, Declaration):
-            raise ValueError(f"KitModel: decl must be a Declaration, got {type(self.decl).__name__}")
-        if not isinstance(self.traffic, Traffic):
-            raise ValueError(f"KitModel: traffic must be a Traffic, got {type(self.traffic).__name__}")
-
-    @property
-    def name(self) -> str:
-        return self.decl.model
-
-    def runtime(self, arm: str, backend: str = "auto") -> StreamingRuntime:
-        """The runtime of one arm of :data:`ARMS`."""
-        if arm not in ARMS:
-            raise ValueError(f"unknown arm {arm!r}; arms: {list(ARMS)}")
-        return StreamingRuntime(self.decl, self.step, stock=self.stock, backend=backend,
-                                **self._kw(ARMS[arm]["state_rule"]), **ARMS[arm])
-
-    def _kw(self, state_rule: bool = True) -> dict:
-        kw = dict(frames=self.frames, form=self.form, operator=self.operator, writes=self.writes, init=self.init,
-                  modules=self.modules, device=self.device, engine_options=self.engine_options)
-        return dict(kw, adopt=self.adopt, held=self.held) if state_rule else kw
-
-    def certify(self, backend: str = "auto") -> Certification:
-        return certify(self.decl, self.step, self.stock, self.traffic, backend=backend, audits=self.audits,
-                       reference=self.reference, **self._kw())
-
-    def reference_outputs(self) -> tuple[list, str]:
-        """The model's reference over the traffic (what every arm must equal) and which reference it is."""
-        return model_reference(self.decl, self.stock, self.traffic, self.reference, frames=self.frames,
-                               operator=self.operator, init=self.init, device=self.device)
-
-
-#: the one spec object a user types once (declaration, steps, traffic, where frames live, modules, initial state):
-#: the runtime (``spec.runtime(arm)``), certify, the factorial, catalog and profile take it
-Spec = KitModel
 
 
 def _state_bytes(rt: StreamingRuntime) -> int:
@@ -181,9 +115,9 @@ def factorial(model: KitModel, arms: Sequence[str] = tuple(ARMS), *, blocks: int
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ValueError(f"factorial: {name} must be an int >= {lo}, got {v!r}")
     torch.manual_seed(seed)
-    cert = model.certify(backend)
+    cert = certify(model, backend=backend)
     reference = cert.stock_outputs
-    runtimes = {a: model.runtime(a, backend) for a in arms}
+    runtimes = {a: StreamingRuntime(model, a, backend=backend) for a in arms}
     results: dict[str, list] = {a: [] for a in arms}
     for k in range(warmup + blocks):
         order = arms[k % len(arms):] + arms[:k % len(arms)]  # rotated each block: no arm always first

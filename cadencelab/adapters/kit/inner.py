@@ -3,8 +3,8 @@
 Some models' streaming call is a loop the model owns: Token2wav's flow chunk runs the upsampling encoder once
 and the DiT estimator ``n_steps`` times inside the vendor's Euler solver. The paper's R and SR arms replay
 those calls (solver-step granularity) and keep the loop's arithmetic between them eager. In the kit that is an
-operator at ``granularity="inner"``: its step runs eagerly, and each declared operator named in ``inner=`` is
-bound to an engine (its own catalog and classifier, from the declaration) that stands in for the module's
+operator the spec gives ``granularity="inner"`` (what a per-step arm, R or SR, then does): its step runs eagerly,
+and each declared operator named in the spec's ``inner`` is bound to an engine (its own catalog and classifier, from the declaration) that stands in for the module's
 method, so the model's own code calls the engine.
 
 :class:`Inner` says where: the module, the method the model calls (``forward_chunk`` by default), where the

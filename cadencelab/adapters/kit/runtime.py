@@ -1,22 +1,22 @@
 """The kit's runtime: a declared model streamed over carries, with retention in place, audits and replay.
 
-One :class:`StreamingRuntime` holds a model's state regions (one :class:`~cadencelab.state.Carry` each,
-rings included) and one :class:`Bound` per declared operator it runs (its step, classifier and engine:
-each operator its own catalog). Its arms are two switches and a granularity, as in the paper's factorial:
+One :class:`StreamingRuntime` runs one arm of one model's spec (a :class:`~.spec.KitModel`). It holds the model's
+state regions (one :class:`~cadencelab.state.Carry` each, rings included) and one :class:`Bound` per declared
+operator it runs (its step, classifier and engine: each operator its own catalog). An arm of the one table
+(:mod:`cadencelab.adapters.arms`) is two switches and where it replays, as in the paper's factorial:
 
-* ``state_rule``: the carries (True), or the model's own stock step on plain tensors (False: B0, R);
-* ``replay``: each operator's calls through :func:`~cadencelab.replay.bind` (R, SR, Rc, SRc);
-* ``granularity``: ``"call"`` replays the whole call, retention in place included (Rc, SRc); ``"step"``
-  replays the step alone and keeps the write into the carries eager (R, SR). With the state rule off
-  the stock step is the whole call, so R and Rc run the same thing. ``"inner"`` runs the step eagerly
-  and replays the declared operators it calls through its modules (``inner=``, see :mod:`.inner`): the
-  paper's solver-step granularity, each DiT call of a loop the model owns replayed on its own. A dict
-  gives each operator its own granularity.
+* the state rule: the carries (S, SR, SRc), or the model's own stock step on plain tensors (B0, R, Rc);
+* replay: each operator's calls through :func:`~cadencelab.replay.bind`; per call (Rc, SRc) replays the whole
+  call, retention in place included; per step (R, SR) replays the step alone and keeps the write into the
+  carries eager. With the state rule off the stock step is the whole call, so R and Rc run the same thing.
+  A per-step arm replays an operator whose ``spec.granularity`` is ``"inner"`` by running its step eagerly
+  and replaying the declared operators it calls through its modules (``spec.inner``, see :mod:`.inner`): the
+  paper's solver-step granularity, each DiT call of a loop the model owns replayed on its own.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import Mapping
 
 import pandas as pd
 import torch
@@ -25,6 +25,7 @@ from ...contract import PRIMING, Declaration
 from ...contract.clocks import scale, scaled
 from ...replay import At, Classifier, bind, preflight
 from ...state import Carry, DifferentialAuditor, ShadowAuditor
+from ..arms import CELLS, Arm
 from .adopt import adopted_carry, adopted_end, adoptions, held_state
 from .bound import Bound, options_per_op, per_op
 from .inner import GRANULARITIES, Inner, bind_inner, granularities, inner_of, install
@@ -43,40 +44,41 @@ AUDITS = ("declared", "differential")
 ENGINE_OPTIONS = ("max_invalidations", "max_classes", "clone_outputs", "strict", "pool")
 
 
+def arm_of(arm) -> Arm:
+    """The arm a runtime runs: an :class:`~cadencelab.adapters.arms.Arm`, or a factorial cell's name."""
+    if isinstance(arm, Arm):
+        return arm
+    if not isinstance(arm, str) or arm not in CELLS:
+        raise ValueError(f"unknown arm {arm!r}; arms: {list(CELLS)}")
+    return CELLS[arm]
+
+
+def spec_decl(spec) -> Declaration:
+    """The spec's declaration; anything but a spec (the old ``StreamingRuntime(decl, step)``) is refused."""
+    decl = getattr(spec, "decl", None)
+    if not isinstance(decl, Declaration) or not hasattr(spec, "step"):
+        raise ValueError(f"StreamingRuntime takes the model's spec, KitModel(decl, step, ...), got a "
+                         f"{type(spec).__name__}")
+    return decl
+
+
 class StreamingRuntime:
     """A declared model streamed over carries, with retention in place, audits and replay.
 
-    decl, step, form: see the package docstring. ``step`` is one callable (the only operator, or the one
-              ``operator`` names) or a dict operator -> step (several operators, each its own catalog and
-              engine; ``stock`` and ``frames`` may then be dicts too, and ``writes`` names the regions each
-              operator's step returns). A step (or stock step) with a ``frames`` parameter is given the call's
-              committed frames on the operator's clock (``frames=16``).
-    frames:   where a call's frames are in ``x``: its dim (an int), or an :class:`At` whose ``dim`` and
-              ``clock`` say so (its ``arg`` is ignored: the runtime passes ``x`` first); both count the
-              lookahead a steady call carries. :class:`~.steps.Committed` ``(dim, clock)``: ``x`` counts committed
-              frames only (an operator fed by another operator of the same stream call).
-    init:     ``init(prompt) -> {region: base tensor}``: cache-free priming at a turn's start (eager, counted
-              as priming); regions it leaves out start empty, or zero-filled at a constant extent (a region
-              declared with ``initial`` frames must be given them).
-    state_rule, replay, granularity: the arm (see the package docstring); ``backend`` "auto", "cuda", "eager".
-    audit:    "declared" and/or "differential": the carry against the declared stock cut, and against
-              ``stock`` (the model's own step) run in shadow. The differential audit compares after every
-              call but an operator's final call of a turn: what that call leaves behind nothing reads.
-              A :class:`~cadencelab.state.ShadowAuditor` given instead is the declared audit's (the caller
-              keeps it: its records, its ``compare`` mode). ``audit_regions``: the regions the audits
-              compare (default every state region).
-    modules:  modules whose parameters the steps read (guarded by the engines); a dict operator -> modules gives
-              each operator's engine its own.
+    ``spec``: the model (a :class:`~.spec.KitModel`: declaration, step, stock step, frames, form, init, modules,
+    adopted and held state, inner operators; see its docstring). The runtime's own options:
 
-    adopt:    ``{region: tensor}``: carries on tensors the model allocated itself (a ring region may name the
-              model's own write position too, ``(tensor, end)``, which the model then advances); see
-              :mod:`.adopt`. ``held``: ``{name: tensor or getter}``, state the model keeps that the declaration
-              does not name, guarded by the engines (addresses checked every call).
+    arm:      an arm of the one table (:data:`~cadencelab.adapters.arms.CELLS`: B0, S, R, Rc, SR, SRc) or an
+              :class:`~cadencelab.adapters.arms.Arm`; it sets the state rule, replay and where it replays
+              (a per-step arm at each operator's ``spec.granularity``).
+    backend:  the engines' backend: "auto", "cuda", "eager".
+    audit:    "declared" and/or "differential": the carry against the declared stock cut, and against
+              ``spec.stock`` run in shadow. The differential audit compares after every call but an operator's
+              final call of a turn: what that call leaves behind nothing reads. A
+              :class:`~cadencelab.state.ShadowAuditor` given instead is the declared audit's (the caller keeps
+              it: its records, its ``compare`` mode). They compare ``spec.audit_regions`` (default all).
     engine_options: passed to each operator's engine (``max_invalidations``, ``max_classes``, ...); a dict
               keyed by operator names gives each its own (inner operators included).
-    inner:    ``{operator: Inner(module, frames=..., reads=...)}``: declared operators a step at
-              ``granularity="inner"`` calls through a module's method, each replayed by its own engine
-              (installed as that method) when ``replay`` is on; see :mod:`.inner`.
 
     ``form="inplace"``: ``step(x, caches, last) -> out`` is the model's own streaming code, writing every
     region it writes in place as declared (typically adopted state); the runtime keeps the bookkeeping
@@ -91,25 +93,24 @@ class StreamingRuntime:
     against the declared shapes and frame counts before it is written into a carry.
     """
 
-    def __init__(self, decl: Declaration, step, *, frames=1, form: str = "views", operator: str | None = None,
-                 writes: Mapping[str, Sequence[str]] | None = None, init: Callable | None = None, stock=None,
-                 state_rule: bool = True, replay: bool = False, granularity: str = "call", backend: str = "auto",
-                 audit=(), modules: Sequence[torch.nn.Module] | Mapping = (), device="cpu", adopt: Mapping | None = None,
-                 held: Mapping | None = None, engine_options: Mapping | None = None,
-                 audit_regions: Sequence[str] | None = None, inner: Mapping[str, Inner] | None = None):
-        if form not in FORMS:
-            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    def __init__(self, spec, arm: str | Arm = "S", *, backend: str = "auto", audit=(),
+                 engine_options: Mapping | None = None):
+        decl, form = spec_decl(spec), spec.form
+        self.spec, self.arm = spec, arm_of(arm)
+        state_rule, replay = self.arm.state_rule, self.arm.replay is not None
         auditor = audit if isinstance(audit, ShadowAuditor) else None
         audits = ("declared",) if auditor is not None else (audit,) if isinstance(audit, str) else tuple(audit or ())
         for a in audits:
             if a not in AUDITS:
                 raise ValueError(f"audit must name some of {AUDITS}, got {a!r}")
         if audits and not state_rule:
-            raise ValueError("the audits watch the carries: turn the state rule on (state_rule=True)")
+            raise ValueError(f"the audits watch the carries: turn the state rule on (arm {self.arm.name} has it off)")
         if audits and form == "inplace":
             raise ValueError(f"the audits {audits} compare the frames a call adds, which an in-place step does not "
                              f"return: run form='inplace' without audit= (check its outputs against the stock model)")
-        names = list(step) if isinstance(step, Mapping) else [operator] if operator else [o.name for o in decl.operators]
+        step = spec.step if spec.step is not None or state_rule else spec.stock  # a stock arm runs the stock step
+        names = list(step) if isinstance(step, Mapping) else [spec.operator] if spec.operator else \
+            [o.name for o in decl.operators]
         if not isinstance(step, Mapping) and len(names) != 1:
             raise ValueError(f"the {decl.model} declaration has {len(names)} operators: name one, or give a dict "
                              f"operator -> step")
@@ -117,15 +118,17 @@ class StreamingRuntime:
         if unknown:
             raise ValueError(f"{unknown} are not operators of the {decl.model} declaration "
                              f"({[o.name for o in decl.operators]})")
-        self.granularity = granularities(granularity, names)  # then the inner operators a step calls
+        own = granularities("step" if spec.granularity is None else spec.granularity, names)
+        self.granularity = own if self.arm.replay == "step" else granularities(self.arm.replay or "call", names)
+        inner = spec.inner if self.arm.replay in ("step", "inner") else None  # the call arms replay steps whole
         self.inner = inner_of(inner, decl, names, self.granularity, replay)
-        self.decl, self.form, self.init = decl, form, init
-        self.state_rule = bool(state_rule)
-        self.device = torch.device(device)
+        self.decl, self.form, self.init = decl, form, spec.init
+        self.state_rule = state_rule
+        self.device = torch.device(spec.device)
         self.regions = state_regions(decl)
         self.names = [r.name for r in self.regions]
-        steps, stocks = per_op(step, names, "step"), per_op(stock, names, "stock")
-        where = per_op(frames, names, "frames")
+        steps, stocks = per_op(step, names, "step"), per_op(spec.stock, names, "stock")
+        where, writes = per_op(spec.frames, names, "frames"), spec.writes
         if writes is None and len(names) > 1 and state_rule:
             raise ValueError(f"several operators {names}: say which regions each step returns, writes={{op: (...)}}")
         wr = per_op(writes, names, "writes") if writes is not None else {n: tuple(self.names) for n in names}
@@ -161,8 +164,9 @@ class StreamingRuntime:
                                 tuple(r for r in self.names if r in (wr[n] or ())), touches,
                                 takes_frames=takes_frames(steps[n]),
                                 stock_frames=stocks[n] is not None and takes_frames(stocks[n]))
-        check_initial(decl, self.regions, init)
-        adopt = adoptions(adopt, self.names, rings, self.state_rule)
+        check_initial(decl, self.regions, spec.init)
+        # the adopted tensors are carries: an arm without the state rule runs the stock step on plain tensors
+        adopt = adoptions(spec.adopt if state_rule else None, self.names, rings)
         self.carries: dict[str, Carry] = {}
         self.ends: dict[str, RingEnd] = {}
         if state_rule:
@@ -178,22 +182,24 @@ class StreamingRuntime:
                     end = adopt.get(r.name, (None, None))[1]
                     self.ends[r.name] = RingEnd(r.name, self.device,
                                                 None if end is None else adopted_end(r.name, end, self.device))
-        self.held = held_state(held, self.names)
+        self.held = held_state(spec.held, self.names)
         self._clock = {r.name: r.clock for r in self.regions}
         self._ratio = {(n, r.name): scale(decl.clock_map, b.op.clock, r.clock, f"regions.{r.name}.clock")
                        for n, b in self.ops.items() for r in self.regions}
-        self.audited = set(self.names if audit_regions is None else audit_regions)
+        self.audited = set(self.names if spec.audit_regions is None else spec.audit_regions)
         if self.audited - set(self.names):
             raise ValueError(f"audit_regions: {sorted(self.audited - set(self.names))} are not state regions the "
                              f"runtime carries ({self.names})")
         options = options_per_op(engine_options, names + list(self.inner), ENGINE_OPTIONS)
-        mods = {n: m or () for n, m in per_op(modules, names, "modules").items()} if isinstance(modules, Mapping) \
-            else {n: modules for n in names}
+        modules = spec.modules
+        #: each operator's modules (its engine guards their parameters; its preflight watches them)
+        self.modules = {n: m or () for n, m in per_op(modules, names, "modules").items()} \
+            if isinstance(modules, Mapping) else {n: modules for n in names}
         for b in self.ops.values():
-            self._bind(b, replay and self.granularity[b.name] != "inner", backend, self._guard(b.touches), mods[b.name],
-                       options[b.name])
-        self.inner_engines = {n: bind_inner(decl, n, spec, self._guard(), backend, options[n])
-                              for n, spec in self.inner.items()} if replay else {}
+            self._bind(b, replay and self.granularity[b.name] != "inner", backend, self._guard(b.touches),
+                       self.modules[b.name], options[b.name])
+        self.inner_engines = {n: bind_inner(decl, n, i, self._guard(), backend, options[n])
+                              for n, i in self.inner.items()} if replay else {}
         self.declared = (auditor or ShadowAuditor()) if "declared" in audits else None
         self.differential = DifferentialAuditor(stock=self._stock_call) if "differential" in audits else None
         self.caches: dict = {}  # the stock arm's state (plain tensors, new every call)
@@ -487,10 +493,10 @@ class StreamingRuntime:
             self._shadow[n] = shadow
             self.declared.compare_with(c, shadow, self.calls)
 
-    def preflight(self, traffic: Traffic, modules=(), operator: str | None = None):
+    def preflight(self, traffic: Traffic, operator: str | None = None):
         """:func:`~cadencelab.replay.preflight` of an operator's step (default: the only one) on its first call in
-        ``traffic``, from the caches at that turn's start (the target is a GPU, emulated on CPU tensors). The
-        calls are real: the carries are reset first."""
+        ``traffic``, from the caches at that turn's start (the target is a GPU, emulated on CPU tensors), its
+        modules watched. The calls are real: the carries are reset first."""
         b = self._bound(operator)
         first = next(((t, x, last) for t, i, op, x, last in traffic.items_of() if self.bound(op).name == b.name), None)
         if first is None:
@@ -501,7 +507,7 @@ class StreamingRuntime:
         caches = self._caches(b, self._views(b))
         kw = {"frames": self._f} if b.takes_frames else {}
         try:
-            return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(modules), **kw)
+            return preflight(b.step, x, caches, last, device="cuda", calls=2, modules=list(self.modules[b.name]), **kw)
         except Exception as e:  # noqa: BLE001 - the user's error, named with the call (a ValueError keeps its type)
             raise step_failed(self.decl, self.regions, {n: getattr(v, "buffer", v) for n, v in caches.items()}, e,
                               f"step of '{b.name}' (in the preflight)", x, self.at(last)) from e

@@ -40,7 +40,7 @@ from ...replay import At
 from ...replay.determinism import pin_determinism
 from ...state import Carry
 from ..arms import ARMS, CONTROLS, FACTORIAL, Arm
-from ..kit import Committed, Inner, StreamingRuntime
+from ..kit import Committed, Inner, KitModel, StreamingRuntime
 from ..kit.session import engine_counters
 from .configs import Token2wavConfig
 from .parts import (HostStaging, VocoderSplit, CountingGraph, capture_vendor_buckets, config_of,
@@ -152,35 +152,32 @@ class Token2wavRuntime:
         # the buffers the vendor writes through its modules, read anew every call: one the module rebinds is seen
         held = dict(spk=self.spk, solver_workspace=lambda: dec.att_cache_buffer, solver_cnn=lambda: dec.cnn_cache_buffer,
                     step_att=lambda: dit.att_cache_buffer, step_cnn=lambda: dit.cnn_cache_buffer)
-        adopt = None
-        if spec.state_rule:  # the solver's own buffers are the estimator regions' carries
-            adopt = {"estimator_att_cache": dec.att_cache_buffer, "estimator_cnn_cache": dec.cnn_cache_buffer}
+        # the solver's own buffers are the estimator regions' carries (in the arms with the state rule)
+        adopt = {"estimator_att_cache": dec.att_cache_buffer, "estimator_cnn_cache": dec.cnn_cache_buffer}
         axis_mel = decl.region("vocoder_mel_cache").clock_axis  # mel tensors (1, bins, frames): their frames axis
-        inner, granularity = None, "call"
-        if spec.replay == "step":
-            granularity = {"flow_chunk": "inner", "vocoder_core": "call"}
-            axis = {n: decl.region(n).clock_axis for n in ("estimator_att_cache", "conformer_att_cache")}
-            # a DiT call reads one solver step's slice of the estimator cache (the steps dim gone), the encoder the
-            # whole conformer cache; the DiT's input counts mel frames where the chunk's mel does
-            inner = {"estimator_step": Inner(dit, At("x", dim=axis_mel),
-                                             {"estimator_att_cache": At("att_cache", dim=axis["estimator_att_cache"] - 1)}),
-                     "flow_encoder": Inner(enc, At("xs", dim=1, clock="tokens", last="last_chunk"),
-                                           {"conformer_att_cache": At("att_cache", dim=axis["conformer_att_cache"])})}
+        axis = {n: decl.region(n).clock_axis for n in ("estimator_att_cache", "conformer_att_cache")}
+        # the solver-step arms (R, SR): a DiT call reads one solver step's slice of the estimator cache (the steps
+        # dim gone), the encoder the whole conformer cache; the DiT's input counts mel frames where the chunk's
+        # mel does. The per-call arms replay the flow chunk whole.
+        inner = {"estimator_step": Inner(dit, At("x", dim=axis_mel),
+                                         {"estimator_att_cache": At("att_cache", dim=axis["estimator_att_cache"] - 1)}),
+                 "flow_encoder": Inner(enc, At("xs", dim=1, clock="tokens", last="last_chunk"),
+                                       {"conformer_att_cache": At("att_cache", dim=axis["conformer_att_cache"])})}
 
         def init(prompt: PromptState) -> dict:
             cache = self._prime(prompt)
             # a stock arm's solver buffers hold the vendor's 16 slots: the declared steps are the first
             return {n: cache[n][:c.n_steps] if n.startswith("estimator") else cache[n] for n in FLOW}
 
-        return StreamingRuntime(
+        model = KitModel(
             decl, {"flow_chunk": s.flow, "vocoder_core": s.vocoder}, form="stock",
             stock={"flow_chunk": s.flow_stock, "vocoder_core": s.vocoder_stock},
             frames={"flow_chunk": At(0, dim=1, clock="tokens"), "vocoder_core": Committed(axis_mel)},
-            writes={"flow_chunk": FLOW, "vocoder_core": VOCODER}, init=init, state_rule=spec.state_rule,
-            replay=bool(spec.replay), granularity=granularity, inner=inner, backend=self.backend, device=self.device,
-            modules={"flow_chunk": [self.flow], "vocoder_core": [self.hift]}, adopt=adopt, held=held,
-            engine_options={"flow_chunk": dict(clone_outputs=spec.state_rule), "vocoder_core": dict(clone_outputs=True),
-                            **({n: {} for n in inner} if inner else {})})
+            writes={"flow_chunk": FLOW, "vocoder_core": VOCODER}, init=init, device=self.device,
+            modules={"flow_chunk": [self.flow], "vocoder_core": [self.hift]}, adopt=adopt, held=held, inner=inner,
+            granularity={"flow_chunk": "inner", "vocoder_core": "call"})
+        return StreamingRuntime(model, spec, backend=self.backend, engine_options={
+            "flow_chunk": dict(clone_outputs=spec.state_rule), "vocoder_core": dict(clone_outputs=True)})
 
     def carries(self) -> list[Carry]:
         """The kit's carries (empty without the state rule)."""

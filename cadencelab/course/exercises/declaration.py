@@ -111,7 +111,7 @@ def _reference(s) -> Declaration:
 
 
 def _certify_on(declare: Callable, sizes, which: str) -> dict:
-    from ...adapters.kit import certify
+    from ...adapters.kit import KitModel, certify
     from .. import sample_encoder as se
 
     want = _reference(sizes)
@@ -135,7 +135,8 @@ def _certify_on(declare: Callable, sizes, which: str) -> dict:
     model = se.SampleEncoder(sizes)
     step, stock, frames = se.steps(model)
     try:
-        cert = certify(decl, step, stock, se.traffic(sizes, want), frames=frames, modules=[model], backend="eager")
+        cert = certify(KitModel(decl, step, stock, se.traffic(sizes, want), frames=frames, modules=[model]),
+                       backend="eager")
         ok, failed = cert.ok, "; ".join(cert.table.loc[~cert.table["passed"], "clause"])
     except Exception as e:  # a declaration the runtime cannot stream under fails closed, with the reason
         ok, failed = False, f"the runtime refused it: {type(e).__name__}: {e}"
