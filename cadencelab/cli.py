@@ -1,26 +1,23 @@
 """cadencelab COMMAND ...: the workbench's command line (COMMAND --help: its options and their defaults).
 
   catalog [--model M] [--f-prompt P --f-retained R --f-chunk C --steps S] [--k-max K] [--json FILE]
-      prints what a declaration derives (regions, envelopes and rho, shape catalogs, checks C1-C3,
-      per-operator verdicts), then a catalog summary; no model built for a registered name
+      prints what a declaration derives (regions, envelopes and rho, shape catalogs, checks C1-C3, verdicts),
+      then a catalog summary; no model built for a registered name
   certify --model M [--device D] [--backend B]
       certifies a model against its own stock step: the clause table, then one line (exit 1 if one fails)
   profile [--model M] [--config C] [--device D] [--arm A] [--chunks N] [--steps S] [--seed N] [--out DIR]
-      profiles one short Token2wav turn (or M's traffic) under torch.profiler; prints one row per
-      call (first, steady..., flush) and writes a Chrome trace and the rows' CSV
-
-M is a registered model (cadencelab.adapters.registry) or a user's package.module:function.
+      profiles one short Token2wav turn (or M's traffic) under torch.profiler; prints one row per call
+      (first, steady..., flush) and writes a Chrome trace and the rows' CSV
   bench STUDY ...
       the benchmark studies (the same as python -m cadencelab.bench): progress, then a short table
   tour OUT_DIR [--quiet]
-      runs the course notebooks; prints one line per notebook and the report's path, writes
-      OUT_DIR/index.html (exit 1 if a notebook fails)
+      runs the course notebooks, writes OUT_DIR/index.html; one line per notebook (exit 1 if one fails)
   lab [--port N] [--no-browser]
       opens the course notebooks in JupyterLab; prints where it starts, then the server's address
 
-Every command returns an exit code (0 on success). Flags are checked before any model is built: a
-bad value exits 2 with one line naming the flag; a failure exits 1 with one line. The traceback is
-printed only with --debug (anywhere on the line) or CADENCELAB_DEBUG=1.
+M is a registered model (cadencelab.adapters.registry) or a user's package.module:function. Every command returns
+an exit code (0 on success); flags are checked before any model is built (a bad value exits 2 with one line naming
+the flag); a failure exits 1 with one line, its traceback only with --debug (anywhere) or CADENCELAB_DEBUG=1.
 """
 
 from __future__ import annotations

@@ -1,59 +1,23 @@
 """A Freeze-Omni-*style* streaming codec decoder, with a carry path and an overlap-recompute path.
 
-**This is not Freeze-Omni.** Freeze-Omni's code and weights cannot be installed here. This module
-is a small model the project wrote itself from published facts about Freeze-Omni's codec stage
-(see ``shared/reference/other-models.md``): a HiFi-GAN-style generator turning codec tokens into
-24 kHz PCM at 600 samples per token (40 tokens/s), streamed under a chunk policy of a first chunk
-of 20 tokens, then 40-token windows that recompute a 10-token overlap on each side. The weights
-are seeded random numbers; the audio means nothing. Only the *streaming structure* is modelled.
+**This is not Freeze-Omni**, whose code and weights cannot be installed here: a small model written from
+published facts about its codec stage (codec tokens to 24 kHz PCM at 600 samples per token; a first chunk of 20
+tokens, then 40-token windows recomputing a 10-token overlap on each side), with seeded random weights: only the
+*streaming structure* is modelled. In :class:`FreezeStyleDecoder` every layer is causal, and upsampling repeats
+then convolves instead of a transposed conv, so a chunk border never splits an upsampling footprint and every
+layer's only cross-frame dependency is a causal conv's left context.
 
-The generator (:class:`FreezeStyleDecoder`), every layer causal:
+Bit-exact by construction: ``torch.conv1d`` on a CPU is not invariant to the sequence length (its GEMM blocking
+changes with it), so every conv is :func:`causal_conv`, a fixed-order sum of separate elementwise ``mul`` / ``add``
+ops, and softsign replaces ``tanh`` (whose vectorised and scalar-tail kernels may differ). Every op is elementwise
+or a gather, so a sample's arithmetic does not depend on how many others are computed with it.
 
-    tokens (1, n) -> embedding (1, C0, n)
-      -> causal Conv1d, kernel 5, dilation 5      (left context: 20 tokens)       + leaky ReLU
-      -> for r, c in ((10, C1), (6, C2), (10, C3)):
-             nearest upsample x r (repeat_interleave) -> causal Conv1d kernel 3 (left context 2 frames) + leaky ReLU
-      -> causal Conv1d (C3 -> 1), kernel 7 (left context 6 samples) -> softsign
-    = (1, n * 600) PCM samples
-
-Upsampling is nearest-neighbour repetition followed by a causal conv rather than a transposed
-conv: repetition is pointwise per token, so a chunk border never splits an upsampling footprint,
-and every layer's only cross-frame dependency is a causal conv's left context.
-
-Bit-exactness by construction. ``torch.conv1d`` on a CPU is *not* per-position invariant to the
-sequence length (its GEMM blocking changes with the length; measured: 1-2 ulp differences between
-a chunked and a full-history decode). So every conv here is :func:`causal_conv`: a fixed-order
-sum over (input channel, tap) of separate elementwise ``mul`` and ``add`` ops (each correctly
-rounded, no fused multiply-add, no reduction kernel), and the output squashing is softsign
-``x / (1 + |x|)`` instead of ``tanh`` (whose vectorised and scalar-tail kernels may differ).
-Every op is then elementwise or a gather, so an output sample's arithmetic does not depend on
-how many other samples are computed with it.
-
-Two streaming paths, both emitting one PCM tensor per 20-token chunk of a turn:
-
-(a) **overlap recompute** (:func:`stream_reference` with :class:`OverlapPolicy`, the Freeze-Omni-
-    style eager reference): chunk 0 decodes tokens ``[0, 20)`` from a zero state. Chunk ``k >= 1``
-    (new tokens ``[20k, 20k + 20)``) decodes the window ``[20k - 10, 20k + 30)`` (clipped to the
-    turn's tokens: 40 tokens in the steady state) from a zero state, with no memory of earlier
-    calls, and keeps only the samples of the window's new tokens (trims 10 tokens of left overlap
-    and up to 10 tokens of right overlap). The left context it sees is 10 tokens, truncated;
-    the model's receptive field is 20 tokens + 10 samples, so (a) is an *approximation* of the
-    full-history decode and not bit-equal to it.
-
-(b) **carry** (:func:`stream_with_carry`): each call decodes only its new tokens. Each causal
-    conv reads its left context from a :class:`~cadencelab.state.Carry` holding exactly the
-    frames it needs: the token-rate conv's carry is the declaration's ``left_context`` region
-    (``SlidingWindow(20)``: 20 tokens x C0 channels, extent 0 on a turn's first chunk, then 20),
-    and the upsampled convs' carries hold 2, 2, 2 and 6 frames at their own rates (``Fixed``).
-    Its eager reference is the **full-history** decode (:func:`stream_reference` with
-    ``"full_history"``): run the causal model from a zero state over all of the turn's tokens so
-    far, keep the new samples. (b) is bit-exact (``torch.equal``, CPU float32) with that.
-
-The declaration hook is :func:`freeze_style_declaration` (catalog
-width 2: left-context extent 0 on the first chunk, then 20); path (b) runs on the adapter kit
-(:class:`CarryStream`: :func:`kit_declaration`, every conv's context a region, plus :func:`kit_steps`), and
-``stream_with_carry(..., replay=True)`` replays each chunk through the kit's engine (backend ``"auto"``: CUDA
-graphs on a GPU, the eager backend's identical bookkeeping on a CPU) with the carries as owners.
+Two paths, one PCM tensor per 20-token chunk: (a) **overlap recompute** (:func:`stream_reference` with an
+:class:`OverlapPolicy`, the stock-policy control) decodes each window from a zero state and keeps the new tokens'
+samples; its 10 tokens of left context are shorter than the receptive field, so it only approximates the
+full-history decode. (b) **carry** (:func:`stream_with_carry`; :class:`CarryStream` on the adapter kit) decodes
+only the new tokens, each conv reading its left context from a :class:`~cadencelab.state.Carry`: bit-exact with the
+full-history decode, replayed (``replay=True``) or not. Declaration hook: :func:`freeze_style_declaration`.
 """
 
 from __future__ import annotations

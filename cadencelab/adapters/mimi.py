@@ -1,68 +1,23 @@
 """Moshi's Mimi codec (PyPI ``moshi==0.2.13``) under three arms: eager, the vendor's CUDA graphs, generic replay.
 
-Install (moshi pins an older torch, so it goes in without its declared dependencies)::
+Install with ``python3 -m pip install --no-deps moshi==0.2.13`` plus numpy, einops, safetensors, sentencepiece
+and huggingface_hub (moshi pins an older torch; or the ``mimi`` extra); without moshi :func:`load_moshi` raises
+:class:`MimiUnavailable` naming that command. :func:`build_mimi` uses seeded random weights (the audio means
+nothing, the streaming structure is Mimi's own), each codebook redrawn at the latent's scale since zero codebooks
+make every code 0; :func:`declaration` adds the per-frame ``encode_frame`` / ``decode_frame`` operators it replays.
 
-    python3 -m pip install --no-deps moshi==0.2.13
-    python3 -m pip install numpy einops safetensors sentencepiece huggingface_hub   # or the `mimi` extra
+Arms of :class:`MimiStream`, one 80 ms frame per step: ``eager`` (moshi's ``CUDAGraphed`` switched off),
+``vendor_graph`` (moshi as shipped) and ``replay`` (vendor graphs off; the declaration and moshi's own per-frame
+``encode`` / ``decode`` on the kit's :class:`~cadencelab.adapters.kit.StreamingRuntime`, see :func:`kit_runtime`:
+declared regions as carries, every other streaming-state tensor guarded as held state, nothing hand-graphed).
+torch.compile is off in every arm: compiling is a separate variable. Host counters (``offset_cpu``) do not
+advance under replay; Mimi reads them only for ``weights_per_step`` models, which it is not.
 
-When moshi is absent, :func:`load_moshi` raises :class:`MimiUnavailable` naming that command.
-
-**Model.** :func:`build_mimi` builds Mimi with seeded random weights (``torch.manual_seed(seed);
-loaders.get_mimi(None, device=...)``). The quantizer's codebooks start at zero (every code would be
-0), so each codebook's ``embedding_sum`` is redrawn with ``normal_`` at the latent's scale (random
-SEANet weights give latents of std ~0.01) and its cached ``_embedding`` is rebuilt. No weights are
-downloaded; the audio means nothing; the streaming structure is Mimi's own.
-
-**Declaration** (:func:`declaration`): ``moshi_mimi_declaration`` (80 ms frame clock = 1,920 samples at
-24 kHz, transformer step clock 2 per frame, 16 ring KV caches of capacity 250, the conv left-context
-buffer), extended with the two per-frame operators this adapter replays: ``encode_frame`` (SEANet
-encoder, encoder transformer, downsample conv, RVQ encode) and ``decode_frame`` (RVQ decode, upsample,
-decoder transformer, SEANet decoder), one frame per call; the transformer operators are restated with
-their real call of 2 steps. Every operator's catalog width is 1: the carry *is* the ring.
-
-**Arms** (:class:`MimiStream`), one 80 ms frame per step (PCM frame -> codes -> PCM):
-
-* ``eager``: moshi's ``CUDAGraphed`` switched off (the ``_disable_cuda_graph`` flag that
-  ``moshi.utils.compile._is_cuda_graph_enabled`` reads on every call; the bench's arm processes
-  also set ``NO_CUDA_GRAPH=1`` before importing moshi);
-* ``vendor_graph``: moshi as shipped: ``CUDAGraphed`` around its four callables (SEANet encoder,
-  encoder transformer, decoder transformer, SEANet decoder), a warm-up call, a capture, then per call
-  a ``copy_`` of every tensor argument into the captured inputs and a replay; the quantizer and the
-  resampling convs stay eager;
-* ``replay``: vendor graphs off; the declaration plus two steps (moshi's own per-frame ``encode`` and
-  ``decode``) on the adapter kit's :class:`~cadencelab.adapters.kit.StreamingRuntime` (:func:`kit_runtime`,
-  ``form="inplace"``: moshi writes its state itself). The kit adopts the 17 declared regions' tensors
-  (16 ring K|V caches with moshi's own write positions, the decoder's conv context: 33 of the 182
-  streaming-state tensors) as its carries, guards the other 149 as held state (pointer-checked every call), derives each
-  operator's catalog and classifier from the declaration and replays each whole per-frame call through
-  its engine, the model's parameters and buffers guarded. Nothing Mimi-specific is hand-graphed.
-
-torch.compile is off in every arm (moshi compiles ``apply_rope`` lazily otherwise): compiling is a
-separate variable, and it costs startup time the bench does not have.
-
-**The one rebinding state tensor.** 181 of Mimi's 182 streaming-state tensors are updated in place
-(``x[:] = torch.where(...)``, ``scatter_``) and keep their address for the stream's life. The exception
-is ``downsample.conv``'s ``first`` flag: ``StreamingConv1d`` with ``pad_mode="replicate"`` *rebinds*
-``state.first = torch.where(...)`` every call. Inside a captured graph that is fatal if left alone:
-the graph reads ``first`` at the address it had at capture and writes the new value to a pool
-address that Python then holds, so the tensor the graph reads is no longer referenced, may be
-reused, and garbage read as ``True`` would re-pad the conv context. The engine's handling:
-
-1. fail closed: every state tensor, ``first`` included, is a carry or held state whose pointer is
-   checked on every call (a held getter re-reads the *current* binding); a rebinding is pointer
-   drift, the class's graph is dropped and the call runs eagerly (``pin_rebound=False`` shows
-   this: invalidations, then the class stays eager, outputs still exact);
-2. pinned (the default): :func:`audit_state_addresses` finds the rebinding fields by running a
-   few eager frames on a throwaway stream and checking, after every frame, that each field is still
-   the same tensor at the same address (on an H200 the caching allocator handed the rebound flag
-   its first block back after two frames, so a first-vs-last comparison missed it and every call
-   failed closed to eager); each is moved to an *anchor* tensor allocated once, and the
-   step ends with ``anchor.copy_(state.first); state.first = anchor`` -- a capturable device copy
-   plus a host rebinding that restores the anchor. The graph then reads and writes ``first`` at
-   one address, the guard sees no drift, and the rebinding region behaves as a write-through one.
-
-Host-side counters (``offset_cpu``) do not advance under replay; Mimi reads them only for
-``weights_per_step`` models, which it is not (the vendor's graphs skip them the same way).
+One state tensor rebinds: ``downsample.conv``'s ``first`` flag is replaced every call, so a graph would read a
+stale, possibly reused address. Fail closed: every state tensor's pointer is checked each call and drift drops
+the graph to eager (``pin_rebound=False`` shows it). Pinned, the default: :func:`audit_state_addresses` finds
+rebinding fields by checking identity and address after *every* eager frame (the allocator may hand a block
+back, so first-vs-last misses it), and the step copies each into a fixed anchor and rebinds the anchor back.
 """
 
 from __future__ import annotations

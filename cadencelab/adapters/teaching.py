@@ -1,30 +1,20 @@
 """A small streaming model shipped for teaching: declare it, carry it, audit it, replay it.
 
-The course's seventh notebook writes an adapter for this model from scratch; the third and
-fourth use it because it runs in milliseconds on a CPU. It has the same structure as the
-Token2wav flow, at toy sizes:
-
-    chunk of f frames (1, f, dim)
-      -> causal conv whose left context (kernel - 1 frames) is a Fixed region
-      -> one attention layer over a K|V cache with *prompt + retained* retention, newest first
-         (``cat([new, cache])``, then the stock cut ``cat([x[:prompt], x[-retained:]])``)
-      -> output projection (+ optional dither noise drawn every call)
+The course writes an adapter for it from scratch and uses it wherever a run must take milliseconds on a CPU: the
+Token2wav flow's structure at toy sizes. A chunk (1, f, dim) -> a causal conv whose left context is a Fixed
+region -> one attention layer over a K|V cache retaining *prompt + retained* frames, newest first (the stock cut
+``cat([x[:prompt], x[-retained:]])``) -> an output projection (+ optional dither noise drawn every call).
 
 Three runtimes, each the declaration and :func:`kit_steps` on the adapter kit's
 :class:`~cadencelab.adapters.kit.StreamingRuntime` (:class:`TeachingRuntime` keeps the course's interface):
+``state_rule=False``, the stock loop (``torch.cat`` per chunk, a new cache tensor every call);
+``state_rule=True``, the carry (the K|V cache in one buffer at one address, retained in place, optionally watched
+by a :class:`~cadencelab.state.ShadowAuditor`); ``replay=True`` (with the state rule), each chunk replayed by
+the kit's engine with the declared catalog (CUDA graphs on a GPU, the eager backend's bookkeeping on a CPU).
 
-* ``state_rule=False``: the stock loop: ``torch.cat`` per chunk, a new cache tensor every call;
-* ``state_rule=True``: the carry: the K|V cache in one buffer at one address, appended and
-  retained in place (optionally watched by a :class:`~cadencelab.state.ShadowAuditor`);
-* ``replay=True`` (with the state rule): each chunk replayed by the kit's engine with the declared
-  catalog (``backend="auto"``: CUDA graphs on a GPU, the eager backend's identical bookkeeping on a CPU).
-
-    >>> cfg = TeachingConfig()
-    >>> model = TinyStreamer(cfg)
-    >>> stream = make_stream(cfg)
+    >>> cfg = TeachingConfig(); model = TinyStreamer(cfg); stream = make_stream(cfg)
     >>> ref = TeachingRuntime(model, state_rule=False).run(stream)
-    >>> got = TeachingRuntime(model, replay=True).run(stream)
-    >>> bit_exact(ref, got)["equal"].all()
+    >>> bit_exact(ref, TeachingRuntime(model, replay=True).run(stream))["equal"].all()
     True
     >>> certify(model, stream).ok
     True

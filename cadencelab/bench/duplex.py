@@ -2,28 +2,20 @@
 
     python -m cadencelab.bench duplex --device cuda --preset h200 --arms B0,SRc --seconds 3 --out DIR
 
-Protocol (every arm sees the same models, inputs and seeds):
+Every arm sees the same models, inputs and seeds: the two language models (:mod:`cadencelab.adapters.duplex`,
+random weights from the declared preset) are built once and shared; each arm builds its own Token2wav in this
+process, one arm after the other. Per arm, ``--seconds`` duplex seconds of one session; the first is a warm-up,
+after which the runtime streams synthesis-only chunks until every steady cache extent of a turn has occurred
+(replay arms capture there), then the session restarts. Per second and stage (and synthesis' flow / vocoder):
+start and duration from CUDA events (perf_counter on a CPU); then one more second under ``torch.profiler``, kept
+as ``trace_duplex_<arm>.json.gz`` for device-busy time, slack and launches; and the allocator peak per arm.
 
-* the two language models (:mod:`cadencelab.adapters.duplex`, random weights from the declared
-  preset) are built once and shared; each arm builds its own Token2wav (REAL for ``h200``,
-  TEACHING for ``tiny``) with its solver envelope, in this process, one arm after the other;
-* per arm, ``--seconds`` duplex seconds of one session; the first is a warm-up: after it the
-  runtime streams synthesis-only chunks until every steady cache extent of a turn has occurred
-  (replay arms capture their classes there), then the session restarts (a turn boundary);
-* per second and stage (backbone, speech_decoder, synthesis, and synthesis' flow / vocoder):
-  start and duration from CUDA events on the device timeline (perf_counter on a CPU);
-* then one more second under ``torch.profiler``: its trace, trimmed to that second, is kept as
-  ``trace_duplex_<arm>.json.gz`` and gives per-stage device-busy time, slack and launches;
-* the allocator peak per arm (reset before the arm is built);
-* ``--decode eager,graph`` runs every arm a second time with the language models decoding as serving
-  stacks do (static KV cache, the decode step replayed as a CUDA graph:
-  :mod:`cadencelab.adapters.duplex.served`), labelled ``ARM+graphLM``. That mode is a control, not an
-  exact path: its PCM is compared with the first arm of the same mode, and its tokens with the eager
-  run of the same arm (``lm_tokens_equal_seconds``, ``lm_token_agreement``).
-
-Writes ``duplex_second.json`` (rows, per-stage medians, per-second totals, profiles, provenance)
-and ``duplex_second_rows.csv`` under ``--out`` and prints a short table last. PCM digests per
-second let arms be compared: same tokens in, same bytes out when the arms are bit-exact.
+``--decode eager,graph`` runs every arm again with the language models decoding as serving stacks do (static KV
+cache, the decode step replayed as a CUDA graph: :mod:`cadencelab.adapters.duplex.served`), labelled
+``ARM+graphLM``: a control, not an exact path; its PCM is compared with the first arm of the same mode and its
+tokens with the eager run of the same arm. Writes ``duplex_second.json`` and ``duplex_second_rows.csv`` under
+``--out`` and prints a short table last; PCM digests per second let arms be compared (same tokens in, same bytes
+out when the arms are bit-exact).
 """
 
 from __future__ import annotations

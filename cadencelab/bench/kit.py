@@ -1,25 +1,19 @@
 """The paper's factorial on any declared model (``python -m cadencelab.bench kit --model teaching``).
 
-``--model`` names a :class:`~cadencelab.adapters.kit.KitModel`: a built-in (``teaching``: the course's
-model on the kit; ``freeze-style``: the Freeze-Omni-style decoder's carry path; ``token2wav`` and
-``token2wav-teaching``: Token2wav at its real and its teaching sizes, :mod:`cadencelab.adapters.token2wav.kit`)
-or ``package.module:function``, a function of the device returning a KitModel (a user's declaration, step, stock
-step and traffic). A function that also takes ``arm`` is given the one arm its process runs (Token2wav's
-stock arms then hold the vendor's own solver buffers). The model is certified once (catalog and certificate, written
-beside the figures); then every arm of :data:`~cadencelab.adapters.kit.ARMS` (and ``B0_repeat``, the A/A
-control: B0's code in processes of its own) is measured the way every study measures
-(:mod:`cadencelab.bench.measure`): rounds of fresh processes, one per arm, set up together, then the arms'
-blocks one arm at a time in a rotating order, each process pinned to the same cores before its first block;
-hierarchical bootstrap intervals over processes and blocks; the rounds stop once the headline (SRc against
-B0) is within the target, or at the process or time limits. A block is one pass of the model's traffic,
-every call timed; its figure is the median ms per call.
+``--model`` names a :class:`~cadencelab.adapters.kit.KitModel`: a built-in (``teaching``, ``freeze-style``,
+``token2wav`` and ``token2wav-teaching``: :mod:`cadencelab.adapters.token2wav.kit`) or ``package.module:function``,
+a function of the device returning a KitModel (a user's declaration, step, stock step and traffic); one that also
+takes ``arm`` is given the one arm its process runs. The model is certified once (catalog and certificate written
+beside the figures); then every arm of :data:`~cadencelab.adapters.kit.ARMS`, and ``B0_repeat`` (the A/A control),
+is measured the way every study measures (:mod:`cadencelab.bench.measure`): rounds of fresh pinned processes,
+the arms' blocks in a rotating order, hierarchical bootstrap intervals, stopping once SRc against B0 is within
+the target or at the process or time limits. A block is one pass of the model's traffic; its figure is the
+median ms per call.
 
-Gates: every arm's every block is bit-exact with the model's reference (``KitModel.reference``: its own loop, else its
-stock step from its own start; the same bytes per call, and the same SHA-256 as B0's); the model certified (else
-exit 1: its figures are recorded with ``certified: false``); the A/A interval contains 0 (else no direction is
-claimed). Writes
-``kit_factorial.json`` (summary, per-arm figures with intervals, the catalog, the certificate, the method,
-provenance) and ``kit_factorial_blocks.csv``; prints a table whose last line is ``summary: {...}``.
+Gates: every arm's every block bit-exact with the model's reference (``KitModel.reference``: its own loop, else its
+stock step from its own start); the model certified (else exit 1, its figures recorded with ``certified: false``);
+the A/A interval containing 0 (else no direction is claimed). Writes ``kit_factorial.json`` and
+``kit_factorial_blocks.csv``; prints a table whose last line is ``summary: {...}``.
 """
 
 from __future__ import annotations

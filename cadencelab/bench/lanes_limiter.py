@@ -2,27 +2,22 @@
 
 ``python -m cadencelab.bench lanes-limiter --device cuda --sessions 28,32 --out DIR``
 
-Protocol (one process, one :class:`~cadencelab.bench.sessions_lanes.LaneArmServer`, the sessions study's SRl
-arm as it serves: ``--lanes`` SRc graph sets on one set of weights, one CUDA stream and thread each, speak-heavy
-sessions at the 1 s cadence, chunks submitted at their arrival):
+One process, one :class:`~cadencelab.bench.sessions_lanes.LaneArmServer` serving as the sessions study's SRl arm
+does (``--lanes`` SRc graph sets on one set of weights, one stream and thread each, speak-heavy sessions at the
+1 s cadence, chunks submitted at their arrival):
 
 1. the pool is built and warmed up as the sessions study does it;
-2. with :class:`~cadencelab.bench.lanes_split.HostSplit` installed, one session alone (N = 1, the reference a
-   launch's slow-down is read against), then every ``--sessions`` count: each chunk's host window split into
-   lock wait, swap, token copy, classify, signature, pointer checks, staging, graph launch, outputs, the
-   waveform's copy, the wait for the device and the rest; each graph launch kept as an interval; on CUDA each
-   chunk's device span from two events on its lane's stream;
-3. the largest count again without the timer (``--untimed``): what the timer itself costs (p95, chunks/s);
-4. on CUDA (``--profile``), one second of ``--profile-sessions`` (default the largest count) under
-   ``torch.profiler`` (no timer): the kernels' busy union over the wall, each stream's busy time and the overlap
-   across streams (:func:`cadencelab.profile.streams.stream_overlap`), and how many ``cudaGraphLaunch`` calls ran
-   at once.
+2. with :class:`~cadencelab.bench.lanes_split.HostSplit` installed, one session alone (the reference a launch's
+   slow-down is read against), then every ``--sessions`` count: each chunk's host window split into its parts
+   (lock wait, swap, staging, graph launch, the wait for the device, ...), each graph launch kept as an interval,
+   and on CUDA each chunk's device span from events on its lane's stream;
+3. the largest count again without the timer (``--untimed``): what the timer itself costs;
+4. on CUDA (``--profile``), one second under ``torch.profiler``: the kernels' busy union, each stream's busy time,
+   their overlap (:func:`cadencelab.profile.streams.stream_overlap`) and how many graph launches ran at once.
 
-Read with :func:`cadencelab.viz.limiter.analyse_limiter` (the table and its figure); the summary's ``reading``
-per count is :func:`cadencelab.profile.limiter.reading`. Output under ``--out``: ``lanes_limiter.json``
-(provenance with GPU, torch and commit; the config; the table; the profiled second),
-``lanes_limiter_chunks.csv`` (one row per chunk), ``lanes_limiter_launches.csv`` (one row per graph launch)
-and ``lanes_limiter_streams.csv`` (one row per stream of the profiled second).
+Read with :func:`cadencelab.viz.limiter.analyse_limiter`; the summary's ``reading`` per count is
+:func:`cadencelab.profile.limiter.reading`. Writes ``lanes_limiter.json`` and per-chunk, per-launch and
+per-stream CSVs (``lanes_limiter_chunks.csv``, ``_launches.csv``, ``_streams.csv``) under ``--out``.
 """
 
 from __future__ import annotations

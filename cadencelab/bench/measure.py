@@ -1,28 +1,23 @@
 """How every study measures: several fresh processes per arm, interleaved, pinned, with hierarchical intervals.
 
-The method follows pyperf's: one process is one sample (the stock runtime is host-bound, so its
-latency moves with the process: where the interpreter and the allocator landed, what the host was
-doing), values are kept per process, and a figure is the mean over processes with a spread across
-them. Concretely:
+The method follows pyperf's: one process is one sample (the stock runtime is host-bound, so its latency moves
+with where the interpreter and the allocator landed and what the host was doing), values are kept per process,
+and a figure is the mean over processes with a spread across them. Concretely:
 
-* **rounds**: round ``r`` starts a fresh process for every arm (their set-up may overlap: nothing is
-  timed then), then runs the arms' blocks one arm at a time, the arm order rotating each block and
-  each round (A B C, B C A, ...; never all of one arm first), then ends every process;
-* **pinning**: before its first timed block every arm process pins all its threads to the same
-  fixed set of CPU cores (:func:`measurement_cores`, :func:`pin_to_cores`), so arms never differ by
-  the cores they ran on, and only one arm runs at a time;
-* **intervals** (:mod:`cadencelab.profile.intervals`, so the course reads recorded files with the same
-  functions): :func:`hierarchical_bootstrap` resamples processes, then blocks within each drawn
-  process; a ratio's interval resamples both arms independently (:func:`ratio_interval`);
-* **stopping**: rounds continue past ``min_processes`` until the headline ratio's 95% interval is
-  within ``target_halfwidth`` of its point, ``max_processes`` is reached, or the next round would
-  not fit in the time budget (:func:`stop_reason` says which);
-* **A/A**: the same code as the reference in fresh processes of its own (``B0_repeat`` against
-  ``B0``); its interval must contain 0, else the study is unstable and claims no direction
-  (:func:`a_a_check`, :func:`direction`);
-* **the host**: each process records a small host figure (:func:`host_figures`: tiny-op dispatch
-  and launch rate, a Python loop rate, the CPU model) so a reader can see why a host-bound figure
-  moves between hosts and processes.
+* **rounds**: each round starts a fresh process for every arm (set-up may overlap: nothing is timed then), runs
+  the arms' blocks one arm at a time in an order rotating each block and each round, then ends every process;
+* **pinning**: before its first timed block every arm process pins its threads to the same cores
+  (:func:`measurement_cores`, :func:`pin_to_cores`), so arms never differ by the cores they ran on;
+* **intervals** (:mod:`cadencelab.profile.intervals`, so the course reads recorded files with the same functions):
+  :func:`hierarchical_bootstrap` resamples processes, then blocks within them; a ratio's interval resamples both
+  arms independently (:func:`ratio_interval`);
+* **stopping**: rounds continue past ``min_processes`` until the headline ratio's 95% interval is within
+  ``target_halfwidth`` of its point, ``max_processes`` is reached, or the next round would not fit the time
+  budget (:func:`stop_reason`);
+* **A/A**: the reference's code in fresh processes of its own (``B0_repeat`` against ``B0``); its interval must
+  contain 0, else the study is unstable and claims no direction (:func:`a_a_check`, :func:`direction`);
+* **the host**: each process records :func:`host_figures` (tiny-op and Python loop rates, the CPU model), so a
+  reader can see why a host-bound figure moves between hosts and processes.
 """
 
 from __future__ import annotations

@@ -2,66 +2,22 @@
 
 ``python -m cadencelab.bench sessions --device cuda --out DIR``
 
-Protocol
+One arm per fresh process, serving every arrival mode and workload of that arm through one
+:class:`~cadencelab.serving.sessions.SessionManager` (one set of weights and, for SRc, of graphs). Session ``i``
+has its own tokens, seed and prompt, and its k-th chunk is the same in every workload and at every N: a workload
+decides only *when* a session speaks (``speak_heavy``: every second; ``mixed``: alternating turns). Arrivals
+are ``aligned`` (at the whole second) or ``staggered`` (session i at t + i / N). Sessions start from a copy of
+their prompt's primed template: priming draws no random numbers, so this equals priming each one.
 
-* One arm per process (``spawn``), B0 first, then the others in the order given; each loads the
-  same seeded checkpoint and serves every session through one
-  :class:`~cadencelab.serving.sessions.SessionManager` (one set of weights; for SRc one
-  set of captured graphs, bound to each session's state by a swap). One process serves every
-  arrival mode and workload of its arm: one set-up per arm.
-* Session ``i`` has its own token stream, seed and prompt (``--prompts`` distinct prompts, taken
-  in turn). Its k-th chunk is the same in every workload and at every N: a workload decides only
-  *when* a session speaks. Each process primes one template session per prompt; the sessions
-  of a run start from a copy of their prompt's template (priming is deterministic and draws
-  no random numbers, so this equals priming each session).
-* Workloads, at the 1 s cadence (a chunk of new tokens is 1 s of audio, arriving at t = k s):
-  ``speak_heavy``: every session emits a chunk every second for ``--speak-seconds``;
-  ``mixed``: sessions alternate speaking and listening turns of ``--turn-seconds`` (session i
-  speaks at second k when ((k + i) // turn) is even), for ``--mixed-seconds``; half the sessions
-  speak in any second. A listening session keeps its state and resumes its stream later.
-* Arrivals (``--arrivals``, both in one process with ``aligned,staggered``): ``aligned``, every
-  speaking session's chunk at the whole second; ``staggered``, session i's at t + i / N (spread
-  evenly over the second; ``--stagger`` is ``--arrivals staggered``).
-* Chunks are served one at a time on the device, FIFO by arrival (round-robin over sessions
-  within a second). Each chunk's service time (swap + synthesis + PCM on the host) is measured
-  with the device synchronised before and after; the timeline is then replayed on a virtual
-  clock (start = max(arrival, previous completion)), so idle gaps cost no wall time. Latency =
-  completion - arrival: queueing shows. A session holds the cadence when its p95 chunk latency
-  is <= ``--cadence`` (1 s). Goodput = audio seconds produced / max(last completion, horizon).
-* Every (arm, arrivals, workload) is swept to its break point (:mod:`.sessions_sweep`): the
-  ``--sessions`` counts ascending, then N grows by ``--growth`` (never further at once than where
-  the last point's p95 or predicted load says the cadence breaks) until a run breaks the cadence
-  or runs out of memory (an out-of-memory is recorded as a row, not a crash); then bisection
-  between the largest N that held and the smallest that broke, to ``--resolution``. Every sweep's
-  ascent runs before any bisection. The summary's ``capacity_bracket`` is [holds, breaks]; a
-  capacity is "exact" when its sweep broke above it, a "lower_bound" when the time budget (or
-  ``--max-sessions``) ended it first. Peak allocation per N is ``max_memory_allocated`` after a
-  reset at the run's start (sessions are opened inside it; the weights, graphs and prompt
-  templates are a constant under it).
-* ``SRb`` (experimental, :mod:`cadencelab.bench.sessions_batched`): cross-session batched
-  replay; the chunks of one second that share a shape class run as one batch of a declared
-  size (``--batch-sizes``). Its gate is the same batches on the batched eager path; its
-  comparison with the solo B0 reference is reported (``exact_solo``), not gated.
-* Exactness (:mod:`.sessions_verify`, after every timed run, ``--verify-workers`` processes on
-  the device): every session used by a B0, SRc or SRl run is streamed alone through B0 (the
-  chunks the runs needed) -- the solo references -- and every chunk of those runs is compared
-  with them by SHA-256 of int16 PCM and mel; every SRb run's plan is streamed again on the
-  batched eager path and compared the same way.
-* ``--time-budget`` (s) bounds the whole study: an arm may use all of it except what the arms
-  after it keep (``--arm-reserve`` each) and what the verification already owed will take; a
-  point that would not fit (with the references it adds) is recorded as skipped, and results are
-  written either way.
-
-Output under ``--out``: ``sessions.json`` (provenance, ``summary`` with
-``max_sessions_at_cadence_B0`` / ``_SRc`` per workload and their ratio, ``capacity_bound`` and
-``capacity_bracket``, ``peak_bytes_per_added_session`` per arm next to the state bytes per session
-(declared and measured), exactness and its coverage, swap cost; one ``capacity`` row per (arm,
-workload, N)), ``sessions.csv`` (one row per arm, workload, N, session) and
-``sessions_chunks.csv`` (one row per chunk); with ``--arrivals aligned,staggered`` the staggered
-results are ``sessions_staggered.json`` / ``.csv`` / ``_chunks.csv`` beside them, in the same shape.
-Per-arm rows are streamed to ``runs_<arm>.jsonl`` as they are produced, the verification's to
-``verify.jsonl``. The ``capacity`` rows (``sessions``, ``arm``, ``p95_chunk_ms``, ``peak_MiB``) feed
-:func:`cadencelab.viz.capacity_lines` one workload at a time.
+Chunks are served one at a time, FIFO; each service time is measured with the device synchronised and then laid
+on a virtual clock (start = max(arrival, previous completion)), so queueing shows in the latency and idle gaps
+cost no wall time. A session holds the cadence when its p95 latency is <= ``--cadence``. Each (arm, arrivals,
+workload) is swept to its break point (:mod:`.sessions_sweep`); an out-of-memory is a row, not a crash.
+Exactness (:mod:`.sessions_verify`, after the timed runs): every chunk's SHA-256 of int16 PCM and mel against
+the session streamed alone through B0; SRb (:mod:`.sessions_batched`) against the same batches run eagerly.
+``--time-budget`` bounds the whole study (a point that would not fit is recorded as skipped); ``sessions.json``
+(its ``capacity`` rows feed :func:`cadencelab.viz.capacity_lines`), ``sessions.csv`` and ``sessions_chunks.csv``
+are written either way, ``sessions_staggered*`` beside them.
 """
 
 from __future__ import annotations

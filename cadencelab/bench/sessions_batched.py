@@ -1,30 +1,21 @@
 """EXPERIMENTAL arm of the ``sessions`` study: ``SRb``, cross-session batched replay.
 
-The chunks that arrive in the same second and share a shape class are served together:
-split greedily into the declared batch sizes (largest first), each batch is one flow call
-and one vocoder call of :class:`~cadencelab.serving.batched.BatchedToken2wav`
-through CUDA graphs keyed on ``(B,) + label``. Every chunk of a batch completes when the batch
-does. By default every speaking session's chunk arrives at the same instant (t = k s): the best
-case for batching, no chunk waits for a batch to fill. With ``--stagger`` the arrivals are
-spread over the second and the batcher never waits either: whenever the device is free it
-serves the class of the oldest waiting chunk, with every waiting chunk of that class (one per
-session) that fits a declared size; an idle device serves a lone arrival as a batch of one
-(:func:`next_batch`).
+The chunks that arrive in the same second and share a shape class are served together: split greedily into the
+declared batch sizes (largest first), each batch is one flow call and one vocoder call of
+:class:`~cadencelab.serving.batched.BatchedToken2wav` through CUDA graphs keyed on ``(B,) + label``, and every
+chunk of a batch completes when the batch does. Aligned arrivals (every chunk at t = k s) are the best case for
+batching. With ``--stagger`` the batcher still never waits for a batch to fill: whenever the device is free it
+serves the oldest waiting chunk's class with every waiting chunk of that class that fits a declared size, a lone
+arrival as a batch of one (:func:`next_batch`).
 
-Exactness gate: the **batched eager path** (the paper leaves cross-session batching open; the
-batched path is not bit-identical to a session run alone, see the module docstring of
-``batched``). A run records its plan (the batches, in order); the gate streams the same batches,
-in the same order, with the same per-batch seeds, on the batched eager path from fresh copies of
-the same primed sessions (:class:`BatchedGateServer`, in the study's verification phase, after
-every timed run: the eager calls, host-bound at about four replayed calls' time each, take no
-time from the sweep), and compares every chunk's SHA-256 of int16 PCM and mel. Which points are
-gated, when the time budget cannot cover them all, is said in the study's summary. The
-comparison with each session run alone through B0 is reported next to it (``exact_solo``), on the
-sessions the solo references cover, and gates nothing.
-
-Each batch draws its device randomness (HiFT's sine-source noise) from the default generator
-seeded with :func:`batch_seed` just before the call; the per-session seeds of ``SRc`` do not
-apply here.
+Exactness gate: the **batched eager path**, since batching is not bit-identical to a session run alone (see
+:mod:`cadencelab.serving.batched`). A run records its plan (the batches, in order); the verification phase, after
+the timed runs so the host-bound eager calls take no time from the sweep, streams the same batches in the same
+order with the same per-batch seeds from fresh copies of the same primed sessions (:class:`BatchedGateServer`)
+and compares every chunk's SHA-256 of int16 PCM and mel. Points left ungated by the time budget are named in the
+summary; the comparison with each session run alone through B0 is reported (``exact_solo``) and gates nothing.
+Each batch draws HiFT's noise from the default generator seeded with :func:`batch_seed` just before the call;
+``SRc``'s per-session seeds do not apply here.
 """
 
 from __future__ import annotations

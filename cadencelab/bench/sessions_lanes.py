@@ -1,25 +1,20 @@
 """Arm ``SRl`` of the ``sessions`` study: sessions served by a :class:`~cadencelab.serving.lanes.LanePool`.
 
-``cfg.lanes`` SRc graph sets over one set of weights, each on its own CUDA stream, fed by one
-thread per lane (:class:`~cadencelab.serving.lanes.LaneExecutor`). Why threads: a
-lane's chunk is a few replayed graphs with eager glue between them and ends by waiting for its
-waveform on the host; one thread per lane lets a lane wait while the others launch (graph
-launches release the interpreter lock), with no launcher loop to write.
+``cfg.lanes`` SRc graph sets over one set of weights, each on its own CUDA stream, fed by one thread per lane
+(:class:`~cadencelab.serving.lanes.LaneExecutor`). Why threads: a lane's chunk is a few replayed graphs with eager
+glue between them and ends by waiting for its waveform on the host; one thread per lane lets a lane wait while the
+others launch (graph launches release the interpreter lock), with no launcher loop to write.
 
-Unlike the one-at-a-time arms, whose per-chunk service times are laid on a virtual clock, lanes
-overlap on the device, so a run is served in **real time**: the dispatcher submits each chunk at
-its arrival (``t0 + arrival``), lanes serve their queues, and a chunk's latency is its wall-clock
-completion minus its arrival. Each row also records the lane, the time the chunk waited in the
-lane's queue (``queue_ms``), its service time, the time the lane thread took to enqueue all of the
-chunk's device work (``launch_ms``, CUDA: from the chunk's start to the moment it waits for its
-waveform; interpreter-lock waits included) and the thread's CPU time (``host_ms``, which includes
-spinning while it waits for the device).
+Unlike the one-at-a-time arms, laid on a virtual clock, lanes overlap on the device, so a run is served in **real
+time**: each chunk is submitted at its arrival and its latency is its wall-clock completion minus its arrival.
+Each row also records the lane, the time queued on it (``queue_ms``), the service time, the time the thread took
+to enqueue the chunk's device work (``launch_ms``, interpreter-lock waits included) and the thread's CPU time
+(``host_ms``, spinning on the device included).
 
-Warm-up: every lane streams two interleaved sessions over every chunk position a run reaches,
-one lane at a time (each lane captures its own graphs, registering its own generator), then all
-lanes stream together once; that concurrent pass's wall time per chunk is the budget's estimate.
-Exactness: every chunk is compared with the session run alone through B0 (the B0 process's solo
-references), the same gate as SRc.
+Warm-up: every lane streams two interleaved sessions over every chunk position a run reaches, one lane at a time
+(each lane captures its own graphs, registering its own generator), then all lanes stream together once, whose
+wall time per chunk is the budget's estimate. Exactness: every chunk against the session run alone through B0,
+the same gate as SRc.
 """
 
 from __future__ import annotations

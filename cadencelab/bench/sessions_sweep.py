@@ -2,26 +2,20 @@
 
 A :class:`Sweep` follows one (arm, arrivals, workload) to its break point:
 
-1. **ascent**: the listed counts (``--sessions``) in ascending order, then past the last one
-   geometrically (each N ``--growth`` times the previous, rounded up) until a run breaks, i.e.
-   some session misses the cadence or the run is out of memory, or ``--max-sessions`` is reached
-   without a break (the capacity then stays a lower bound). ``extra_points`` more points may run
-   above the first break; if one of them holds, the ascent goes on from there.
-2. **bisection**: between the largest N that held (``holds``) and the smallest N above it that
-   broke (``breaks``), the midpoint, until the two are adjacent or ``breaks <= holds * (1 +
-   resolution)``. The bracket ``[holds, breaks]`` is then the capacity: exact to within the
-   resolution.
+1. **ascent**: the listed counts (``--sessions``) in ascending order, then geometrically (each N ``--growth``
+   times the previous, rounded up) until a run breaks (a session misses the cadence, or out of memory) or
+   ``--max-sessions`` is reached without a break (the capacity then stays a lower bound). ``extra_points`` more
+   points may run above the first break; if one of them holds, the ascent goes on from there.
+2. **bisection**: between the largest N that held (``holds``) and the smallest above it that broke (``breaks``),
+   until the two are adjacent or ``breaks <= holds * (1 + resolution)``: the bracket ``[holds, breaks]`` is the
+   capacity, exact to within the resolution.
 
-``holds`` is the largest N that held anywhere in the sweep and ``breaks`` the smallest break above
-it: the same reading as the study's summary (``max_sessions_at_cadence_<arm>`` and
-``capacity_bound``), so a noisy point (a hold above a break) never makes the two disagree.
-
-An arm serves all its sweeps in one process (:func:`order_points`): every sweep's ascent first, so
-that each reaches a break before any time goes to tightening a bracket, then the bisections.
-
-:func:`arm_deadline` shares the study's time: an arm may use everything except what the arms after
-it keep (``--arm-reserve`` each); each of its points must also leave the verification it owes
-(:class:`~cadencelab.bench.sessions_arm.OwedVerification`).
+``holds`` is the largest N that held anywhere in the sweep and ``breaks`` the smallest break above it, the same
+reading as the study's summary, so a noisy point (a hold above a break) never makes the two disagree. An arm
+serves all its sweeps in one process (:func:`order_points`): every ascent first, so each reaches a break before
+any time goes to tightening a bracket, then the bisections. :func:`arm_deadline` shares the study's time: an arm
+may use everything except what the arms after it keep (``--arm-reserve`` each), and each of its points must also
+leave the verification it owes (:class:`~cadencelab.bench.sessions_arm.OwedVerification`).
 """
 
 from __future__ import annotations

@@ -2,43 +2,22 @@
 
 ``python -m cadencelab.bench soak --chunks 1800 --turn-every 30 --device cuda --out DIR``
 
-Protocol
+The stream is ``--chunks`` calls of Token2wav's clocks, cut into turns of about ``--turn-every`` calls (a
+deterministic jitter). Every turn primes from the prompt, streams its steady chunks and ends with a flush whose
+size alternates between one that is admitted and one above f_chunk, which runs eagerly by declaration; the
+generators are seeded at every turn start. The arm streams everything in one fresh process, so captured classes,
+carries and the allocator live across all turns; per chunk it records the int16 PCM (and float32) SHA-256,
+latencies, the allocator's counters and every replay engine's miss counters.
 
-* The stream is ``--chunks`` calls of a chunk of new tokens plus the lookahead (Token2wav's
-  clocks; the chunk dropped after each call, as the duplex demo does), cut into turns of about ``--turn-every`` calls (a
-  deterministic jitter of ``--jitter`` calls, default a tenth). Every turn primes the flow with
-  the prompt (a turn boundary: the state-rule arms reset their carries in place), streams its
-  steady chunks and ends with a flush (``last_chunk=True``) of 13 or 27 tokens, alternating:
-  f = 26 frames is admitted, f = 54 > f_chunk = 50 is outside the admission predicate and runs
-  eagerly by declaration. The device and host generators are seeded at every turn start.
-* The arm streams the whole thing in one process, so captured classes, carries and the
-  allocator live across all turns. Per chunk it records the int16 PCM (and float32 waveform)
-  SHA-256, the synthesis-segment latency (CUDA events) and host wall time, the allocator's
-  ``memory_allocated`` / ``max_memory_allocated`` / ``memory_reserved`` and the deltas of every
-  replay engine's miss counters, replays and events.
-* B0 streams the same turns with the same seeds. Every turn is self-contained (seeded at its
-  start, primed from the prompt), so the B0 reference may be split at turn boundaries across
-  ``--b0-workers`` processes (4 by default; 1 on a CPU, both declared on ``SoakConfig.b0_workers``)
-  to fit the device's time limit; ``--b0-workers 1`` runs it as one unbroken stream. Each arm runs in its own fresh process (``spawn``), so the arm's allocator
-  statistics see nothing of B0; by default the arm runs alone first and the B0 shards after it
-  (``--concurrent`` overlaps them: faster, but the arm's latencies then share the device). On a
-  CPU everything runs sequentially in this process (``--inline`` forces that elsewhere).
-* Warm-up is the first ``--warmup-turns`` turns (default 2: one flush of each size). After it
-
-  - the allocator peak must stay flat: ``max_memory_allocated`` grows by at most one
-    allocator granule (2 MiB);
-  - there must be no fallbacks: a fallback is any engine miss other than the declared eager
-    cases -- ``priming`` (the cache-free prompt priming), ``outside_catalog`` on a flush longer
-    than f_chunk, ``probe`` during warm-up, and on a CPU ``host_rng`` (the CPU device's
-    generator *is* the host generator, so the vocoder's draws cannot be captured there);
-  - every chunk's int16 PCM hash equals B0's.
-
-Output under ``--out``: ``soak.json`` (provenance, the summary -- chunks, exact_chunks,
-peak_growth_bytes_after_warmup, fallbacks_after_warmup, warmup_chunks, ... -- one row per
-turn, per-arm counters) and ``soak_chunks.csv`` (one row per chunk, both arms side by side).
-Per-process rows are streamed to ``rows_<arm>_<shard>.jsonl`` as they are produced, so a run
-cut short still leaves its chunks behind; ``--reference DIR`` reuses the B0 rows of an earlier
-run (``--arms SRc``), which splits the soak into two device commands when needed.
+B0 streams the same turns with the same seeds. Every turn is self-contained, so the reference may be split at
+turn boundaries across ``--b0-workers`` processes to fit the device's time limit; each runs in its own process,
+so the arm's allocator statistics see nothing of B0 (``--concurrent`` overlaps them at the cost of shared
+latencies; on a CPU everything runs in this process). After the ``--warmup-turns`` the allocator peak may grow by
+at most one granule, there must be no fallback (any miss other than the declared ``priming``, ``outside_catalog``
+on the long flush, warm-up ``probe`` and, on a CPU, ``host_rng``: its device generator *is* the host one), and
+every chunk's int16 PCM hash must equal B0's. Writes ``soak.json`` (summary, one row per turn, per-arm counters)
+and ``soak_chunks.csv``; rows are streamed to ``rows_<arm>_<shard>.jsonl`` as produced, so a run cut short keeps
+its chunks, and ``--reference DIR`` reuses an earlier run's B0 rows.
 """
 
 from __future__ import annotations

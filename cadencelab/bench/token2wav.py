@@ -2,26 +2,22 @@
 
 Protocol (every arm sees the same seeds, prompt and token streams):
 
-* the random weights are built once and saved as a checkpoint; each arm runs in its own
-  fresh process that loads them (its solver buffers sized for the arm);
-* a block is two turns; each turn primes the flow with the prompt (a turn boundary: the
-  state-rule arms reset into the carry in place), streams ``chunks_per_turn`` chunks
-  (a chunk plus its lookahead, dropping the chunk after each, as the duplex demo does) and flushes the remainder
-  with ``last_chunk=True``; the device generator is seeded at the block start;
-* the measurement follows :mod:`cadencelab.bench.measure`: in each round every arm gets a fresh
-  process, pinned to the same CPU cores before its first timed block; its block 0 is a warm-up
-  (captures happen there), reported but left out of the statistics; arms run one at a time,
-  interleaved block by block, the order rotating each block and each round; rounds continue past
-  ``--min-processes`` until the headline's interval is within ``--target-halfwidth`` (or the time
-  budget or ``--max-processes`` ends them);
-* per chunk: synthesis-segment latency (flow + cut + vocoder, CUDA events), host wall,
-  SHA-256 of mel / float32 PCM / int16 PCM; per block: the allocator peak (reset per block)
-  and the replay counters; after the timed blocks one profiled block per arm gives
-  device-busy time, kernel and graph launches per chunk.
+* the random weights are built once and saved as a checkpoint, which every arm's fresh process loads (its solver
+  buffers sized for the arm);
+* a block is two turns; each primes the flow with the prompt (a turn boundary: the state-rule arms reset their
+  carries in place), streams ``chunks_per_turn`` chunks (a chunk plus its lookahead, dropping the chunk after
+  each, as the duplex demo does) and flushes the rest with ``last_chunk=True``; the device generator is seeded at
+  the block start;
+* the measurement follows :mod:`cadencelab.bench.measure` (fresh pinned processes per round, arms interleaved
+  block by block in a rotating order, rounds until the headline's interval is narrow enough or the budget ends);
+  each process's block 0 is a warm-up (captures happen there), reported but left out of the statistics;
+* per chunk: synthesis-segment latency (CUDA events), host wall and SHA-256 of mel / float32 PCM / int16 PCM;
+  per block: the allocator peak and the replay counters; one profiled block per arm gives device-busy time and
+  kernel and graph launches per chunk.
 
-The exactness gate compares every block's hashes with B0's (same round, same block). Ratios come
-with hierarchical bootstrap 95% intervals (processes, then blocks within them); ``B0_repeat``
-against ``B0`` is the A/A check that gates every direction the study claims.
+The exactness gate compares every block's hashes with B0's (same round, same block). Ratios come with
+hierarchical bootstrap 95% intervals (processes, then blocks within them); ``B0_repeat`` against ``B0`` is the
+A/A check that gates every direction the study claims.
 """
 
 from __future__ import annotations

@@ -1,29 +1,21 @@
 """The course, headless or in JupyterLab.
 
-    run_tour(out_dir)    execute the course's notebooks (nbclient, kernel python3), keep the executed
-                         copies (.ipynb) in out_dir/notebooks/, and write out_dir/index.html: per notebook its
-                         title, learning goals, prose, figures with their captions and check-cell result,
-                         and the glossary (:mod:`cadencelab.course.report`). Works offline: plotly.js is
-                         embedded once in the page. Without parameters it runs the course with
-                         :data:`COURSE_PARAMETERS` (a student's predictions) and the course's answers typed
-                         into the exercise cells (:func:`fill_answers`, from ``course-solutions/`` beside the
-                         notebooks, outside the package); every check cell writes its gradebook entry to
-                         out_dir/gradebook.json, and a course answer not graded "solved" fails the tour.
+    run_tour(out_dir)    execute the course's notebooks (nbclient, kernel python3), keep the executed copies in
+                         out_dir/notebooks/ and write out_dir/index.html (:mod:`cadencelab.course.report`; offline:
+                         plotly.js is embedded once). By default it runs with :data:`COURSE_PARAMETERS` (a
+                         student's predictions) and the course's answers typed into the exercise cells
+                         (:func:`fill_answers`, from ``course-solutions/``, outside the package); every check cell
+                         writes its gradebook entry, and a course answer not graded "solved" fails the tour.
     launch_lab(port)     open JupyterLab on the notebooks folder (blocks until the server stops).
     execute_notebook     one notebook -> NotebookRun (timings, figures, check output, error).
 
-Where the notebooks are and how they are read (``course``, ``read_notebook``, ``notebook_text``,
-``kernel_env``) is :mod:`cadencelab.course.sources`; the JupyterLab launcher (``launch_lab``,
-``lab_command``, ``lab_settings_dir``) is :mod:`cadencelab.course.lab`. Both are importable from here too.
-
-One execution serves a whole CI run: the tour also writes ``out_dir/tour.json`` (a digest of
-what the run depends on: the notebook sources, the package's Python files and the data folder,
-and the parameters), and ``load_run(out_dir, source)`` gives back a notebook's run from those
-files when the digest still matches (None otherwise), so the tests need not execute it again.
-
-The kernel imports this checkout of cadencelab (its folder goes first on PYTHONPATH), and runs
-in the notebooks folder. Papermill-style parameters: ``execute_notebook(path, parameters={"LIVE":
-False})`` inserts an ``injected-parameters`` cell after the cell tagged ``parameters``.
+Reading the notebooks is :mod:`cadencelab.course.sources` and the JupyterLab launcher :mod:`cadencelab.course.lab`,
+both importable from here too. One execution serves a whole CI run: ``out_dir/tour.json`` holds a digest of what
+the run depends on (notebook sources, the package's Python files, the data folder, the parameters), and
+:func:`load_run` gives back a notebook's run while the digest still matches (None otherwise), so the tests need
+not execute it again. The kernel imports this checkout of cadencelab and runs in the notebooks folder.
+Papermill-style parameters: ``execute_notebook(path, parameters={"LIVE": False})`` inserts an
+``injected-parameters`` cell after the cell tagged ``parameters``.
 """
 
 from __future__ import annotations

@@ -2,34 +2,22 @@
 
 Definitions (all on integer nanoseconds; every summary column says its unit):
 
-- **wall** of a window ``[start_ns, end_ns)`` is its length.
-- **busy** is the length of the union of device intervals (kernels, and memcpy/memset unless
-  ``include_memory=False``) clipped to the window; overlapping streams count once.
-- **orchestration slack** is the idle share of wall: ``(wall - busy) / wall``.
-- **gaps** are the idle stretches between consecutive merged device intervals. Each is
-  classified by what the device was waiting for when the next interval began:
-
-  ``host_wait``   the launch call of the next kernel started at or after the previous interval
-                  ended: the host had not issued the work yet;
-  ``kernel_wait`` the launch call started before the previous interval ended, so the gap is
-                  launch/queue latency; also every gap between two kernels of one
-                  ``cudaGraphLaunch`` (same correlation id), which is device-side;
-  ``other``       the next kernel has no launch call in the trace; and the stretches of a window
-                  before the first or after the last device interval of the whole trace.
-
-  Under graph replay the launch call that counts for a kernel is the ``cudaGraphLaunch`` that
-  shares its correlation id. ``graph_aware=False`` reproduces a reader that only knows kernel
-  launch calls (graph kernels then fall into ``other``), for comparison.
-
-  Within any window: ``host_wait + kernel_wait + other == wall - busy`` exactly.
-- A trace with no device activity at all (CPU-only) has no busy time to speak of: busy, slack
-  and the idle split are NaN, and the ``na_reason`` column (and ``df.attrs["na_reason"]``) says
-  why. They are never reported as zero.
-- A window holding ``cudaGraphLaunch`` calls whose kernels the trace does not hold (the profiler
-  recorded the launch call but not the kernels the graph ran) has no true busy time either: the
-  replayed work would count as idle and the slack come out far too high. ``summary``,
-  ``idle_split`` and ``stages`` refuse such a window with :class:`GraphKernelsMissing`, which says
-  how many graph launches lack kernels and why.
+- **wall** of a window ``[start_ns, end_ns)`` is its length; **busy** the length of the union of device
+  intervals (kernels, and memcpy/memset unless ``include_memory=False``) clipped to it, overlapping streams
+  counted once; **orchestration slack** the idle share of wall, ``(wall - busy) / wall``.
+- **gaps**, the idle stretches between merged device intervals, are classified by what the device was waiting
+  for when the next interval began: ``host_wait`` (the next kernel's launch call started at or after the
+  previous interval ended: the host had not issued it yet), ``kernel_wait`` (it started before: launch/queue
+  latency; also every gap between kernels of one ``cudaGraphLaunch``, which is device-side) and ``other`` (no
+  launch call in the trace, and the stretches before the trace's first or after its last device interval).
+  Under replay the launch call that counts is the ``cudaGraphLaunch`` sharing the kernel's correlation id
+  (``graph_aware=False`` reproduces a reader that knows only kernel launches). In any window
+  ``host_wait + kernel_wait + other == wall - busy`` exactly.
+- A trace with no device activity (CPU-only) has busy, slack and the idle split NaN, never zero, with the reason
+  in ``na_reason`` (and ``df.attrs["na_reason"]``).
+- A window with ``cudaGraphLaunch`` calls whose kernels the trace lacks would count the replayed work as idle:
+  ``summary``, ``idle_split`` and ``stages`` refuse it with :class:`GraphKernelsMissing`, which says how many
+  launches lack kernels and why.
 """
 
 from __future__ import annotations

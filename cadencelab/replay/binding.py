@@ -1,25 +1,21 @@
 """The one seam from a declared operator to an engine.
 
-``bind(decl, operator, fn, reads=..., frames=...)`` returns an :class:`ExactShapeReplay` whose
-admitted catalog *and* classifier both come from the declaration: the catalog is
-:func:`~cadencelab.contract.admitted_labels`, and the classifier builds each call's label with
-:func:`~cadencelab.contract.class_label` from the extents of the regions the operator reads
-(``Operator.reads``, in that order) and the call's frames on the operator's clock. The caller says
-only *where* those numbers live in a call (:class:`At`: an argument by name or position, a key
-inside it, a dim), never what a label looks like, so a classifier cannot disagree with its catalog.
+``bind(decl, operator, fn, reads=..., frames=...)`` returns an :class:`ExactShapeReplay` whose admitted catalog
+*and* classifier both come from the declaration: the catalog is :func:`~cadencelab.contract.admitted_labels`, and
+the classifier builds each call's label with :func:`~cadencelab.contract.class_label` from the extents of the
+regions the operator reads (``Operator.reads``, in that order) and the call's frames on the operator's clock. The
+caller says only *where* those numbers live in a call (:class:`At`: an argument by name or position, a key inside
+it, a dim), never what a label looks like, so a classifier cannot disagree with its catalog.
 
 What the declaration supplies beyond positions:
 
-* clock conversion: frames counted on another clock (tokens, samples) are converted with the
-  declared clock ratios;
-* lookahead: a call whose frames dim carries lookahead (``At.last`` names its final-call flag)
-  commits all but the lookahead frames, unless it is the turn's final call, see :func:`lookahead`;
-* cache-free priming: a call that carries no tensor for a region it reads is labelled with the
-  catalog's priming kind (eager by construction) when the declaration has priming for the
-  operator, and is refused otherwise;
-* regions the arguments do not carry (a stock call that passes the cached mel already
-  concatenated with the chunk): their extent is read off the operator's joint trajectory from the
-  regions that are located, when that determines it.
+* clock conversion: frames counted on another clock (tokens, samples) are converted with the declared ratios;
+* lookahead: a call whose frames dim carries lookahead (``At.last`` names its final-call flag) commits all but
+  the lookahead frames, unless it is the turn's final call, see :func:`lookahead`;
+* cache-free priming: a call that carries no tensor for a region it reads is labelled with the catalog's priming
+  kind (eager by construction) when the declaration has priming for the operator, and is refused otherwise;
+* regions the arguments do not carry (a stock call passing the cached mel already concatenated with the chunk):
+  their extent is read off the operator's joint trajectory from the located regions, when that determines it.
 """
 
 from __future__ import annotations

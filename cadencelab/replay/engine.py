@@ -2,26 +2,20 @@
 
 Per call the engine
 
-1. keys the call by its full signature (shapes, strides, dtypes, devices, alignment,
-   scalar arguments; contract-owned inputs by owner and offset) -- arguments it cannot key
-   on are refused and run eagerly;
-2. checks the class is in the declared catalog (``catalog`` + ``classify``) and under
-   ``max_classes``;
-3. on the first hit of a class runs the call eagerly on the capture stream as its probe,
-   watching host and device random generators: host draws reject the class for good;
-   device draws are admitted (graph-safe Philox). It then captures the class -- capture
-   executes nothing, and the generators are snapshotted and restored around it, so the
-   probe's results stand as call n's results and the capture is transparent;
-4. on later hits checks address stability (aliased inputs, declared write-through regions,
-   module parameters and buffers) -- drift drops the class's graph, logs an invalidation
-   and runs eagerly -- then copies staged inputs into the class's static buffers and
-   replays.
+1. keys the call by its full signature (shapes, strides, dtypes, devices, alignment, scalar arguments;
+   contract-owned inputs by owner and offset); arguments it cannot key on are refused and run eagerly;
+2. checks the class is in the declared catalog (``catalog`` + ``classify``) and under ``max_classes``;
+3. on a class's first hit runs the call eagerly on the capture stream as its probe, watching host and device
+   random generators: host draws reject the class for good, device draws are admitted (graph-safe Philox). It
+   then captures the class; capture executes nothing and the generators are restored around it, so the probe's
+   results stand as the call's results and the capture is transparent;
+4. on later hits checks address stability (aliased inputs, declared write-through regions, module parameters
+   and buffers): drift drops the class's graph, logs an invalidation and runs eagerly. Then it copies staged
+   inputs into the class's static buffers and replays.
 
-Contract-owned inputs (views of registered ``owners``, e.g. the carry) are bound by
-address at capture: no staging copy. Everything else is staged per class.
-
-``backend="eager"`` keeps identical bookkeeping (catalog, admission, guards, counters)
-but executes every call eagerly, and says so: logic you can test and teach on a CPU.
+Contract-owned inputs (views of registered ``owners``, e.g. the carry) are bound by address at capture, with no
+staging copy; everything else is staged per class. ``backend="eager"`` keeps identical bookkeeping (catalog,
+admission, guards, counters) but executes every call eagerly, and says so: logic you can test and teach on a CPU.
 """
 
 from __future__ import annotations
@@ -140,28 +134,21 @@ class ExactShapeReplay:
 
     fn:            the callable; host-side bookkeeping must live outside it (it does not run on replay).
     name:          for counters and logs.
-    backend:       "cuda", "eager", or "auto" (cuda when available; eager bookkeeping when the first call
-                   brings host tensors only). On "cuda" a class with host tensors is rejected (host_tensors).
-    catalog:       admissible class labels (from the declaration); None admits any signature.
-    classify:      ``classify(*args, **kwargs) -> label`` mapping a call to its catalog label.
-    owners:        contract-owned buffers (or a callable returning them); inputs that are views
-                   of them are aliased by address instead of staged.
-    write_through: name -> tensor (or callable returning it) regions fn writes at fixed addresses;
-                   checked by pointer every call.
-    modules:       modules whose parameters/buffers the graph reads by address; checked every call.
-    clone_outputs: return copies of graph outputs (default). When False, outputs alias graph memory
-                   and are valid only until the next replay of any engine sharing the pool.
-    max_classes:   cap on captured classes (the affordability budget; default the contract's
-                   ``CLASS_BUDGET``, which the declaration's verdict counts admitted classes against).
+    backend:       "cuda", "eager", or "auto" (cuda when available; eager bookkeeping when the first call brings
+                   host tensors only). On "cuda" a class with host tensors is rejected (host_tensors).
+    catalog, classify: admissible class labels (from the declaration; None admits any signature) and
+                   ``classify(*args, **kwargs) -> label`` mapping a call to its label.
+    owners:        contract-owned buffers (or a callable returning them): inputs that view them are aliased by
+                   address instead of staged.
+    write_through, modules: regions ``fn`` writes at fixed addresses (name -> tensor or callable) and modules
+                   whose parameters/buffers the graph reads by address; both pointer-checked every call.
+    clone_outputs: return copies of graph outputs (default); else outputs alias graph memory until the next
+                   replay of any engine sharing the pool.
+    max_classes:   cap on captured classes (default the contract's ``CLASS_BUDGET``, the affordability budget).
     max_invalidations: after this many pointer drifts a class stays eager.
-    ``timer``:     attribute, None by default: a study may set ``timer(part) -> context manager`` to time the
-                   parts of a call ("signature", "checks", then "stage", "launch", "outputs" of a replay; an
-                   eager-backend replay is one "launch") where a replayed call's host time goes
-                   (:mod:`cadencelab.bench.lanes_split`).
-    eager_guard:   optional zero-argument callable returning a context manager entered around every
-                   call that executes ``fn`` eagerly (probe, capture, fallback, the eager backend's
-                   admitted calls); a pure replay does not enter it. Lanes use it to run eager work
-                   exclusively and with their own generator state (:mod:`cadencelab.serving.lanes`).
+    eager_guard:   a zero-argument callable returning a context manager entered around every eager execution of
+                   ``fn`` (probe, capture, fallback, eager backend), never around a replay (used by the lanes).
+    ``timer``:     attribute, None by default: ``timer(part) -> context manager`` times a call's parts.
     """
 
     def __init__(

@@ -1,38 +1,23 @@
 """Capture-safety preflight: run a step eagerly under detectors, list what would break a CUDA graph.
 
-:func:`preflight` calls a step a few times (at least twice, so it sees what changes between
-calls) under a torch function mode and a dispatch mode, and returns one row per hazard with the
-user-code line it came from (the first stack frame outside torch and outside
-``cadencelab.replay``), how often it fired and the fix in plain words:
+:func:`preflight` calls a step a few times (at least twice, to see what changes between calls) under a torch
+function mode and a dispatch mode, and returns one row per hazard with the user-code line it came from (the
+first frame outside torch and ``cadencelab.replay``), how often it fired and the fix in plain words:
+``host_constant`` / ``host_input`` (host data copied in: the same bytes every call, or changing ones),
+``device_to_host``, ``host_sync`` (a device value read on the host, also inside a torch function),
+``data_dependent_shape`` (an output size depending on values, or equal input shapes giving unequal outputs),
+``host_rng`` (``device_rng`` is info only: replays advance it correctly), ``pool_allocation`` (a tensor made
+during the call kept in state) and ``rebound`` (a state tensor replaced, identity or address changed).
 
-- ``host_constant`` / ``host_input``: host data copied to the device inside the step (the same
-  bytes every call, or bytes that change between calls); ``device_to_host``: a copy back;
-- ``host_sync``: a device value read on the host (``.item()``, ``bool(t)``, a check inside a torch
-  function such as ``torch.istft``'s window-envelope test);
-- ``data_dependent_shape``: an op whose output size depends on tensor values (``nonzero``,
-  boolean indexing, ``unique``, ..., or any op seen with equal input shapes and unequal output
-  shapes);
-- ``host_rng``: a host generator drawn inside the step; ``device_rng`` (info): device draws,
-  which replays advance correctly;
-- ``pool_allocation``: a tensor created during the call and kept in state after it returns;
-- ``rebound``: a state tensor replaced by another tensor (identity or address changed).
+**Target device.** ``device`` names where the step will be captured. When its tensors live there, host and device
+are read from the tensors and ``torch.cuda.set_sync_debug_mode`` reports the syncs the dispatch mode cannot see.
+Emulated on a CPU, every tensor existing before the call is device-resident (but a module's unregistered tensor
+attribute the step moves with ``.to(device)`` is on the host: ``Module.to()`` left it there); a tensor made in the
+step with no ``device=``, from Python or NumPy data, or only from such tensors is a host tensor.
 
-**Target device.** ``device`` names where the step will be captured (e.g. ``"cuda"``). When the
-step's tensors live on that device (a real GPU run) host and device are read from the tensors,
-and ``torch.cuda.set_sync_debug_mode`` reports the syncs the dispatch mode cannot see. When
-they live on the CPU (a GPU target emulated on a CPU) every tensor that exists before the call
-counts as device-resident, except a module's plain (unregistered) tensor attributes when the
-step moves them with ``.to(device)``: ``Module.to()`` leaves those on the host. A tensor made
-inside the step by a factory with no ``device=`` (``torch.arange(n)``), from Python or NumPy data
-(``torch.tensor``, ``torch.FloatTensor``, ``torch.from_numpy``), or only from such tensors, is a
-host tensor; any explicit ``device=`` or ``.to(<a device>)`` counts as the target device.
-
-**Inside torch functions.** An op that reaches the dispatch mode whole (under ``torch.inference_mode``
-a composite op such as ``torch.istft`` is not decomposed before it) and has no kernel of its own for
-the backend is run through its C++ composite kernel, the one eager runs, with the mode on: the ops
-inside it (``torch.istft``'s host check of the window envelope) are seen and attributed to the line
-that called the torch function, and the ``op`` column names that function (``aten.equal in
-torch.istft``).
+**Inside torch functions.** A composite op that reaches the dispatch mode whole with no kernel of its own for the
+backend runs through its C++ composite kernel with the mode on, so the ops inside it (``torch.istft``'s host check
+of the window envelope) are seen, attributed to the calling line and named in ``op`` (``aten.equal in torch.istft``).
 """
 
 from __future__ import annotations

@@ -1,72 +1,22 @@
 """EXPERIMENTAL: cross-session batched Token2wav (B sessions' chunks in one call), eager and replayed.
 
-Not part of the paper's factorial (the paper leaves cross-session batching open). The
-``sessions`` study runs it as the labelled experimental arm ``SRb``
-(:mod:`cadencelab.bench.sessions_batched`); the arms table does not list it. What it is:
+Outside the paper's factorial, which leaves cross-session batching open; the ``sessions`` study runs it as arm
+``SRb`` (:mod:`cadencelab.bench.sessions_batched`). The chunks of B sessions in one shape class (same carry
+extents, chunk frames and ``last_chunk``) are stacked along the batch dimension into one flow call and one
+vocoder call; each session keeps B0's stock state, gathered into stacked tensors before the call and scattered
+back after it. With ``replay=True`` both calls go through :class:`~cadencelab.replay.ExactShapeReplay` keyed on
+``(B,) + label``: the session count is a dimension declared here (``batch_sizes``), one graph per (class, B),
+and a size outside the set runs eagerly (``outside_catalog``). The Token2wav
+:class:`~cadencelab.contract.Declaration` is unchanged: its C3 is about one session.
 
-* **batched eager path** (:meth:`BatchedToken2wav.stream` with ``replay=False``): the chunks
-  of B sessions in the same shape class (same carry extents, same chunk frames, same
-  ``last_chunk``) are stacked along the batch dimension and synthesised in one flow call and
-  one vocoder call. Per-session state is the stock state (the ``stream_cache`` dict and the
-  HiFT cache dict of B0), gathered into stacked tensors before the call and scattered back
-  after it (eager copies outside any graph).
-* **batched replay** (``replay=True``): the same two calls through
-  :class:`~cadencelab.replay.ExactShapeReplay`, with the batch size as part of the class
-  label. The session count is a declared dimension (admitted sizes ``batch_sizes``,
-  default {1, 2, 4, 8}); the catalog is ``{(B,) + label}`` over the declared
-  sizes and the Token2wav declaration's admitted flow / vocoder labels, so there is one graph
-  per (class, B). A batch size outside the declared set is refused by the catalog
-  (``outside_catalog``: eager, counted, exact), on a workspace kept for that call only.
-
-The session count is declared as a dimension of this module (``batch_sizes``); the Token2wav :class:`~cadencelab.contract.Declaration` itself is not
-changed (its C3 property is about one session), so ``derive`` / ``checks`` know nothing of it.
-
-Exactness reference: the **batched eager path**. Batched replay is bit-identical to it
-(``torch.equal`` on mel and PCM): checked on CPU with the eager backend's bookkeeping
-(tests/test_batched_sessions.py; there HiFT draws host randomness, so the vocoder core is
-rejected ``host_rng`` and runs eagerly, and only the flow chunk is admitted) and with CUDA graphs
-for both stages on an H200 (the same file's CUDA tests, and every chunk of the recorded
-``SRb`` runs in ``data/h200/sessions.json``). Against each session run alone through B0
-nothing is promised:
-
-* the flow's arithmetic is row-independent, but batching changes GEMM / attention / conv
-  shapes (M = 2B instead of 2 rows), so kernels may pick other blockings or reduction orders
-  and the bits may differ from the solo run (:func:`compare_to_solo` reports it, it gates
-  nothing; B = 1 is bit-identical to B0 by construction);
-* HiFT draws its sine-source noise from the device's default generator with batch-shaped
-  draws (``torch.rand(B, H)``, ``randn_like`` of (B, L, H)): a batch consumes one stream of
-  random numbers for all its rows, so a session's noise differs from its solo draws. The
-  batch's draws come from the default generators as the caller leaves them.
-
-Batch-1 assumptions in the vendor flow that this module works around (the vendor code is not
-changed; the solver and the DiT chunk call are restated here with explicit workspaces, op for op):
-
-* ``CausalConditionalCFM.forward_chunk`` slices the start noise as ``rand_noise[:, :, o:o+T]``
-  (batch 1) and ``solve_euler_chunk`` builds the CFG input with ``x.repeat(2, 1, 1)`` and the
-  time with ``t.repeat(2)``: the noise is expanded to B rows (every session starts from the
-  same constant noise at the same offset, as it does solo) and the time repeated 2B times;
-* the solver's and the DiT's cache buffers have a batch of 2 (one CFG pair): per batch size B
-  this module owns workspaces with 2B rows, passed explicitly (``blocks_forward_chunk`` takes
-  its output buffers as arguments), so the modules' own buffers are untouched;
-* the CFG layout of the stacked estimator caches is ``[cond_1 .. cond_B, uncond_1 .. uncond_B]``
-  (``x.repeat(2, 1, 1)`` / ``torch.cat([mu, 0])`` / ``.chunk(2)``), so a session's (2, ...) rows
-  are interleaved into rows b and B + b on gather and taken back from there on scatter.
-
-Everything else is batch-generic: the speaker projection, the conformer encoder with its conv
-and attention caches (no masks, a broadcast position encoding), HiFT (f0 predictor, source,
-decode; the iSTFT runs after the core, eagerly, as in the replay arms), the crossfade.
-
-Priming (``open``) runs solo through the vendor ``setup_cache``, as B0 does.
-
-Costs (measured on the H200 at REAL sizes, ``data/h200/sessions.json``, arm ``SRb``): per
-batch size B the workspaces hold 2B CFG rows at ``max_frames`` (663 MB per session row: 5.3 GB
-for B = 8, 9.9 GB for the sizes {1, 2, 4, 8}); every batched call gathers the sessions' stock
-caches into stacked tensors and scatters them back, and each captured class stages its
-stacked inputs into its own static buffers (20 graphs: 21.5 GB of staging). With one session
-the peak allocation is 43.7 GiB (SRc: 4.0 GiB); each added session then costs about 0.7 GB.
-A batch of 8 takes 138 ms where a batch of one takes 75 ms (warm-up medians). Persistent
-stacked session slots at fixed addresses would remove the gather / scatter and the staging;
-they are not built here.
+Exactness reference: the batched eager path, to which batched replay is bit-identical. Against a session run
+alone nothing is promised: batching changes GEMM / attention / conv shapes, so kernels may reduce in another
+order (:func:`compare_to_solo` reports it, gating nothing; B = 1 is B0 by construction), and HiFT draws one
+batch-shaped noise stream for all rows. The vendor code is unchanged: its batch-1 assumptions are worked around
+by restating the solver and the DiT chunk call op for op (start noise expanded to B rows, CFG workspaces of 2B
+rows per batch size, a session's cond / uncond rows interleaved at rows b and B + b). Priming (``open``) runs
+solo, as B0 does. The gather / scatter and each class's input staging cost memory and time; persistent stacked
+session slots at fixed addresses would remove them and are not built here.
 """
 
 from __future__ import annotations

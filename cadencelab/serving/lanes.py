@@ -1,38 +1,23 @@
-"""Lanes: several Token2wav sessions' graphs replaying at once on one GPU, each session bit-identical
-to running alone through the stock runtime.
+"""Lanes: several Token2wav sessions' graphs replaying at once on one GPU, each bit-identical to its solo B0 run.
 
-A :class:`~.sessions.SessionManager` time-multiplexes one set of captured graphs: sessions run
-one after another. A chunk at the real config keeps an H200 busy with small kernels that fill a
-fraction of it, so one graph set leaves most of the device idle. A :class:`LanePool` holds ``L``
-*lanes*: each lane is a full SRc runtime with its own state (carries, solver buffers, captured
-graphs, host staging) and its own CUDA stream, while every lane reads the *same* weights
-(:func:`share_weights`). Chunks of different sessions replay concurrently on different lanes;
-replaying a captured graph changes no kernel and no shape, so each session's output stays what it
-would be alone.
+A :class:`~.sessions.SessionManager` time-multiplexes one graph set, whose small kernels leave most of the device
+idle. A :class:`LanePool` holds ``L`` *lanes*, each a full SRc runtime with its own state, graphs, host staging and
+CUDA stream, all reading the *same* weights (:func:`share_weights`). Replay changes no kernel and no shape, so
+isolation is what keeps a session exact whatever runs beside it:
 
-What keeps a session exact whatever runs beside it:
+* **state**: a lane's graphs touch only its buffers; with more sessions than lanes a lane swaps snapshots as a
+  ``SessionManager`` does, and a session parked by one lane may continue on another (the load waits on an event).
+* **randomness**: a graph reads seed and offset at replay from the generator state object that was the default's
+  at capture. Each lane owns a generator, shared with the default (``Generator.graphsafe_set_state``) while its
+  graphs are captured, so its replays advance only its own; a session's seed and offset are loaded before its
+  chunk and read back after, so its draws do not depend on the lane or its neighbours.
+* **eager work** (probe, capture, fallback, priming) runs *exclusively*: the engines' ``eager_guard`` upgrades the
+  lane's shared hold of the pool lock to an exclusive one and points the default generators at the lane's (device)
+  and the session's (host) state; every chunk ends with its stream synchronised, so no other work is in flight.
+* **routing** (:func:`route`): to the lane already holding work of the session, else where it is resident, else
+  the least loaded, so a session's chunks never run out of order.
 
-* **state**: a lane's graphs read and write only that lane's buffers. With more sessions than lanes
-  a lane swaps session snapshots in and out exactly as a ``SessionManager`` does; a session parked by
-  one lane may continue on another (the load waits on an event recorded after the park).
-* **randomness**: HiFT draws device random numbers on every call from the device's default
-  generator. A CUDA graph reads seed and offset at replay from the generator *state object* that
-  was the default's when it was captured. Each lane owns a generator; its graphs are captured
-  while the default generator shares that generator's state object
-  (``Generator.graphsafe_set_state``), so a lane's replays advance only its own state. A session's
-  seed and offset are loaded into the lane's generator before its chunk and read back after, so
-  its draws do not depend on the lane it lands on or on its neighbours.
-* **eager work** (a probe, a capture, a fallback, the priming) runs *exclusively*: the engines'
-  ``eager_guard`` upgrades the lane's shared hold of the pool lock to an exclusive one, points the
-  default generators at the lane's (device) and the session's (host) state for the call, and
-  restores them. Every chunk ends with its own stream synchronised, so an exclusive section starts
-  with no other lane's work in flight (a capture never overlaps another thread's CUDA calls).
-* **routing** (:func:`route`): a chunk goes to the lane already holding work of its session, else to
-  the lane where the session is resident (no swap), else to the least loaded lane; a session's
-  chunks therefore never run out of order.
-
-On a CPU there are no streams and the vocoder draws from the host generator: every chunk runs
-exclusively with the default generators (a ``SessionManager``'s semantics, one lane at a time).
+On a CPU (no streams; the vocoder draws from the host generator) chunks run exclusively, one lane at a time.
 """
 
 from __future__ import annotations

@@ -1,56 +1,23 @@
 """Many Token2wav sessions on one device: shared weights, shared graph bindings, per-session state.
 
-A :class:`SessionManager` wraps one :class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime` (one set of weights,
-flow + HiFT, and, for the replay arms, one set of captured graphs) and serves any number of
-:class:`Session` objects. A session owns only its state snapshot:
+A :class:`SessionManager` wraps one :class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime` (one set of
+weights and, for the replay arms, one set of captured graphs) and serves any number of :class:`Session` objects.
+A session owns only its state snapshot: under the state rule the live extent of every carry, sized to its
+region's retention bound A; otherwise its own stock caches (those aliasing the solver's shared buffers are cloned
+when it is switched out, since the next chunk overwrites them); and its random state (:class:`RngState`). HiFT
+draws from its device's default generator, which the vendor code cannot redirect, so the session's state is
+restored into it before each chunk and read back after. ``torch.cuda.set_rng_state`` writes into the generator's
+existing state object, the one every captured graph reads at replay, so a replay after a restore draws what the
+session's eager call would (``graphsafe_set_state`` would swap the object and leave the graphs on the old one).
 
-* **state rule (S, SR, SRc)**: the live extent of every carry (estimator attention cache in the
-  solver buffer, conformer attention and conv caches, vocoder mel / source / speech caches),
-  the solver's estimator conv cache and the speaker embedding, each in a tensor sized to the
-  declared retention bound A of its region, plus the host bookkeeping (carry lengths, cursors);
-* **stock state (B0, R, Rc)**: its own stock caches, one per region (``Token2wavRuntime.stock_state``), the
-  speaker embedding and the prompt tuple. Cache tensors that alias the flow's shared solver
-  buffers (the stock code returns views of them) are cloned when the session is switched
-  out, since the next session's chunk overwrites those buffers;
-* **random state**: the host generator state and, on CUDA, the device generator state
-  (seed + Philox offset). HiFT draws from the default generator of its device on every call
-  (``torch.randn_like`` / ``torch.rand`` in the sine source), which the vendor code offers
-  no way to redirect to a per-session ``torch.Generator``; so the manager restores the
-  session's state into the default generator before each of its chunks and reads it back
-  after. ``torch.cuda.set_rng_state`` writes seed and offset into the generator's existing
-  state object, the one every captured graph registered at capture: a replay's prologue
-  reads seed and offset from it at replay time and advances the offset by the graph's whole
-  increment, so a replay after a restore draws exactly what session's eager call would
-  (this is the same mechanism :class:`~cadencelab.replay.ExactShapeReplay` relies on when it
-  restores the generators around a capture; ``graphsafe_set_state`` would instead swap the
-  state object and leave the graphs reading the old one).
-
-Design choice: **swap** (copy the session's state into the bindings' fixed addresses
-before its chunk, and out again when another session takes the bindings), not per-session
-carries with pointer rebinding.
-
-* Captured graphs read and write the carries by address. Per-session carries live at other
-  addresses; the engines' pointer guards see "aliased input moved", drop the graph and
-  re-capture, and after ``max_invalidations`` drifts a class is failed to eager for good.
-  Rebinding pointers inside an instantiated graph (``cudaGraphExecKernelNodeSetParams`` on
-  every kernel that touches a carry) is not exposed by torch and would bypass the admission
-  checks the engines exist for. One graph per session instead multiplies capture time and
-  graph-pool memory by N.
-* A swap is two device copies per switch of each region's *live* extent: at most 2 x the
-  declared state (for the real config about 2 x 527 MB: the estimator cache, 10 steps x 16
-  layers x 2 CFG rows x 8 heads x 402 frames x 128 x 4 B, dominates), about a millisecond of
-  HBM bandwidth against a 72 ms SRc chunk. It happens only when the bindings change hands:
-  a session streaming consecutive chunks is never copied, and N = 1 is exactly the solo
-  runtime. The ``sessions`` bench records bytes and device time of every swap
-  (``swap_bytes``, ``swap_ms`` per chunk).
-* Capacity: the bindings hold one resident state at the attended envelope (A + f_call) and
-  each session adds exactly its snapshot at the retention bound A -- the declared state
-  (:func:`declared_state_bytes`), which is what the capacity study checks the peak slope against.
-
-Exactness: a session's chunks through the manager are bit-identical to the same session run
-alone through B0 (same prompt, seed and tokens), whatever other sessions run in between;
-``tests/test_sessions.py`` (CPU) and ``tests/test_sessions_cuda.py`` (CUDA graphs, with the
-engines' capture counters unchanged across switches) check it.
+Design choice: **swap** the session's state into the bindings' fixed addresses when it takes them, rather than
+per-session carries with pointer rebinding. Graphs read and write carries by address: other addresses would
+trip the engines' pointer guards (drop, re-capture, fail to eager); patching kernel nodes is not exposed by torch
+and would bypass the admission checks; one graph set per session multiplies capture time and pool memory by N.
+A swap copies at most twice the declared state, and only when the bindings change hands, so N = 1 is exactly the
+solo runtime (the ``sessions`` bench records every swap). Each session adds exactly its snapshot at the retention
+bound, :func:`declared_state_bytes`, the slope the capacity study checks the peak against. Exactness: a session's
+chunks are bit-identical to the same session run alone through B0, whatever runs in between.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""cadencelab.viz: DataFrames in, plotly figures out (never shown from here).
+"""cadencelab.viz: DataFrames in, plotly figures out (never shown from here), each with its caption.
 
     waterfall       stage waterfall of one window (a duplex second, a call) against the cadence
     kernel_timeline kernels per stream on a µs axis, idle gaps by category, eager vs replay
@@ -9,8 +9,7 @@
     duration_bars   kernel-duration histogram on a log µs axis
     launch_cost_bars launches x per-launch cost vs the measured idle
     cadence_ticks   two duplex seconds per stage and tick on the cadence (profile.cadence_diff)
-    pareto          latency vs peak memory per arm, CIs (kind named), non-exact arms marked,
-                    frontier, labels placed so that none overlaps
+    pareto          latency vs peak memory per arm, CIs (kind named), non-exact arms marked, frontier
     capacity_lines  sessions N vs a metric per arm, with the cadence line
     soak_panel      allocator bytes and chunk latency over a long stream, mismatches marked
     pointer_figure  the carry's address per call (flat) against a stock cache's
@@ -18,8 +17,7 @@
     misses_figure   calls per shape class: replayed, or eager by miss reason
     idle_progress   idle and busy time accumulating kernel by kernel, eager vs replay
     process_means   one point per fresh process (its mean, its block range) per arm
-
-Every figure stores a caption (what it shows, how to read it) that ``caption(fig)`` returns.
+    caption         what a figure shows and how to read it, as the figure stores it
 """
 
 from .admission import misses_figure

@@ -1,41 +1,23 @@
 """One full-duplex second, stage by stage, on the clocks its stages declare.
 
-A duplex runtime must turn each second of input into a second of speech before the next
-second arrives. This module composes the stages of one such second so that they can be timed
-and profiled together:
+A duplex runtime must turn each second of input into a second of speech before the next second arrives. This
+module composes the stages of one such second so that they can be timed and profiled together:
 
-    backbone        a decoder-only language model: prefill of the second's input
-                    (``input_tokens`` ids), then greedy decoding of ``text_tokens`` text/control
-                    tokens with a KV cache that persists across the seconds of a session;
-    speech_decoder  a decoder-only speech-token model conditioned on the backbone's hidden
-                    states (through a linear bridge): greedy decoding of ``speech_tokens`` (one
-                    Token2wav chunk) tokens, the speech-token clock (its cache restarts every second);
-    synthesis       the streaming Token2wav (flow + HiFT vocoder) through
-                    :class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime`, one chunk
-                    (its tokens plus the lookahead, Token2wav's clocks) = 1.0 s of audio, under an arm
-                    ("B0" stock, "SRc" both rules, ...). Its sub-stages ``flow`` and ``vocoder``
-                    are the runtime's own ranges and are timed too (parent ``synthesis``).
+    backbone        a decoder-only language model: prefill of the second's input, then greedy decoding of
+                    text/control tokens with a KV cache that persists across the seconds of a session;
+    speech_decoder  a speech-token model conditioned on the backbone's hidden states: greedy decoding of one
+                    Token2wav chunk of tokens (its cache restarts every second);
+    synthesis       the streaming Token2wav through :class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime`
+                    under an arm ("B0", "SRc", ...): one chunk = 1.0 s of audio, sub-stages ``flow`` / ``vocoder``.
 
-The two language models are Qwen2-architecture transformers (HF ``transformers``) with random
-weights drawn from a declared :class:`DuplexConfig`; nothing is downloaded. Their shapes are
-declared stand-ins (see :data:`H200` and :data:`TINY`), not a released checkpoint: the point is the
-orchestration of a second (how many forwards, of which shapes, in which order), which the
-declaration fixes, not the tokens they produce. Decoding is greedy (argmax) and never leaves the
-device until the chunk's speech tokens are handed to the synthesis stage.
+The language models are Qwen2-architecture transformers with random weights from a declared
+:class:`~.models.DuplexConfig` (presets :data:`~.models.H200`, :data:`~.models.TINY`): the point is the
+orchestration of a second (how many forwards, of which shapes, in which order), not the tokens. Every stage runs
+inside ``record_function(<stage>)``, timed with CUDA events (host-side launch gaps count) or ``perf_counter``:
 
-Every stage runs inside ``torch.profiler.record_function(<stage>)`` (the whole second inside
-``"duplex_second"``) and is timed with CUDA events on a GPU (device timeline, so host-side launch
-gaps count) or ``time.perf_counter`` on a CPU.
-
-    >>> h = DuplexSecond("tiny", arm="B0", device="cpu")
-    >>> h.warmup()
-    >>> df = h.run_second()                     # stage, start_ms, dur_ms, source, arm, ...
-
-To profile a second, run it under :func:`cadencelab.profile.trim.profile_window` (its range is
-:data:`SECOND_RANGE`, which ``run_second`` opens itself):
-
-    >>> p = profile_window(h.run_second, h.device, SECOND_RANGE, open_range=False)
-    >>> p.stages(["backbone", "speech_decoder", "synthesis"])
+    >>> h = DuplexSecond("tiny", arm="B0", device="cpu"); h.warmup()
+    >>> df = h.run_second()                      # stage, start_ms, dur_ms, source, arm, ...
+    >>> p = profile_window(h.run_second, h.device, SECOND_RANGE, open_range=False)   # cadencelab.profile.trim
 """
 
 from __future__ import annotations

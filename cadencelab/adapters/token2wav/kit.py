@@ -1,30 +1,23 @@
 """Token2wav on the adapter kit as one whole-call operator, for the kit's own factorial.
 
 :func:`kit_model` is a :class:`~cadencelab.adapters.kit.KitModel` of the vendor ``(flow, hift)``: the kit's arms
-(B0, S, R, Rc, SR, SRc: the runtime's switches) on Token2wav, certified and measured by
-``python -m cadencelab.bench kit --model token2wav``. The paper's arms
-(:class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime`, ``bench token2wav``) run the same two steps
-as two operators; how the two differ is said below.
+(B0, S, R, Rc, SR, SRc) on Token2wav, certified and measured by ``python -m cadencelab.bench kit --model
+token2wav``. The paper's arms (:class:`~cadencelab.adapters.token2wav.runtime.Token2wavRuntime`) run the same two
+steps as two operators.
 
-**Declaration** (:func:`kit_declaration`): :func:`~cadencelab.adapters.token2wav.steps.declaration` (the
-estimator cache carried in the solver's own buffer, adopted as its carry, and the mel overlap at its attended
-envelope) plus one operator, ``stream_chunk`` (a whole stream call: flow chunk, vocoder, cross-fade; it reads the
-two attention caches, like ``flow_chunk``, whose catalog it shares).
+**Declaration** (:func:`kit_declaration`): :func:`~cadencelab.adapters.token2wav.steps.declaration` plus one
+operator, ``stream_chunk`` (a whole stream call: flow chunk, vocoder, cross-fade), which reads the two attention
+caches like ``flow_chunk`` and shares its catalog. **Steps**: the ``flow_chunk`` and ``vocoder_core`` steps of
+:func:`~cadencelab.adapters.token2wav.steps.token2wav_steps` in a row, then the stock trim; the stock step is
+their stock forms in a row (:class:`~cadencelab.adapters.token2wav.StockToken2wav`'s loop). **Turns**: ``init``
+primes with the vendor's ``setup_cache`` and seeds the generators (HiFT draws every call: every arm sees the
+same draws).
 
-**Steps**, both in the kit's stock form (the runtime keeps the declared cut): the ``flow_chunk`` and
-``vocoder_core`` steps of :func:`~cadencelab.adapters.token2wav.steps.token2wav_steps` in a row, then the stock
-trim; the stock step is their stock forms in a row (:class:`~cadencelab.adapters.token2wav.StockToken2wav`'s
-loop; a test checks it against that class).
-
-**Turns**: ``init`` primes with the vendor's ``setup_cache`` (prompt tokens plus the lookahead's silence) and
-seeds the generators (HiFT draws every call: every arm sees the same draws).
-
-How the kit's arms differ from the paper's: the whole call (flow, vocoder, cross-fade) is one step, so Rc/SRc
-replay it in one graph where the paper's replay the flow and the vocoder apart; R and SR are the kit's (the step
-replayed without, and with, the carries' writes kept eager), not the paper's solver-step granularity (every DiT
-call replayed inside the vendor loop); every arm uses the device-resident constants and the capture-safe iSTFT
-(bit-identical values); the state-rule arms hold the demand-sized solver buffers, the others the vendor's
-16 x 1000 when built for that arm (``arm=``), else the demand-sized ones too.
+How the kit's arms differ from the paper's: Rc/SRc replay flow, vocoder and cross-fade in one graph where the
+paper's replay the flow and the vocoder apart; R and SR replay the step without and with the carries' writes
+kept eager, not every DiT call inside the vendor loop; every arm uses the device-resident constants and the
+capture-safe iSTFT (bit-identical values); the state-rule arms hold demand-sized solver buffers, the others the
+vendor's when built for that arm (``arm=``), else demand-sized ones too.
 """
 
 from __future__ import annotations

@@ -4,27 +4,19 @@ The paper's factorial is two switches on one declaration and two steps (:mod:`.s
 ``vocoder_core``) run by the kit's :class:`~cadencelab.adapters.kit.StreamingRuntime`:
 
 * the **state rule** (S*): the kit's carries, demand-sized from the declaration, the estimator cache adopted in
-  the solver's own buffer (an in-buffer carry, newest frames first), retention by in-place moves instead of
-  ``torch.cat``; without it (R, Rc) the kit runs the stock steps on plain tensors;
-* the **compute rule** (*R, *Rc): replay at solver-step granularity (the flow chunk at the kit's ``"inner"``
-  granularity: the upsampling encoder and every DiT call of the vendor's Euler loop replayed as the declared
-  inner operators ``flow_encoder`` and ``estimator_step``, the loop's arithmetic eager; the vocoder replayed
-  whole) or at chunk granularity (the whole flow chunk with its retention, and the whole vocoder call with
-  its cross-fade and retention).
+  the solver's own buffer (newest frames first), retention by in-place moves instead of ``torch.cat``; without
+  it (R, Rc) the kit runs the stock steps on plain tensors;
+* the **compute rule** (*R, *Rc): replay at solver-step granularity (the flow's upsampling encoder and every DiT
+  call of the vendor's Euler loop as the declared inner operators, the loop's arithmetic eager; the vocoder
+  whole) or at chunk granularity (the whole flow chunk and the whole vocoder call, each with its retention).
 
-Replay arms move the three host constants the stock code rebuilds every call (timestep frequencies, harmonic
-multipliers, STFT window) to device-resident, bit-identical buffers, and run the vocoder's own ``_istft`` with
-``torch.istft`` swapped for :class:`~cadencelab.replay.GraphSafeISTFT` (its host-side window check done once
-per frame count, at admission), so the whole vocoder, iSTFT and clamp included, is one replayed call. S keeps
-the vendor's iSTFT. Tokens go to the device through a pinned host buffer and the waveform comes back through
-another (:class:`HostStaging`).
-
-B0, the baseline, is the vendor's stock loop itself (no kit bookkeeping on the measured path), as are the
-controls (stock state, no rule): the vendor's graph branch as shipped (buckets 30/48/96), the vendor graph
-re-bucketed to the live 50-frame chunk, and ``torch.compile`` in ``reduce-overhead`` mode on the estimator.
-A test checks every arm bit-identical to :class:`StockToken2wav` (and, on CUDA, to the vendor class).
-
-Token2wav as one whole-call operator on the kit's own factorial is :mod:`.kit`.
+Replay arms move the three host constants the stock code rebuilds every call to device-resident, bit-identical
+buffers, and swap ``torch.istft`` for :class:`~cadencelab.replay.GraphSafeISTFT` (its host-side window check done
+once per frame count, at admission), so the whole vocoder is one replayed call; S keeps the vendor's iSTFT.
+Tokens and waveform cross through pinned host buffers (:class:`HostStaging`). B0 is the vendor's stock loop
+itself (no kit bookkeeping on the measured path), as are the controls: the vendor's graph branch as shipped, the
+same re-bucketed to the live chunk, and ``torch.compile`` on the estimator. Every arm is checked bit-identical to
+:class:`~.stock.StockToken2wav`. Token2wav as one whole-call operator on the kit's own factorial is :mod:`.kit`.
 """
 
 from __future__ import annotations

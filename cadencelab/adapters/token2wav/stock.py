@@ -1,24 +1,22 @@
 """B0: the stock MiniCPM-o Token2wav streaming loop, reproduced step for step.
 
 :class:`StockToken2wav` performs the same tensor operations, in the same order, as the vendor's
-``stepaudio2.token2wav.Token2wav.set_stream_cache`` / ``.stream`` (minicpmo 0.1.2), with three
-differences that do not touch any computed value: the device is a parameter instead of a
-hard-coded ``.cuda()``, the speaker prompt is injected as a :class:`PromptState` instead of
-coming from the audio front end, and nothing is printed.
+``stepaudio2.token2wav.Token2wav.set_stream_cache`` / ``.stream`` (minicpmo 0.1.2), with three differences that
+touch no computed value: the device is a parameter instead of a hard-coded ``.cuda()``, the speaker prompt is
+injected as a :class:`PromptState` instead of coming from the audio front end, and nothing is printed.
 
 Stock behaviour kept on purpose (the reference semantics, quirks included):
 
 - priming appends the lookahead's worth of silence tokens to the prompt tokens;
-- after every chunk the estimator cache (dim 4, newest first) and the conformer cache (dim 3,
-  chronological) are cut with ``torch.cat`` to ``P + R`` frames once longer than that
-  (P = prompt mel frames, R = the clocks' retained frames): ``cat([c[..., :P], c[..., -R:]])``;
-- the returned estimator caches alias the solver's preallocated buffers and are overwritten
-  in place by the next call;
-- the vocoder keeps the clocks' mel overlap (and as many frames' worth of source and speech
-  samples) between chunks, cross-fades with a float64 Hamming window, left-pads the first chunk
-  with that many zeros and holds back as many samples of every non-final chunk;
-- HiFT draws from the default generator of its device on every call, so PCM is reproducible
-  only under the same generator state (seed before each ``stream``).
+- after every chunk the estimator cache (dim 4, newest first) and the conformer cache (dim 3, chronological) are
+  cut to ``P + R`` frames once longer, ``cat([c[..., :P], c[..., -R:]])`` (P = prompt mel frames, R = the clocks'
+  retained frames);
+- the returned estimator caches alias the solver's preallocated buffers and are overwritten by the next call;
+- the vocoder keeps the clocks' mel overlap (and as many frames' worth of source and speech samples) between
+  chunks, cross-fades with a float64 Hamming window, left-pads the first chunk with that many zeros and holds
+  back as many samples of every non-final chunk;
+- HiFT draws from the default generator of its device on every call, so PCM is reproducible only under the same
+  generator state (seed before each ``stream``).
 """
 
 from __future__ import annotations

@@ -1,42 +1,23 @@
 """Recorded data, as DataFrames: the H200 studies, the paper's published figures, recorded traces.
 
-The notebooks read everything through here, never through paths of their own. Files live in the
-repository's ``data/`` folder (``data/h200/``: what the benches recorded on an H200;
-``data/paper/``: figures as published), or in the folder named by ``$CADENCELAB_DATA``.
+The notebooks read everything through here, never through paths of their own. Files live in the repository's
+``data/`` folder (``data/h200/``: what the benches recorded; ``data/paper/``: figures as published), or in the
+folder named by ``$CADENCELAB_DATA``. The readers, by study:
 
-    factorial(condition)          one row per Token2wav arm (latency, peak memory, deltas, exactness)
-    factorial_blocks(condition)   one row per (arm, block)
-    factorial_chunks(condition)   one row per streamed chunk
-    factorial_summary(condition)  the study's headline ratios (dict)
-    pareto_frame(condition)       the columns cadencelab.viz.pareto expects
-    device_conditions()           what each kernel-selection pin costs B0 and buys in exactness
-    provenance(name)              where a recorded file came from (commit, GPU, torch, CUDA, date, ...)
-    paper_duplex_second(block)    the paper's duplex-second breakdown (data/paper/duplex_second.csv)
-    paper_figures(keys)           the paper's other headline figures, as published (data/paper/figures.csv)
-    duplex_second(condition)      the measured duplex second (data/h200/duplex_second*.json)
-    duplex_summary(condition)     its per-arm headline: stage medians, launches and idle share per stage
-    duplex_served_summary()       the same second with the language models also served (static cache +
-                                  graph decode, a non-exact control) beside eager
-    tour_live()                   the course run live on the H200: one row per notebook (seconds, check line)
-    is_recorded(name) / how_to_record(name)
-                                  whether a dataset's file is here; the command that records it
-    recorded_trace(arm, kind)     a recorded Chrome trace as a cadencelab.profile.Trace
-    soak_summary() / soak_chunks() / soak_turns()
-                                  the 1,800-chunk SRc soak against B0 (data/h200/soak.json + soak_chunks.csv.gz)
-    sessions_summary() / sessions_capacity(workload) / sessions_table() / sessions_per_session()
-                                  N Token2wav sessions on one GPU, B0 vs SRc (and the experimental
-                                  batched arm SRb) (data/h200/sessions.json)
-    mimi_summary() / mimi_arms()  Moshi's Mimi: eager vs the vendor's CUDA graphs vs generic replay
-    freeze_summary() / freeze_paths()
-                                  the Freeze-Omni-style decoder: overlap recompute vs carry (vs replay)
+    Token2wav factorial    factorial(condition), factorial_blocks, factorial_chunks, factorial_summary, pareto_frame
+    set-up and origin      device_conditions(), recorded_condition(name), provenance(name)
+    the paper's figures    paper_duplex_second(block), paper_figures(keys)
+    duplex second          duplex_second(condition), duplex_summary(condition), duplex_served_summary()
+    soak (SRc against B0)  soak_summary(), soak_chunks(), soak_turns()
+    sessions on one GPU    sessions_summary(), sessions_capacity(workload), sessions_table(), sessions_per_session()
+    cross-architecture     mimi_summary(), mimi_arms(), freeze_summary(), freeze_paths()
+    the rest               tour_live(), recorded_trace(arm, kind), is_recorded(name), how_to_record(name)
 
-``condition`` names the recorded set-up: "exact" (the default: every arm under the exact device
-condition, :data:`cadencelab.replay.determinism.EXACT`, the least pinning under which every arm is
-bit-exact across processes; data/h200/device_conditions.json), or one of the older recordings kept
-because the course compares them: "pinned" (cuDNN deterministic, TF32 off and a fixed cuBLAS
-workspace, which slowed the stock runtime) and "unpinned" (TF32 off only, where float32 PCM drifts
-across processes). :func:`recorded_condition` reads the device condition a file was measured under.
-A missing file raises FileNotFoundError naming the path and the command that records it.
+``condition`` names the recorded set-up: "exact" (the default: every arm under the exact device condition,
+:data:`cadencelab.replay.determinism.EXACT`, the least pinning under which every arm is bit-exact across
+processes), or one of the older recordings the course compares with it: "pinned" (TF32 off, cuDNN deterministic
+and a fixed cuBLAS workspace) and "unpinned" (TF32 off only, where float32 PCM drifts across processes). A
+missing file raises FileNotFoundError naming the path and the command that records it.
 """
 
 from __future__ import annotations

@@ -1,31 +1,21 @@
 """Graded exercises with diagnostic feedback, one or more per notebook.
 
-Each :class:`Exercise` computes its expected answer from the library (a derivation, a recorded
-file, a run of the teaching model), never from a typed figure, and carries the slips students
-make as :class:`Mistake` objects: each computes the answer that slip would produce from the same
-inputs, so a wrong answer that equals it gets that slip's hint ("K = 2, expected 3: K counts the
-extents, the first included"). A check returns a :class:`Feedback` whose table has one row per
-part of the answer.
+Each :class:`Exercise` computes its expected answer from the library (a derivation, a recorded file, a run of the
+teaching model), never from a typed figure, and carries the slips students make as :class:`Mistake` objects: each
+computes the answer that slip would produce from the same inputs, so a wrong answer equal to it gets that slip's
+hint ("K = 2, expected 3: K counts the extents, the first included"). A check returns a :class:`Feedback` whose
+table has one row per part of the answer. The checkers, by notebook:
 
-    notebook 0  check_busy_slack         busy and slack as a function, on your profiled chunk and on intervals
-                                         drawn as it runs (check_own_profile: the values, for the tests)
-    notebook 1  check_launch_cost        idle per launch from the recorded duplex second
-    notebook 2  check_extents            cached extents a region passes through
-                check_K                  steady shape classes per operator
-                check_rho                stock bytes over declared bytes per region
-    notebook 3  check_audit_catch        which audit catches the wrong layout at which call
-                check_carry              a retention written in place, graded on streams drawn as it runs
-    notebook 4  check_graph_breaks       which change keeps a captured graph from replaying, and why
-    notebook 5  check_paired_interval    read an interval of the factorial over processes and blocks
-    notebook 6  check_capacity           the most sessions that held the cadence, and the goodput plateau
-    notebook 7  check_slack              orchestration slack from a chunk summary frame
-    notebook 8  check_declaration        a declaration certified on the shown sizes and on hidden ones
+    0  check_busy_slack (check_own_profile: the values, for the tests)   5  check_paired_interval
+    1  check_launch_cost                                                6  check_capacity
+    2  check_extents, check_K, check_rho                                7  check_slack
+    3  check_audit_catch, check_carry                                   8  check_declaration
+    4  check_graph_breaks
 
-The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per
-notebook group (:mod:`.clocks`, :mod:`.carry`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`,
-:mod:`.declaration`) and are
-all importable from here. The course's answers and planted mistakes are not in the package:
-``course-solutions/solutions.py`` beside the notebooks (the tests load it by path).
+The machinery (Exercise, Mistake, Feedback) is :mod:`.machinery`; the checkers live in one module per notebook
+group (:mod:`.clocks`, :mod:`.carry`, :mod:`.carry_replay`, :mod:`.recorded`, :mod:`.sessions`,
+:mod:`.declaration`), all importable from here. The course's answers and planted mistakes are not in the
+package: ``course-solutions/solutions.py`` beside the notebooks (the tests load it by path).
 """
 
 from __future__ import annotations
