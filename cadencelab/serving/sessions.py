@@ -37,7 +37,7 @@ SEED_RANGE = (-(2**63), 2**64 - 1)
 
 def check_new_session(sessions: dict, sid, seed, where: str, prompt=PromptState) -> None:
     """A new session's id (an integer not open in ``sessions``), seed (an integer torch can seed with) and,
-    when given, prompt (a :class:`~.prompts.PromptState`); ValueError naming what was given otherwise."""
+    when given, prompt (a :class:`~cadencelab.adapters.token2wav.prompts.PromptState`); ValueError naming what was given otherwise."""
     import numpy as np
 
     for name, v in (("session id", sid), ("seed", seed)):
