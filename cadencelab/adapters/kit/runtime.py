@@ -63,34 +63,22 @@ def spec_decl(spec) -> Declaration:
 
 
 class StreamingRuntime:
-    """A declared model streamed over carries, with retention in place, audits and replay.
+    """A declared model streamed over carries: retention in place, audits and replay.
 
-    ``spec``: the model (a :class:`~.spec.KitModel`: declaration, step, stock step, frames, form, init, modules,
-    adopted and held state, inner operators; see its docstring). The runtime's own options:
+    ``spec`` is the model (a :class:`~.spec.KitModel`); the runtime's own options:
+    arm: an arm of the one table (:data:`~cadencelab.adapters.arms.CELLS`) or an
+        :class:`~cadencelab.adapters.arms.Arm`: its state rule, replay and where it replays.
+    backend: "auto", "cuda" or "eager"; engine_options: the engines' options (a dict by operator: each its own).
+    audit: "declared" and/or "differential": the carry against the declared stock cut, and against ``spec.stock``
+        run in shadow after every call but a turn's final one (nothing reads what that leaves); or a
+        :class:`~cadencelab.state.ShadowAuditor` the caller keeps.
 
-    arm:      an arm of the one table (:data:`~cadencelab.adapters.arms.CELLS`: B0, S, R, Rc, SR, SRc) or an
-              :class:`~cadencelab.adapters.arms.Arm`; it sets the state rule, replay and where it replays
-              (a per-step arm at each operator's ``spec.granularity``).
-    backend:  the engines' backend: "auto", "cuda", "eager".
-    audit:    "declared" and/or "differential": the carry against the declared stock cut, and against
-              ``spec.stock`` run in shadow. The differential audit compares after every call but an operator's
-              final call of a turn: what that call leaves behind nothing reads. A
-              :class:`~cadencelab.state.ShadowAuditor` given instead is the declared audit's (the caller keeps
-              it: its records, its ``compare`` mode). They compare ``spec.audit_regions`` (default all).
-    engine_options: passed to each operator's engine (``max_invalidations``, ``max_classes``, ...); a dict
-              keyed by operator names gives each its own (inner operators included).
-
-    ``form="inplace"``: ``step(x, caches, last) -> out`` is the model's own streaming code, writing every
-    region it writes in place as declared (typically adopted state); the runtime keeps the bookkeeping
-    (extents, ring positions it owns) and the replay, not the writes. Its audits need the frames a call
-    adds, which an in-place step does not return: they are refused in this form.
-
-    A :class:`~cadencelab.contract.Counter` region (a position, an offset) is advanced by the runtime, by the
-    frames each call commits on its clock (inside the replayed call); a step reads it and returns none for it.
-    A :class:`~cadencelab.contract.Ring` region reaches a views- or inplace-form step as a :class:`RingView`. Each
-    call is checked before anything changes (``x`` a tensor, a steady call committing the declared frames,
-    no call after an operator's final call of a turn without :meth:`reset`); what a step returns is checked
-    against the declared shapes and frame counts before it is written into a carry.
+    Every call is checked before anything changes (``x``, a steady call's frames, no call after a final one
+    without :meth:`reset`) and a step's returns against the declared shapes and frame counts before they are
+    written, so a refused call leaves the carries as they were. A Counter region advances by the frames each
+    call commits, inside the replayed call; a Ring region reaches a step as a :class:`RingView`. In
+    ``form="inplace"`` the step writes its state itself: the runtime keeps extents and replay, and refuses the
+    audits (an in-place step does not say which frames it added).
     """
 
     def __init__(self, spec, arm: str | Arm = "S", *, backend: str = "auto", audit=(),

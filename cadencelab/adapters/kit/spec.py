@@ -22,37 +22,22 @@ __all__ = ["KitModel", "Spec"]
 
 @dataclass(repr=False)
 class KitModel:
-    """A declared streaming model as the kit runs it: what the user wrote, in one object.
+    """A declared streaming model as the kit runs it: what the user wrote, typed once.
 
-    decl:     the :class:`~cadencelab.contract.Declaration`.
-    step:     the model's step in the kit's ``form`` (see the package docstring): one callable (the only operator,
-              or the one ``operator`` names) or a dict operator -> step (each operator its own catalog and engine;
-              ``stock``, ``frames``, ``modules`` may then be dicts too, and ``writes`` names the regions each step
-              returns). A step with a ``frames`` parameter is given the call's committed frames.
-    stock:    the model's own stock step (same shape as ``step``): what B0 and R run, what the differential audit
-              and the certificate compare against. A stock-only spec (no ``step``) runs the stock arms.
-    traffic:  what to stream (a :class:`Traffic`); only certify and the factorial need it.
-    reference: what a certificate is checked against: the model's own loop ``reference(traffic)`` or its
-              recorded outputs (default: the stock step from the model's own start).
-    frames:   where a call's frames are in ``x``: its dim (an int), or an :class:`~cadencelab.replay.At` whose
-              ``dim`` and ``clock`` say so (its ``arg`` is ignored: the runtime passes ``x`` first); both count the
-              lookahead a steady call carries. :class:`~.steps.Committed` ``(dim, clock)``: ``x`` counts committed
-              frames only (an operator fed by another operator of the same stream call).
-    init:     ``init(prompt) -> {region: base tensor}``: cache-free priming at a turn's start (eager, counted as
-              priming); regions it leaves out start empty, or zero-filled at a constant extent (a region declared
-              with ``initial`` frames must be given them).
-    modules:  modules whose parameters the steps read (guarded by the engines); a dict gives each operator its own.
-    device:   where the model's tensors and the carries live.
-    adopt:    ``{region: tensor}`` (a ring also ``(tensor, end)``): carries on tensors the model allocated itself;
-              used by the arms with the state rule (see :mod:`.adopt`). ``held``: ``{name: tensor or getter}``,
-              state the model keeps that the declaration does not name, guarded by every engine.
-    inner:    ``{operator: Inner(module, frames=...)}``: declared operators a step calls through a module's method,
-              replayed on their own where ``granularity`` says "inner" (see :mod:`.inner`).
-    granularity: where the per-step arms (R, SR) replay each operator: "step" (default), "call", or "inner"
-              (the ``inner`` operators its step calls); one for all or a dict by operator. Per-call arms replay
-              every operator whole.
-    audits:   the audits :func:`certify` runs (default both; a stock step that writes the buffers the carries
-              adopt cannot run the differential audit in shadow). ``audit_regions``: the regions they compare.
+    decl, step, stock: the declaration; the step in the kit's ``form`` (one callable, or a dict operator -> step,
+        whose ``stock``, ``frames`` and ``modules`` may be dicts too; ``writes`` names what each returns); the
+        model's own stock step (what B0 and R run, what the differential audit compares against).
+    traffic, reference: what to stream, and what a certificate is checked against: the model's own loop
+        ``reference(traffic)`` or its recorded outputs (default: its stock step from the model's own start).
+    frames: where a call's frames are in ``x``: a dim, an :class:`~cadencelab.replay.At`, or
+        :class:`~.steps.Committed` where ``x`` carries committed frames only.
+    init: ``init(prompt) -> {region: base}``, priming at a turn's start; the others start empty (or ``initial``).
+    modules, device: the modules whose parameters the engines guard; where tensors and carries live.
+    adopt, held: carries on tensors the model allocated (:mod:`.adopt`); undeclared state every engine guards.
+    inner, granularity: operators a step calls through a module's method (:mod:`.inner`); where the per-step
+        arms (R, SR) replay each operator: "step" (default), "call" or "inner".
+    audits, audit_regions: what :func:`certify` audits (a stock step that writes adopted buffers cannot run the
+        differential audit in shadow), over which regions.
     """
 
     decl: Declaration
