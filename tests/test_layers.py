@@ -39,7 +39,6 @@ HARD_LIMIT = 600
 #: modules allowed past LINE_LIMIT, each with the reason; an entry under the limit fails the test
 LONG_MODULES = {
     "cadencelab/bench/soak.py": "one study: its protocol, arm processes, per-chunk checks and analysis",
-    "cadencelab/bench/token2wav.py": "one study: the factorial's arms, blocks, gates and analysis",
     "cadencelab/replay/hazards.py": "one pass over a captured call's effects; its checks share one walker",
     "cadencelab/replay/engine.py": "ExactShapeReplay: keying, admission, probe, capture and replay of one class "
                                    "life cycle",

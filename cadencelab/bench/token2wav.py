@@ -39,8 +39,8 @@ from ..replay.determinism import CONDITIONS, REFERENCE, apply_condition, split_a
 from . import options
 from ..profile.provenance import run_provenance
 from .common import ArmProcess, InlineArm, built_checkpoint, check_out, serve, set_up_device
-from .measure import (Method, host_figures, interval_halfwidth, parse_cores, pin_to_cores, round_orders,
-                      stop_reason)
+from .measure import Method, host_figures, interval_halfwidth, parse_cores, pin_to_cores
+from .rounds import Rounds, run_rounds
 from .token2wav_analysis import table
 from .flags import (MAX_BLOCKS, MAX_CHUNKS, FlagError, add_study_parser, config_from_args, failed_line, int_range,
                     opt, positive_float)
@@ -324,120 +324,57 @@ def run_study(cfg: StudyConfig, progress=print) -> dict:
 
 def _spawn(cfg: StudyConfig, ckpt: str, arms: list, staging: tuple) -> dict:
     """Fresh arm processes for ``arms`` (inline arms without ``cfg.processes``); with ``staging`` cores
-    they run the CPU part of their set-up there and wait for the go (:func:`_start_round`)."""
+    they run the CPU part of their set-up there and wait for the go (:func:`~cadencelab.bench.rounds.run_rounds`)."""
     if not cfg.processes:
         return {a: _inline(a, ckpt, cfg) for a in arms}
     return {a: _Proc(a, ckpt, cfg, staging) for a in arms}
 
 
-def _staging_pending(procs: dict | None) -> bool:
-    """Whether any of a staged round's processes is still preparing (their reports are read as they come)."""
-    pending = False
-    for p in (procs or {}).values():
-        if getattr(p, "staged", {}) is None and not p.dead:
-            msg = p.poll()
-            if msg is None:
-                pending = not p.dead or pending
-            else:
-                p.staged = msg[1] if msg[0] == "staged" else {"early": msg}
-    return pending
-
-
-def _start_round(cfg: StudyConfig, procs: dict, failures: dict, r: int, progress) -> tuple[dict, dict]:
-    """Round ``r``: its processes finish their set-up together (staged ones get the go once all have
-    staged; nothing is timed yet). The live ones and what each reported when ready (set-up time,
-    applied condition, cores)."""
-    timeout = cfg.block_timeout_s
-    answers = {}
-    for a, p in procs.items():
-        staged = getattr(p, "staged", {})
-        if staged is None:
-            kind, info = p.wait(timeout)
-            staged = p.staged = info if kind == "staged" else {"early": (kind, info)}
-        if "early" in staged:
-            answers[a] = staged["early"]
-    for a, p in procs.items():
-        if a not in answers and getattr(p, "staged", {}):
-            p.go()
-    ready = {}
-    for a, p in procs.items():
-        kind, info = answers.get(a) or p.wait(timeout + (cfg.compile_timeout_s if a == "compile" else 0))
-        if kind == "ready":
-            ready[a] = dict(info, process=r)
-        else:
-            failures[a] = str(info)[-2000:]
-            progress(f"arm {a} failed to start (process {r}): {str(info).strip().splitlines()[-1]}")
-            p.stop()
-    return {a: p for a, p in procs.items() if a in ready}, ready
-
-
-def _round_arms(cfg: StudyConfig, method: Method, r: int, failures: dict) -> list:
-    """The arms of round ``r``: every arm up to ``min_processes``, then the ``extend_arms``."""
-    return [a for a in cfg.arms if a not in failures and (r < method.min_processes or a in cfg.extend_arms)]
-
-
-def _drop(procs: dict | None) -> None:
-    for p in (procs or {}).values():
-        p.kill("not needed") if isinstance(p, ArmProcess) else p.stop()
-
-
 def _run_rounds(cfg: StudyConfig, ckpt: str, out: Path, t_start: float, progress) -> dict:
-    method = cfg.method()
-    staging = staging_cores(cfg)
-    failures: dict[str, str] = {}
-    processes: list[dict] = []  # one record per arm process: what it reported when ready
+    """The rounds (:func:`~cadencelab.bench.rounds.run_rounds`): an arm's failure is recorded and the rest go on;
+    round 0 ends with the profiled blocks; the results are analysed and written after every round."""
     blocks: list[dict] = []
     profiles: dict = {}
-    stopped, upcoming = None, None  # upcoming: the next round's processes, staging while this one is timed
-    for r in range(method.max_processes):
-        t_round = time.perf_counter()
-        live = _round_arms(cfg, method, r, failures)
-        if upcoming is not None and list(upcoming) != live:
-            _drop(upcoming)
-            upcoming = None
-        procs, ready = _start_round(cfg, upcoming or _spawn(cfg, ckpt, live, staging), failures, r, progress)
-        processes += [dict(arm=a, **info) for a, info in ready.items()]
-        following = _round_arms(cfg, method, r + 1, failures)
-        upcoming = _spawn(cfg, ckpt, following, staging) if staging and following and r + 1 < method.max_processes \
-            else None
-        for b, order in enumerate(round_orders(list(procs), r, cfg.blocks + 1)):
-            for a in order:
-                if a in failures:
-                    continue
-                timeout = cfg.block_timeout_s + (cfg.compile_timeout_s if (a == "compile" and b == 0) else 0)
-                overlap = _staging_pending(upcoming)
-                kind, res = procs[a].ask(("block", b), timeout)
-                if kind != "ok":
-                    failures[a] = str(res)[-2000:]
-                    progress(f"arm {a} failed in process {r}, block {b}: {str(res).strip().splitlines()[-1]}")
-                    continue
-                res.update(warmup=b == 0, process=r, staging=overlap)
-                blocks.append(res)
-                record = next(p for p in processes if p["arm"] == a and p["process"] == r)
-                record.setdefault("host", res.pop("host", None))
-        if r == 0 and cfg.profile:
-            profiles = _profile_round(cfg, ckpt, out, procs, failures, progress)
-        for p in procs.values():
-            p.request_stop()
-        for p in procs.values():
-            p.stop()
-        result = analyse(cfg, blocks, profiles, failures, processes)
+    result: dict = {}
+
+    def keep(tally, a, b, res, overlap):
+        res.update(warmup=b == 0, process=tally.round, staging=overlap)
+        blocks.append(res)
+        record = next(p for p in tally.processes if p["arm"] == a and p["process"] == tally.round)
+        record.setdefault("host", res.pop("host", None))
+
+    def failed(tally, a, b, error):
+        r = tally.round
+        where = f"failed to start (process {r})" if b is None else f"failed in process {r}, block {b}"
+        progress(f"arm {a} {where}: {error.strip().splitlines()[-1]}")
+
+    def headline(tally):
+        result.clear()
+        result.update(analyse(cfg, blocks, profiles, tally.failures, tally.processes))
         s = result["summary"]
-        elapsed, round_s = time.perf_counter() - t_start, time.perf_counter() - t_round
-        hw = interval_halfwidth(s["speedup_SRc_vs_B0"] or float("nan"), *(s["speedup_SRc_vs_B0_ci"] or (float("nan"),) * 2))
-        following = _round_arms(cfg, method, r + 1, failures)
-        next_s = round_s * len(following) / max(1, len(live))  # the next round's arms, at this round's pace
-        stopped = stop_reason(method, r + 1, hw, elapsed, next_s)
-        progress(f"round {r + 1} done ({round_s:.0f} s, {elapsed:.0f} s in all): headline interval half-width "
-                 f"{100 * hw:.1f}% of its point" + (f"; stopping: {stopped}" if stopped else ""))
-        result["provenance"] = dict(provenance(cfg), wall_s=elapsed)
+        return interval_halfwidth(s["speedup_SRc_vs_B0"] or float("nan"),
+                                  *(s["speedup_SRc_vs_B0_ci"] or (float("nan"),) * 2))
+
+    def finish(tally):
+        stopped = tally.stopped
+        progress(f"round {tally.round + 1} done ({tally.round_s:.0f} s, {tally.elapsed_s:.0f} s in all): headline "
+                 f"interval half-width {100 * tally.halfwidth:.1f}% of its point"
+                 + (f"; stopping: {stopped}" if stopped else ""))
+        result["provenance"] = dict(provenance(cfg), wall_s=tally.elapsed_s)
         if not stopped:
-            result["provenance"]["partial"] = f"{r + 1} rounds so far"
+            result["provenance"]["partial"] = f"{tally.round + 1} rounds so far"
         result["summary"]["stopped"] = stopped
-        write_results(result, out)  # after every round: a run cut short keeps what it measured
-        if stopped or not (set(cfg.arms) & set(cfg.extend_arms)) - set(failures):
-            break
-    _drop(upcoming)
+        write_results(result, out)
+
+    def first_round(tally, procs):
+        if cfg.profile:
+            profiles.update(_profile_round(cfg, ckpt, out, procs, tally.failures, progress))
+
+    run_rounds(Rounds(arms=cfg.arms, method=cfg.method(), blocks=cfg.blocks + 1,
+                      spawn=lambda arms, staging: _spawn(cfg, ckpt, arms, staging), keep=keep, headline=headline,
+                      finish=finish, extend=cfg.extend_arms, staging=staging_cores(cfg), timeout_s=cfg.block_timeout_s,
+                      first_extra_s={"compile": cfg.compile_timeout_s}, failed=failed, first_round=first_round),
+               t_start)
     return result
 
 
