@@ -33,7 +33,8 @@ from .common import ArmProcess, InlineArm, check_out, serve, study_provenance, w
 from .flags import (MAX_BLOCKS, FlagError, add_study_parser, config_from_args, exit_code, int_range, names_in, opt,
                     positive_float)
 from .measure import (Method, a_a_check, arm_processes, direction, hierarchical_bootstrap, interval_halfwidth,
-                      parse_cores, pin_to_cores, point, ratio_interval, round_orders, stop_reason)
+                      parse_cores, pin_to_cores, point, ratio_interval)
+from .rounds import Rounds, run_rounds
 
 __all__ = ["MODELS", "KIT_ARMS", "CONTROLS", "KitConfig", "load_model", "run_study", "analyse", "add_parser"]
 
@@ -126,7 +127,7 @@ def _compiled(stock):
 
 
 def _handlers() -> dict:
-    return {"block": lambda st: st.block()}
+    return {"block": lambda st, block: st.block()}
 
 
 def _worker(conn, spec, arm, device, backend, seed, cores) -> None:
@@ -162,36 +163,30 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
     failed_clauses = list(cert.table.loc[~cert.table["passed"], "clause"])
     if failed_clauses:  # measured and recorded as uncertified; the run's exit status says so (see _cli)
         progress(cert.table[~cert.table["passed"]].to_string(index=False))
-    rows, processes_done, why = [], 0, None
-    while why is None:
-        r0 = time.perf_counter()
-        arms = {a: _start(cfg, a, backend, method.cores) for a in cfg.arms}
-        try:
-            for a, p in arms.items():
-                kind, what = p.wait(cfg.block_timeout_s)
-                if kind != "ready":
-                    raise RuntimeError(f"arm {a} failed to start: {_last_line(what)}")
-            for b, order in enumerate(round_orders(cfg.arms, processes_done, cfg.blocks + 1)):
-                for a in order:
-                    kind, res = arms[a].ask(("block",), cfg.block_timeout_s)
-                    if kind != "ok":
-                        raise RuntimeError(f"arm {a}, block {b}: {_last_line(res)}")
-                    rows.append(dict(arm=a, process=processes_done, block=b, warmup=b == 0, **res))
-        finally:
-            for p in arms.values():
-                p.stop()
-        processes_done += 1
+    rows: list[dict] = []
+    done: dict = {}
+
+    def keep(tally, a, b, res, overlap):
+        rows.append(dict(arm=a, process=tally.round, block=b, warmup=b == 0, **res))
+
+    def failed(tally, a, b, error):  # an arm that fails stops the study (the exit status says so)
+        raise RuntimeError(f"arm {a} failed to start: {_last_line(error)}" if b is None else
+                           f"arm {a}, block {b}: {_last_line(error)}")
+
+    def headline(tally):
         blocks = pd.DataFrame(rows)
         samples = arm_processes(blocks[~blocks["warmup"]], "ms_median")
         pt, lo, hi = ratio_interval(samples.get(HEADLINE[0], []), samples.get(HEADLINE[1], []), method.n_boot,
                                     method.seed)
-        why = stop_reason(method, processes_done, interval_halfwidth(pt, lo, hi) if HEADLINE[0] in samples else 0.0,
-                          time.perf_counter() - t0, time.perf_counter() - r0)
+        return interval_halfwidth(pt, lo, hi) if HEADLINE[0] in samples else 0.0
+
+    def finish(tally):
         # the files after every round, whole: a study stopped from outside keeps its finished rounds
+        why, blocks = tally.stopped, pd.DataFrame(rows)
         result = analyse(blocks, method)
         summary = dict(result["summary"], model=model.name, certified=cert.ok, reference=cert.reference,
                        failed_clauses=failed_clauses, stop=why, complete=why is not None,
-                       rounds=processes_done, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)))
+                       rounds=tally.round + 1, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)))
         write_csv(blocks, out / "kit_factorial_blocks.csv")
         write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),
                         arm_switches={a: dict(SWITCHES["B0"], compile="reduce-overhead") if a in CONTROLS else
@@ -199,8 +194,13 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
                         catalog=cert.catalog.assign(label=cert.catalog["label"].map(str)).to_dict("records"),
                         certificate=cert.table.to_dict("records"), blocks_csv="kit_factorial_blocks.csv",
                         provenance=study_provenance(cfg)), out / "kit_factorial.json")
-        progress(f"kit: round {processes_done} done ({time.perf_counter() - t0:.0f} s)" + (f"; stop: {why}" if why else ""))
-    return dict(summary=summary, arms=result["arms"], blocks=blocks)
+        done.update(summary=summary, arms=result["arms"], blocks=blocks)
+        progress(f"kit: round {tally.round + 1} done ({time.perf_counter() - t0:.0f} s)" + (f"; stop: {why}" if why else ""))
+
+    run_rounds(Rounds(arms=cfg.arms, method=method, blocks=cfg.blocks + 1, timeout_s=cfg.block_timeout_s,
+                      spawn=lambda arms, staging: {a: _start(cfg, a, backend, method.cores) for a in arms},
+                      keep=keep, headline=headline, finish=finish, failed=failed), t0)
+    return done
 
 
 def analyse(blocks: pd.DataFrame, method: Method) -> dict:
