@@ -35,7 +35,7 @@ from typing import Sequence
 import torch
 
 from ..state.alloc import check_copies_fit
-from .sessions import RngState, Session, SessionManager, check_new_session
+from .sessions import RngState, Session, SessionManager, check_new_session, check_template
 from ..adapters.token2wav.turns import check_flag, check_tokens
 
 __all__ = ["share_weights", "route", "LaneLock", "Lane", "LanePool", "LaneExecutor", "ChunkResult"]
@@ -267,9 +267,7 @@ class LanePool:
         """A new session from ``template``'s primed, unstreamed snapshot, with its own seed."""
         check_new_session(self.sessions, sid, seed, "LanePool.fork")
         self._check_own(template, "fork")
-        if template.chunks:
-            raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
-                             "fork from a freshly primed session")
+        check_template(template)
         self.park(template)
         with self.lock.exclusive():  # seeding goes through the default generators, which eager sections borrow
             s = Session(sid, template.prompt, int(seed), RngState.seeded(seed, self.device),

@@ -57,6 +57,13 @@ STATE_REGIONS = ("estimator_att_cache", "conformer_att_cache", "estimator_cnn_ca
 """The declared regions a session carries between chunks (workspaces and the constant noise excluded)."""
 
 
+def check_template(template: "Session") -> None:
+    """A fork starts from a primed snapshot: a template that has streamed chunks would hand its history on."""
+    if template.chunks:
+        raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
+                         "fork from a freshly primed session")
+
+
 # ---------------------------------------------------------------------------------------
 # random state
 # ---------------------------------------------------------------------------------------
@@ -324,9 +331,7 @@ class SessionManager:
         """A new session starting from ``template``'s (primed, unstreamed) snapshot with its own seed."""
         check_new_session(self.sessions, sid, seed, "SessionManager.fork")
         self._check_own(template, "fork")
-        if template.chunks:
-            raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
-                             "fork from a freshly primed session")
+        check_template(template)
         if self.resident is template:
             self.park()
         state = {k: v.clone() for k, v in template.state.items()}
