@@ -27,12 +27,12 @@ from .rings import RingView
 from .inner import Inner
 from .runtime import AUDITS, FORMS, KitRun, StreamingRuntime
 from .session import Session, run_turns
-from .spec import KitModel, Spec
+from .spec import KitModel
 from .steps import Committed
 from .stream import call_kind, run_traffic
 from .traffic import Traffic
 
 __all__ = ["FORMS", "AUDITS", "Traffic", "StreamingRuntime", "Inner", "Committed", "KitRun", "RingView", "Certification", "run_stock",
-           "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "Spec", "factorial", "run_block", "REFERENCES",
+           "certify", "exact_table", "adapter_lines", "ARMS", "KitModel", "factorial", "run_block", "REFERENCES",
            "ModelStart", "NotStarted", "model_reference",
            "Session", "run_turns", "run_traffic", "call_kind"]

@@ -17,7 +17,7 @@ from .certify import Certification, certify, model_reference
 from .runtime import AUDITS, FORMS, StreamingRuntime
 from .traffic import Traffic
 
-__all__ = ["KitModel", "Spec"]
+__all__ = ["KitModel"]
 
 
 @dataclass(repr=False)
@@ -89,6 +89,3 @@ class KitModel:
         """The model's reference over the traffic (what every arm must equal) and which reference it is."""
         return model_reference(self)
 
-
-#: the one spec object a user types once: the runtime, certify, the factorial, catalog and profile take it
-Spec = KitModel
