@@ -301,6 +301,21 @@ def test_each_wrapper_slip_is_named(mistake):
     assert task.WRAPPER_MISTAKES[mistake] in fb.message
 
 
+def test_the_speed_part_grades_only_an_exact_wrapper():
+    """The GPU speed row, on any machine: fast and exact passes; exact and slow is the named slip; inexact is not
+    graded for speed (no slip named, no error: the cut-off try's H100 run raised KeyError '' here)."""
+    from cadencelab.course import capture_task as task
+
+    above, below = task.TARGET_SPEEDUP * 1.5, task.TARGET_SPEEDUP * 0.9
+    fast = task.speed_row(True, (above + 0.2, above, above + 0.4))
+    slow = task.speed_row(True, (below + 0.1, below, below + 0.2))
+    inexact = task.speed_row(False, (above + 0.2, above, above + 0.4))
+    assert fast["correct"] and fast["hint"] == ""
+    assert not slow["correct"] and slow["mistake"] == "slow" and task.WRAPPER_MISTAKES["slow"] in slow["hint"]
+    assert not inexact["correct"] and inexact["mistake"] == "" and "graded once every output is exact" in inexact["hint"]
+    assert all(r["expected"] == fast["expected"] for r in (slow, inexact))  # the target's interval is not given away
+
+
 def test_a_wrapper_that_replays_then_calls_the_model_fails():
     """Cheat 5 of issue 37: capture per shape, replay to bump the counters, return model(x): exact, and failed."""
     from cadencelab.course import capture_task as task

@@ -31,7 +31,7 @@ from .exercises.machinery import FEEDBACK_COLUMNS, HIDDEN, Feedback, is_blank
 from .graph_kit import GraphKit
 
 __all__ = ["TaskModel", "GraphKit", "make_model", "shown_traffic", "grade_wrapper", "check_wrapper",
-           "leaderboard", "mistakes_table", "WRAPPER_MISTAKES", "TARGET_SPEEDUP", "eager_wrapper",
+           "leaderboard", "mistakes_table", "speed_row", "WRAPPER_MISTAKES", "TARGET_SPEEDUP", "eager_wrapper",
            "LEADERBOARD_COLUMNS"]
 
 #: the mistakes the grader names, each with its hint (never the right outputs)
@@ -205,12 +205,7 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
     else:
         rows.append(_row("captures", True, ""))
     if dev.type == "cuda":  # graded for speed too: the interval of the speedup above the target
-        fast = exact and speed[1] > TARGET_SPEEDUP
-        r = _row("speed", fast, "" if fast or not exact else "slow")
-        if not exact:
-            r["hint"] = "speed: graded once every output is exact."
-        r["answer"] = f"{speed[0]:.2f}x [{speed[1]:.2f}, {speed[2]:.2f}] (target above {TARGET_SPEEDUP}x)"
-        rows.append(r)
+        rows.append(speed_row(exact, speed))
     row = dict(submission=name, exact=exact, calls=len(xs), hidden_shapes=shapes, captures=captures,
                replays=replays, us_per_call=us, eager_us_per_call=eager_us, speedup=eager_us / us,
                speedup_lo=speed[1], speedup_hi=speed[2], side_calls=side_calls, device=str(dev),
@@ -228,8 +223,19 @@ def check_wrapper(make_wrapper: Callable, device: str = "cpu") -> Feedback:
     return grade_wrapper(make_wrapper, device)
 
 
+def speed_row(exact: bool, speed: tuple) -> dict:
+    """The speed part: ``speed`` (point, low, high) of the speedup over eager passes when its low end is above
+    the target; an inexact wrapper is not graded for speed (no mistake named, its figure still shown)."""
+    fast = exact and speed[1] > TARGET_SPEEDUP
+    r = _row("speed", fast, "" if fast or not exact else "slow")
+    if not exact:
+        r["hint"] = "speed: graded once every output is exact."
+    r["answer"] = f"{speed[0]:.2f}x [{speed[1]:.2f}, {speed[2]:.2f}] (target above {TARGET_SPEEDUP}x)"
+    return r
+
+
 def _row(part: str, ok: bool, mistake: str) -> dict:
-    hint = "" if ok or not mistake else f"{part}: " + WRAPPER_MISTAKES[mistake]  # no mistake: not graded yet
+    hint = "" if ok or not mistake else f"{part}: " + WRAPPER_MISTAKES[mistake]
     return dict(part=part, answer="ok" if ok else mistake, expected=HIDDEN, correct=ok, mistake=mistake, hint=hint)
 
 
