@@ -192,6 +192,30 @@ def test_host_cost_summary_has_an_interval_per_part():
 
 # -- the engine's module-tensor list: rebuilt only after a registration in a tree it lists ---------------------
 
+def test_a_module_that_reuses_a_listed_modules_id_does_not_bump_the_epoch():
+    """A listed module dies and a fresh one (a Sequential a forward slices out) gets its id: a registration on the
+    fresh one must not re-list every engine's tensors (the tracked entry's weak reference is dead or elsewhere)."""
+    import gc
+    import weakref
+
+    import torch
+
+    from cadencelab.replay import engine
+
+    fresh = torch.nn.Sequential()
+    ghost = torch.nn.Linear(1, 1)
+    engine._TRACKED[id(fresh)] = weakref.ref(ghost)  # what id reuse leaves: an entry for another object
+    del ghost
+    gc.collect()
+    before = engine._EPOCH[0]
+    fresh.add_module("relu", torch.nn.ReLU())
+    assert engine._EPOCH[0] == before
+    engine._TRACKED[id(fresh)] = weakref.ref(fresh)  # listed: now a registration on it bumps
+    fresh.add_module("relu2", torch.nn.ReLU())
+    assert engine._EPOCH[0] == before + 1
+    del engine._TRACKED[id(fresh)]
+
+
 def test_engine_relists_module_tensors_only_after_a_registration_in_its_trees():
     import torch
 

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import os
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -47,15 +48,17 @@ NEW, CAPTURED, REJECTED, FAILED = "new", "captured", "rejected", "capture_failed
 _EPOCH = [0]
 
 
-#: ids of every module in a tree an engine lists (its modules and their descendants, when it last listed them).
-#: A registration elsewhere (a fresh ``nn.Sequential`` a model's forward slices out of its layers, every call)
-#: cannot change a listed tree: such a module joins one only by a registration on a tracked module, which bumps.
-#: Never pruned: an id reused by a new object only bumps more often.
-_TRACKED: set = set()
+#: every module in a tree an engine lists (its modules and their descendants, when it last listed them), by id,
+#: held weakly. A registration elsewhere (a fresh ``nn.Sequential`` a model's forward slices out of its layers,
+#: every call) cannot change a listed tree: such a module joins one only by a registration on a tracked module,
+#: which bumps. A new module that reuses a dead one's id is not tracked (the weak reference says so): it is in no
+#: listed tree, and bumping for it would re-list every engine's tensors for nothing.
+_TRACKED: dict[int, weakref.ref] = {}
 
 
 def _bump(module, *_args):
-    if id(module) in _TRACKED:
+    ref = _TRACKED.get(id(module))  # a dict lookup per registration anywhere: the common miss costs no more
+    if ref is not None and ref() is module:
         _EPOCH[0] += 1
 
 
@@ -231,7 +234,7 @@ class ExactShapeReplay:
 
     def _module_tensors(self) -> list:
         if self._tensors_epoch != _EPOCH[0]:
-            _TRACKED.update(id(sub) for m in self.modules for sub in m.modules())
+            _TRACKED.update((id(sub), weakref.ref(sub)) for m in self.modules for sub in m.modules())
             self._tensors = [t for m in self.modules for t in (*m.parameters(), *m.buffers())]
             self._tensors_epoch = _EPOCH[0]
         return self._tensors
