@@ -19,7 +19,7 @@ def test_a_check_cell_records_solved_attempted_and_blank(tmp_path, monkeypatch):
     attempted = grading.grade(ex.check_rho, {"solver_workspace": 9.99, "estimator_att_cache": ...})
     blank = grading.grade(ex.check_extents, {"estimator_att_cache": ..., "vocoder_mel_cache": ...})
     line = grading.record(2, blank, solved, attempted)
-    assert line.startswith("gradebook: 1 of 3 solved (1 attempted, 1 blank)") and str(book) in line
+    assert line.startswith("gradebook: 1 of 3 solved (1 attempted, 1 blank)") and gradebook.shown_path(book) in line
     entry = json.loads(book.read_text())["2"]
     assert entry["exercises"] == {"t2w_extents": "blank", "t2w_K": "solved", "t2w_rho": "attempted"}
     grading.record(3, grading.grade(ex.check_audit_catch, ...))  # another notebook: kept beside the first
@@ -47,3 +47,15 @@ def test_predictions_are_scored_after_their_reveal_in_the_question_units(tmp_pat
     assert "predictions: 1 of 2 close or right" in gradebook.record(1, path=book)  # B0 still 800: under
     html = gradebook_html(json.loads(book.read_text())["1"])
     assert "Gradebook" in html and "0 of 0 solved" in html and "under" in html
+
+
+def test_the_check_line_names_the_gradebook_without_this_machines_folders(tmp_path, monkeypatch):
+    """A check cell's line lands in shared reports: the gradebook is named relative to the working folder (or
+    under ~), never by an absolute path such as a temporary checkout's."""
+    book = tmp_path / "out" / "tour" / "gradebook.json"
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    line = gradebook.record(0, grading.grade(ex.check_K, ...), path=book)
+    assert line.endswith("(written to ../out/tour/gradebook.json)") and str(tmp_path) not in line, line
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert gradebook.shown_path(book) == "~/out/tour/gradebook.json"

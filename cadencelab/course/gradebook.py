@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["GRADEBOOK_ENV", "STATES", "gradebook_path", "note_reveal", "read", "record", "state", "summary_line"]
+__all__ = ["GRADEBOOK_ENV", "STATES", "gradebook_path", "note_reveal", "read", "record", "shown_path", "state",
+           "summary_line"]
 
 #: the environment variable naming the gradebook file (the tour points it into its output folder)
 GRADEBOOK_ENV = "CADENCELAB_GRADEBOOK"
@@ -36,6 +37,17 @@ def gradebook_path() -> Path:
     """Where the gradebook is written: ``$CADENCELAB_GRADEBOOK``, else ``~/.cadencelab/gradebook.json``."""
     env = os.environ.get(GRADEBOOK_ENV, "").strip()
     return Path(env) if env else Path.home() / ".cadencelab" / "gradebook.json"
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as the check cell prints it: under the home folder as ``~/...``, near the working folder relative
+    to it; a printed cell ends up in shared reports, where a machine's absolute paths mean nothing."""
+    path = Path(path).resolve()
+    home = Path.home().resolve()
+    if home != Path(home.anchor) and path.is_relative_to(home):
+        return "~/" + path.relative_to(home).as_posix()
+    rel = Path(os.path.relpath(path, Path.cwd().resolve()))
+    return rel.as_posix() if rel.parts[:3].count("..") <= 2 else str(path)
 
 
 def state(feedback) -> str:
@@ -109,7 +121,7 @@ def record(notebook: int, *feedbacks, path: str | os.PathLike | None = None) -> 
     tmp = where.with_name(where.name + ".tmp")
     tmp.write_text(json.dumps(book, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, where)
-    return f"gradebook: {summary_line(exercises, predictions)} (written to {where})"
+    return f"gradebook: {summary_line(exercises, predictions)} (written to {shown_path(where)})"
 
 
 def _load(path: Path) -> dict:
