@@ -14,8 +14,7 @@ on a virtual clock (start = max(arrival, previous completion)), so queueing show
 cost no wall time. A session holds the cadence when its p95 latency is <= ``--cadence``. Each (arm, arrivals,
 workload) is swept to its break point (:mod:`.sessions_sweep`); an out-of-memory is a row, not a crash.
 Exactness (:mod:`.sessions_verify`, after the timed runs): every chunk's SHA-256 of int16 PCM and mel against
-the session streamed alone through B0; SRb (:mod:`.sessions_batched`) against the same batches run eagerly
-(its batch-invariant twin SRbi, like the others, against B0 alone).
+the session streamed alone through B0 (SRb, :mod:`.sessions_batched`: the same batches run eagerly; not SRbi).
 ``--time-budget`` bounds the whole study (a point that would not fit is recorded as skipped); ``sessions.json``
 (its ``capacity`` rows feed :func:`cadencelab.viz.capacity_lines`), ``sessions.csv`` and ``sessions_chunks.csv``
 are written either way, ``sessions_staggered*`` beside them.

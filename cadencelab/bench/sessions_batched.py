@@ -14,12 +14,9 @@ the timed runs so the host-bound eager calls take no time from the sweep, stream
 order with the same per-batch seeds from fresh copies of the same primed sessions (:class:`BatchedGateServer`)
 and compares every chunk's SHA-256 of int16 PCM and mel. Points left ungated by the time budget are named in the
 summary; the comparison with each session run alone through B0 is reported (``exact_solo``) and gates nothing.
-Each batch draws HiFT's noise from the default generator seeded with :func:`batch_seed` just before the call;
-``SRc``'s per-session seeds do not apply here.
-
-``SRbi`` (:class:`InvariantArmServer`) serves the same plans with ``BatchedToken2wav(invariant=True)``: per-session
-kernels and each session's own seed (:func:`~.session_serving.session_seed`, as B0 and SRc draw), so its chunks
-are gated like SRc's and SRl's, against each session streamed alone through B0; it has no batched eager gate.
+Each batch draws HiFT's noise from the default generator seeded with :func:`batch_seed` just before the call.
+``SRbi`` (:class:`InvariantArmServer`): the same plans, ``invariant=True`` and each session's own seed (as B0
+draws), so its chunks are gated against each session alone through B0, with no batched eager gate.
 """
 
 from __future__ import annotations

@@ -1,31 +1,23 @@
 """EXPERIMENTAL: cross-session batched Token2wav (B sessions' chunks in one call), eager and replayed.
 
-Outside the paper's factorial, which leaves cross-session batching open; the ``sessions`` study runs it as arm
-``SRb`` (:mod:`cadencelab.bench.sessions_batched`). The chunks of B sessions in one shape class (same carry
-extents, chunk frames and ``last_chunk``) are stacked along the batch dimension into one flow call and one
-vocoder call; each session keeps B0's stock state, gathered into stacked tensors before the call and scattered
-back after it. With ``replay=True`` both calls go through :class:`~cadencelab.replay.ExactShapeReplay` keyed on
-``(B,) + label``: the session count is a dimension declared here (``batch_sizes``), one graph per (class, B),
-and a size outside the set runs eagerly (``outside_catalog``). The Token2wav
-:class:`~cadencelab.contract.Declaration` is unchanged: its C3 is about one session.
+Arm ``SRb`` of the ``sessions`` study (:mod:`cadencelab.bench.sessions_batched`), outside the paper's factorial.
+The chunks of B sessions in one shape class (same carry extents, chunk frames, ``last_chunk``) are stacked along
+the batch dim into one flow call and one vocoder call; each session keeps B0's stock state, gathered before the
+call and scattered after. ``replay=True``: both calls through :class:`~cadencelab.replay.ExactShapeReplay` keyed
+on ``(B,) + label``, one graph per (class, B) for the declared ``batch_sizes``; another size runs eagerly
+(``outside_catalog``). The vendor code is unchanged: its batch-1 solver and DiT chunk call are restated for 2B
+CFG rows (a session's cond / uncond at rows b and B + b). Priming (``open``) runs solo, as B0 does.
 
-Exactness reference (default): the batched eager path, to which batched replay is bit-identical. Against a
-session run alone nothing is promised: batching changes GEMM / attention / conv shapes, so kernels may reduce in
-another order (:func:`compare_to_solo` reports it, gating nothing; B = 1 is B0 by construction), and HiFT draws
-one batch-shaped noise stream for all rows.
+Default exactness reference: the batched eager path (replay is bit-identical to it). Against a session alone
+nothing is promised: batching changes GEMM / attention / conv shapes, so kernels may reduce in another order
+(:func:`compare_to_solo` reports it; B = 1 is B0), and HiFT draws one batch-shaped noise stream for all rows.
 
-``invariant=True`` (arm ``SRbi``) promises each row equals its session streamed alone through B0, bit for bit
-(PCM and mel), eager and replayed: :class:`~.invariant.PerSession` runs the ops whose kernel or reduction order
-can follow the row count (GEMMs, convolutions, attention, FFTs, the scan) once per session, at the solo call's
-shapes, layout and CFG row pair, and HiFT's draws come pre-drawn per row from the session's own generator
-(``open`` / ``fork`` take its seed). Still one batched call per stage and one graph per (class, B), but the
-batching gain is mostly gone: those ops cost B launches instead of one, and only the elementwise ops and
-per-row norms stay batched. Where kernels are concerned this is checked, not proven: on CPU by the tests, on CUDA
-by the CUDA test and the sessions study's solo-B0 gate. The vendor code is unchanged: its batch-1 assumptions are worked around
-by restating the solver and the DiT chunk call op for op (start noise expanded to B rows, CFG workspaces of 2B
-rows per batch size, a session's cond / uncond rows interleaved at rows b and B + b). Priming (``open``) runs
-solo, as B0 does. The gather / scatter and each class's input staging cost memory and time; persistent stacked
-session slots at fixed addresses would remove them and are not built here.
+``invariant=True`` (arm ``SRbi``): each row equals its session streamed alone through B0, bit for bit (PCM and
+mel), eager and replayed. :class:`~.invariant.PerSession` runs the ops whose kernel or reduction order can follow
+the row count once per session at the solo call's shapes and layout, and HiFT's draws come pre-drawn per row from
+the session's own generator (``open`` / ``fork`` take its seed). Still one call per stage and one graph per
+(class, B), but most of the batching gain is gone: those ops cost B launches, only elementwise ops and per-row
+norms stay batched. Checked, not proven, kernel by kernel: on CPU by tests, on CUDA by the study's solo gate.
 """
 
 from __future__ import annotations
