@@ -14,7 +14,7 @@ on a virtual clock (start = max(arrival, previous completion)), so queueing show
 cost no wall time. A session holds the cadence when its p95 latency is <= ``--cadence``. Each (arm, arrivals,
 workload) is swept to its break point (:mod:`.sessions_sweep`); an out-of-memory is a row, not a crash.
 Exactness (:mod:`.sessions_verify`, after the timed runs): every chunk's SHA-256 of int16 PCM and mel against
-the session streamed alone through B0; SRb (:mod:`.sessions_batched`) against the same batches run eagerly.
+the session streamed alone through B0 (SRb, :mod:`.sessions_batched`: the same batches run eagerly; not SRbi).
 ``--time-budget`` bounds the whole study (a point that would not fit is recorded as skipped); ``sessions.json``
 (its ``capacity`` rows feed :func:`cadencelab.viz.capacity_lines`), ``sessions.csv`` and ``sessions_chunks.csv``
 are written either way, ``sessions_staggered*`` beside them.
@@ -46,8 +46,9 @@ __all__ = ["SessionsConfig", "run_study", "run_studies", "result_stem", "arm_ord
            "for_arrivals", "OwedVerification", "sweep_arm", "serve_arm", "read_rows", "analyse"]
 
 
-SERVED_ARMS = ("SRb", "SRl")
-"""Arms served by their own servers: SRb (experimental batched replay), SRl (lanes)."""
+SERVED_ARMS = ("SRb", "SRbi", "SRl")
+"""Arms served by their own servers: SRb (experimental batched replay), SRbi (the same, batch-invariant kernels,
+experimental), SRl (lanes)."""
 
 
 def _growth(text: str) -> float:
@@ -65,7 +66,8 @@ class SessionsConfig:
     config: str = options.model_config()
     device: str = options.device()
     arms: tuple = opt(("SRc", "B0"), parse=names_in(lambda: [*_arms(), *SERVED_ARMS]),
-                      help="comma-separated arms (B0 runs first; SRb: experimental batched replay; SRl: lanes, "
+                      help="comma-separated arms (B0 runs first; SRb: experimental batched replay; SRbi: the same with "
+                           "batch-invariant kernels, gated on solo B0; SRl: lanes, "
                            "concurrent replay on CUDA streams)")
     workloads: tuple = opt(WORKLOADS, parse=names_in(WORKLOADS), help="comma-separated workloads")
     arrivals: tuple = opt(("aligned",), parse=names_in(ARRIVALS),
@@ -102,7 +104,7 @@ class SessionsConfig:
                               help="processes of the verification phase after the timed runs (B0 solo references, "
                                    "SRb's batched eager gate), sharing the device")
     batch_sizes: tuple = opt((1, 2, 4, 8), parse=ints_in(1, MAX_CHUNKS),
-                             help="SRb: declared session counts of a batched call")
+                             help="SRb, SRbi: declared session counts of a batched call")
     # SRl: 16 lanes held 28 speak_heavy sessions on the H200 where 8 held 24 (2026-12-01)
     lanes: int = opt(16, type=int_range(1, 64), help="SRl: graph sets replaying concurrently, one CUDA stream each")
     lane_processes: int = opt(1, type=int_range(1, 16),
@@ -125,7 +127,7 @@ class SessionsConfig:
             raise ValueError(f"SessionsConfig.lane_processes must be in 1..lanes ({self.lanes}), "
                              f"got {self.lane_processes}")
         self.batch_sizes = tuple(sorted(set(int(b) for b in self.batch_sizes)))
-        if "SRb" in self.arms and (not self.batch_sizes or self.batch_sizes[0] != 1):
+        if {"SRb", "SRbi"} & set(self.arms) and (not self.batch_sizes or self.batch_sizes[0] != 1):
             raise ValueError(f"SessionsConfig.batch_sizes must be positive and include 1, got {self.batch_sizes}")
         for w in self.workloads:
             if w not in WORKLOADS:

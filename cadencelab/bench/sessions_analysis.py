@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .session_serving import horizon
+from .sessions_verify import GATED_ARM
 
 __all__ = ["chunk_frame", "session_frame", "capacity_frame", "peak_slope", "capacity_bounds", "capacity_brackets",
            "summarise", "analyse"]
@@ -17,10 +18,11 @@ def chunk_frame(entries: dict) -> pd.DataFrame:
     """Every served chunk of every run, with its exactness against its arm's reference (None: unchecked).
 
     The reference (``reference``) is the session run alone through B0 (``solo_B0``), except
-    for the experimental batched arm (its rows have a ``batch_size``), whose reference is the same
-    batch on the batched eager path (``batched_eager``): its rows' ``gate_sha_*``, or the ``gate``
-    entries of the verification phase (a run's key and its rows). ``exact_solo`` compares every row
-    with the solo B0 reference where there is one: for ``SRb`` it is reported, not gated.
+    for the experimental batched arm ``SRb``, whose reference is the same batch on the batched
+    eager path (``batched_eager``): its rows' ``gate_sha_*``, or the ``gate`` entries of the
+    verification phase (a run's key and its rows). ``SRbi`` (batched, batch-invariant) has a
+    ``batch_size`` too but is gated on solo B0. ``exact_solo`` compares every row with the solo B0
+    reference where there is one: for ``SRb`` it is reported, not gated.
     """
     rows = [r for es in entries.values() for e in es if e.get("kind") == "run" for r in e["rows"]]
     cols = ["arm", "workload", "sessions", "session", "chunk", "arrival_s", "start_s", "completion_s", "latency_ms",
@@ -48,7 +50,7 @@ def chunk_frame(entries: dict) -> pd.DataFrame:
     keys = ["arm", "workload", "sessions", "session"]
     df["never_batched"] = (df.assign(_s=single).sort_values(keys + ["chunk"]).groupby(keys, sort=False)["_s"]
                            .cummin().reindex(df.index).astype(bool))  # this chunk and every earlier one alone
-    batched = df["batch_size"].notna()  # gated on the batched eager path, never on the solo reference
+    batched = df["arm"] == GATED_ARM  # gated on the batched eager path, never on the solo reference
     gated = df["gate_sha_i16"].notna()
     df["reference"] = np.where(batched, np.where(gated, "batched_eager", ""), np.where(solo, "solo_B0", ""))
     want_i16 = df["gate_sha_i16"].where(batched, df["ref_sha_i16"])
@@ -215,13 +217,15 @@ def summarise(cfg, cap: pd.DataFrame, chunks: pd.DataFrame, infos: dict) -> dict
                                          mel_iff_never_batched=bool((g["exact_solo_mel"].astype(bool)
                                                                      == g["never_batched"]).all()))
                                   for a, g in solo.groupby("arm")} if len(solo) else {})
-    if "SRb" in max_at:
-        s["experimental_arms"] = ["SRb"]
+    experimental = [a for a in ("SRb", "SRbi") if a in max_at]
+    if experimental:
+        s["experimental_arms"] = experimental
+    for a in experimental:
         if "SRc" in max_at:
-            s["sessions_ratio_SRb_over_SRc"] = {w: (max_at["SRb"][w] / max_at["SRc"][w] if max_at["SRc"].get(w)
-                                                    else None) for w in cfg.workloads}
+            s[f"sessions_ratio_{a}_over_SRc"] = {w: (max_at[a][w] / max_at["SRc"][w] if max_at["SRc"].get(w)
+                                                     else None) for w in cfg.workloads}
     if "SRl" in max_at:
-        for other in ("SRc", "SRb"):
+        for other in ("SRc", "SRb", "SRbi"):
             if other in max_at:
                 s[f"sessions_ratio_SRl_over_{other}"] = {w: (max_at["SRl"][w] / max_at[other][w]
                                                              if max_at[other].get(w) else None) for w in cfg.workloads}

@@ -117,6 +117,10 @@ def _server(arm: str, ckpt: str, cfg):
         from .sessions_batched import BatchedArmServer
 
         return BatchedArmServer(arm, ckpt, cfg)
+    if arm == "SRbi":
+        from .sessions_batched import InvariantArmServer
+
+        return InvariantArmServer(arm, ckpt, cfg)
     if arm == "SRl" and cfg.lane_processes > 1:  # processes of its own (a daemonic arm process may have none)
         from .sessions_lane_processes import LaneProcessServer
 

@@ -14,8 +14,9 @@ the timed runs so the host-bound eager calls take no time from the sweep, stream
 order with the same per-batch seeds from fresh copies of the same primed sessions (:class:`BatchedGateServer`)
 and compares every chunk's SHA-256 of int16 PCM and mel. Points left ungated by the time budget are named in the
 summary; the comparison with each session run alone through B0 is reported (``exact_solo``) and gates nothing.
-Each batch draws HiFT's noise from the default generator seeded with :func:`batch_seed` just before the call;
-``SRc``'s per-session seeds do not apply here.
+Each batch draws HiFT's noise from the default generator seeded with :func:`batch_seed` just before the call.
+``SRbi`` (:class:`InvariantArmServer`): the same plans, ``invariant=True`` and each session's own seed (as B0
+draws), so its chunks are gated against each session alone through B0, with no batched eager gate.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import time
 import numpy as np
 
 from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, max_chunks, schedule,
-                              session_chunk, tensor_digest)
+                              session_chunk, session_seed, tensor_digest)
 
 ARM = "SRb"
+INVARIANT_ARM = "SRbi"
 
 
 def batch_seed(cfg, workload: str, n: int, j: int) -> int:
@@ -114,15 +116,19 @@ class BatchedArmServer(DeviceServer):
     ``info``, ``chunk_s``, ``estimate_s``, ``load``); its runs are gated by :class:`BatchedGateServer`.
     """
 
+    ARM = ARM
+    invariant = False
+
     def __init__(self, arm: str, ckpt: str, cfg):
         from ..serving.batched import BatchedToken2wav
 
-        if arm != ARM:
-            raise ValueError(f"BatchedArmServer serves arm {ARM!r}, not {arm!r}")
+        if arm != self.ARM:
+            raise ValueError(f"{type(self).__name__} serves arm {self.ARM!r}, not {arm!r}")
         # stock solver buffers: priming runs the vendor setup_cache solo, as B0 does
         flow, hift, mcfg = self._load(arm, ckpt, cfg, "B0")
         self.bt = BatchedToken2wav(flow, hift, self.device, replay=True, backend=self.backend,
-                                   n_timesteps=cfg.n_timesteps, cfg=mcfg, batch_sizes=cfg.batch_sizes)
+                                   n_timesteps=cfg.n_timesteps, cfg=mcfg, batch_sizes=cfg.batch_sizes,
+                                   invariant=self.invariant)
         self.templates = [self.bt.open(-1 - p, pr) for p, pr in enumerate(self.prompts)]
         self.setup_s = time.perf_counter() - self._t0
         self.batch_s: dict[int, float] = {}
@@ -135,7 +141,8 @@ class BatchedArmServer(DeviceServer):
 
     # -- helpers -----------------------------------------------------------------------------
     def _fork(self, i: int):
-        return self.bt.fork(self.templates[i % len(self.templates)], i)
+        seed = session_seed(self.cfg, i) if self.invariant else None  # SRbi: the seed session i has alone
+        return self.bt.fork(self.templates[i % len(self.templates)], i, seed=seed)
 
     def _call(self, ss, chunks, seed: int, eager: bool) -> tuple[list, float]:
         self.torch.manual_seed(seed)
@@ -229,7 +236,8 @@ class BatchedArmServer(DeviceServer):
         bt = self.bt
         counters = bt.counters()  # one row per class (and per unclassed miss reason) of both engines
         captured = counters[counters["status"] == "captured"]
-        return dict(arm=self.arm, experimental=True, setup_s=self.setup_s, chunk_s_warmup=self.chunk_s,
+        return dict(arm=self.arm, experimental=True, invariant=self.invariant, setup_s=self.setup_s,
+                    chunk_s_warmup=self.chunk_s,
                     batch_s_warmup={str(b): v for b, v in self.batch_s.items()},
                     eager_batch_s_warmup={str(b): v for b, v in self.eager_s.items()},
                     batch_sizes=list(bt.batch_sizes), workspace_bytes={str(b): v for b, v in bt.workspace_bytes().items()},
@@ -241,6 +249,16 @@ class BatchedArmServer(DeviceServer):
                     determinism=self.determinism,
                     summaries=bt.summaries(), calls={f"{p}:{b}": c for (p, b), c in sorted(bt.calls.items())},
                     device=str(self.device))
+
+
+class InvariantArmServer(BatchedArmServer):
+    """The ``SRbi`` arm: :class:`BatchedArmServer` with batch-invariant kernels and per-session seeds; gated on
+    the solo B0 references like SRc, so it prices and owes no batched eager gate."""
+
+    ARM = INVARIANT_ARM
+    invariant = True
+    gate_estimate_s = None  # the sweep asks these of a gated batched arm only
+    predicted_gate_s = None
 
 
 class BatchedGateServer(DeviceServer):

@@ -35,6 +35,12 @@ def _arms() -> list[dict]:
                                 "vocoder's noise draws, so its chunks are checked against the same batches run "
                                 "eagerly, not against each session run alone",
                      notebooks=(6,), source="cadencelab.serving.batched"))
+    rows.append(dict(term="SRbi", kind="arm",
+                     definition="experimental: SRb with batch-invariant kernels; the ops whose kernel or reduction "
+                                "order can follow the row count run once per session at the solo call's shapes, "
+                                "and each row draws the vocoder's noise from its own session's seed, so every "
+                                "chunk is checked against the session run alone through B0",
+                     notebooks=(6,), source="cadencelab.serving.invariant"))
     rows.append(dict(term="SRl", kind="arm",
                      definition="lanes: several SRc graph sets over one set of weights replaying at once, each on "
                                 "its own CUDA stream with its own state and device generator; every chunk is "

@@ -1,22 +1,23 @@
 """EXPERIMENTAL: cross-session batched Token2wav (B sessions' chunks in one call), eager and replayed.
 
-Outside the paper's factorial, which leaves cross-session batching open; the ``sessions`` study runs it as arm
-``SRb`` (:mod:`cadencelab.bench.sessions_batched`). The chunks of B sessions in one shape class (same carry
-extents, chunk frames and ``last_chunk``) are stacked along the batch dimension into one flow call and one
-vocoder call; each session keeps B0's stock state, gathered into stacked tensors before the call and scattered
-back after it. With ``replay=True`` both calls go through :class:`~cadencelab.replay.ExactShapeReplay` keyed on
-``(B,) + label``: the session count is a dimension declared here (``batch_sizes``), one graph per (class, B),
-and a size outside the set runs eagerly (``outside_catalog``). The Token2wav
-:class:`~cadencelab.contract.Declaration` is unchanged: its C3 is about one session.
+Arm ``SRb`` of the ``sessions`` study (:mod:`cadencelab.bench.sessions_batched`), outside the paper's factorial.
+The chunks of B sessions in one shape class (same carry extents, chunk frames, ``last_chunk``) are stacked along
+the batch dim into one flow call and one vocoder call; each session keeps B0's stock state, gathered before the
+call and scattered after. ``replay=True``: both calls through :class:`~cadencelab.replay.ExactShapeReplay` keyed
+on ``(B,) + label``, one graph per (class, B) for the declared ``batch_sizes``; another size runs eagerly
+(``outside_catalog``). The vendor code is unchanged: its batch-1 solver and DiT chunk call are restated for 2B
+CFG rows (a session's cond / uncond at rows b and B + b). Priming (``open``) runs solo, as B0 does.
 
-Exactness reference: the batched eager path, to which batched replay is bit-identical. Against a session run
-alone nothing is promised: batching changes GEMM / attention / conv shapes, so kernels may reduce in another
-order (:func:`compare_to_solo` reports it, gating nothing; B = 1 is B0 by construction), and HiFT draws one
-batch-shaped noise stream for all rows. The vendor code is unchanged: its batch-1 assumptions are worked around
-by restating the solver and the DiT chunk call op for op (start noise expanded to B rows, CFG workspaces of 2B
-rows per batch size, a session's cond / uncond rows interleaved at rows b and B + b). Priming (``open``) runs
-solo, as B0 does. The gather / scatter and each class's input staging cost memory and time; persistent stacked
-session slots at fixed addresses would remove them and are not built here.
+Default exactness reference: the batched eager path (replay is bit-identical to it). Against a session alone
+nothing is promised: batching changes GEMM / attention / conv shapes, so kernels may reduce in another order
+(:func:`compare_to_solo` reports it; B = 1 is B0), and HiFT draws one batch-shaped noise stream for all rows.
+
+``invariant=True`` (arm ``SRbi``): each row equals its session streamed alone through B0, bit for bit (PCM and
+mel), eager and replayed. :class:`~.invariant.PerSession` runs the ops whose kernel or reduction order can follow
+the row count once per session at the solo call's shapes and layout, and HiFT's draws come pre-drawn per row from
+the session's own generator (``open`` / ``fork`` take its seed). Still one call per stage and one graph per
+(class, B), but most of the batching gain is gone: those ops cost B launches, only elementwise ops and per-row
+norms stay batched. Checked, not proven, kernel by kernel: on CPU by tests, on CUDA by the study's solo gate.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ..adapters.token2wav.stock import crossfade
 from ..adapters.token2wav.configs import Token2wavConfig
 from ..adapters.token2wav.prompts import PromptState
 from ..adapters.token2wav.turns import check_flag, check_tokens
+from .invariant import PerSession, fill_noise, new_noise, noise_templates
 
 __all__ = ["DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
            "compare_to_solo"]
@@ -62,6 +64,9 @@ class BatchedSession:
     chunks: int = 0
     last_mel: torch.Tensor | None = field(default=None, repr=False)
     last_speech: torch.Tensor | None = field(default=None, repr=False)
+    #: the session's own generator on the device (seeded as ``torch.manual_seed(seed)`` seeds it): what HiFT
+    #: draws from under ``invariant=True``, as the solo session draws from the default one
+    rng: torch.Generator | None = field(default=None, repr=False)
 
     def state_bytes(self) -> int:
         """Bytes this session owns on the device between calls (its stock flow and HiFT caches)."""
@@ -97,8 +102,10 @@ class BatchedToken2wav:
 
     def __init__(self, flow, hift, device, *, replay: bool = False, backend: str = "auto", n_timesteps: int | None = None,
                  cfg: Token2wavConfig | None = None, prompt_frames: int | None = None, retained: int | None = None,
-                 batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, clocks: Token2wavClocks = T2W_CLOCKS):
+                 batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES, clocks: Token2wavClocks = T2W_CLOCKS,
+                 invariant: bool = False):
         self.flow, self.hift = flow, hift
+        self.invariant = bool(invariant)
         self.device = torch.device(device)
         self.clocks = c = clocks.with_(n_steps=n_timesteps, prompt_frames=prompt_frames, retained_frames=retained)
         self.n_timesteps = c.n_steps
@@ -118,6 +125,8 @@ class BatchedToken2wav:
         self._ws: dict[int, dict] = {}
         self._ws_list: list[torch.Tensor] = []  # append-only: owner indices stay stable
         self.calls = Counter()  # (path, batch size) -> batched calls
+        self._noise: dict[tuple, list] = {}  # (B, mel shape, source shape) -> HiFT's pre-drawn noise (invariant)
+        self._templates: dict[tuple, list] = {}
         self.engines: dict[str, ExactShapeReplay] = {}
         if replay:  # bound directly: the kit's runtime serves one session, a batched call stacks B sessions' rows
             common = dict(backend=backend, owners=lambda: self._ws_list, clone_outputs=True)
@@ -128,7 +137,7 @@ class BatchedToken2wav:
                 frames=At("token", dim=1, clock="tokens", last="last_chunk"), modules=[flow], **sizes)
             # the stock call carries the cached mel inside ``mel``; its extent follows from the source cache's
             self.engines["vocoder_core"] = bind(
-                self.decl, "vocoder_core", self.vocoder.core, name="batched_vocoder_core", batch=At("mel", dim=0),
+                self.decl, "vocoder_core", self._core, name="batched_vocoder_core", batch=At("mel", dim=0),
                 reads={"vocoder_source_cache": At("cache_source")},
                 frames=At("mel", dim=2, less="vocoder_mel_cache"), modules=[hift], **sizes)
 
@@ -156,9 +165,17 @@ class BatchedToken2wav:
         return {b: sum(t.numel() * t.element_size() for t in ws.values()) for b, ws in self._ws.items()}
 
     # -- sessions ------------------------------------------------------------------------------
+    def _generator(self, seed: int | None) -> torch.Generator | None:
+        """The session's own device generator in the state ``torch.manual_seed(seed)`` leaves the default one
+        (None without a seed: a template, or a session of the plain path)."""
+        if seed is None:
+            return None
+        return torch.Generator(device=self.device).manual_seed(int(seed))
+
     @torch.inference_mode()
-    def open(self, sid: int, prompt: PromptState) -> BatchedSession:
-        """Prime a session solo (vendor ``setup_cache``, as B0 does); its caches are copied out of the shared buffers."""
+    def open(self, sid: int, prompt: PromptState, seed: int | None = None) -> BatchedSession:
+        """Prime a session solo (vendor ``setup_cache``, as B0 does); its caches are copied out of the shared buffers.
+        ``seed``: the session's generator, the solo session's ``manual_seed`` (streaming under ``invariant`` needs it)."""
         if prompt.n_frames != self.prompt_frames:
             raise ValueError(f"prompt has {prompt.n_frames} frames, declared f_prompt={self.prompt_frames}")
         tokens, _, spk, mels, _ = prompt.as_tuple()
@@ -168,12 +185,12 @@ class BatchedToken2wav:
         bins = mels.shape[2]
         n = self.n_timesteps  # the stock envelope has more solver slots than steps; only the first n are read
         own = {k: (v[:n] if k.startswith("estimator") else v).clone() for k, v in cache.items()}
-        return BatchedSession(sid, prompt, flow=own,
+        return BatchedSession(sid, prompt, flow=own, rng=self._generator(seed),
                               hift=dict(mel=torch.zeros(1, bins, 0, device=self.device),
                                         source=torch.zeros(1, 1, 0, device=self.device),
                                         speech=torch.zeros(1, 0, device=self.device)))
 
-    def fork(self, template: BatchedSession, sid: int) -> BatchedSession:
+    def fork(self, template: BatchedSession, sid: int, seed: int | None = None) -> BatchedSession:
         """A new session starting from ``template``'s primed state (copies; the template is not advanced).
 
         Priming is deterministic and draws no random numbers, so this equals :meth:`open` with the
@@ -183,7 +200,7 @@ class BatchedToken2wav:
             raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
                              "fork a freshly primed one")
         return BatchedSession(sid, template.prompt, flow={k: v.clone() for k, v in template.flow.items()},
-                              hift={k: v.clone() for k, v in template.hift.items()})
+                              hift={k: v.clone() for k, v in template.hift.items()}, rng=self._generator(seed))
 
     # -- the batched flow chunk (vendor inference_chunk + solver + DiT chunk, restated for 2B rows) --
     def _autocast(self):
@@ -233,10 +250,19 @@ class BatchedToken2wav:
             ws["dec_att"][step - 1][:, :, :, :x.shape[2] + last_att_len, :] = new_att
         return x, ws["dec_cnn"], ws["dec_att"][:, :, :, :, :x.shape[2] + last_att_len, :]
 
+    def _per_session(self, n: int, noise=None):
+        """The invariant condition's mode (per-session kernels, pre-drawn noise); nothing otherwise."""
+        return PerSession(n, noise) if self.invariant else contextlib.nullcontext()
+
+    def _core(self, mel, cache_source, noise=None):
+        """The vocoder core; under ``invariant`` with per-session kernels and each row's own pre-drawn noise."""
+        with self._per_session(mel.shape[0], noise):
+            return self.vocoder.core(mel, cache_source)
+
     def _flow_chunk(self, token, spk, conf_cnn, conf_att, est_cnn, est_att, last_chunk, ws):
         """``inference_chunk`` for B stacked sessions, then the stock cut (prompt + the last retained frames)."""
         flow = self.flow
-        with self._autocast():
+        with self._autocast(), self._per_session(token.shape[0]):
             spk = F.normalize(spk, dim=1)
             spk = flow.spk_embed_affine_layer(spk)
             token = flow.input_embedding(token)
@@ -272,9 +298,12 @@ class BatchedToken2wav:
             raise ValueError(f"stream: sessions in different shape classes cannot be batched: {sorted(classes)}")
         if len({s.sid for s in sessions}) != n:
             raise ValueError("stream: a session appears twice in one batch")
+        if self.invariant and any(s.rng is None for s in sessions):
+            raise ValueError("stream: invariant batching needs every session opened with its seed")
         self.calls["replay" if self.replay and not eager else "eager", n] += 1
         # a size outside the declared set runs eagerly (the catalog refuses it) on a workspace kept for this call only
-        ws = self.workspace(n) if n in self.batch_sizes or not self.replay else self._new_workspace(n)
+        kept = n in self.batch_sizes or not self.replay
+        ws = self.workspace(n) if kept else self._new_workspace(n)
         token = torch.tensor(toks, dtype=torch.int32, device=self.device)
         spk = torch.cat([s.prompt.spk_emb for s in sessions], dim=0)
         fc = [s.flow for s in sessions]
@@ -287,9 +316,14 @@ class BatchedToken2wav:
         chunk_mel, new = flow(*args)
         hc = [s.hift for s in sessions]
         mel = torch.concat([torch.cat([h["mel"] for h in hc], dim=0), chunk_mel], dim=2)
-        core = engines.get("vocoder_core", self.vocoder.core)
-        magnitude, phase, source = core(mel, torch.cat([h["source"] for h in hc], dim=0))
-        speech = self.vocoder.tail(magnitude, phase)
+        core = engines.get("vocoder_core", self._core)
+        src = torch.cat([h["source"] for h in hc], dim=0)
+        if self.invariant:
+            magnitude, phase, source = core(mel, src, self._drawn_noise(sessions, mel, src, kept))
+        else:
+            magnitude, phase, source = core(mel, src)
+        with self._per_session(n):
+            speech = self.vocoder.tail(magnitude, phase)
         cached = torch.cat([h["speech"] for h in hc], dim=0)
         first = cached.shape[-1] == 0
         if not first:
@@ -317,6 +351,23 @@ class BatchedToken2wav:
             wav = wavs[b:b + 1]
             out.append(wav.copy() if return_waveform else (np.clip(wav, -1.0, 1.0) * 32767.0).astype("<i2").tobytes())
         return out
+
+    def _drawn_noise(self, sessions, mel, src, kept: bool) -> list[torch.Tensor]:
+        """HiFT's draws for this call, row b from session b's generator as its solo call draws them, in buffers
+        kept per (B, class) at fixed addresses (graph inputs) or, for an undeclared size, for this call only."""
+        key = (tuple(mel.shape), tuple(src.shape))
+        if key not in self._templates:
+            self._templates[key] = noise_templates(self.hift, mel)
+        templates = self._templates[key]
+        if not kept:
+            bufs = new_noise(templates, self.device)
+        elif key not in self._noise:
+            bufs = self._noise[key] = new_noise(templates, self.device)
+            self._ws_list.extend(bufs)
+        else:
+            bufs = self._noise[key]
+        fill_noise(bufs, templates, [s.rng for s in sessions])
+        return bufs
 
     # -- reports -----------------------------------------------------------------------------------
     def counters(self):
