@@ -50,6 +50,11 @@ SESSIONS_STAGGERED = recorded("sessions_staggered")
 SESSIONS_SRB_STAGGERED = recorded("sessions_srb_staggered")
 MIMI = recorded("mimi")
 FREEZE = recorded("freeze")
+H100_BLOCK = recorded("factorial_spec")
+H100_KITS = [recorded(f"kit_hf_{m}") for m in ("qwen2_decode", "mimi_encoder", "mimi_decoder")]
+LANE_PROCESSES = recorded("sessions_lane_processes")
+LIMITER = recorded("lanes_limiter")
+SRBI = recorded("sessions_srbi")
 TOUR = ROOT / "data" / device_task("tour_live").path
 DEVICE_DOC = ROOT / "docs" / "device.md"
 
@@ -591,7 +596,8 @@ def lanes_sentence(result: dict, dataset: str = "sessions") -> str:
             f"seconds per second with lanes against {plateau('SRc'):.1f} for SRc, {plateau('SRl') / plateau('SRc'):.2f}x"
             + (f"; what limits the lanes where they break, the device or their host threads, this study does not "
                f"measure (the threads' CPU time was {broke['host_share']:.1f} cores' worth at N = {broke['sessions']}, "
-               f"the device's busy time is not recorded)." if bounds.get("speak_heavy") == "exact" and broke is not None
+               f"the device's busy time is not recorded; the H100 recordings at the end measure it)."
+               if bounds.get("speak_heavy") == "exact" and broke is not None
                else "; SRl's capacity here is a lower bound (the sweep's time budget ended first), so where lanes "
                "break, and what limits them, this recording does not settle.") + " "
             f"Each lane adds {per_lane:.0f} MiB (its demand-sized buffers and staging) before its graphs; each "
@@ -657,6 +663,46 @@ def crossarch_section(mimi_path: Path, freeze_path: Path) -> str:
     return "\n\n".join(parts)
 
 
+def h100_section() -> str:
+    """The recordings of the lent H100 (``data/h100/``): a factorial block on the one spec, the kit's factorial of
+    the three transformers adapters, what limits the lanes, lanes from two processes, and exact batching."""
+    from cadencelab.course import capacity
+
+    prov = _read(H100_BLOCK)["provenance"]
+    b = _read(H100_BLOCK)["summary"]
+    parts = [f"**On a lent H100** ({prov.get('gpu')}, torch {prov.get('torch')}, commit `{prov.get('git_commit')}`, "
+             f"{prov.get('date', '')[:10]}; figures compare within this card only, never with the H200's above). One "
+             f"factorial block after every arm moved onto the one spec (`KitModel`; one fresh process per arm, so a "
+             f"check of exactness, not a headline): non-exact arms: {', '.join(b['non_exact_arms']) or 'none'}, failed "
+             f"arms: {', '.join(b['failed_arms']) or 'none'}.", trusted_table(H100_BLOCK)]
+    parts += [kit_section(p) for p in H100_KITS if p.exists()]
+    parts.append("The Mimi runs carry only B0, SRc and the A/A arm; the compile control (`B0_compiled`) failed on the "
+                 "Qwen2 decoder in that run (its CUDA graphs' outputs were overwritten by the next call: `data/h100/logs/Q_qwen2.log`), so no "
+                 "transformers run here has it.")
+    lim = capacity.limiter_reading()
+    lp = data.sessions_summary("sessions_lane_processes")
+    held = capacity.capacity_bounds("sessions_lane_processes").set_index("arm")
+    cap = "; ".join(f"{a} {held.loc[a, 'shown']} (breaks at {held.loc[a, 'breaks_at']})" for a in held.index)
+    ratio = lp["sessions_ratio_SRl_over_SRc"]["speak_heavy"]
+    parts.append(f"What limits the lanes (`{_name(LIMITER)}`, `{_name(LANE_PROCESSES)}`): {lim['reading']} In the "
+                 f"two-process run, speak-heavy sessions held at the cadence: {cap}; SRc over B0 "
+                 f"{lp['sessions_ratio_SRc_over_B0']['speak_heavy']:.1f}x (target 3x: "
+                 f"{'met' if lp.get('target_ratio_3x_met') else 'not met'}), SRl over SRc {ratio:.1f}x (target 2.5x: "
+                 f"{'met' if lp.get('target_lanes_2_5x_met') else 'not met'}); every checked chunk equal to the "
+                 f"session run alone through B0: {lp['chunks_exact']} of {lp['chunks_checked']}. Capacities are one "
+                 f"sweep each (held, then the next N that broke), with no interval.")
+    eb = capacity.exact_batching()
+    rows = "; ".join(f"{a} {r['sessions_held']} (breaks at {r['breaks_at']}; gated on {r['gated_on']}; equal to the "
+                     f"session alone in {r['equal_to_solo']} of {r['compared']} chunks compared)" for a, r in eb.iterrows())
+    parts.append(f"Batching, exactly (`{_name(SRBI)}`, experimental): speak-heavy sessions held: {rows}. SRbi runs "
+                 f"the operations whose kernels could follow the batch size once per session and draws each row's "
+                 f"noise from its session's generator; in this run every checked chunk equals its session alone, "
+                 f"but the CUDA test on the teaching config finds rows that differ "
+                 f"(`data/h100/logs/cuda_tests.log`), so SRbi is gated on the solo reference and not exact by "
+                 f"construction yet.")
+    return "\n\n".join(parts)
+
+
 EXTRA_SECTIONS = [(SOAK, soak_section), (DUPLEX, duplex_section), (SERVED, served_section),
                   (SESSIONS, sessions_section), (MIMI, lambda p: crossarch_section(p, FREEZE))]
 
@@ -699,6 +745,8 @@ def render(paths=None) -> str:
                      "recording never finished a block within its time-out (210 s), so it measured nothing; "
                      "`--arms ...,compile` still runs it.")
         parts += [older_label(p) + fn(p) for p, fn in EXTRA_SECTIONS if p.exists()]
+        if H100_BLOCK.exists():
+            parts.append(h100_section())
         if TOUR.exists():  # a run of the notebooks, under no device condition of its own
             parts.append(tour_section(TOUR))
     else:
@@ -732,7 +780,7 @@ def _runs() -> list[tuple]:
 
 def device_commands() -> str:
     """docs/device.md's table: every device command (the CUDA tests, each study run that recorded a file
-    under ``data/h200/``, the live course) with the minutes it took."""
+    under ``data/h200/`` or ``data/h100/``, the live course) with the minutes it took."""
     lines = ["| what | command | about |", "|---|---|---|"]
     tasks = [t for t in DEVICE_TASKS if not t.last], [t for t in DEVICE_TASKS if t.last]
 
@@ -754,8 +802,10 @@ def device_commands() -> str:
 
 def readme_commands() -> str:
     """The README's table: each study run that recorded a file, its command and the files it recorded."""
-    lines = ["| study | command (on the H200) | recorded in `data/h200/` |", "|---|---|---|"]
-    lines += [f"| {r.label} | `{r.command()}` | {', '.join(f'`{n}`' for n in names)} |" for r, names in _runs()]
+    lines = ["| study | command | ran on | recorded in `data/` |", "|---|---|---|---|"]
+    folder = lambda r: Path(r.path).parent.name  # noqa: E731 (the card's folder: h200/, h100/)
+    lines += [f"| {r.label} | `{r.command()}` | {folder(r).upper()} | "
+              f"{', '.join(f'`{folder(r)}/{n}`' for n in names)} |" for r, names in _runs()]
     return "\n".join(lines)
 
 

@@ -147,6 +147,15 @@ def _last_line(tb) -> str:
     return lines[-1].strip() if lines else str(tb)
 
 
+
+def _packages(model) -> tuple:
+    """The packages a model's own code comes from, recorded beside torch (a transformers model's version
+    decides its caches and kernels)."""
+    import sys
+
+    root = (getattr(model, "__module__", "") or type(model).__module__).split(".")[0]
+    return tuple(p for p in ("transformers", "minicpmo", "moshi") if p in sys.modules or p == root)
+
 def run_study(cfg: KitConfig, progress=print) -> dict:
     """Certify, measure every arm in rounds of fresh processes, analyse; write the files; the summary."""
     from ..adapters.kit import ARMS as SWITCHES
@@ -193,7 +202,7 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
                                       SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
                         catalog=cert.catalog.assign(label=cert.catalog["label"].map(str)).to_dict("records"),
                         certificate=cert.table.to_dict("records"), blocks_csv="kit_factorial_blocks.csv",
-                        provenance=study_provenance(cfg)), out / "kit_factorial.json")
+                        provenance=study_provenance(cfg, packages=_packages(model))), out / "kit_factorial.json")
         done.update(summary=summary, arms=result["arms"], blocks=blocks)
         progress(f"kit: round {tally.round + 1} done ({time.perf_counter() - t0:.0f} s)" + (f"; stop: {why}" if why else ""))
 

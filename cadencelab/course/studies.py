@@ -100,6 +100,9 @@ _SESSIONS_SWEEP = ("--device cuda --arms B0,SRc,SRl,SRb --arrivals aligned,stagg
 _SESSIONS_THEN = "copy DIR/sessions.json to {path} and gzip DIR/sessions.csv and DIR/sessions_chunks.csv beside it"
 #: the device condition of the older pinned recordings (before the exact one was chosen)
 _OLDER = "--condition no_tf32_cudnn_det_ws"
+#: where the 2026-12-06 recordings ran (a lent H100; transformers 5.25 carried for the transformers adapters)
+_H100 = "on an H100 (a lent CUDA machine)"
+_H100_HF = "on an H100, transformers 5.25 installed"
 
 RECORDINGS = (
     Recording("device_conditions", "conditions", "h200/device_conditions.json", "--device cuda",
@@ -173,11 +176,43 @@ RECORDINGS = (
               "cross-architecture (needs moshi==0.2.13)", 1, "crossarch", "on a CUDA machine, moshi installed"),
     Recording("freeze", "crossarch", "h200/freeze_style.json", "--device cuda",
               "copy DIR/freeze_style.json to {path} and gzip its chunks CSV beside it"),
+    # an H100 (2026-12-06, the one spec): a block of the rule arms, the transformers adapters, the lanes
+    Recording("factorial_spec", "token2wav", "h100/token2wav_block_spec.json",
+              "--device cuda --arms B0,S,R,Rc,SR,SRc,B0_repeat --min-processes 1 --max-processes 1 --no-profile "
+              "--time-budget 105", "copy DIR/token2wav_factorial.json to {path} and gzip DIR/token2wav_factorial_blocks"
+              ".csv and _chunks.csv beside it as token2wav_block_spec_blocks.csv.gz and _chunks.csv.gz",
+              "one factorial block on the one spec (1 fresh process per arm)", 1.9, "block", _H100),
+    *(Recording(f"kit_hf_{m}", "kit", f"h100/kit_hf_{m}.json",
+                f"--model cadencelab.adapters.hf.{m}:kit_model_on --device cuda --arms {arms} --min-processes 3 "
+                f"--max-processes 3 --time-budget {budget} --block-timeout {block}",
+                f"copy DIR/kit_factorial.json to {{path}} and gzip DIR/kit_factorial_blocks.csv beside it as "
+                f"kit_hf_{m}_blocks.csv.gz", f"the kit's factorial on transformers' {what} (3 fresh processes per arm)",
+                minutes, m, _H100_HF)
+      for m, what, arms, budget, block, minutes in (
+          ("qwen2_decode", "Qwen2 decoder", "B0,S,R,Rc,SR,SRc,B0_repeat", 100, 60, 1.2),
+          ("mimi_encoder", "Mimi encoder", "B0,SRc,B0_repeat", 60, 40, 1.1),
+          ("mimi_decoder", "Mimi decoder", "B0,SRc,B0_repeat", 60, 40, 1.1))),
+    Recording("lanes_limiter", "lanes-limiter", "h100/lanes_limiter.json",
+              "--device cuda --sessions 28,32 --lanes 16 --speak-seconds 2 --profile-sessions 28",
+              "copy DIR/lanes_limiter.json to {path} and gzip its chunks, launches and streams CSVs beside it",
+              "what limits the lanes (host split per chunk, graph launches, one profiled second)", 1.4, "limiter",
+              _H100),
+    Recording("sessions_lane_processes", "sessions", "h100/sessions_lane_processes.json",
+              "--device cuda --arms B0,SRc,SRl --lane-processes 2 --lanes 16 --workloads speak_heavy --arrivals aligned "
+              "--sessions 4,16,28 --growth 1.5 --resolution 0.125 --arm-reserve 45 --verify-workers 4 --time-budget 230",
+              _SESSIONS_THEN + " as sessions_lane_processes.csv.gz and sessions_lane_processes_chunks.csv.gz",
+              "sessions, lanes served from 2 processes sharing the GPU (speak-heavy)", 3.0, "sessions", _H100),
+    Recording("sessions_srbi", "sessions", "h100/sessions_srbi.json",
+              "--device cuda --arms B0,SRb,SRbi --workloads speak_heavy --arrivals aligned --sessions 4,16,32 "
+              "--growth 1.5 --resolution 0.125 --arm-reserve 45 --verify-workers 4 --time-budget 250",
+              _SESSIONS_THEN + " as sessions_srbi.csv.gz and sessions_srbi_chunks.csv.gz",
+              "sessions, batched SRb beside batch-invariant SRbi (experimental, speak-heavy)", 3.3, "sbi", _H100),
 )
 
 DEVICE_TASKS = (
-    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 3.5,
-               "71 passed at f9011de, 2026-12-02 (the rule arms on the kit)"),
+    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 4.1,
+               "75 passed, 3 failed at aeaaec1 on an H100, 2026-12-06 (data/h100/logs/cuda_tests.log: the "
+               "batch-invariant SRbi rows at B = 2, 4 and one planted capture mistake, named in the README)"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
