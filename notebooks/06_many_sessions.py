@@ -147,6 +147,43 @@ assert 1 < lanes["ratio"] < lanes["lanes"]  # lanes gain, less than their count
 capacity.goodput_plateau("speak_heavy", "sessions").round(2)
 
 # %% [markdown]
+# ## What limits the lanes
+#
+# A lane's chunk spends its host time in parts: waiting for the pool's lock, swapping the session's state in,
+# classifying the call and checking its signature, staging inputs, launching the graphs, waiting for the
+# device, copying the PCM out. The lanes-limiter study (`python -m cadencelab.bench lanes-limiter`) timed
+# every part of every chunk, one lane alone and then around the lanes' break, and profiled one second at the
+# last count that held. The figure stacks a chunk's parts per session count; the dotted line is how many
+# graph launches were in flight at once. The lines under it are computed from the recording: read them
+# against the figure.
+
+# %%
+show(capacity.limiter_figure())
+limiter = capacity.limiter_reading()
+print(limiter["reading"])
+data.lanes_limiter()[["sessions", "chunks_per_s", "wall_ms", "launch_ms", "device_wait_ms", "other_ms",
+                      "launch_concurrency", "launch_slowdown", "device_share", "reading"]].round(2)
+
+# %% [markdown]
+# Two readings sit side by side here. The device's timeline is nearly full where one process's lanes break,
+# yet the lanes served from two processes held more sessions in another run: a busy union says when some
+# kernel runs, not how many SMs it fills, so a device "busy" most of the wall can still take more work side
+# by side. What the second process removes is the first's launches waiting on each other.
+#
+# ## Batching, exactly
+#
+# SRb stacks the chunks of a second into one batched call: more sessions, but rows that differ from each
+# session run alone (it is gated on the same batches run eagerly). SRbi runs the operations whose kernels
+# could follow the batch size once per session, at the solo call's shapes, and draws each session's noise
+# from its own generator: it is gated on the session run alone through B0. The table is one recording of
+# both; both arms are experimental. In this recording every checked SRbi chunk equals its session alone, but a
+# CUDA test on the small teaching model found rows that do not (`data/h100/logs/cuda_tests.log`): an operation
+# left batched still follows the batch size there, so SRbi is not yet exact by construction.
+
+# %%
+capacity.exact_batching()
+
+# %% [markdown]
 # ## With arrivals spread over the second
 #
 # Arrivals at the whole second queue every chunk at once: the worst case for a single graph set, and, one

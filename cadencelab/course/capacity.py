@@ -12,6 +12,8 @@
     lanes_reading(workload, dataset)     the lanes' plateau over SRc's, their count, and what the recording
                                          settles about the limit (a lower bound settles less)
     b0_alone(dataset)                    B0 serving one session beside the factorial's B0, what each measures
+    limiter_reading(), limiter_figure()  what limits the lanes at their break (the lanes-limiter recording)
+    exact_batching(dataset)              batched SRb beside batch-invariant SRbi: sessions held, solo-exact chunks
 
 Everything is read from the recorded files through :mod:`cadencelab.course.data` and
 :func:`cadencelab.course.frames.capacity_by_reference`.
@@ -23,12 +25,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import viz
+from ..viz.limiter import limiter_figure as limiter_figure_of
 from ..viz.options import CapacityOptions, set_caption
 from . import data
 from .frames import capacity_by_reference
 
 __all__ = ["capacity_bounds", "capacity_figure", "goodput_plateau", "lower_bounds", "lanes_reading", "b0_alone",
-           "WORKLOADS", "DATASETS"]
+           "limiter_reading", "limiter_figure", "exact_batching", "WORKLOADS", "DATASETS"]
 
 #: the workloads of the sessions study and the two recordings of it the notebook shows
 WORKLOADS = ("speak_heavy", "mixed")
@@ -157,3 +160,78 @@ def _chunks(dataset: str) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"recorded per-chunk file not found: {path} (written beside {src.name} by the study)")
     return pd.read_csv(path)
+
+
+def limiter_reading(processes: str = "sessions_lane_processes") -> dict:
+    """What the lanes-limiter recording measured at the lanes' break: ``held`` and ``broke`` (the timed session
+    counts either side), the profiled second's ``busy_share`` (kernels running, their union over the wall),
+    ``overlap`` and ``streams``, the launches' ``launch_busy_share`` and ``launch_slowdown`` at ``held``, ``gpu``,
+    and, from the sessions recording ``processes`` (lanes served from several processes, another run), where
+    they held and broke (``processes_held``, ``processes_broke``, ``lane_processes``). ``reading``: the sentences.
+    One process and one profiled second per run: single samples, so no interval is given and none is claimed."""
+    from ..profile.limiter import SATURATED
+
+    t = data.lanes_limiter()
+    points = [p for p in t.attrs["points"] if p["timed"] and p["sessions"] > 1]
+    held = max((p["sessions"] for p in points if p["holds"]), default=None)
+    broke = min((p["sessions"] for p in points if not p["holds"]), default=None)
+    if held is None or broke is None:
+        raise ValueError(f"limiter_reading: the recording has no bracket (timed counts {[p['sessions'] for p in points]})")
+    prof = t.attrs["profiled"] or {}
+    row = t.set_index("sessions").loc[held]
+    busy = prof.get("busy_share") if prof.get("sessions") == held else None
+    gpu = (t.attrs["provenance"] or {}).get("gpu")
+    lanes = (t.attrs["server"] or {}).get("lanes")
+    out = dict(held=int(held), broke=int(broke), gpu=gpu, lanes=lanes, busy_share=busy,
+               overlap=prof.get("overlap"), streams=prof.get("streams"),
+               launch_busy_share=float(row["launch_busy_share"]), launch_slowdown=float(row["launch_slowdown"]),
+               launch_concurrency=float(row["launch_concurrency"]))
+    text = f"On the {gpu}, {lanes} lanes in one process held {held} speak-heavy sessions and broke at {broke}."
+    if busy is None:
+        text += f" No second was profiled at N = {held}, so the device's share is not known."
+    else:
+        text += (f" In one profiled second at N = {held}, kernels ran {busy:.0%} of the wall (their busy union), "
+                 f"{prof['overlap']:.1f} at once on average across {prof['streams']:.0f} streams"
+                 + (" (at or above" if busy >= SATURATED else " (below") + f" the {SATURATED:.0%} this course calls "
+                 f"saturated); how full the SMs were while busy was not measured.")
+    text += (f" A graph launch was in flight {row['launch_busy_share']:.0%} of the wall and each took "
+             f"{row['launch_slowdown']:.1f}x as long as one lane's alone: the launches of one process slow each other.")
+    b = capacity_bounds(processes).set_index(["arm", "workload"])
+    if ("SRl", "speak_heavy") in b.index:
+        r = b.loc[("SRl", "speak_heavy")]
+        n = int((data.sessions_summary(processes).get("lane_processes") or
+                 data.load_json(data.DATASETS[processes][0])["provenance"]["study"]["lane_processes"]))
+        out.update(processes_held=r["shown"], processes_broke=r["breaks_at"], lane_processes=n)
+        past = r["bound"] == "exact" and int(r["max_sessions"]) >= broke
+        text += (f" Served from {n} processes sharing the GPU (another run), the same {lanes} lanes held {r['shown']}"
+                 + (f" and broke at {r['breaks_at']}" if r["breaks_at"] else "")
+                 + (f": past the one-process break at {broke}, so the one process's launch path, not the device "
+                    f"alone, set that break (one run of each, no repeat)." if past else
+                    f": not past the one-process break at {broke} (one run of each, no repeat)."))
+    out["reading"] = text
+    return out
+
+
+def limiter_figure() -> go.Figure:
+    """The lanes-limiter recording's picture: a chunk's host window split by part, per session count."""
+    t = data.lanes_limiter()
+    fig = limiter_figure_of(t)
+    gpu = (t.attrs["provenance"] or {}).get("gpu") or "the recorded GPU"
+    fig.update_layout(title=f"Where a lane's chunk spends its host time ({gpu}, {t.attrs['server']['lanes']} lanes)")
+    return fig
+
+
+def exact_batching(dataset: str = "sessions_srbi") -> pd.DataFrame:
+    """Batched SRb beside batch-invariant SRbi in one recording: per arm the sessions held (speak-heavy), the
+    reference its chunks were gated on, and how many of its chunks equal the session run alone through B0."""
+    s = data.sessions_summary(dataset)
+    b = capacity_bounds(dataset).set_index(["arm", "workload"])
+    rows = []
+    for arm in [a for a in ("B0", "SRb", "SRbi") if (a, "speak_heavy") in b.index]:
+        same = s.get("identical_to_solo_B0", {}).get(arm, {})
+        rows.append(dict(arm=arm, sessions_held=b.loc[(arm, "speak_heavy"), "shown"],
+                         breaks_at=b.loc[(arm, "speak_heavy"), "breaks_at"],
+                         gated_on=", ".join(s.get("exactness_reference", {}).get(arm, ["solo_B0"])),
+                         equal_to_solo=int(same.get("mel_and_pcm", 0)), compared=int(same.get("compared", 0)),
+                         experimental=arm in s.get("experimental_arms", [])))
+    return pd.DataFrame(rows).set_index("arm")

@@ -1,7 +1,7 @@
-"""Recorded data, as DataFrames: the H200 studies, the paper's published figures, recorded traces.
+"""Recorded data, as DataFrames: the studies on the lent GPUs, the paper's published figures, recorded traces.
 
 The notebooks read everything through here, never through paths of their own. Files live in the repository's
-``data/`` folder (``data/h200/``: what the benches recorded; ``data/paper/``: figures as published), or in the
+``data/`` folder (``h200/``, ``h100/``: what the benches recorded; ``paper/``: figures as published), or in the
 folder named by ``$CADENCELAB_DATA``. The readers, by study:
 
     Token2wav factorial    factorial(condition), factorial_blocks, factorial_chunks, factorial_summary, pareto_frame
@@ -9,15 +9,15 @@ folder named by ``$CADENCELAB_DATA``. The readers, by study:
     the paper's figures    paper_duplex_second(block), paper_figures(keys)
     duplex second          duplex_second(condition), duplex_summary(condition), duplex_served_summary()
     soak (SRc against B0)  soak_summary(), soak_chunks(), soak_turns()
-    sessions on one GPU    sessions_summary(), sessions_capacity(workload), sessions_table(), sessions_per_session()
+    sessions on one GPU    sessions_summary(), sessions_capacity(), sessions_table(), sessions_per_session(),
+                           lanes_limiter(), lanes_limiter_chunks()
     cross-architecture     mimi_summary(), mimi_arms(), freeze_summary(), freeze_paths()
-    the rest               tour_live(), recorded_trace(arm, kind), is_recorded(name), how_to_record(name)
+    the rest               tour_live(), recorded_trace(arm, kind), is_recorded(name), how_to_record(name), result(name)
 
-``condition`` names the recorded set-up: "exact" (the default: every arm under the exact device condition,
-:data:`cadencelab.replay.determinism.EXACT`, the least pinning under which every arm is bit-exact across
-processes), or one of the older recordings the course compares with it: "pinned" (TF32 off, cuDNN deterministic
-and a fixed cuBLAS workspace) and "unpinned" (TF32 off only, where float32 PCM drifts across processes). A
-missing file raises FileNotFoundError naming the path and the command that records it.
+``condition`` names the recorded set-up: "exact" (the default: :data:`cadencelab.replay.determinism.EXACT`, the
+least pinning under which every arm is bit-exact across processes), or an older recording the course compares:
+"pinned" (TF32 off, cuDNN deterministic, a fixed cuBLAS workspace) or "unpinned" (TF32 off only: float32 PCM
+drifts across processes). A missing file raises FileNotFoundError naming its path and the command recording it.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ from .files import (
                     recording_how,
                     result,
 )
-from .sessions import sessions_capacity, sessions_per_session, sessions_summary, sessions_table
+from .sessions import (lanes_limiter, lanes_limiter_chunks, sessions_capacity, sessions_per_session,
+                       sessions_summary, sessions_table)
 from .soak import soak_chunks, soak_result, soak_summary, soak_turns
 from .traces import recorded_trace
 
@@ -91,6 +92,8 @@ __all__ = [
                     "freeze_summary",
                     "how_to_record",
                     "is_recorded",
+                    "lanes_limiter",
+                    "lanes_limiter_chunks",
                     "load_json",
                     "mimi_arms",
                     "mimi_summary",

@@ -60,3 +60,27 @@ def sessions_per_session() -> pd.DataFrame:
     """One row per (arm, workload, N, session): chunks, p50/p95/max chunk ms, holds_cadence, exactness."""
     _, rel, how = result_of("sessions")
     return read_csv(data_path(Path(rel).parent / "sessions.csv.gz", how))
+
+
+# ---------------------------------------------------------------------------------------
+# what limits the lanes (data/h100/lanes_limiter.json + its chunks CSV)
+# ---------------------------------------------------------------------------------------
+
+
+def lanes_limiter() -> pd.DataFrame:
+    """The lanes-limiter study's table: one row per session count (1 alone, then the counts around the lanes'
+    break), the host split of a chunk (``<part>_ms``), the graph launches' concurrency and slow-down, the device
+    spans' share of the wall and the ``reading``. ``attrs``: ``provenance``, ``points`` (hold or break per
+    count, timed and untimed), ``profiled`` (one second under the profiler: busy union, overlap across
+    streams; None where it was not recorded) and ``server`` (lanes, captures, eager sections)."""
+    obj, rel, _ = result_of("lanes_limiter")
+    df = pd.DataFrame(need_key(obj, "table", rel))
+    for key in ("provenance", "points", "profiled", "server"):
+        df.attrs[key] = obj.get(key)
+    return df
+
+
+def lanes_limiter_chunks() -> pd.DataFrame:
+    """One row per timed chunk of the lanes-limiter study: its session count, lane, host window and every part."""
+    _, rel, how = result_of("lanes_limiter")
+    return read_csv(data_path(Path(rel).parent / "lanes_limiter_chunks.csv.gz", how))
