@@ -128,6 +128,9 @@ def test_a_folding_op_is_refused_inside_the_mode():
 
 
 @pytest.mark.cuda
+@pytest.mark.xfail(strict=True, reason="on an H100 (2026-12-06, aeaaec1) rows of the teaching config differ from "
+                   "solo B0 at B = 2 (session 1, chunk 2) and B = 4: an op left batched follows the batch size; the "
+                   "study gates SRbi on solo B0 for that reason (strict: a pass means the op was found)")
 @pytest.mark.parametrize("B", [2, 4])
 def test_invariant_rows_equal_each_session_alone_cuda(B, prompts):
     from cadencelab.adapters.token2wav.runtime import pin_determinism
