@@ -301,6 +301,33 @@ def test_each_wrapper_slip_is_named(mistake):
     assert task.WRAPPER_MISTAKES[mistake] in fb.message
 
 
+def test_a_capture_that_fails_on_a_recapture_is_named_recaptured():
+    """On the H100 (2026-12-06) the recapturing wrapper's second capture raised a CUDA capture error instead of
+    being graded: an error after more graphs than shapes names the slip; no collection runs while it captures."""
+    import gc
+
+    from cadencelab.course import capture_task as task
+
+    calls = []
+
+    def failing_recapture(model, graphs):
+        run = sol.PLANTED_WRAPPERS["recaptured"](model, graphs)
+
+        def fn(x):
+            calls.append(gc.isenabled())
+            if len(graphs.graphs) >= 1 and len(calls) > 1:  # the CUDA failure, as a capture of the same shape again
+                graphs.graph()
+                raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+            return run(x)
+        return fn
+
+    enabled = gc.isenabled()
+    fb = task.check_wrapper(failing_recapture)
+    assert not fb.ok and fb.mistakes == ["recaptured"], fb.table
+    assert task.WRAPPER_MISTAKES["recaptured"] in fb.message and gc.isenabled() == enabled
+    assert len(calls) == 2 and not any(calls)  # the collector was off while the submission ran
+
+
 def test_the_speed_part_grades_only_an_exact_wrapper():
     """The GPU speed row, on any machine: fast and exact passes; exact and slow is the named slip; inexact is not
     graded for speed (no slip named, no error: the cut-off try's H100 run raised KeyError '' here)."""

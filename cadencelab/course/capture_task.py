@@ -21,6 +21,7 @@ stand-in with a CUDA graph's semantics, so the grader stays meaningful there: re
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Callable
 
@@ -166,6 +167,11 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
     with torch.no_grad():
         want = [model(x.clone()) for x in xs]
     kit = GraphKit(model, dev)
+    # a collection of old graphs' reference cycles inside a student's capture would invalidate it (a graph's
+    # reset is not permitted while a stream captures): collect before, none while the submission runs
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
     try:
         fn = make_wrapper(model, kit)
         if is_blank(fn):
@@ -180,13 +186,18 @@ def grade_wrapper(make_wrapper: Callable, device: str = "cpu", name: str = "your
         captured_shapes = len(kit.captured)
         kit.close()
         eager_us, us, speed = _race(model, fn, xs, dev)  # every shape captured by now
-    except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size
+    except RuntimeError as e:  # a graph replayed on another shape, a copy_ of the wrong size, a failed capture
         kit.close()
-        # a copy_ of the wrong size (one graph for every shape), or a capture that failed without its warm-up
-        slip = "shape_mismatch" if "shape" in str(e) or "size" in str(e) else ("no_warm_up" if kit.unwarmed else "")
+        # more graphs made than shapes met (a capture per call: on CUDA a capture can fail then), a copy_ of the
+        # wrong size (one graph for every shape), or a capture that failed without its warm-up
+        slip = ("recaptured" if len(kit.graphs) > max(len(kit.captured), 1) else
+                "shape_mismatch" if "shape" in str(e) or "size" in str(e) else ("no_warm_up" if kit.unwarmed else ""))
         return _feedback([dict(part="exact", answer=type(e).__name__, expected=HIDDEN, correct=False, mistake=slip,
                                hint=f"exact: the wrapper raised {type(e).__name__}: {str(e)[:120]}. "
                                     + (WRAPPER_MISTAKES[slip] if slip else ""))], None)
+    finally:
+        if was:
+            gc.enable()
     later = [bool(torch.equal(g, w)) for g, w in zip(got, want)]  # ...and again after every call ran
     shapes = len({tuple(x.shape) for x in xs})
     exact = all(right_now) and all(later)
