@@ -4,6 +4,7 @@ torch.compile(mode="reduce-overhead"), labelled a control, its exactness reporte
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from cadencelab.bench.kit import CONTROLS, KitConfig, analyse
 from cadencelab.bench.measure import Method
@@ -31,3 +32,30 @@ def test_the_compile_control_is_labelled_and_not_gated():
     assert not arms["SRc"]["control"] and arms["SRc"]["bit_exact"]
     assert res["summary"]["exact"] is True  # the arms' gate: a control's inexactness is reported, not gated
     assert arms["B0_compiled"]["vs_B0"] < 0  # measured against B0 like every arm
+
+
+def test_the_compiled_step_hands_out_copies_each_call():
+    """The control's step marks each call and copies its outputs out of the compiled graphs' pool (on the H100 the
+    Qwen2 step read a cache the next call had overwritten): the state it returns outlives the next call."""
+    import torch
+
+    from cadencelab.bench.kit import _compiled_step
+
+    step = _compiled_step(lambda x, s: (x * 2, {"s": s + x}))
+    x, s = torch.ones(3), torch.zeros(3)
+    first = step(x, s)
+    second = step(x, first[1]["s"])
+    assert torch.equal(first[1]["s"], torch.ones(3)) and torch.equal(second[1]["s"], torch.full((3,), 2.0))
+
+
+@pytest.mark.cuda
+def test_the_compile_control_streams_the_transformers_step_on_cuda():
+    """The B0_compiled arm's state on transformers' Qwen2 decode step: two blocks of its traffic run (a control:
+    its exactness is reported, never required)."""
+    pytest.importorskip("transformers")
+    from cadencelab.bench.kit import _ArmState
+
+    st = _ArmState("cadencelab.adapters.hf.qwen2_decode:kit_model_on", "B0_compiled", "cuda", "cuda", 0, ())
+    for _ in range(2):
+        r = st.block()
+        assert r["ms_median"] > 0 and r["calls"] > 0, r

@@ -119,11 +119,26 @@ class _ArmState:
 
 def _compiled(stock):
     """The model's own stock step (or each operator's) under torch.compile(mode="reduce-overhead")."""
-    import torch
-
     if isinstance(stock, dict):
-        return {k: torch.compile(v, mode="reduce-overhead") for k, v in stock.items()}
-    return torch.compile(stock, mode="reduce-overhead")
+        return {k: _compiled_step(v) for k, v in stock.items()}
+    return _compiled_step(stock)
+
+
+def _compiled_step(fn):
+    """``fn`` compiled with reduce-overhead, each call one step of its CUDA graph trees: the step's outputs live in
+    the trees' pool and the next call overwrites them, while a streaming step hands its state to the next call
+    (on the H100 the Qwen2 step read an overwritten cache), so they are copied out; the copies are the control's
+    cost, as they would be a user's."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    compiled = torch.compile(fn, mode="reduce-overhead")
+
+    def step(*args, **kwargs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, compiled(*args, **kwargs))
+
+    return step
 
 
 def _handlers() -> dict:
