@@ -177,8 +177,9 @@ data.lanes_limiter()[["sessions", "chunks_per_s", "wall_ms", "launch_ms", "devic
 # could follow the batch size once per session, at the solo call's shapes, and draws each session's noise
 # from its own generator: it is gated on the session run alone through B0. The table is one recording of
 # both; both arms are experimental. In this recording every checked SRbi chunk equals its session alone, but a
-# CUDA test on the small teaching model found rows that do not (`data/h100/logs/cuda_tests.log`): an operation
-# left batched still follows the batch size there, so SRbi is not yet exact by construction.
+# CUDA test on the small teaching model found rows that do not (`data/h100/logs/cuda_tests.log`), so SRbi is
+# not yet exact by construction. The suspect: a session's rows reached a kernel at another pointer alignment
+# than the solo call's (kernels are chosen on it); they are placed at the solo alignment since, not yet run on a GPU.
 
 # %%
 capacity.exact_batching()

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from ..replay.signatures import alignment
+
 __all__ = ["PerSession", "RANDOM", "noise_templates", "fill_noise", "new_noise"]
 
 _LINEAR = (F.linear, torch.conv1d, torch.conv2d, torch.conv_transpose1d, torch.conv_transpose2d,
@@ -50,14 +52,30 @@ def _dense_strides(shape: Sequence[int], like: torch.Tensor) -> tuple:
 
 
 def _rows(x: torch.Tensor, rows: tuple) -> torch.Tensor:
-    """Rows ``rows`` of ``x`` (dim 0) as the solo call holds them: a view when adjacent, else a gather in x's layout."""
+    """Rows ``rows`` of ``x`` (dim 0) as the solo call holds them: in x's layout and at x's pointer residue (the
+    solo operand's: kernels are chosen on alignment up to :func:`~cadencelab.replay.signatures.alignment`), a
+    view when adjacent rows already sit at that residue, else a copy placed at it."""
+    align = alignment(x)
     if all(r == rows[0] + i for i, r in enumerate(rows)):
-        return x.narrow(0, rows[0], len(rows))
+        view = x.narrow(0, rows[0], len(rows))
+        if (view.data_ptr() - x.data_ptr()) % align == 0:
+            return view
     shape = (len(rows),) + tuple(x.shape[1:])
-    out = torch.empty_strided(shape, _dense_strides(shape, x), dtype=x.dtype, device=x.device)
+    out = _empty_at(shape, _dense_strides(shape, x), x, x.data_ptr() % align, align)
     for i, r in enumerate(rows):
         out.narrow(0, i, 1).copy_(x.narrow(0, r, 1))
     return out
+
+
+def _empty_at(shape, strides, like: torch.Tensor, residue: int, align: int) -> torch.Tensor:
+    """An uninitialised tensor of ``shape`` / ``strides`` whose data pointer is ``residue`` modulo ``align``."""
+    size = like.element_size()
+    span = 1 + sum((int(n) - 1) * st for n, st in zip(shape, strides) if int(n) > 0)
+    flat = torch.empty(span + align // size, dtype=like.dtype, device=like.device)
+    if residue % size:  # a residue between elements cannot be reproduced: the dense copy is the best there is
+        return flat.as_strided(shape, strides, 0)
+    skip = ((residue - flat.data_ptr()) % align) // size
+    return flat.as_strided(shape, strides, skip)
 
 
 class PerSession(TorchFunctionMode):
