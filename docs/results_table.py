@@ -677,8 +677,9 @@ def h100_section() -> str:
              f"arms: {', '.join(b['failed_arms']) or 'none'}.", trusted_table(H100_BLOCK)]
     parts += [kit_section(p) for p in H100_KITS if p.exists()]
     parts.append("The Mimi runs carry only B0, SRc and the A/A arm; the compile control (`B0_compiled`) failed on the "
-                 "Qwen2 decoder in that run (its CUDA graphs' outputs were overwritten by the next call: `data/h100/logs/Q_qwen2.log`), so no "
-                 "transformers run here has it.")
+                 "Qwen2 decoder in that run (its CUDA graphs' outputs were overwritten by the next call: "
+                 "`data/h100/logs/Q_qwen2.log`), so no transformers run here has it; the control now copies its "
+                 "outputs out at each call, not yet run on a GPU.")
     lim = capacity.limiter_reading()
     lp = data.sessions_summary("sessions_lane_processes")
     held = capacity.capacity_bounds("sessions_lane_processes").set_index("arm")
