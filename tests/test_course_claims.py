@@ -201,6 +201,9 @@ def test_nb6_what_limits_the_lanes():
     assert r["held"] < r["broke"] and r["busy_share"] >= SATURATED
     assert int(r["processes_held"]) >= r["broke"] and r["lane_processes"] == 2
     assert r["launch_slowdown"] > 1 and r["launch_concurrency"] > 1
+    # the host window, its launches (CPU time, nearly all of it) and the untimed rest all grew from one lane alone
+    assert r["wall_ms"] > r["wall_alone_ms"] and r["launch_ms"] > r["launch_alone_ms"] and r["other_ms"] > r["other_alone_ms"]
+    assert 0.9 * r["launch_ms"] <= r["launch_cpu_ms"] <= r["launch_ms"] * 1.001
     assert "nearly full" in _source("06_") and "held more sessions in another run" in _source("06_").replace("\n# ", " ")
 
 

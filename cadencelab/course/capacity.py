@@ -194,8 +194,19 @@ def limiter_reading(processes: str = "sessions_lane_processes") -> dict:
                  f"{prof['overlap']:.1f} at once on average across {prof['streams']:.0f} streams"
                  + (" (at or above" if busy >= SATURATED else " (below") + f" the {SATURATED:.0%} this course calls "
                  f"saturated); how full the SMs were while busy was not measured.")
-    text += (f" A graph launch was in flight {row['launch_busy_share']:.0%} of the wall and each took "
-             f"{row['launch_slowdown']:.1f}x as long as one lane's alone: the launches of one process slow each other.")
+    alone = t.set_index("sessions").loc[min(t["sessions"])]
+    ch = data.lanes_limiter_chunks()
+    at = ch[ch["sessions"] == held]
+    launch_cpu = float(at["launch_cpu_ms"].mean())
+    out.update(wall_alone_ms=float(alone["wall_ms"]), wall_ms=float(row["wall_ms"]),
+               launch_alone_ms=float(alone["launch_ms"]), launch_ms=float(row["launch_ms"]), launch_cpu_ms=launch_cpu,
+               other_alone_ms=float(alone["other_ms"]), other_ms=float(row["other_ms"]))
+    text += (f" A chunk's host window grew from {alone['wall_ms']:.0f} ms alone to {row['wall_ms']:.0f} ms at N = {held}: "
+             f"its graph launches from {alone['launch_ms']:.0f} to {row['launch_ms']:.0f} ms ({launch_cpu:.0f} ms of it "
+             f"the thread's CPU time), and the time outside every timed part from {alone['other_ms']:.0f} to "
+             f"{row['other_ms']:.0f} ms. A graph launch was in flight {row['launch_busy_share']:.0%} of the wall and "
+             f"each took {row['launch_slowdown']:.1f}x as long as one lane's alone: the launches of one process slow "
+             f"each other.")
     b = capacity_bounds(processes).set_index(["arm", "workload"])
     if ("SRl", "speak_heavy") in b.index:
         r = b.loc[("SRl", "speak_heavy")]
@@ -205,8 +216,9 @@ def limiter_reading(processes: str = "sessions_lane_processes") -> dict:
         past = r["bound"] == "exact" and int(r["max_sessions"]) >= broke
         text += (f" Served from {n} processes sharing the GPU (another run), the same {lanes} lanes held {r['shown']}"
                  + (f" and broke at {r['breaks_at']}" if r["breaks_at"] else "")
-                 + (f": past the one-process break at {broke}, so the one process's launch path, not the device "
-                    f"alone, set that break (one run of each, no repeat)." if past else
+                 + (f": past the one-process break at {broke}, so the one process's host path (its launches and "
+                    f"the rest that grew with them), not the device alone, set that break (one run of each, no "
+                    f"repeat)." if past else
                     f": not past the one-process break at {broke} (one run of each, no repeat)."))
     out["reading"] = text
     return out
