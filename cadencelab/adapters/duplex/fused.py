@@ -17,9 +17,11 @@ the "graph" mode's, and like them a labelled control, not exact against eager de
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
-from .served import GraphDecoder, _whole
+from .served import GraphDecoder
 
 __all__ = ["FusedDecoder"]
 
@@ -142,7 +144,7 @@ class FusedDecoder(GraphDecoder):
         the first: (hidden (1, n + 1, H), tokens (1, n + 1)), the prefill's last position first; views of
         the output buffers, valid until the next call. ValueError, before anything moves, on bad input."""
         t = self._check_prefill(inputs)
-        if not _whole(n) or not 0 <= n <= self.steps:
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 0 <= n <= self.steps:
             raise ValueError(f"FusedDecoder.serve: n = {n!r} is not an integer in 0..{self.steps} (steps)")
         n = int(n)
         if not self.fits(t + n):
