@@ -131,7 +131,7 @@ def test_bad_use_is_refused_with_the_reason(models):
         GraphDecoder(models.backbone.get_decoder(), 16, 4)
     with pytest.raises(ValueError, match="decode must be one of"):
         DuplexSecond("tiny", "B0", "cpu", models=models, decode="compiled")
-    assert DECODE_MODES == ("eager", "graph")
+    assert DECODE_MODES == ("eager", "graph", "fused")
 
 
 def test_bench_duplex_decode_modes(tmp_path, capsys, monkeypatch):

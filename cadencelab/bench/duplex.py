@@ -10,10 +10,11 @@ after which the runtime streams synthesis-only chunks until every steady cache e
 start and duration from CUDA events (perf_counter on a CPU); then one more second under ``torch.profiler``, kept
 as ``trace_duplex_<arm>.json.gz`` for device-busy time, slack and launches; and the allocator peak per arm.
 
-``--decode eager,graph`` runs every arm again with the language models decoding as serving stacks do (static KV
-cache, the decode step replayed as a CUDA graph: :mod:`cadencelab.adapters.duplex.served`), labelled
-``ARM+graphLM``: a control, not an exact path; its PCM is compared with the first arm of the same mode and its
-tokens with the eager run of the same arm. Writes ``duplex_second.json`` and ``duplex_second_rows.csv`` under
+``--decode eager,graph,fused`` runs every arm again with the language models decoding as serving stacks do (static
+KV cache, the decode step replayed as a CUDA graph: :mod:`cadencelab.adapters.duplex.served`; "fused" also the
+prefill, and a second's steps as one graph), labelled ``ARM+graphLM`` / ``ARM+fusedLM``: controls, not exact
+paths; PCM is compared with the first arm of the same mode, tokens with the same arm's eager run (and fused's
+with its graph run). Writes ``duplex_second.json`` and ``duplex_second_rows.csv`` under
 ``--out`` and prints a short table last; PCM digests per second let arms be compared (same tokens in, same bytes
 out when the arms are bit-exact).
 """
@@ -52,9 +53,10 @@ class DuplexStudyConfig:
     condition: str = options.condition()
     backend: str = opt("auto", choices=("auto", "cuda", "eager"), help="replay backend of the Token2wav runtime")
     decode: tuple = opt(("eager",), parse=names_in(lambda: _decode_modes()),
-                        help="comma-separated language-model decode modes: eager (the stock HF path) and/or graph "
-                             "(static KV cache, decode step replayed as a CUDA graph: a non-exact serving control); "
-                             "every arm runs in each, labelled ARM+graphLM for graph")
+                        help="comma-separated language-model decode modes: eager (the stock HF path), graph "
+                             "(static KV cache, decode step replayed as a CUDA graph: a non-exact serving control) "
+                             "and/or fused (graph's arithmetic, the prefill captured too and a second's steps one "
+                             "graph); every arm runs in each, labelled ARM+graphLM / ARM+fusedLM")
     input_tokens: int | None = opt(None, type=int_range(1),
                                    help="backbone prefill tokens per second (default: the preset's)")
     text_tokens: int | None = opt(None, type=int_range(1),
@@ -249,6 +251,10 @@ def analyse(cfg: DuplexStudyConfig, rows: list[pd.DataFrame], seconds: list[pd.D
         eager = run_label(t2w_arm, "eager")
         if decode != "eager" and arm in by_second and eager in by_second:
             row.update(lm_agreement(by_second[eager], by_second[arm]))
+        graph = run_label(t2w_arm, "graph")
+        if decode == "fused" and arm in by_second and graph in by_second:  # fused runs graph's arithmetic
+            row.update({k.replace("lm_", "lm_graph_", 1): v
+                        for k, v in lm_agreement(by_second[graph], by_second[arm]).items()})
         prof = profiles.get(arm)
         if prof:
             for st in prof["stages"]:
@@ -308,7 +314,8 @@ def table(result: dict) -> str:
             f"{(f'{peak:9.0f}' if peak is not None else '        -')}  "
             f"={r.get('pcm_equal_to')} {r.get('pcm_equal_seconds')}"
             + (f"; LM tokens = eager {r['lm_tokens_equal_seconds']} (NOT exact)" if "lm_tokens_equal_seconds" in r
-               else ""))
+               else "")
+            + (f", = graph {r['lm_graph_tokens_equal_seconds']}" if "lm_graph_tokens_equal_seconds" in r else ""))
     lines.append("ms, medians over the timed seconds; synthesis = flow + cut + vocoder (the paper's synthesis "
                  "segment); second = end of synthesis")
     return "\n".join(lines)

@@ -32,6 +32,7 @@ import pandas as pd
 import torch
 
 from .models import CHUNK_TOKENS, DuplexConfig, DuplexModels, build_models, preset, transformers_module
+from .fused import FusedDecoder
 from .served import DECODE_MODES, GraphDecoder, run_label
 
 __all__ = ["DuplexSecond", "run_second", "second_totals", "STAGES", "SUBSTAGES", "SECOND_RANGE", "STAGE_COLUMNS"]
@@ -124,7 +125,9 @@ class DuplexSecond:
     decode:  how the two language models decode: "eager" (HF dynamic cache, one eager forward per token:
              the stock path) or "graph" (a static KV cache and the decode step replayed as a CUDA graph,
              :class:`~cadencelab.adapters.duplex.served.GraphDecoder`: a serving-style control whose
-             tokens may part from eager decoding; the same static-cache steps run eagerly on a CPU).
+             tokens may part from eager decoding; the same static-cache steps run eagerly on a CPU) or
+             "fused" (:class:`~cadencelab.adapters.duplex.fused.FusedDecoder`: the "graph" arithmetic with
+             the prefill captured too, and a second's decode steps as one graph: a control like "graph").
 
     The session starts at construction (:meth:`reset`): the Token2wav stream cache is primed with
     the prompt, the speech buffer holds 3 silence tokens, the backbone cache is empty and the
@@ -163,12 +166,13 @@ class DuplexSecond:
                                               "estimator_att_cache")["K"])
         self.silence = SILENCE_TOKEN
         self.decoders: dict[str, GraphDecoder] = {}
-        if decode == "graph":  # the backbone's context and the speech decoder's per-second context
+        if decode != "eager":  # the backbone's context and the speech decoder's per-second context
+            served = FusedDecoder if decode == "fused" else GraphDecoder
             self.decoders = dict(
-                backbone=GraphDecoder(self.models.backbone, self.cfg.backbone_context, self.cfg.text_tokens - 1,
-                                      self.models.cache_kw),
-                speech_decoder=GraphDecoder(self.models.speech, self.cfg.text_tokens + self.cfg.speech_tokens,
-                                            self.cfg.speech_tokens - 1, self.models.cache_kw))
+                backbone=served(self.models.backbone, self.cfg.backbone_context, self.cfg.text_tokens - 1,
+                                self.models.cache_kw),
+                speech_decoder=served(self.models.speech, self.cfg.text_tokens + self.cfg.speech_tokens,
+                                      self.cfg.speech_tokens - 1, self.models.cache_kw))
         self._clock: _StageClock | None = None
         self.substages_timed = self._hook_runtime_ranges()
         self.history: list[dict] = []
@@ -262,11 +266,13 @@ class DuplexSecond:
         return torch.cat(tokens, 1)
 
     def _served(self, dec: GraphDecoder, positions: int, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
-        """The "graph" decode: prefill, the first token from its last hidden state, then the rest replayed;
+        """The served decode ("graph"): prefill, the first token from its last hidden state, then the rest replayed;
         (hidden (1, n, H), tokens (1, n)) as the eager path returns them. A context that would overflow
-        starts afresh, as the eager backbone's does."""
+        starts afresh, as the eager backbone's does. "fused": both in two graph launches, no host hand-off."""
         if not dec.fits(positions):
             dec.reset()
+        if isinstance(dec, FusedDecoder):
+            return dec.serve(dec.steps, **inputs)
         h = dec.prefill(**inputs)[:, -1:]
         first = dec.first_token(h)
         hidden, tokens = dec.decode(first, dec.steps)

@@ -4,7 +4,8 @@ one-token decode step captured once as a CUDA graph and replayed per token (no h
     GraphDecoder(model, max_len, steps, cache_kw)   greedy decoding of one HF decoder-only model on a
                                                     static cache; ``prefill`` eager, ``decode`` replayed
     DECODE_MODES                                    "eager": the HF dynamic cache, one eager forward per
-                                                    token (the stock path); "graph": GraphDecoder
+                                                    token (the stock path); "graph": GraphDecoder;
+                                                    "fused": its subclass in :mod:`.fused` (prefill captured)
     run_label(arm, decode)                          "SRc" or "SRc+graphLM": how results name a run
 
 The captured step reads the previous token, its position and its output slot from device buffers and
@@ -25,7 +26,7 @@ from .models import cache_keyword, transformers_module
 
 __all__ = ["GraphDecoder", "DECODE_MODES", "run_label"]
 
-DECODE_MODES = ("eager", "graph")
+DECODE_MODES = ("eager", "graph", "fused")
 
 
 def run_label(arm: str, decode: str) -> str:
