@@ -104,3 +104,18 @@ def streams(chunk):
     from cadencelab.profile.compare import kernel_stream
 
     return {arm: kernel_stream(t, "chunk") for arm, t in chunk.items()}
+
+
+@pytest.fixture(scope="module")
+def models():
+    """The tiny duplex language models (seeded), built once per module on one thread (the served-decoder tests;
+    a module's own ``models`` fixture takes its place)."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from cadencelab.adapters.duplex import build_models
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield build_models("tiny", "cpu", 0)
+    torch.set_num_threads(old)

@@ -4,25 +4,16 @@ give the "graph" mode's bits."""
 
 from __future__ import annotations
 
-import collections
-import json
 
 import pytest
 import torch
+from duplex_runs import bench_duplex_tiny, dispatched, host_reads, served_row
 
 pytest.importorskip("transformers")
 
 from cadencelab.adapters.duplex import TINY, DuplexSecond, build_models  # noqa: E402
 from cadencelab.adapters.duplex.fused import FusedDecoder  # noqa: E402
 from cadencelab.adapters.duplex.served import GraphDecoder, run_label  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def models():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield build_models("tiny", "cpu", 0)
-    torch.set_num_threads(old)
 
 
 def _graph_served(dec, n, **inputs):
@@ -93,21 +84,7 @@ def test_the_harness_fused_mode_gives_the_graph_modes_seconds(models):
 
 
 def _host_reads(fn):
-    """The ops ``fn`` dispatches that read a device value on the host (what a CUDA graph capture forbids)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.seen = collections.Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.seen[str(func)] += 1
-            return func(*args, **(kwargs or {}))
-
-    with torch.inference_mode(), Ops() as ops:
-        fn()
-    return [op for op in ops.seen if "_local_scalar_dense" in op or op.startswith("aten.item")]
+    return host_reads(dispatched(fn))
 
 
 def test_the_fused_prefill_reads_no_device_value_on_the_host_where_hfs_does(models):
@@ -171,22 +148,9 @@ def test_fused_decoder_refuses_a_model_with_sliding_layers():
 
 
 def test_bench_duplex_runs_and_labels_the_fused_mode(tmp_path, capsys):
-    from cadencelab.bench.__main__ import main
-
-    out = tmp_path / "duplex"
-    old = torch.get_num_threads()
-    try:
-        rc = main(["duplex", "--device", "cpu", "--preset", "tiny", "--arms", "B0", "--decode", "eager,fused",
-                   "--seconds", "2", "--no-profile", "--out", str(out)])
-    finally:
-        torch.set_num_threads(old)
+    rc, res = bench_duplex_tiny(tmp_path, "eager,fused")
     assert rc == 0
-    assert "B0+fusedLM" in capsys.readouterr().out
-    res = json.loads((out / "duplex_second.json").read_text())
-    assert list(res["summary"]) == ["B0", "B0+fusedLM"]
-    fused = res["summary"]["B0+fusedLM"]
-    assert fused["decode"] == "fused" and fused["lm_exact"] is False and fused["token2wav_arm"] == "B0"
-    assert fused["lm_tokens_equal_seconds"] == "2/2" and fused["pcm_equal_to"] == "B0+fusedLM"
+    fused = served_row(res, capsys.readouterr().out, "fused")
     assert "lm_graph_tokens_equal_seconds" not in fused  # no graph run to compare with
     dec = res["arms"]["B0+fusedLM"]["decoders"]
     assert dec["backbone"]["eager_prefills"] == 2 and dec["backbone"]["eager_steps"] == 2 * (TINY.text_tokens - 1)

@@ -3,26 +3,17 @@ cache and a decode step that needs no host value, so it can be captured as a CUD
 
 from __future__ import annotations
 
-import collections
-import json
 import shutil
 
 import pandas as pd
 import pytest
 import torch
+from duplex_runs import bench_duplex_tiny, dispatched, host_reads, served_row
 
 pytest.importorskip("transformers")
 
 from cadencelab.adapters.duplex import TINY, DuplexSecond, build_models  # noqa: E402
 from cadencelab.adapters.duplex.served import DECODE_MODES, GraphDecoder  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def models():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield build_models("tiny", "cpu", 0)
-    torch.set_num_threads(old)
 
 
 def _eager_decode(m, model, n, **inputs):
@@ -95,23 +86,11 @@ def test_the_decoder_serves_architectures_it_was_not_written_for(arch):
 
 def test_the_decode_step_reads_no_device_value_on_the_host(models):
     """What a CUDA graph capture forbids, checked where no GPU is: no .item()/bool(tensor) in the step."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.seen = collections.Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.seen[str(func)] += 1
-            return func(*args, **(kwargs or {}))
-
     dec = GraphDecoder(models.backbone, 64, 4, models.cache_kw)
     dec.prefill(input_ids=torch.zeros(1, 5, dtype=torch.long))
-    with torch.inference_mode(), Ops() as ops:
-        dec._step()
-    assert ops.seen["aten.scaled_dot_product_attention.default"] or ops.seen["aten.bmm.default"]
-    assert not [op for op in ops.seen if "_local_scalar_dense" in op or op.startswith("aten.item")], ops.seen
+    seen = dispatched(dec._step)
+    assert seen["aten.scaled_dot_product_attention.default"] or seen["aten.bmm.default"]
+    assert not host_reads(seen), seen
 
 
 def test_bad_use_is_refused_with_the_reason(models):
@@ -135,23 +114,12 @@ def test_bad_use_is_refused_with_the_reason(models):
 
 
 def test_bench_duplex_decode_modes(tmp_path, capsys, monkeypatch):
-    from cadencelab.bench.__main__ import main
     from cadencelab.bench.duplex import lm_agreement
 
     out = tmp_path / "duplex"
-    old = torch.get_num_threads()
-    try:
-        rc = main(["duplex", "--device", "cpu", "--preset", "tiny", "--arms", "B0", "--decode", "eager,graph",
-                   "--seconds", "2", "--no-profile", "--out", str(out)])
-    finally:
-        torch.set_num_threads(old)
+    rc, res = bench_duplex_tiny(tmp_path, "eager,graph")
     assert rc == 0
-    assert "B0+graphLM" in capsys.readouterr().out
-    res = json.loads((out / "duplex_second.json").read_text())
-    assert list(res["summary"]) == ["B0", "B0+graphLM"]
-    served = res["summary"]["B0+graphLM"]
-    assert served["decode"] == "graph" and served["lm_exact"] is False and served["token2wav_arm"] == "B0"
-    assert served["pcm_equal_to"] == "B0+graphLM" and served["lm_tokens_equal_seconds"] == "2/2"
+    served = served_row(res, capsys.readouterr().out, "graph")
     assert served["lm_token_agreement"] == 1.0 and served["lm_first_divergence_second"] is None
     assert res["summary"]["B0"]["lm_exact"] is True and "lm_token_agreement" not in res["summary"]["B0"]
     dec = res["arms"]["B0+graphLM"]["decoders"]

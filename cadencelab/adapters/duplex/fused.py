@@ -21,7 +21,7 @@ import numbers
 
 import torch
 
-from .served import GraphDecoder
+from .served import GraphDecoder, capture_warmed
 
 __all__ = ["FusedDecoder"]
 
@@ -106,22 +106,7 @@ class FusedDecoder(GraphDecoder):
             for b, v in zip(bufs, kept):
                 b.copy_(v)
 
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        try:
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    rewind()
-                    body()
-            torch.cuda.current_stream(self.device).wait_stream(side)
-        finally:
-            torch.cuda.synchronize(self.device)
-            rewind()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            body()
-        torch.cuda.synchronize(self.device)
-        return graph
+        return capture_warmed(self.device, body, rewind)
 
     def _run(self, graphs: dict, key, body) -> bool:
         """Replay the graph at ``key`` (captured at its first use); False when the body ran eagerly."""

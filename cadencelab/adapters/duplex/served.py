@@ -53,6 +53,27 @@ def _check_ids(x: torch.Tensor, vocab: int, what: str) -> None:
         raise ValueError(f"{what}: token id {bad} outside the vocabulary 0..{vocab - 1}")
 
 
+
+def capture_warmed(device, body, rewind) -> torch.cuda.CUDAGraph:
+    """``body`` warmed twice on a side stream (lazy init, the allocator), ``rewind()`` putting the device state back
+    before each run and after, then captured on the current stream."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                rewind()
+                body()
+        torch.cuda.current_stream(device).wait_stream(side)
+    finally:
+        torch.cuda.synchronize(device)
+        rewind()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body()
+    torch.cuda.synchronize(device)
+    return graph
+
 class GraphDecoder:
     """Greedy decoding of ``model`` (a HF decoder-only ``...ForCausalLM``: its body is ``get_decoder()``,
     its head ``get_output_embeddings()``) on a static KV cache of ``max_len`` positions.
@@ -167,23 +188,8 @@ class GraphDecoder:
                 layer.cumulative_length.copy_(n)
             self.slot.zero_()
 
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        try:
-            with torch.cuda.stream(side):
-                for _ in range(2):
-                    rewind()
-                    self._step()
-            torch.cuda.current_stream(self.device).wait_stream(side)
-        finally:
-            torch.cuda.synchronize(self.device)
-            rewind()
         # not the kit's road: the language models have no declaration yet (a labelled control, tokens not exact)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._step()
-        torch.cuda.synchronize(self.device)
-        self.graph = graph
+        self.graph = capture_warmed(self.device, self._step, rewind)
 
     @torch.inference_mode()
     def first_token(self, hidden: torch.Tensor) -> torch.Tensor:
