@@ -168,7 +168,8 @@ data.lanes_limiter()[["sessions", "chunks_per_s", "wall_ms", "launch_ms", "devic
 # Two readings sit side by side here. The device's timeline is nearly full where one process's lanes break,
 # yet the lanes served from two processes held more sessions in another run: a busy union says when some
 # kernel runs, not how many SMs it fills, so a device "busy" most of the wall can still take more work side
-# by side. What the second process removes is the first's launches waiting on each other.
+# by side. One sweep of each cannot tell whether the second process removed a host limit or the margin is a
+# single sweep's noise; repeating both sweeps would.
 #
 # ## Batching, exactly
 #

@@ -202,11 +202,12 @@ def limiter_reading(processes: str = "sessions_lane_processes") -> dict:
                launch_alone_ms=float(alone["launch_ms"]), launch_ms=float(row["launch_ms"]), launch_cpu_ms=launch_cpu,
                other_alone_ms=float(alone["other_ms"]), other_ms=float(row["other_ms"]))
     text += (f" A chunk's host window grew from {alone['wall_ms']:.0f} ms alone to {row['wall_ms']:.0f} ms at N = {held}: "
-             f"its graph launches from {alone['launch_ms']:.0f} to {row['launch_ms']:.0f} ms ({launch_cpu:.0f} ms of it "
-             f"the thread's CPU time), and the time outside every timed part from {alone['other_ms']:.0f} to "
-             f"{row['other_ms']:.0f} ms. A graph launch was in flight {row['launch_busy_share']:.0%} of the wall and "
-             f"each took {row['launch_slowdown']:.1f}x as long as one lane's alone: the launches of one process slow "
-             f"each other.")
+             f"its graph launches from {alone['launch_ms']:.0f} to {row['launch_ms']:.0f} ms, and the time outside every "
+             f"timed part from {alone['other_ms']:.0f} to {row['other_ms']:.0f} ms. A graph launch was in flight "
+             f"{row['launch_busy_share']:.0%} of the wall and each took {row['launch_slowdown']:.1f}x as long as one "
+             f"lane's alone. The launches' time is the thread's CPU time ({launch_cpu:.0f} ms of {row['launch_ms']:.0f}), "
+             f"but a launch waiting for room in the device's queue may spin, so it does not tell host work from "
+             f"waiting for the device.")
     b = capacity_bounds(processes).set_index(["arm", "workload"])
     if ("SRl", "speak_heavy") in b.index:
         r = b.loc[("SRl", "speak_heavy")]
@@ -216,9 +217,9 @@ def limiter_reading(processes: str = "sessions_lane_processes") -> dict:
         past = r["bound"] == "exact" and int(r["max_sessions"]) >= broke
         text += (f" Served from {n} processes sharing the GPU (another run), the same {lanes} lanes held {r['shown']}"
                  + (f" and broke at {r['breaks_at']}" if r["breaks_at"] else "")
-                 + (f": past the one-process break at {broke}, so the one process's host path (its launches and "
-                    f"the rest that grew with them), not the device alone, set that break (one run of each, no "
-                    f"repeat)." if past else
+                 + (f": past the one-process run's break at {broke}. One sweep of each and no repeat: this suggests, "
+                    f"and does not settle, that one process's host path, not the device alone, set that break."
+                    if past else
                     f": not past the one-process break at {broke} (one run of each, no repeat)."))
     out["reading"] = text
     return out
