@@ -212,7 +212,7 @@ RECORDINGS = (
 DEVICE_TASKS = (
     DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 4.1,
                "75 passed, 3 failed at aeaaec1 on an H100, 2026-12-06 (data/h100/logs/cuda_tests.log: the "
-               "batch-invariant SRbi rows at B = 2, 4 and one planted capture mistake, named in the README)"),
+               "batch-invariant SRbi rows at B = 2, 4 and one planted capture mistake; each suspect cause addressed since, tested on a CPU only)"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
