@@ -126,6 +126,7 @@ class BatchedToken2wav:
         self._ws_list: list[torch.Tensor] = []  # append-only: owner indices stay stable
         self.calls = Counter()  # (path, batch size) -> batched calls
         self._noise: dict[tuple, list] = {}  # (B, mel shape, source shape) -> HiFT's pre-drawn noise (invariant)
+        self._draws: dict[tuple, list] = {}  # the same key -> the draws' buffers alone, handed to the vocoder
         self._templates: dict[tuple, list] = {}
         self.engines: dict[str, ExactShapeReplay] = {}
         if replay:  # bound directly: the kit's runtime serves one session, a batched call stacks B sessions' rows
@@ -360,14 +361,15 @@ class BatchedToken2wav:
             self._templates[key] = noise_templates(self.hift, mel)
         templates = self._templates[key]
         if not kept:
-            bufs = new_noise(templates, self.device)
+            noise = new_noise(templates, self.device)
         elif key not in self._noise:
-            bufs = self._noise[key] = new_noise(templates, self.device)
-            self._ws_list.extend(bufs)
+            noise = self._noise[key] = new_noise(templates, self.device)
+            self._ws_list.extend(noise)
+            self._draws[key] = noise[:len(templates)]
         else:
-            bufs = self._noise[key]
-        fill_noise(bufs, templates, [s.rng for s in sessions])
-        return bufs
+            noise = self._noise[key]
+        fill_noise(noise, templates, [s.rng for s in sessions])
+        return self._draws[key] if kept else noise[:len(templates)]  # the draws' buffers, in the vendor's order
 
     # -- reports -----------------------------------------------------------------------------------
     def counters(self):

@@ -169,17 +169,21 @@ def noise_templates(hift, mel: torch.Tensor) -> list[tuple]:
 
 
 def new_noise(templates: list[tuple], device) -> list[torch.Tensor]:
-    """One buffer per draw, in the batched call's shape and layout."""
-    return [torch.empty_strided(shape, stride, dtype=dt, device=device) for _, shape, stride, dt in templates]
+    """One buffer per draw, in the batched call's shape and layout, and after them one solo-shaped row per draw
+    (where each session's draw is made before it is copied in: allocated once, not per call)."""
+    bufs = [torch.empty_strided(shape, stride, dtype=dt, device=device) for _, shape, stride, dt in templates]
+    rows = [torch.empty_strided((1,) + tuple(shape[1:]), stride, dtype=dt, device=device)
+            for _, shape, stride, dt in templates]
+    return bufs + rows
 
 
-def fill_noise(buffers: list[torch.Tensor], templates: list[tuple], generators: Sequence[torch.Generator]) -> None:
-    """Row ``b`` of every buffer drawn from ``generators[b]`` exactly as the solo call draws it: the same
-    factory (``uniform_`` for ``rand``, ``normal_`` for ``randn_like``) on a tensor of the solo draw's shape
-    and layout (the batched layout's row), the draws in the vendor's order."""
+def fill_noise(noise: list[torch.Tensor], templates: list[tuple], generators: Sequence[torch.Generator]) -> None:
+    """Row ``b`` of every buffer of ``noise`` (:func:`new_noise`) drawn from ``generators[b]`` exactly as the solo
+    call draws it: the same factory (``uniform_`` for ``rand``, ``normal_`` for ``randn_like``) on a tensor of the
+    solo draw's shape and layout (the batched layout's row), the draws in the vendor's order."""
+    k = len(templates)
     for b, g in enumerate(generators):
-        for buf, (kind, shape, stride, dt) in zip(buffers, templates):
-            row = torch.empty_strided((1,) + tuple(shape[1:]), stride, dtype=dt, device=buf.device)
+        for buf, row, (kind, *_) in zip(noise[:k], noise[k:], templates):
             if kind == "uniform":
                 row.uniform_(0, 1, generator=g)
             else:
