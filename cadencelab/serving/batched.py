@@ -41,6 +41,7 @@ from ..adapters.token2wav.configs import Token2wavConfig
 from ..adapters.token2wav.prompts import PromptState
 from ..adapters.token2wav.turns import check_flag, check_tokens
 from .invariant import PerSession, fill_noise, new_noise, noise_templates
+from .sessions import check_template
 
 __all__ = ["DEFAULT_BATCH_SIZES", "BatchedSession", "BatchedToken2wav", "batched_catalog",
            "compare_to_solo"]
@@ -197,9 +198,7 @@ class BatchedToken2wav:
         Priming is deterministic and draws no random numbers, so this equals :meth:`open` with the
         template's prompt.
         """
-        if template.chunks:
-            raise ValueError(f"fork: template session {template.sid} has streamed {template.chunks} chunks; "
-                             "fork a freshly primed one")
+        check_template(template)
         return BatchedSession(sid, template.prompt, flow={k: v.clone() for k, v in template.flow.items()},
                               hift={k: v.clone() for k, v in template.hift.items()}, rng=self._generator(seed))
 
