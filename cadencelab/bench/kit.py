@@ -163,13 +163,13 @@ def _last_line(tb) -> str:
 
 
 
-def _packages(model) -> tuple:
-    """The packages a model's own code comes from, recorded beside torch (a transformers model's version
-    decides its caches and kernels)."""
+def _packages() -> tuple:
+    """The model sources loaded in this process, whose versions the provenance records beside torch's (a
+    transformers model's version decides its caches and kernels)."""
     import sys
 
-    root = (getattr(model, "__module__", "") or type(model).__module__).split(".")[0]
-    return tuple(p for p in ("transformers", "minicpmo", "moshi") if p in sys.modules or p == root)
+    return tuple(p for p in ("transformers", "minicpmo", "moshi") if p in sys.modules)
+
 
 def run_study(cfg: KitConfig, progress=print) -> dict:
     """Certify, measure every arm in rounds of fresh processes, analyse; write the files; the summary."""
@@ -217,7 +217,7 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
                                       SWITCHES["B0" if a == "B0_repeat" else a] for a in cfg.arms},
                         catalog=cert.catalog.assign(label=cert.catalog["label"].map(str)).to_dict("records"),
                         certificate=cert.table.to_dict("records"), blocks_csv="kit_factorial_blocks.csv",
-                        provenance=study_provenance(cfg, packages=_packages(model))), out / "kit_factorial.json")
+                        provenance=study_provenance(cfg, packages=_packages())), out / "kit_factorial.json")
         done.update(summary=summary, arms=result["arms"], blocks=blocks)
         progress(f"kit: round {tally.round + 1} done ({time.perf_counter() - t0:.0f} s)" + (f"; stop: {why}" if why else ""))
 
