@@ -16,14 +16,6 @@ from cadencelab.adapters.duplex.fused import FusedDecoder  # noqa: E402
 from cadencelab.adapters.duplex.served import GraphDecoder, run_label  # noqa: E402
 
 
-def _graph_served(dec, n, **inputs):
-    """The "graph" mode's second, as the harness runs it: eager prefill, first token, n replayed steps."""
-    h = dec.prefill(**inputs)[:, -1:]
-    first = dec.first_token(h)
-    hidden, tokens = dec.decode(first, n)
-    return torch.cat([h, hidden], 1), torch.cat([first, tokens], 1)
-
-
 def _ids(second, t=25, vocab=TINY.backbone.vocab):
     return torch.randint(0, vocab, (1, t), generator=torch.Generator().manual_seed(second))
 
@@ -37,7 +29,7 @@ def _same_seconds(graph, fused, seconds, make_inputs, n, per_second_reset=False)
         for d in (graph, fused):
             if per_second_reset or not d.fits(t + n):
                 d.reset()
-        a = _graph_served(graph, n, **inputs)
+        a = graph.serve(n, **inputs)
         b = fused.serve(n, **inputs)
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), sec
         assert graph.length == fused.length
@@ -169,7 +161,7 @@ def test_fused_decode_captures_replays_and_matches_the_graph_mode_on_cuda():
         for d in (graph, fused):
             if not d.fits(35):
                 d.reset()
-        a = _graph_served(graph, 9, input_ids=ids)
+        a = graph.serve(9, input_ids=ids)
         b = fused.serve(9, input_ids=ids)
         assert torch.equal(a[1], b[1]), sec
         assert (a[0] - b[0]).abs().max() < 1e-3, sec  # the same ops; a captured kernel may differ in bits

@@ -266,17 +266,11 @@ class DuplexSecond:
         return torch.cat(tokens, 1)
 
     def _served(self, dec: GraphDecoder, positions: int, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
-        """The served decode ("graph"): prefill, the first token from its last hidden state, then the rest replayed;
-        (hidden (1, n, H), tokens (1, n)) as the eager path returns them. A context that would overflow
-        starts afresh, as the eager backbone's does. "fused": both in two graph launches, no host hand-off."""
+        """The served decode (``dec.serve``): (hidden (1, n, H), tokens (1, n)) as the eager path returns them. A
+        context that would overflow starts afresh, as the eager backbone's does."""
         if not dec.fits(positions):
             dec.reset()
-        if isinstance(dec, FusedDecoder):
-            return dec.serve(dec.steps, **inputs)
-        h = dec.prefill(**inputs)[:, -1:]
-        first = dec.first_token(h)
-        hidden, tokens = dec.decode(first, dec.steps)
-        return torch.cat([h, hidden], 1), torch.cat([first, tokens], 1)
+        return dec.serve(dec.steps, **inputs)
 
     def _synthesise(self, clock: _StageClock | None) -> bytes:
         """One Token2wav chunk from the speech buffer (the chunk plus its lookahead; then drop the chunk)."""

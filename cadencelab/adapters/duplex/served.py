@@ -240,6 +240,15 @@ class GraphDecoder:
         self.length += n
         return self.hidden[:, :n], self.tokens[:, :n]
 
+    @torch.inference_mode()
+    def serve(self, n: int, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """One second: prefill ``inputs``, the first token from the last hidden state, then ``n`` tokens replayed;
+        (hidden (1, n + 1, H), tokens (1, n + 1)), the prefill's last position first."""
+        h = self.prefill(**inputs)[:, -1:]
+        first = self.first_token(h)
+        hidden, tokens = self.decode(first, n)
+        return torch.cat([h, hidden], 1), torch.cat([first, tokens], 1)
+
     def describe(self) -> dict:
         return dict(max_len=self.max_len, steps=self.steps, captured=self.graph is not None, replays=self.replays,
                     eager_steps=self.eager_steps, capture_error=self.capture_error)
