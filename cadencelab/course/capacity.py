@@ -211,8 +211,7 @@ def limiter_reading(processes: str = "sessions_lane_processes") -> dict:
     b = capacity_bounds(processes).set_index(["arm", "workload"])
     if ("SRl", "speak_heavy") in b.index:
         r = b.loc[("SRl", "speak_heavy")]
-        n = int((data.sessions_summary(processes).get("lane_processes") or
-                 data.load_json(data.DATASETS[processes][0])["provenance"]["study"]["lane_processes"]))
+        n = int(data.result(processes)["provenance"]["study"]["lane_processes"])  # the flag it was recorded with
         out.update(processes_held=r["shown"], processes_broke=r["breaks_at"], lane_processes=n)
         past = r["bound"] == "exact" and int(r["max_sessions"]) >= broke
         text += (f" Served from {n} processes sharing the GPU (another run), the same {lanes} lanes held {r['shown']}"
