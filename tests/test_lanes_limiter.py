@@ -161,6 +161,70 @@ def test_lane_process_server_merges_the_processes_rows():
     assert out["oom"] and out["rows"] == [] and out["peak_bytes"] is None and "out of memory" in out["error"]
 
 
+def _fake_control(tmp_path, servers="4242"):
+    """A stand-in for nvidia-cuda-mps-control: logs each call (flags, stdin, pipe folder) and answers as the daemon."""
+    log = tmp_path / "calls.log"
+    exe = tmp_path / "mps-control"
+    exe.write_text(f"""#!/bin/sh
+if [ "$1" = "-d" ]; then echo "daemon $CUDA_MPS_PIPE_DIRECTORY" >> {log}; touch "$CUDA_MPS_PIPE_DIRECTORY/control"; exit 0; fi
+read cmd; echo "$cmd" >> {log}
+case "$cmd" in get_server_list) echo "{servers}";; quit) rm -f "$CUDA_MPS_PIPE_DIRECTORY/control";; esac
+""")
+    exe.chmod(0o755)
+    return str(exe), log
+
+
+def test_mps_daemon_is_private_recorded_and_quit(tmp_path, monkeypatch):
+    import os
+
+    from cadencelab.bench.mps import Mps
+
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/elsewhere")
+    monkeypatch.delenv("CUDA_MPS_LOG_DIRECTORY", raising=False)
+    exe, log = _fake_control(tmp_path)
+    with Mps(exe) as mps:
+        pipe = os.environ["CUDA_MPS_PIPE_DIRECTORY"]
+        assert pipe.startswith(mps.folder) and pipe != "/elsewhere"  # its own folder, inherited by the lanes
+        assert mps.served() == ["4242"]
+        assert mps.record() == dict(on=True, servers=1, pipe_directory=mps.folder)
+    assert log.read_text().splitlines() == [f"daemon {pipe}", "get_server_list", "quit"]
+    assert os.environ["CUDA_MPS_PIPE_DIRECTORY"] == "/elsewhere" and "CUDA_MPS_LOG_DIRECTORY" not in os.environ
+
+
+def test_mps_refuses_clearly(tmp_path, monkeypatch):
+    from cadencelab.bench import sessions as study
+    from cadencelab.bench.mps import Mps
+
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(RuntimeError, match="nvidia-cuda-mps-control is not on PATH"):
+        Mps()
+    with pytest.raises(ValueError, match="lane-processes of 2 or more"):
+        study.SessionsConfig(device="cpu", arms=("B0", "SRl"), lane_processes=1, mps=True)
+    with pytest.raises(ValueError, match="SRl among the arms"):
+        study.SessionsConfig(device="cpu", arms=("B0",), lanes=4, lane_processes=2, mps=True)
+
+
+def test_lane_processes_under_mps_fail_closed_without_a_server(tmp_path, monkeypatch):
+    """Lane processes that started but are no MPS server's clients: the arm stops, naming it, and the daemon quits."""
+    from cadencelab.bench import sessions_lane_processes as lp
+
+    exe, log = _fake_control(tmp_path, servers="")
+    monkeypatch.setattr("shutil.which", lambda name: exe)
+
+    class _Ready(_FakeProc):
+        def wait(self, timeout):
+            return "ready", dict(chunk_s=0.1, setup_s=0.0, lanes=1)
+
+        def stop(self):
+            self.stopped = True
+
+    monkeypatch.setattr(lp, "ArmProcess", lambda name, fn, args: _Ready(len(name)))
+    cfg = type("C", (), dict(device="cuda", lanes=2, lane_processes=2, mps=True))()
+    with pytest.raises(RuntimeError, match="no MPS server runs"):
+        lp.LaneProcessServer("SRl", "ckpt", cfg)
+    assert log.read_text().splitlines()[-1] == "quit"
+
+
 @pytest.mark.slow
 def test_sessions_study_lanes_from_two_processes_on_cpu(tmp_path):
     """--lane-processes 2: SRl served by two processes, every chunk equal to the session alone through B0

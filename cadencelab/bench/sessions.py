@@ -110,6 +110,8 @@ class SessionsConfig:
     lane_processes: int = opt(1, type=int_range(1, 16),
                               help="SRl: processes sharing the device, the lanes split between them (session i served "
                                    "by process i %% P; each its own weights, interpreter and CUDA context)")
+    mps: bool = opt(False, help="SRl with --lane-processes > 1: the lane processes as clients of one CUDA MPS daemon "
+                                "started for the arm (their kernels share the SMs instead of time-slicing)")
     stagger: bool = opt(False, help="the same as --arrivals staggered")
     out: str = options.out("sessions")
     overwrite: bool = options.overwrite()
@@ -126,6 +128,9 @@ class SessionsConfig:
         if not 1 <= self.lane_processes <= self.lanes:
             raise ValueError(f"SessionsConfig.lane_processes must be in 1..lanes ({self.lanes}), "
                              f"got {self.lane_processes}")
+        if self.mps and (self.lane_processes < 2 or "SRl" not in self.arms):
+            raise ValueError("SessionsConfig.mps serves SRl's lane processes: it needs SRl among the arms and "
+                             f"--lane-processes of 2 or more, got arms {self.arms} and {self.lane_processes}")
         self.batch_sizes = tuple(sorted(set(int(b) for b in self.batch_sizes)))
         if {"SRb", "SRbi"} & set(self.arms) and (not self.batch_sizes or self.batch_sizes[0] != 1):
             raise ValueError(f"SessionsConfig.batch_sizes must be positive and include 1, got {self.batch_sizes}")

@@ -5,8 +5,9 @@ launches cost the host milliseconds per thousand graph nodes, and the lanes' thr
 context. ``P`` processes each hold their own :class:`~cadencelab.bench.sessions_lanes.LaneArmServer` (their own
 weights, ``--lanes`` split between them, their own context) on the same device, so their launches and their
 Python run side by side. Without MPS the device time-slices between the processes' contexts: kernels of two
-processes never run at once, kernels of one process's lanes still do. Which of the two costs more is what the
-sessions study then measures.
+processes never run at once, kernels of one process's lanes still do. With ``--mps`` the processes are clients
+of one MPS daemon started for this arm (:class:`~cadencelab.bench.mps.Mps`), so their kernels share the SMs.
+Which costs more is what the sessions study then measures.
 
 Protocol: session ``i`` of a run is served by process ``i % P`` (its state, seed and prompt are the session's
 own, so every chunk is what the session alone gives; the study's solo-B0 check compares them as for one
@@ -80,14 +81,25 @@ class LaneProcessServer:
         self.cuda = cfg.device.startswith("cuda")
         t0 = time.perf_counter()
         self.split = lanes_of(cfg.lanes, cfg.lane_processes)
-        self.procs = [ArmProcess(f"{arm}/{k}", _worker, (ckpt, cfg, lanes)) for k, lanes in enumerate(self.split)]
-        self.ready = []
-        for p in self.procs:
-            kind, res = p.wait(start_timeout_s)
-            if kind != "ready":
-                self.close()
-                raise RuntimeError(f"{p.arm} failed to start: {str(res)[-2000:]}")
-            self.ready.append(res)
+        self.mps = None
+        if cfg.mps:  # before any lane process makes its context
+            from .mps import Mps
+
+            self.mps = Mps().__enter__()
+        self.procs, self.ready = [], []
+        try:
+            for k, lanes in enumerate(self.split):
+                self.procs.append(ArmProcess(f"{arm}/{k}", _worker, (ckpt, cfg, lanes)))
+            for p in self.procs:
+                kind, res = p.wait(start_timeout_s)
+                if kind != "ready":
+                    raise RuntimeError(f"{p.arm} failed to start: {str(res)[-2000:]}")
+                self.ready.append(res)
+            if self.mps is not None and not self.mps.served():
+                raise RuntimeError("--mps: the lane processes started but no MPS server runs: they are not its clients")
+        except BaseException:
+            self.close()
+            raise
         self.setup_s = time.perf_counter() - t0
         # the processes together: each chunk at the slowest process's warm-up rate, P processes at once
         self.chunk_s = max(r["chunk_s"] for r in self.ready) / len(self.procs)
@@ -151,8 +163,12 @@ class LaneProcessServer:
                     determinism=first.get("determinism"), device=first.get("device"),
                     warmup_chunk_s_per_process=[r["chunk_s"] for r in self.ready],
                     median_warmup_chunk_s=statistics.median(r["chunk_s"] for r in self.ready),
+                    mps=self.mps.record() if self.mps is not None else dict(on=False),
                     processes=infos)
 
     def close(self) -> None:
         for p in self.procs:
             p.stop()
+        if self.mps is not None:
+            mps, self.mps = self.mps, None
+            mps.__exit__(None, None, None)
