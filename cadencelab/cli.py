@@ -10,7 +10,7 @@
       (first, steady..., flush) and writes a Chrome trace and the rows' CSV
   bench STUDY ...
       the benchmark studies (the same as python -m cadencelab.bench): progress, then a short table
-  tour OUT_DIR [--quiet]
+  tour OUT_DIR [--quiet] [--only N,...]
       runs the course notebooks, writes OUT_DIR/index.html; one line per notebook (exit 1 if one fails)
   lab [--port N] [--no-browser]
       opens the course notebooks in JupyterLab; prints where it starts, then the server's address
@@ -381,6 +381,26 @@ def cmd_lab(args) -> int:
     return int(rc or 0)
 
 
+def _only(text: str | None) -> dict:
+    """``--only 0,9,10``: those course notebooks (by their number), in course order; a number with no notebook is
+    a flag error naming the numbers there are."""
+    if not text:
+        return {}
+    from .course.sources import course
+
+    by_number = {int(p.name.split("_", 1)[0]): p for p in course()}
+    try:
+        wanted = {int(t) for t in text.split(",") if t.strip()}
+    except ValueError:
+        raise FlagError("--only", f"notebook numbers separated by commas, got {text!r}") from None
+    missing = sorted(wanted - set(by_number))
+    if missing or not wanted:
+        named = ", ".join(map(str, missing)) or repr(text)
+        raise FlagError("--only", f"no course notebook numbered {named}; "
+                                  f"there are {', '.join(map(str, sorted(by_number)))}")
+    return dict(notebooks=[by_number[n] for n in sorted(wanted)])
+
+
 def cmd_tour(args) -> int:
     from .course import tour
 
@@ -389,7 +409,7 @@ def cmd_tour(args) -> int:
     except ValueError as e:  # TourRefused: would overwrite files the tour did not write
         raise FlagError("OUT_DIR", str(e)) from None
     try:
-        report = tour.run_tour(args.out_dir, progress=not args.quiet)
+        report = tour.run_tour(args.out_dir, progress=not args.quiet, **_only(args.only))
     except tour.TourFailed as e:
         print(f"cadencelab tour: {e}", file=sys.stderr)
         return 1
@@ -476,6 +496,8 @@ def _lab_options(lab: argparse.ArgumentParser) -> None:
 def _tour_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("out_dir", metavar="OUT_DIR", help="the report's folder: a new or empty one, or an earlier tour's")
     t.add_argument("--quiet", action="store_true", help="no progress lines")
+    t.add_argument("--only", metavar="N,N,...", default=None,
+                   help="run only these notebooks, by number (e.g. 0,3,9,10: the ones graded on a GPU; default: all)")
 
 
 #: the subcommands: (name, one-line help, what it prints, its options or None, its function)

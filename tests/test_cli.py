@@ -119,7 +119,7 @@ def test_tour_wiring(monkeypatch, tmp_path, capsys, fail):
 
     calls = []
 
-    def run_tour(out_dir, progress=True):
+    def run_tour(out_dir, progress=True, notebooks=None):
         calls.append((str(out_dir), progress))
         if fail:
             raise tour.TourFailed(f"1 notebook(s) failed: 03; see {out_dir}/index.html", f"{out_dir}/index.html")
@@ -132,6 +132,19 @@ def test_tour_wiring(monkeypatch, tmp_path, capsys, fail):
         assert rc == 1 and "notebook(s) failed" in err
     else:
         assert rc == 0 and f"report: {tmp_path / 't'}/index.html" in out
+
+
+def test_tour_only_runs_the_named_notebooks(monkeypatch, tmp_path, capsys):
+    from cadencelab.course import tour
+
+    seen = []
+    monkeypatch.setattr(tour, "run_tour", lambda out_dir, progress=True, notebooks=None: seen.append(notebooks) or "x")
+    rc, out, err = _run(capsys, "tour", str(tmp_path / "t"), "--quiet", "--only", "10,0,9")
+    assert rc == 0 and [p.name[:2] for p in seen[0]] == ["00", "09", "10"]
+    rc, out, err = _run(capsys, "tour", str(tmp_path / "t"), "--only", "0,42")
+    assert rc == 2 and "no course notebook numbered 42" in err and len(seen) == 1
+    rc, out, err = _run(capsys, "tour", str(tmp_path / "t"), "--only", "zero")
+    assert rc == 2 and "--only" in err and len(seen) == 1
 
 
 def test_lab_wiring_says_at_once_where_it_starts(monkeypatch, capsys):
