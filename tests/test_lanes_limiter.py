@@ -204,6 +204,15 @@ def test_mps_refuses_clearly(tmp_path, monkeypatch):
         study.SessionsConfig(device="cpu", arms=("B0",), lanes=4, lane_processes=2, mps=True)
 
 
+def test_a_lane_process_serves_its_lanes_alone_under_the_parents_mps():
+    from cadencelab.bench import sessions as study
+    from cadencelab.bench.sessions_lane_processes import one_process
+
+    cfg = study.SessionsConfig(device="cpu", arms=("B0", "SRl"), lanes=8, lane_processes=4, mps=True)
+    one = one_process(cfg, 2)
+    assert (one.lanes, one.lane_processes, one.mps) == (2, 1, False) and one.arms == cfg.arms
+
+
 def test_lane_processes_under_mps_fail_closed_without_a_server(tmp_path, monkeypatch):
     """Lane processes that started but are no MPS server's clients: the arm stops, naming it, and the daemon quits."""
     from cadencelab.bench import sessions_lane_processes as lp
@@ -242,6 +251,24 @@ def test_sessions_study_lanes_from_two_processes_on_cpu(tmp_path):
     ch = pd.read_csv(tmp_path / "sessions_chunks.csv")
     srl = ch[ch["arm"] == "SRl"]
     assert set(srl["process"]) == {0, 1} and srl["exact"].all()
+
+
+def test_sessions_study_lanes_under_mps_on_cpu(tmp_path, monkeypatch):
+    """--mps end to end with a stand-in daemon (a CPU makes no MPS client): the workers serve with the parent's
+    daemon named in the arm's record, the daemon quit after the arm, every chunk equal to the session alone."""
+    from cadencelab.bench import sessions as study
+
+    exe, log = _fake_control(tmp_path)
+    monkeypatch.setattr("shutil.which", lambda name: exe)
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl", "B0"), workloads=("speak_heavy",),
+                               sessions=(2,), max_sessions=2, cadence_s=1e6, speak_seconds=1, prompts=1, lanes=2,
+                               lane_processes=2, mps=True, processes=False, time_budget_s=600.0,
+                               n_timesteps=CPU_STEPS, out=str(tmp_path / "out"))
+    res = study.run_study(cfg, progress=lambda m: None)
+    assert not res["failures"], res["failures"]
+    assert res["summary"]["all_checked_chunks_exact"]
+    assert res["arms"]["SRl"]["mps"]["on"] and res["arms"]["SRl"]["mps"]["servers"] == 1
+    assert log.read_text().splitlines()[-1] == "quit"
 
 
 def test_host_cost_summary_has_an_interval_per_part():

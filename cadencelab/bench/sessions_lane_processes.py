@@ -25,7 +25,7 @@ import time
 from .common import ArmProcess, serve
 from .session_serving import horizon, schedule
 
-__all__ = ["LaneProcessServer", "lanes_of"]
+__all__ = ["LaneProcessServer", "lanes_of", "one_process"]
 
 #: seconds between sending a run and its start, so that every process has its request before t = 0
 START_LEAD_S = 2.0
@@ -38,10 +38,15 @@ def lanes_of(lanes: int, processes: int) -> list[int]:
     return [lanes // processes + (k < lanes % processes) for k in range(processes)]
 
 
+def one_process(cfg, lanes: int):
+    """The config one lane process serves with: its own lanes, one process, no MPS of its own (the parent runs it)."""
+    return dataclasses.replace(cfg, lanes=lanes, lane_processes=1, mps=False)
+
+
 def _build(ckpt: str, cfg, lanes: int):
     from .sessions_lanes import LaneArmServer
 
-    return LaneArmServer("SRl", ckpt, dataclasses.replace(cfg, lanes=lanes, lane_processes=1))
+    return LaneArmServer("SRl", ckpt, one_process(cfg, lanes))
 
 
 def _ready(server) -> dict:
@@ -51,7 +56,7 @@ def _ready(server) -> dict:
 def _run(server, cfg, workload: str, n: int, only: list, start_at: float) -> dict:
     from .session_serving import guarded_run
 
-    server.cfg = dataclasses.replace(cfg, lanes=len(server.pool.lanes), lane_processes=1)
+    server.cfg = one_process(cfg, len(server.pool.lanes))
     return guarded_run(_Part(server, only, start_at), workload, n)
 
 
