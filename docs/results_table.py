@@ -464,7 +464,11 @@ def served_section(path: Path) -> str:
     lines = [f"The same second with the language models also served (`{_name(path)}`, {prov.get('gpu')}, "
              f"{prov.get('date', '')[:10]}): a static KV cache and one captured decode step per model, replayed per "
              "token (`cadencelab.adapters.duplex.served`). Serving the models is a control, not an exact path: "
-             "its tokens are compared with eager decoding, and its PCM with B0 fed the same tokens.", "",
+             "its tokens are compared with eager decoding, and its PCM with B0 fed the same tokens. Within one second "
+             "the stages cannot overlap: the speech decoder is conditioned on all the backbone's hidden states of the "
+             "second, and the second's Token2wav chunk is all of its speech tokens plus the lookahead kept from the "
+             "second before (`DuplexConfig` holds speech tokens to one chunk), so each stage waits for the whole "
+             "output of the one before it.", "",
              "| run | LM decode | backbone ms | speech decoder ms | synthesis ms | second ms (max) | PCM equal to | "
              "LM tokens vs eager |", "|---|---|---:|---:|---:|---:|---|---|"]
     for run, r in df.iterrows():
