@@ -143,3 +143,32 @@ def test_the_factorial_on_cuda_reports_peak_memory():
     df = factorial(m, blocks=2, warmup=1, backend="cuda")
     assert df["bit_exact"].all() and df.attrs["certified"], df
     assert (df["peak_mem_bytes"] >= 0).all() and df.set_index("arm").loc["SRc", "replayed"] > 0
+
+
+def test_a_failing_compile_control_is_reported_and_the_factorial_goes_on(tmp_path, monkeypatch):
+    """B0_compiled is a control: when it fails (on the H100 the Mimi encoder's compile outlasted its first block's
+    timeout) the study says so in ``failed_controls`` and measures the other arms; its first block gets
+    ``--compile-timeout`` more seconds, where torch.compile works."""
+    import json
+
+    from cadencelab.bench import kit, rounds
+
+    def broken(fn):
+        def step(*a, **k):
+            raise RuntimeError("compile failed here")
+        return step
+
+    plans = []
+    run = rounds.run_rounds
+    monkeypatch.setattr(kit, "_compiled_step", broken)
+    monkeypatch.setattr(kit, "run_rounds", lambda plan, t0: plans.append(plan) or run(plan, t0))
+    cfg = kit.KitConfig(model="test_kit_factorial:conformer_model_on", device="cpu", processes=False, min_processes=1,
+                        max_processes=1, blocks=1, cores="none", arms=("B0", "SRc", "B0_compiled"),
+                        compile_timeout_s=77.0, out=str(tmp_path))
+    lines = []
+    kit.run_study(cfg, progress=lines.append)
+    rec = json.loads((tmp_path / "kit_factorial.json").read_text())
+    assert "compile failed here" in rec["summary"]["failed_controls"]["B0_compiled"]
+    assert [a["arm"] for a in rec["arms"]] == ["B0", "SRc"] and rec["summary"]["exact"]
+    assert any(ln.startswith("kit: control arm B0_compiled") for ln in lines)
+    assert plans[0].first_extra_s == {"B0_compiled": 77.0}

@@ -76,6 +76,9 @@ class KitConfig:
     block_timeout_s: float = opt(300.0, flag="--block-timeout", type=positive_float,
                                  help="seconds one block (or one process's set-up) may take; the model's build and "
                                       "certification in the main process may take 4 times this")
+    compile_timeout_s: float = opt(300.0, flag="--compile-timeout", type=positive_float,
+                                   help="more seconds the compile control (B0_compiled) may take for its set-up and "
+                                        "first block, where torch.compile does its work")
     out: str = options.out("kit")
     overwrite: bool = options.overwrite()
 
@@ -193,9 +196,15 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
     def keep(tally, a, b, res, overlap):
         rows.append(dict(arm=a, process=tally.round, block=b, warmup=b == 0, **res))
 
-    def failed(tally, a, b, error):  # an arm that fails stops the study (the exit status says so)
-        raise RuntimeError(f"arm {a} failed to start: {_last_line(error)}" if b is None else
-                           f"arm {a}, block {b}: {_last_line(error)}")
+    control_failures: dict = {}
+
+    def failed(tally, a, b, error):  # an arm that fails stops the study (the exit status says so); a control is
+        where = f"arm {a} failed to start: " if b is None else f"arm {a}, block {b}: "  # reported, the rest goes on
+        if a in CONTROLS:
+            control_failures[a] = where + _last_line(error)
+            progress(f"kit: control {control_failures[a]}")
+            return
+        raise RuntimeError(where + _last_line(error))
 
     def headline(tally):
         blocks = pd.DataFrame(rows)
@@ -210,7 +219,8 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
         result = analyse(blocks, method)
         summary = dict(result["summary"], model=model.name, certified=cert.ok, reference=cert.reference,
                        failed_clauses=failed_clauses, stop=why, complete=why is not None,
-                       rounds=tally.round + 1, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)))
+                       rounds=tally.round + 1, arms=list(cfg.arms), catalog_classes=int(len(cert.catalog)),
+                       failed_controls=dict(control_failures))
         write_csv(blocks, out / "kit_factorial_blocks.csv")
         write_json(dict(summary=summary, arms=result["arms"], a_a=result["a_a"], method=method.record(),
                         arm_switches={a: dict(SWITCHES["B0"], compile="reduce-overhead") if a in CONTROLS else
@@ -222,6 +232,7 @@ def run_study(cfg: KitConfig, progress=print) -> dict:
         progress(f"kit: round {tally.round + 1} done ({time.perf_counter() - t0:.0f} s)" + (f"; stop: {why}" if why else ""))
 
     run_rounds(Rounds(arms=cfg.arms, method=method, blocks=cfg.blocks + 1, timeout_s=cfg.block_timeout_s,
+                      first_extra_s={a: cfg.compile_timeout_s for a in CONTROLS},
                       spawn=lambda arms, staging: {a: _start(cfg, a, backend, method.cores) for a in arms},
                       keep=keep, headline=headline, finish=finish, failed=failed), t0)
     return done
