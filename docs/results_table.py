@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from cadencelab.course import data, trust
 from cadencelab.course.capacity import goodput_plateau
 from cadencelab.course.data import recorded_condition
@@ -52,6 +54,10 @@ MIMI = recorded("mimi")
 FREEZE = recorded("freeze")
 H100_BLOCK = recorded("factorial_spec")
 H100_KITS = [recorded(f"kit_hf_{m}") for m in ("qwen2_decode", "mimi_encoder", "mimi_decoder")]
+H100_COMPILED = recorded("kit_hf_qwen2_decode_compiled")
+H100_FUSED = recorded("duplex_fused")
+H100_MPS = recorded("sessions_mps")
+H100_TOUR = ROOT / "data" / device_task("tour_graded").path
 LANE_PROCESSES = recorded("sessions_lane_processes")
 LIMITER = recorded("lanes_limiter")
 SRBI = recorded("sessions_srbi")
@@ -313,6 +319,13 @@ def on_kit_section(path: Path) -> str:
     return lead + "\n\n" + trusted_table(path)
 
 
+def _exact_cell(arm: dict) -> str:
+    """A kit arm's exactness: a control (the compile control) is measured, never gated, and says so."""
+    if arm.get("control"):
+        return "yes (a control)" if arm["bit_exact"] else "no (a control, not gated)"
+    return "yes" if arm["bit_exact"] else "NO"
+
+
 def kit_section(path: Path) -> str:
     """The kit's own factorial (``bench kit``) of a declared model: its certificate, then per arm the latency per
     call and its change against B0 with their intervals across processes, the state, the peak and exactness."""
@@ -330,7 +343,7 @@ def kit_section(path: Path) -> str:
         vs = "reference" if a["arm"] == "B0" else trust.figure_text(a["vs_B0"], *a["vs_B0_ci"], unit="%")
         lines.append(f"| {a['arm']} | {trust.figure_text(a['ms_per_call'], *a['ms_ci'], unit='ms')} | {vs} | "
                      f"{'-' if a['arm'] == 'B0' else a['direction']} | {a['processes']} | {a['state_bytes'] / 2**20:.0f} | "
-                     f"{a['peak_mem_bytes'] / 2**20:.0f} | {a['replayed']} of {a['calls']} | {'yes' if a['bit_exact'] else 'NO'} |")
+                     f"{a['peak_mem_bytes'] / 2**20:.0f} | {a['replayed']} of {a['calls']} | {_exact_cell(a)} |")
     lines += ["", f"{s['headline']}: {trust.figure_text(s['headline_change'], *s['headline_ci'], unit='%')} "
                   f"({s['headline_direction']}). State: the most bytes the arm holds between calls (carries, or the "
                   f"stock caches); peak: device memory allocated above a timed block's start (weights, carries and "
@@ -680,10 +693,7 @@ def h100_section() -> str:
              f"check of exactness, not a headline): non-exact arms: {', '.join(b['non_exact_arms']) or 'none'}, failed "
              f"arms: {', '.join(b['failed_arms']) or 'none'}.", trusted_table(H100_BLOCK)]
     parts += [kit_section(p) for p in H100_KITS if p.exists()]
-    parts.append("The Mimi runs carry only B0, SRc and the A/A arm; the compile control (`B0_compiled`) failed on the "
-                 "Qwen2 decoder in that run (its CUDA graphs' outputs were overwritten by the next call: "
-                 "`data/h100/logs/Q_qwen2.log`), so no transformers run here has it; the control now copies its "
-                 "outputs out at each call, not yet run on a GPU.")
+    parts.append(h100_compile_paragraph())
     lim = capacity.limiter_reading()
     lp = data.sessions_summary("sessions_lane_processes")
     held = capacity.capacity_bounds("sessions_lane_processes").set_index("arm")
@@ -696,16 +706,115 @@ def h100_section() -> str:
                  f"{'met' if lp.get('target_lanes_2_5x_met') else 'not met'}); every checked chunk equal to the "
                  f"session run alone through B0: {lp['chunks_exact']} of {lp['chunks_checked']}. Capacities are one "
                  f"sweep each (held, then the next N that broke), with no interval.")
+    parts.append(h100_mps_paragraph())
     eb = capacity.exact_batching()
     rows = "; ".join(f"{a} {r['sessions_held']} (breaks at {r['breaks_at']}; gated on {r['gated_on']}; equal to the "
                      f"session alone in {r['equal_to_solo']} of {r['compared']} chunks compared)" for a, r in eb.iterrows())
     parts.append(f"Batching, exactly (`{_name(SRBI)}`, experimental): speak-heavy sessions held: {rows}. SRbi runs "
                  f"the operations whose kernels could follow the batch size once per session and draws each row's "
-                 f"noise from its session's generator; in this run every checked chunk equals its session alone, "
-                 f"but the CUDA test on the teaching config finds rows that differ "
-                 f"(`data/h100/logs/cuda_tests.log`), so SRbi is gated on the solo reference and not exact by "
-                 f"construction yet.")
+                 f"noise from its session's generator; in this run every checked chunk equals its session alone. "
+                 f"The CUDA test on the teaching config found rows that differed at commit "
+                 f"`{_read(SRBI)['provenance'].get('git_commit')}` (`data/h100/logs/cuda_tests.log`: rows at odd "
+                 f"offsets, at another pointer residue than the solo operand's); with each session's rows placed at "
+                 f"the batch's residue, the same test passed on the H100 on 2026-12-07 at B = 2 and 4 "
+                 f"(`data/h100/logs/2026-12-07_cuda_tests_ws.log`). The capacities above were recorded before that "
+                 f"fix; every run stays gated on the solo reference.")
+    parts.append(h100_fused_paragraph())
+    if H100_TOUR.exists():
+        parts.append(h100_tour_paragraph())
     return "\n\n".join(parts)
+
+
+def h100_compile_paragraph() -> str:
+    """The compile control beside the rules on transformers' Qwen2 step, and what stopped it on Mimi."""
+    from cadencelab.course import trust
+
+    text = ("The Mimi runs above carry only B0, SRc and the A/A arm. The compile control (`B0_compiled`: the "
+            "model's own stock step under `torch.compile(mode=\"reduce-overhead\")`, its outputs copied out at each "
+            "call; a control, measured and never gated) failed on the Qwen2 decoder in that run (its CUDA graphs' "
+            "outputs were overwritten by the next call: `data/h100/logs/Q_qwen2.log`).")
+    if not H100_COMPILED.exists():
+        return text
+    name = "kit_hf_qwen2_decode_compiled"
+    arms = {a["arm"]: a for a in _read(H100_COMPILED)["arms"]}
+    c, v = trust.kit_versus(name, "B0_compiled"), trust.kit_versus(name, "SRc", "B0_compiled")
+    fig = lambda r: trust.figure_text(r["change"], r["lo"], r["hi"], unit="%")  # noqa: E731
+    exact = "bit-exact with the stock step" if arms["B0_compiled"]["bit_exact"] else "not bit-exact with the stock step"
+    return (text + f" With the copies it ran (`{_name(H100_COMPILED)}`, below): the compile control is "
+            f"{fig(c)} against B0 ({c['direction']}) and {exact}; SRc against the compile control: {fig(v)} "
+            f"({v['direction']}), and SRc is bit-exact. On the Mimi encoder and decoder the control "
+            f"stopped the run: its first block, where torch.compile works, outlasted the 50 s block timeout "
+            f"(`data/h100/logs/2026-12-07_mimi_encoder.log`); the kit now gives the control's first block "
+            f"`--compile-timeout` more seconds and reports a failed control without stopping the factorial, not "
+            f"re-run on a GPU.\n\n" + kit_section(H100_COMPILED))
+
+
+def h100_mps_paragraph() -> str:
+    """The lanes from four processes as clients of one MPS daemon (``sessions_mps``)."""
+    if not H100_MPS.exists():
+        return ""
+    from cadencelab.course import capacity
+
+    r = _read(H100_MPS)
+    s, srl = r["summary"], r["arms"]["SRl"]
+    held = capacity.capacity_bounds("sessions_mps").set_index("arm")
+    cap = "; ".join(f"{a} {held.loc[a, 'shown']} (breaks at {held.loc[a, 'breaks_at']})" for a in held.index)
+    ratio, b0 = s["sessions_ratio_SRl_over_SRc"]["speak_heavy"], s["max_sessions_at_cadence_B0"]["speak_heavy"]
+    return (f"Lanes under MPS (`{_name(H100_MPS)}`, {r['provenance'].get('gpu')}, "
+            f"{r['provenance'].get('date', '')[:10]}): {srl['lane_processes']} processes of "
+            f"{srl['lanes_per_process'][0]} lanes each, clients of one MPS daemon started for the arm "
+            f"(`--mps`; servers seen: {srl['mps']['servers']}), so their kernels share the SMs instead of "
+            f"time-slicing. Speak-heavy sessions held at the cadence: {cap}. SRc over B0 "
+            f"{s['sessions_ratio_SRc_over_B0']['speak_heavy']:.1f}x, SRl over SRc {ratio:.1f}x (target "
+            f"2.5x: {'met' if s.get('target_lanes_2_5x_met') else 'not met'}), SRl over B0 "
+            f"{s['max_sessions_at_cadence_SRl']['speak_heavy'] / b0:.1f}x; every checked chunk equal to the session "
+            f"run alone through B0: {s['chunks_exact']} of {s['chunks_checked']}. One sweep, no interval; against "
+            f"the two-process run without MPS above it suggests, and does not settle, that the host of one process "
+            f"was the first limit and the device's share across processes the next.")
+
+
+def h100_fused_paragraph() -> str:
+    """The duplex second with the fused decode (``duplex_fused``), beside the graph decode of the same run."""
+    if not H100_FUSED.exists():
+        return ""
+    r = _read(H100_FUSED)
+    summ, secs = r["summary"], pd.DataFrame(r["seconds"])
+    rows = ["| run | LM decode | backbone ms | speech decoder ms | synthesis ms | second ms median | timed seconds "
+            "(ms) | LM launches in the profiled second | LM tokens |", "|---|---|---:|---:|---:|---:|---|---:|---|"]
+    for run, x in summ.items():
+        timed = secs[(secs["arm"] == run) & ~secs["warmup"]]["second_ms"]
+        tokens = ("exact (the stock path)" if x["lm_exact"] else
+                  f"control: {x['lm_tokens_equal_seconds']} seconds equal to eager" +
+                  (f", {x['lm_graph_tokens_equal_seconds']} equal to graph" if "lm_graph_tokens_equal_seconds" in x
+                   else ""))
+        rows.append(f"| {run} | {x['decode']} | {x['backbone_ms_median']:.0f} | {x['speech_decoder_ms_median']:.0f} "
+                    f"| {x['synthesis_ms_median']:.0f} | {x['second_ms_median']:.0f} | "
+                    f"{', '.join(f'{v:.0f}' for v in timed)} | "
+                    f"{x['backbone_launches'] + x['speech_decoder_launches']} | {tokens} |")
+    f = secs[(secs["arm"] == "SRc+fusedLM") & ~secs["warmup"]]["second_ms"]
+    return (f"The whole duplex second with the language models served by the fused decode (`{_name(H100_FUSED)}`, "
+            f"{r['provenance'].get('gpu')}, {r['provenance'].get('date', '')[:10]}, one process, "
+            f"{len(f)} timed seconds per run after a warm-up second): per second one prefill graph per declared "
+            f"input (the mask built on the device, the first token inside) and one graph of all the decode steps. "
+            f"SRc+fusedLM's seconds: {int((f <= 250).sum())} of {len(f)} at or under the 250 ms goal, median "
+            f"{f.median():.0f} ms, the slowest {f.max():.0f} ms (not yet explained). Too few seconds "
+            f"for an interval: a measurement, not a settled claim. The fused and graph decodes are controls: their "
+            f"tokens equal each other, not eager decoding's.\n\n" + "\n".join(rows))
+
+
+def h100_tour_paragraph() -> str:
+    """The notebooks graded on the GPU, run by the tour on the H100 (``tour_graded``)."""
+    df = data.tour_live("tour_graded")
+    prov = df.attrs["provenance"]
+    rows = ["| notebook | s | check |", "|---|---:|---|"]
+    rows += [f"| {r['title']} | {r['seconds']:.0f} | {str(r['check'] or r['error']).splitlines()[0]} |"
+             for _, r in df.iterrows()]
+    return (f"The GPU-graded notebooks, live (`{_name(H100_TOUR.parent)}/`, {prov.get('gpu')}, "
+            f"{prov.get('date', '')[:10]}; `cadencelab tour --only 9,10`): {int(df['ok'].sum())} of {len(df)} ran "
+            f"with the reference solutions typed in from outside the package; each was graded on the GPU for "
+            f"exactness and speed. The planted slow and inexact wrappers failing there is the CUDA test "
+            f"`tests/test_grading_integrity.py`, passed on the H100 the same day "
+            f"(`data/h100/logs/2026-12-07_cuda_tests_ws.log`).\n\n" + "\n".join(rows))
 
 
 EXTRA_SECTIONS = [(SOAK, soak_section), (DUPLEX, duplex_section), (SERVED, served_section),

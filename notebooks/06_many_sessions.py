@@ -171,6 +171,24 @@ data.lanes_limiter()[["sessions", "chunks_per_s", "wall_ms", "launch_ms", "devic
 # by side. One sweep of each cannot tell whether the second process removed a host limit or the margin is a
 # single sweep's noise; repeating both sweeps would.
 #
+# ## Lanes from four processes, under MPS
+#
+# Without MPS the GPU time-slices between processes: kernels of two processes never run at once. Under MPS
+# (`--mps`: one daemon started for the arm, the lane processes its clients) they share the SMs as one
+# process's streams do, and each process still has its own interpreter and its own launch path. One run
+# served SRl that way, with B0 and SRc measured beside it; the line is computed from that recording.
+
+# %%
+mps = capacity.mps_reading()
+print(mps["reading"])
+capacity.capacity_bounds("sessions_mps")[["arm", "workload", "shown", "breaks_at", "bound"]]
+
+# %% [markdown]
+# So the lanes passed the 2x of one process, and 2.4x SRc is still short of the 2.5x the course set as
+# the goal; every chunk checked still equals the session alone. The host of one process was one limit; what
+# sets the next is not measured: a profile of the four processes' kernels under MPS would say how full the
+# device was.
+#
 # ## Batching, exactly
 #
 # SRb stacks the chunks of a second into one batched call: more sessions, but rows that differ from each
@@ -178,9 +196,11 @@ data.lanes_limiter()[["sessions", "chunks_per_s", "wall_ms", "launch_ms", "devic
 # could follow the batch size once per session, at the solo call's shapes, and draws each session's noise
 # from its own generator: it is gated on the session run alone through B0. The table is one recording of
 # both; both arms are experimental. In this recording every checked SRbi chunk equals its session alone, but a
-# CUDA test on the small teaching model found rows that do not (`data/h100/logs/cuda_tests.log`), so SRbi is
-# not yet exact by construction. The suspect: a session's rows reached a kernel at another pointer alignment
-# than the solo call's (kernels are chosen on it); they are placed at the solo alignment since, not yet run on a GPU.
+# CUDA test on the small teaching model then found rows that did not (`data/h100/logs/cuda_tests.log`). The
+# cause: a session's rows reached a kernel at another pointer alignment than the solo call's (kernels are
+# chosen on it). With the rows placed at the solo alignment the same test passed on the H100 a day later
+# (`data/h100/logs/2026-12-07_cuda_tests_ws.log`); the capacities in the table were recorded before that fix,
+# and SRbi stays gated on the session run alone.
 
 # %%
 capacity.exact_batching()

@@ -128,12 +128,10 @@ def test_a_folding_op_is_refused_inside_the_mode():
 
 
 @pytest.mark.cuda
-@pytest.mark.xfail(strict=True, reason="on an H100 (2026-12-06, aeaaec1) rows of the teaching config differ from "
-                   "solo B0 at B = 2 (session 1, chunk 2) and B = 4 (sessions 1 and 3): row views at another pointer "
-                   "residue than the solo operand's are the suspect, placed at it since, not yet run on a GPU "
-                   "(strict: a pass means the cause was found; then drop this mark and the labels)")
 @pytest.mark.parametrize("B", [2, 4])
 def test_invariant_rows_equal_each_session_alone_cuda(B, prompts):
+    """Failed on an H100 at aeaaec1 (rows at odd offsets differed from solo B0: another pointer residue than the
+    solo operand's); passed there on 2026-12-07 with each session's rows placed at the batch's residue."""
     from cadencelab.adapters.token2wav.runtime import pin_determinism
 
     pin_determinism()

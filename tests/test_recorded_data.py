@@ -452,3 +452,51 @@ def test_recorded_freeze_style_carry_is_exact_and_the_overlap_control_is_labelle
     assert "non-exact" in paths.loc["overlap_recompute", "role"]
     prov = data.load_json("h200/freeze_style.json")["provenance"]
     assert "not Freeze-Omni" in prov["model"]
+
+
+# ----------------------------------------------------------------------------------------------
+# the H100 of 2026-12-07: the compile control, the fused decode, the lanes under MPS, the graded notebooks
+# ----------------------------------------------------------------------------------------------
+
+def test_recorded_compile_control_is_measured_labelled_and_never_gated():
+    from cadencelab.course import trust
+
+    r = data.result("kit_hf_qwen2_decode_compiled")
+    arms = {a["arm"]: a for a in r["arms"]}
+    assert r["summary"]["certified"] and r["summary"]["reference"] == "the model's own loop"
+    assert r["summary"]["exact"] and all(a["bit_exact"] for a in arms.values() if not a["control"])
+    assert arms["B0_compiled"]["control"] and arms["B0_compiled"]["blocks"] > 0
+    v = trust.kit_versus("kit_hf_qwen2_decode_compiled", "SRc")  # recomputed from the blocks: the recorded headline
+    assert v["change"] == pytest.approx(r["summary"]["headline_change"]) and [v["lo"], v["hi"]] == pytest.approx(
+        r["summary"]["headline_ci"])
+    with pytest.raises(ValueError, match="no timed blocks of arm 'nope'"):
+        trust.kit_versus("kit_hf_qwen2_decode_compiled", "nope")
+
+
+def test_recorded_fused_decode_replays_every_second_and_is_labelled_a_control():
+    r = data.result("duplex_fused")
+    for run in ("B0+fusedLM", "SRc+fusedLM"):
+        s, arm = r["summary"][run], r["arms"][run]
+        assert s["decode"] == "fused" and not s["lm_exact"] and s["lm_graph_tokens_equal_seconds"] == "5/5"
+        for dec in arm["decoders"].values():
+            assert dec["capture_error"] is None and dec["eager_prefills"] == 0 and dec["eager_steps"] == 0
+    assert r["summary"]["SRc+fusedLM"]["second_ms_median"] < r["summary"]["SRc+graphLM"]["second_ms_median"]
+
+
+def test_recorded_lanes_under_mps_were_its_clients_and_exact():
+    r = data.result("sessions_mps")
+    srl = r["arms"]["SRl"]
+    assert srl["mps"]["on"] and srl["mps"]["servers"] == 1 and srl["lane_processes"] == 4
+    assert r["summary"]["all_checked_chunks_exact"] and r["summary"]["chunks_checked"] == r["summary"]["chunks"]
+    assert r["provenance"]["study"]["mps"] is True
+
+
+def test_recorded_graded_notebooks_ran_on_the_gpu():
+    t = device_task("tour_graded")
+    assert t in DEVICE_TASKS and data.how_to_record("tour_graded").startswith(t.command)
+    df = data.tour_live("tour_graded")
+    assert list(df.index) == ["09_capture_task.py", "10_capstone.py"] and df["ok"].all()
+    assert all("graded for exactness and speed" in c for c in df["check"])
+    assert "eager on cuda" in df.loc["09_capture_task.py", "check"]
+    assert all(g["exercises"] and set(g["exercises"].values()) == {"solved"} for g in df["gradebook"])
+    assert df.attrs["provenance"]["gpu"].startswith("NVIDIA")

@@ -247,3 +247,36 @@ def exact_batching(dataset: str = "sessions_srbi") -> pd.DataFrame:
                          equal_to_solo=int(same.get("mel_and_pcm", 0)), compared=int(same.get("compared", 0)),
                          experimental=arm in s.get("experimental_arms", [])))
     return pd.DataFrame(rows).set_index("arm")
+
+
+def mps_reading(name: str = "sessions_mps", before: str = "sessions_lane_processes") -> dict:
+    """The lanes served from several processes as clients of one MPS daemon (``name``), beside the run without
+    MPS (``before``): ``lane_processes``, ``lanes``, ``servers`` (MPS servers seen: 1 when the processes were its
+    clients), per arm ``held`` / ``broke``, ``srl_over_src``, ``srl_over_b0``, ``target_met`` (2.5x SRc),
+    ``exact`` / ``checked``, and ``reading``. One sweep per run: no interval is given and none is claimed."""
+    r = data.result(name)
+    s, srl = r["summary"], r["arms"]["SRl"]
+    b = capacity_bounds(name).set_index("arm")
+    held = {a: int(b.loc[a, "shown"]) for a in b.index}
+    broke = {a: (int(b.loc[a, "breaks_at"]) if b.loc[a, "breaks_at"] else None) for a in b.index}
+    out = dict(lane_processes=int(srl["lane_processes"]), lanes=int(srl["lanes"]), servers=int(srl["mps"]["servers"]),
+               held=held, broke=broke, srl_over_src=held["SRl"] / held["SRc"], srl_over_b0=held["SRl"] / held["B0"],
+               target_met=bool(s.get("target_lanes_2_5x_met")), exact=int(s["chunks_exact"]),
+               checked=int(s["chunks_checked"]), gpu=r["provenance"].get("gpu"))
+    clients = "clients of one MPS server" if out["servers"] == 1 else f"{out['servers']} MPS servers seen"
+    text = (f"Under MPS, {out['lane_processes']} processes of {out['lanes'] // out['lane_processes']} lanes "
+            f"({clients}) "
+            f"held {held['SRl']} speak-heavy sessions" + (f" and broke at {broke['SRl']}" if broke["SRl"] else "")
+            + f"; SRc held {held['SRc']} and B0 {held['B0']} in the same run: SRl is {out['srl_over_src']:.1f}x SRc "
+            f"({'meeting' if out['target_met'] else 'short of'} the 2.5x target) and {out['srl_over_b0']:.1f}x B0, "
+            f"with {out['exact']} of {out['checked']} checked chunks equal to the session run alone.")
+    bb = capacity_bounds(before).set_index("arm")
+    if "SRl" in bb.index:
+        n0 = int(data.result(before)["provenance"]["study"]["lane_processes"])
+        lanes0 = int(data.result(before)["arms"]["SRl"]["lanes"])
+        out.update(before_held=int(bb.loc["SRl", "shown"]), before_lanes=lanes0, before_processes=n0)
+        text += (f" Without MPS, {n0} processes of {lanes0} lanes in all held {out['before_held']} in another run; "
+                 f"this run had {out['lanes']} lanes and MPS, so the two changes are not separated, and one sweep "
+                 f"of each does not settle a difference.")
+    out["reading"] = text
+    return out

@@ -39,8 +39,9 @@ def _arms() -> list[dict]:
                      definition="experimental: SRb with batch-invariant kernels; the ops whose kernel or reduction "
                                 "order can follow the row count run once per session at the solo call's shapes, "
                                 "and each row draws the vocoder's noise from its own session's seed; every "
-                                "chunk is checked against the session run alone through B0, since on the "
-                                "teaching model a CUDA test still finds rows that differ",
+                                "chunk is checked against the session run alone through B0; its rows sit at "
+                                "the solo call's pointer residue (kernels are chosen on it), and since then its "
+                                "CUDA test on the teaching model finds every row equal to the session alone",
                      notebooks=(6,), source="cadencelab.serving.invariant"))
     rows.append(dict(term="SRl", kind="arm",
                      definition="lanes: several SRc graph sets over one set of weights replaying at once, each on "

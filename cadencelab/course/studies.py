@@ -207,12 +207,32 @@ RECORDINGS = (
               "--growth 1.5 --resolution 0.125 --arm-reserve 45 --verify-workers 4 --time-budget 250",
               _SESSIONS_THEN + " as sessions_srbi.csv.gz and sessions_srbi_chunks.csv.gz",
               "sessions, batched SRb beside batch-invariant SRbi (experimental, speak-heavy)", 3.3, "sbi", _H100),
+    # a lent H100 again (2026-12-07): the compile control, the fused decode, the lanes under MPS
+    Recording("kit_hf_qwen2_decode_compiled", "kit", "h100/kit_hf_qwen2_decode_compiled.json",
+              "--model cadencelab.adapters.hf.qwen2_decode:kit_model_on --device cuda --arms "
+              "B0,S,R,Rc,SR,SRc,B0_repeat,B0_compiled --min-processes 3 --max-processes 3 --time-budget 110 "
+              "--block-timeout 70", "copy DIR/kit_factorial.json to {path} and gzip DIR/kit_factorial_blocks.csv "
+              "beside it as kit_hf_qwen2_decode_compiled_blocks.csv.gz",
+              "the kit's factorial on transformers' Qwen2 decoder with the compile control (3 fresh processes per "
+              "arm)", 1.6, "qwen2", _H100_HF),
+    Recording("duplex_fused", "duplex", "h100/duplex_second_fused.json",
+              "--device cuda --preset h200 --arms B0,SRc --decode eager,graph,fused --seconds 5",
+              _DUPLEX_THEN + " and gzip DIR/duplex_second_rows.csv beside it as duplex_second_fused_rows.csv.gz",
+              "duplex second, language models served by the graph and the fused decode", 1.4, "fused", _H100_HF),
+    Recording("sessions_mps", "sessions", "h100/sessions_mps.json",
+              "--device cuda --arms B0,SRc,SRl --lane-processes 4 --lanes 32 --mps --workloads speak_heavy "
+              "--arrivals aligned --sessions 4,16,32 --growth 1.5 --resolution 0.125 --arm-reserve 45 "
+              "--verify-workers 4 --time-budget 230",
+              _SESSIONS_THEN + " as sessions_mps.csv.gz and sessions_mps_chunks.csv.gz",
+              "sessions, lanes served from 4 processes as clients of one MPS daemon (speak-heavy)", 3.4, "sessions",
+              _H100),
 )
 
 DEVICE_TASKS = (
     DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 4.1,
                "75 passed, 3 failed at aeaaec1 on an H100, 2026-12-06 (data/h100/logs/cuda_tests.log: the "
-               "batch-invariant SRbi rows at B = 2, 4 and one planted capture mistake; each suspect cause addressed since, tested on a CPU only)"),
+               "batch-invariant SRbi rows at B = 2, 4 and one planted capture mistake); on 2026-12-07 the tests of "
+               "those two and of the compile control passed there (data/h100/logs/2026-12-07_cuda_tests_ws.log)"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
@@ -223,6 +243,10 @@ DEVICE_TASKS = (
     # its minutes and notebooks (docs/device.md) are read from the recording, data/h200/tour/
     DeviceTask("the course, live", "python -m cadencelab.cli tour $OUT/tour", None, "", last=True, dataset="tour_live", path="h200/tour/summary.json",
                then="copy summary.json and tour.json from $OUT/tour to data/h200/tour/"),
+    # the notebooks whose exercises are graded on the GPU (speed and exactness), on a short call
+    DeviceTask("the GPU-graded notebooks, live", "python -m cadencelab.cli tour $OUT/tour --only 9,10", 0.5,
+               "2026-12-07, an H100", last=True, dataset="tour_graded", path="h100/tour_graded/summary.json",
+               then="copy summary.json, tour.json and gradebook.json from $OUT/tour to data/h100/tour_graded/"),
 )
 
 

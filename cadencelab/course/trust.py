@@ -201,3 +201,22 @@ def two_headlines(names: tuple = ("headline", "factorial")) -> pd.DataFrame:
                          SRc_lo=src[1], SRc_hi=src[2], processes=int(procs.loc[["B0", "SRc"]].min()),
                          arms=len(study["arms"]), cores=study.get("cores", "")))
     return pd.DataFrame(rows)
+
+
+def kit_versus(name: str, arm: str, reference: str = "B0") -> dict:
+    """``arm``'s change in ms per call against ``reference`` in a recorded kit factorial (``name``, a key of
+    ``data.DATASETS``), from its timed blocks beside it (``<file>_blocks.csv.gz``) with the run's own bootstrap:
+    ``change``, ``lo``, ``hi`` and the ``direction`` the interval supports. Any two arms of one run, e.g. SRc
+    against the compile control, which the recorded JSON compares only with B0."""
+    from pathlib import Path
+
+    from .data.files import read_csv
+
+    rel, m = data.DATASETS[name][0], data.result(name)["method"]
+    blocks = read_csv(data.data_path(str(Path(rel).with_name(Path(rel).stem + "_blocks.csv.gz"))))
+    per = arm_processes(blocks[~blocks["warmup"].astype(bool)], "ms_median")
+    for a in (arm, reference):
+        if a not in per:
+            raise ValueError(f"{rel}: no timed blocks of arm {a!r} (arms: {sorted(per)})")
+    pt, lo, hi = ratio_interval(per[arm], per[reference], m["n_boot"], m["seed"])
+    return dict(change=pt, lo=lo, hi=hi, direction=direction(lo, hi))

@@ -143,11 +143,12 @@ def duplex_served_summary() -> pd.DataFrame:
     return pd.DataFrame.from_dict(need_key(obj, "summary", rel), orient="index").rename_axis("arm")
 
 
-def tour_live() -> pd.DataFrame:
-    """The course run end to end on a GPU (``cadencelab tour``, ``h200/tour/``): one row per notebook with
-    ``title``, ``seconds``, ``ok``, ``figures``, ``check`` (its check cell's line) and ``error``; the tour's
+def tour_live(name: str = "tour_live") -> pd.DataFrame:
+    """The course run on a GPU (``cadencelab tour``): ``tour_live`` end to end (``h200/tour/``), ``tour_graded``
+    the GPU-graded notebooks (``h100/tour_graded/``). One row per notebook with ``title``, ``seconds``, ``ok``,
+    ``figures``, ``check`` (its check cell's lines), ``error`` and, where recorded, ``gradebook``; the tour's
     parameters and provenance (tour.json) in ``attrs``."""
-    rows, rel, how = result_of("tour_live", object)  # checked here, with what a tour summary is
+    rows, rel, how = result_of(name, object)  # checked here, with what a tour summary is
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "notebook" in r for r in rows):
         raise ValueError(f"{data_dir() / rel}: not a tour summary (a list of per-notebook records with 'notebook')")
     record = load_json(Path(rel).parent / "tour.json", how)
