@@ -750,27 +750,17 @@ def h100_compile_paragraph() -> str:
 
 
 def h100_mps_paragraph() -> str:
-    """The lanes from four processes as clients of one MPS daemon (``sessions_mps``)."""
+    """The lanes from four processes as clients of one MPS daemon (``sessions_mps``), read by
+    ``course.capacity.mps_reading``."""
     if not H100_MPS.exists():
         return ""
     from cadencelab.course import capacity
 
     r = _read(H100_MPS)
-    s, srl = r["summary"], r["arms"]["SRl"]
-    held = capacity.capacity_bounds("sessions_mps").set_index("arm")
-    cap = "; ".join(f"{a} {held.loc[a, 'shown']} (breaks at {held.loc[a, 'breaks_at']})" for a in held.index)
-    ratio, b0 = s["sessions_ratio_SRl_over_SRc"]["speak_heavy"], s["max_sessions_at_cadence_B0"]["speak_heavy"]
     return (f"Lanes under MPS (`{_name(H100_MPS)}`, {r['provenance'].get('gpu')}, "
-            f"{r['provenance'].get('date', '')[:10]}): {srl['lane_processes']} processes of "
-            f"{srl['lanes_per_process'][0]} lanes each, clients of one MPS daemon started for the arm "
-            f"(`--mps`; servers seen: {srl['mps']['servers']}), so their kernels share the SMs instead of "
-            f"time-slicing. Speak-heavy sessions held at the cadence: {cap}. SRc over B0 "
-            f"{s['sessions_ratio_SRc_over_B0']['speak_heavy']:.1f}x, SRl over SRc {ratio:.1f}x (target "
-            f"2.5x: {'met' if s.get('target_lanes_2_5x_met') else 'not met'}), SRl over B0 "
-            f"{s['max_sessions_at_cadence_SRl']['speak_heavy'] / b0:.1f}x; every checked chunk equal to the session "
-            f"run alone through B0: {s['chunks_exact']} of {s['chunks_checked']}. One sweep, no interval; against "
-            f"the two-process run without MPS above it suggests, and does not settle, that the host of one process "
-            f"was the first limit and the device's share across processes the next.")
+            f"{r['provenance'].get('date', '')[:10]}; `--mps`: one daemon started for the arm, the lane processes "
+            f"its clients, so their kernels share the SMs instead of time-slicing). {capacity.mps_reading()['reading']}"
+            f" SRc over B0 in this run: {r['summary']['sessions_ratio_SRc_over_B0']['speak_heavy']:.1f}x.")
 
 
 def h100_fused_paragraph() -> str:

@@ -184,10 +184,11 @@ print(mps["reading"])
 capacity.capacity_bounds("sessions_mps")[["arm", "workload", "shown", "breaks_at", "bound"]]
 
 # %% [markdown]
-# So the lanes passed the 2x of one process, and 2.4x SRc is still short of the 2.5x the course set as
-# the goal; every chunk checked still equals the session alone. The host of one process was one limit; what
-# sets the next is not measured: a profile of the four processes' kernels under MPS would say how full the
-# device was.
+# So the lanes passed the 2x of one process. The count they held, 2.4x SRc, is short of the 2.5x the course
+# set as the goal, but the sweep jumped from the count that held to one that broke, and the goal's count lies
+# between them: this run does not decide it. Every chunk checked still equals the session alone. The host of
+# one process was one limit; what sets the next is not measured: a profile of the four processes' kernels
+# under MPS would say how full the device was.
 #
 # ## Batching, exactly
 #

@@ -21,6 +21,8 @@ Everything is read from the recorded files through :mod:`cadencelab.course.data`
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -267,9 +269,14 @@ def mps_reading(name: str = "sessions_mps", before: str = "sessions_lane_process
     text = (f"Under MPS, {out['lane_processes']} processes of {out['lanes'] // out['lane_processes']} lanes "
             f"({clients}) "
             f"held {held['SRl']} speak-heavy sessions" + (f" and broke at {broke['SRl']}" if broke["SRl"] else "")
-            + f"; SRc held {held['SRc']} and B0 {held['B0']} in the same run: SRl is {out['srl_over_src']:.1f}x SRc "
-            f"({'meeting' if out['target_met'] else 'short of'} the 2.5x target) and {out['srl_over_b0']:.1f}x B0, "
+            + f"; SRc held {held['SRc']} and B0 {held['B0']} in the same run: SRl held {out['srl_over_src']:.1f}x "
+            f"SRc's count ({'meeting the 2.5x target' if out['target_met'] else 'the 2.5x target needs ' + str(math.ceil(2.5 * held['SRc']))}) "
+            f"and {out['srl_over_b0']:.1f}x B0's, "
             f"with {out['exact']} of {out['checked']} checked chunks equal to the session run alone.")
+    need = out["target_sessions"] = math.ceil(2.5 * held["SRc"])  # the fewest SRl sessions making 2.5x SRc
+    if not out["target_met"] and broke["SRl"] and held["SRl"] < need < broke["SRl"]:
+        text += (f" The sweep tried no count between {held['SRl']} and {broke['SRl']}, and the target's {need} "
+                 f"lies between them: this run neither meets nor misses it; a sweep through {need} would say.")
     bb = capacity_bounds(before).set_index("arm")
     if "SRl" in bb.index:
         n0 = int(data.result(before)["provenance"]["study"]["lane_processes"])
