@@ -104,6 +104,14 @@ _OLDER = "--condition no_tf32_cudnn_det_ws"
 _H100 = "on an H100 (a lent CUDA machine)"
 _H100_HF = "on an H100, transformers 5.25 installed"
 
+def _h100_sessions(name: str, arms: str, sessions: str, budget: int, label: str, minutes: float, out: str) -> Recording:
+    """A speak-heavy, aligned sessions sweep on the H100 (``arms``: the arms and their own flags), saved as ``name``."""
+    return Recording(name, "sessions", f"h100/{name}.json",
+                     f"--device cuda --arms {arms} --workloads speak_heavy --arrivals aligned --sessions {sessions} "
+                     f"--growth 1.5 --resolution 0.125 --arm-reserve 45 --verify-workers 4 --time-budget {budget}",
+                     _SESSIONS_THEN + f" as {name}.csv.gz and {name}_chunks.csv.gz", label, minutes, out, _H100)
+
+
 RECORDINGS = (
     Recording("device_conditions", "conditions", "h200/device_conditions.json", "--device cuda",
               "copy DIR/device_conditions.json to {path} and gzip DIR/device_conditions_chunks.csv beside it",
@@ -197,16 +205,10 @@ RECORDINGS = (
               "copy DIR/lanes_limiter.json to {path} and gzip its chunks, launches and streams CSVs beside it",
               "what limits the lanes (host split per chunk, graph launches, one profiled second)", 1.4, "limiter",
               _H100),
-    Recording("sessions_lane_processes", "sessions", "h100/sessions_lane_processes.json",
-              "--device cuda --arms B0,SRc,SRl --lane-processes 2 --lanes 16 --workloads speak_heavy --arrivals aligned "
-              "--sessions 4,16,28 --growth 1.5 --resolution 0.125 --arm-reserve 45 --verify-workers 4 --time-budget 230",
-              _SESSIONS_THEN + " as sessions_lane_processes.csv.gz and sessions_lane_processes_chunks.csv.gz",
-              "sessions, lanes served from 2 processes sharing the GPU (speak-heavy)", 3.0, "sessions", _H100),
-    Recording("sessions_srbi", "sessions", "h100/sessions_srbi.json",
-              "--device cuda --arms B0,SRb,SRbi --workloads speak_heavy --arrivals aligned --sessions 4,16,32 "
-              "--growth 1.5 --resolution 0.125 --arm-reserve 45 --verify-workers 4 --time-budget 250",
-              _SESSIONS_THEN + " as sessions_srbi.csv.gz and sessions_srbi_chunks.csv.gz",
-              "sessions, batched SRb beside batch-invariant SRbi (experimental, speak-heavy)", 3.3, "sbi", _H100),
+    _h100_sessions("sessions_lane_processes", "B0,SRc,SRl --lane-processes 2 --lanes 16", "4,16,28", 230,
+                   "sessions, lanes served from 2 processes sharing the GPU (speak-heavy)", 3.0, "sessions"),
+    _h100_sessions("sessions_srbi", "B0,SRb,SRbi", "4,16,32", 250,
+                   "sessions, batched SRb beside batch-invariant SRbi (experimental, speak-heavy)", 3.3, "sbi"),
     # a lent H100 again (2026-12-07): the compile control, the fused decode, the lanes under MPS
     Recording("kit_hf_qwen2_decode_compiled", "kit", "h100/kit_hf_qwen2_decode_compiled.json",
               "--model cadencelab.adapters.hf.qwen2_decode:kit_model_on --device cuda --arms "
@@ -219,13 +221,9 @@ RECORDINGS = (
               "--device cuda --preset h200 --arms B0,SRc --decode eager,graph,fused --seconds 5",
               _DUPLEX_THEN + " and gzip DIR/duplex_second_rows.csv beside it as duplex_second_fused_rows.csv.gz",
               "duplex second, language models served by the graph and the fused decode", 1.4, "fused", _H100_HF),
-    Recording("sessions_mps", "sessions", "h100/sessions_mps.json",
-              "--device cuda --arms B0,SRc,SRl --lane-processes 4 --lanes 32 --mps --workloads speak_heavy "
-              "--arrivals aligned --sessions 4,16,32 --growth 1.5 --resolution 0.125 --arm-reserve 45 "
-              "--verify-workers 4 --time-budget 230",
-              _SESSIONS_THEN + " as sessions_mps.csv.gz and sessions_mps_chunks.csv.gz",
-              "sessions, lanes served from 4 processes as clients of one MPS daemon (speak-heavy)", 3.4, "sessions",
-              _H100),
+    _h100_sessions("sessions_mps", "B0,SRc,SRl --lane-processes 4 --lanes 32 --mps", "4,16,32", 230,
+                   "sessions, lanes served from 4 processes as clients of one MPS daemon (speak-heavy)", 3.4,
+                   "sessions"),
 )
 
 DEVICE_TASKS = (
