@@ -189,6 +189,7 @@ def test_mps_daemon_is_private_recorded_and_quit(tmp_path, monkeypatch):
         assert mps.record() == dict(on=True, servers=1, pipe_directory=mps.folder)
     assert log.read_text().splitlines() == [f"daemon {pipe}", "get_server_list", "quit"]
     assert os.environ["CUDA_MPS_PIPE_DIRECTORY"] == "/elsewhere" and "CUDA_MPS_LOG_DIRECTORY" not in os.environ
+    assert not os.path.exists(mps.folder)  # its folder removed with it
 
 
 def test_mps_refuses_clearly(tmp_path, monkeypatch):

@@ -2,9 +2,9 @@
 
 Why: without MPS the device time-slices between the contexts of several processes, so kernels of two lane
 processes never run at once; under MPS the processes' work shares the SMs as one process's streams do. The
-daemon gets a private pipe and log folder (no other daemon on the machine is touched), is started before the
-lane processes make their contexts and quit after they end; what it served (``get_server_list``) is recorded,
-so a run that asked for MPS and did not get it says so.
+daemon gets a private pipe and log folder (no other daemon on the machine is touched; the folder is removed
+after), is started before the lane processes make their contexts and quit after they end; what it served
+(``get_server_list``) is recorded, so a run that asked for MPS and did not get it says so.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ class Mps:
     def _ask(self, command: str) -> str:
         r = subprocess.run([self.control], input=command + "\n", capture_output=True, text=True, timeout=30)
         if r.returncode:
-            raise RuntimeError(f"--mps: {CONTROL} {command!r} failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
+            why = (r.stderr or r.stdout).strip()
+            raise RuntimeError(f"--mps: {CONTROL} {command!r} failed ({r.returncode}): {why}")
         return r.stdout
 
     def __enter__(self) -> "Mps":
@@ -46,6 +47,7 @@ class Mps:
         r = subprocess.run([self.control, "-d"], capture_output=True, text=True, timeout=30)
         if r.returncode:
             self._restore()
+            shutil.rmtree(self.folder, ignore_errors=True)
             raise RuntimeError(f"--mps: {CONTROL} -d failed ({r.returncode}): {(r.stderr or r.stdout).strip()}")
         return self
 
@@ -63,6 +65,7 @@ class Mps:
                 time.sleep(0.1)
         finally:
             self._restore()
+            shutil.rmtree(self.folder, ignore_errors=True)  # the pipe and log folder: nothing left behind
 
     def _restore(self) -> None:
         for k, v in self.saved.items():

@@ -266,14 +266,15 @@ def mps_reading(name: str = "sessions_mps", before: str = "sessions_lane_process
                target_met=bool(s.get("target_lanes_2_5x_met")), exact=int(s["chunks_exact"]),
                checked=int(s["chunks_checked"]), gpu=r["provenance"].get("gpu"))
     clients = "clients of one MPS server" if out["servers"] == 1 else f"{out['servers']} MPS servers seen"
+    need = out["target_sessions"] = math.ceil(2.5 * held["SRc"])  # the fewest SRl sessions making 2.5x SRc
+    target = "meeting the 2.5x target" if out["target_met"] else f"the 2.5x target needs {need}"
     text = (f"Under MPS, {out['lane_processes']} processes of {out['lanes'] // out['lane_processes']} lanes "
             f"({clients}) "
             f"held {held['SRl']} speak-heavy sessions" + (f" and broke at {broke['SRl']}" if broke["SRl"] else "")
             + f"; SRc held {held['SRc']} and B0 {held['B0']} in the same run: SRl held {out['srl_over_src']:.1f}x "
-            f"SRc's count ({'meeting the 2.5x target' if out['target_met'] else 'the 2.5x target needs ' + str(math.ceil(2.5 * held['SRc']))}) "
+            f"SRc's count ({target}) "
             f"and {out['srl_over_b0']:.1f}x B0's, "
             f"with {out['exact']} of {out['checked']} checked chunks equal to the session run alone.")
-    need = out["target_sessions"] = math.ceil(2.5 * held["SRc"])  # the fewest SRl sessions making 2.5x SRc
     if not out["target_met"] and broke["SRl"] and held["SRl"] < need < broke["SRl"]:
         text += (f" The sweep tried no count between {held['SRl']} and {broke['SRl']}, and the target's {need} "
                  f"lies between them: this run neither meets nor misses it; a sweep through {need} would say.")
