@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..serving.lanes import LANES_TARGET
 from .session_serving import horizon
 from .sessions_verify import GATED_ARM
 
@@ -232,7 +233,7 @@ def summarise(cfg, cap: pd.DataFrame, chunks: pd.DataFrame, infos: dict) -> dict
         r = s.get("sessions_ratio_SRl_over_SRc")
         if r is not None:
             vals = [v for v in r.values() if v is not None]
-            s["target_lanes_2_5x_met"] = bool(vals and len(vals) == len(r) and min(vals) >= 2.5)
+            s["target_lanes_2_5x_met"] = bool(vals and len(vals) == len(r) and min(vals) >= LANES_TARGET)
         info = infos.get("SRl", {})
         s["lanes"] = info.get("lanes")
         s["lane_bytes"] = info.get("lane_bytes")

@@ -27,6 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import viz
+from ..serving.lanes import LANES_TARGET
 from ..viz.limiter import limiter_figure as limiter_figure_of
 from ..viz.options import CapacityOptions, set_caption
 from . import data
@@ -254,20 +255,22 @@ def exact_batching(dataset: str = "sessions_srbi") -> pd.DataFrame:
 def mps_reading(name: str = "sessions_mps", before: str = "sessions_lane_processes") -> dict:
     """The lanes served from several processes as clients of one MPS daemon (``name``), beside the run without
     MPS (``before``): ``lane_processes``, ``lanes``, ``servers`` (MPS servers seen: 1 when the processes were its
-    clients), per arm ``held`` / ``broke``, ``srl_over_src``, ``srl_over_b0``, ``target_met`` (2.5x SRc),
+    clients), per arm ``held`` / ``broke``, ``srl_over_src``, ``srl_over_b0``, ``target_met`` (``LANES_TARGET``),
     ``exact`` / ``checked``, and ``reading``. One sweep per run: no interval is given and none is claimed."""
     r = data.result(name)
     s, srl = r["summary"], r["arms"]["SRl"]
-    b = capacity_bounds(name).set_index("arm")
+    b = capacity_bounds(name)
+    b = b[b["workload"] == "speak_heavy"].set_index("arm")
     held = {a: int(b.loc[a, "shown"]) for a in b.index}
-    broke = {a: (int(b.loc[a, "breaks_at"]) if b.loc[a, "breaks_at"] else None) for a in b.index}
+    broke = {a: (int(b.loc[a, "breaks_at"]) if pd.notna(b.loc[a, "breaks_at"]) else None) for a in b.index}
     out = dict(lane_processes=int(srl["lane_processes"]), lanes=int(srl["lanes"]), servers=int(srl["mps"]["servers"]),
                held=held, broke=broke, srl_over_src=held["SRl"] / held["SRc"], srl_over_b0=held["SRl"] / held["B0"],
                target_met=bool(s.get("target_lanes_2_5x_met")), exact=int(s["chunks_exact"]),
                checked=int(s["chunks_checked"]), gpu=r["provenance"].get("gpu"))
     clients = "clients of one MPS server" if out["servers"] == 1 else f"{out['servers']} MPS servers seen"
-    need = out["target_sessions"] = math.ceil(2.5 * held["SRc"])  # the fewest SRl sessions making 2.5x SRc
-    target = "meeting the 2.5x target" if out["target_met"] else f"the 2.5x target needs {need}"
+    need = out["target_sessions"] = math.ceil(LANES_TARGET * held["SRc"])  # the fewest SRl sessions reaching it
+    target = (f"meeting the {LANES_TARGET}x target" if out["target_met"] else
+              f"the {LANES_TARGET}x target needs {need}")
     text = (f"Under MPS, {out['lane_processes']} processes of {out['lanes'] // out['lane_processes']} lanes "
             f"({clients}) "
             f"held {held['SRl']} speak-heavy sessions" + (f" and broke at {broke['SRl']}" if broke["SRl"] else "")
