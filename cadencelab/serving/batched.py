@@ -12,10 +12,11 @@ Default exactness reference: the batched eager path (replay is bit-identical to 
 nothing is promised: batching changes GEMM / attention / conv shapes, so kernels may reduce in another order
 (:func:`compare_to_solo` reports it; B = 1 is B0), and HiFT draws one batch-shaped noise stream for all rows.
 
-``invariant=True`` (arm ``SRbi``): aims for each row to equal its session alone through B0, bit for bit; it does
-in the CPU tests and the H100 study, not in the CUDA test of the teaching config, so it is gated, never assumed. :class:`~.invariant.PerSession` runs the ops whose kernel or reduction order can follow
-the row count once per session at the solo call's shapes and layout, and HiFT's draws come pre-drawn per row from
-the session's own generator (``open`` / ``fork`` take its seed). Still one call per stage and one graph per
+``invariant=True`` (arm ``SRbi``): each row aims to equal its session alone through B0, bit for bit, and does in
+the CPU tests, the H100 study and (since its rows sit at the solo operand's pointer residue) the CUDA test of the
+teaching config; it is still gated, never assumed. :class:`~.invariant.PerSession` runs the ops whose kernel or
+reduction order can follow the row count once per session at the solo call's shapes and layout, and HiFT's draws
+come pre-drawn per row from the session's own generator (``open`` / ``fork`` take its seed). Still one call per stage and one graph per
 (class, B), but most of the batching gain is gone: those ops cost B launches, only elementwise ops and per-row
 norms stay batched.
 """
@@ -127,7 +128,6 @@ class BatchedToken2wav:
         self._ws_list: list[torch.Tensor] = []  # append-only: owner indices stay stable
         self.calls = Counter()  # (path, batch size) -> batched calls
         self._noise: dict[tuple, list] = {}  # (B, mel shape, source shape) -> HiFT's pre-drawn noise (invariant)
-        self._draws: dict[tuple, list] = {}  # the same key -> the draws' buffers alone, handed to the vocoder
         self._templates: dict[tuple, list] = {}
         self.engines: dict[str, ExactShapeReplay] = {}
         if replay:  # bound directly: the kit's runtime serves one session, a batched call stacks B sessions' rows
@@ -364,11 +364,10 @@ class BatchedToken2wav:
         elif key not in self._noise:
             noise = self._noise[key] = new_noise(templates, self.device)
             self._ws_list.extend(noise)
-            self._draws[key] = noise[:len(templates)]
         else:
             noise = self._noise[key]
         fill_noise(noise, templates, [s.rng for s in sessions])
-        return self._draws[key] if kept else noise[:len(templates)]  # the draws' buffers, in the vendor's order
+        return noise[:len(templates)]  # the draws' buffers, in the vendor's order (the solo rows after them)
 
     # -- reports -----------------------------------------------------------------------------------
     def counters(self):

@@ -53,7 +53,6 @@ def _check_ids(x: torch.Tensor, vocab: int, what: str) -> None:
         raise ValueError(f"{what}: token id {bad} outside the vocabulary 0..{vocab - 1}")
 
 
-
 def capture_warmed(device, body, rewind) -> torch.cuda.CUDAGraph:
     """``body`` warmed twice on a side stream (lazy init, the allocator), ``rewind()`` putting the device state back
     before each run and after, then captured on the current stream."""
@@ -73,6 +72,7 @@ def capture_warmed(device, body, rewind) -> torch.cuda.CUDAGraph:
         body()
     torch.cuda.synchronize(device)
     return graph
+
 
 class GraphDecoder:
     """Greedy decoding of ``model`` (a HF decoder-only ``...ForCausalLM``: its body is ``get_decoder()``,
