@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..serving.lanes import LANES_TARGET
+from ..serving import LANES_TARGET
 from .session_serving import horizon
 from .sessions_verify import GATED_ARM
 

@@ -27,7 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import viz
-from ..serving.lanes import LANES_TARGET
+from ..serving import LANES_TARGET
 from ..viz.limiter import limiter_figure as limiter_figure_of
 from ..viz.options import CapacityOptions, set_caption
 from . import data

@@ -38,10 +38,7 @@ from ..state.alloc import check_copies_fit
 from .sessions import RngState, Session, SessionManager, check_new_session, check_template
 from ..adapters.token2wav.turns import check_flag, check_tokens
 
-__all__ = ["share_weights", "route", "LaneLock", "Lane", "LanePool", "LaneExecutor", "ChunkResult", "LANES_TARGET"]
-
-#: the lanes' goal (round 4): sessions held at the cadence over SRc's, speak-heavy, every chunk solo-exact
-LANES_TARGET = 2.5
+__all__ = ["share_weights", "route", "LaneLock", "Lane", "LanePool", "LaneExecutor", "ChunkResult"]
 
 
 def share_weights(module: torch.nn.Module) -> torch.nn.Module:
