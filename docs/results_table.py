@@ -725,6 +725,19 @@ def h100_section() -> str:
     return "\n\n".join(parts)
 
 
+MIMI_COMPILE_LOG = ROOT / "data" / "h100" / "logs" / "2026-12-07_mimi_encoder.log"
+
+
+def _logged_timeout(log: Path) -> int:
+    """The block timeout a kit run's log reports its arm ran past ("no answer within N s")."""
+    import re
+
+    m = re.search(r"no answer within (\d+) s", log.read_text())
+    if m is None:
+        raise ValueError(f"{log}: no 'no answer within N s' line")
+    return int(m.group(1))
+
+
 def h100_compile_paragraph() -> str:
     """The compile control beside the rules on transformers' Qwen2 step, and what stopped it on Mimi."""
     from cadencelab.course import trust
@@ -742,9 +755,10 @@ def h100_compile_paragraph() -> str:
     exact = "bit-exact with the stock step" if arms["B0_compiled"]["bit_exact"] else "not bit-exact with the stock step"
     return (text + f" With the copies it ran (`{_name(H100_COMPILED)}`, below): the compile control is "
             f"{fig(c)} against B0 ({c['direction']}) and {exact}; SRc against the compile control: {fig(v)} "
-            f"({v['direction']}), and SRc is bit-exact. On the Mimi encoder and decoder the control "
-            f"stopped the run: its first block, where torch.compile works, outlasted the 50 s block timeout "
-            f"(`data/h100/logs/2026-12-07_mimi_encoder.log`); the kit now gives the control's first block "
+            f"({v['direction']}), and SRc is {'bit-exact' if arms['SRc']['bit_exact'] else 'NOT bit-exact'}. On the "
+            f"Mimi encoder and decoder the control stopped the run: its first block, where torch.compile works, "
+            f"outlasted the {_logged_timeout(MIMI_COMPILE_LOG)} s block timeout "
+            f"(`{_name(MIMI_COMPILE_LOG)}`); the kit now gives the control's first block "
             f"`--compile-timeout` more seconds and reports a failed control without stopping the factorial, not "
             f"re-run on a GPU.\n\n" + kit_section(H100_COMPILED))
 
