@@ -12,13 +12,12 @@ Default exactness reference: the batched eager path (replay is bit-identical to 
 nothing is promised: batching changes GEMM / attention / conv shapes, so kernels may reduce in another order
 (:func:`compare_to_solo` reports it; B = 1 is B0), and HiFT draws one batch-shaped noise stream for all rows.
 
-``invariant=True`` (arm ``SRbi``): each row aims to equal its session alone through B0, bit for bit, and does in
-the CPU tests, the H100 study and (since its rows sit at the solo operand's pointer residue) the CUDA test of the
-teaching config; it is still gated, never assumed. :class:`~.invariant.PerSession` runs the ops whose kernel or
-reduction order can follow the row count once per session at the solo call's shapes and layout, and HiFT's draws
-come pre-drawn per row from the session's own generator (``open`` / ``fork`` take its seed). Still one call per stage and one graph per
-(class, B), but most of the batching gain is gone: those ops cost B launches, only elementwise ops and per-row
-norms stay batched.
+``invariant=True`` (arm ``SRbi``): each row aims to equal its session alone through B0, bit for bit (CPU tests,
+the H100 study, its CUDA test since rows sit at the solo pointer residue); gated, never assumed.
+:class:`~.invariant.PerSession` runs the ops whose kernel or reduction order can follow the row count once per
+session at the solo call's shapes and layout; HiFT's draws come pre-drawn per row from the session's own
+generator (``open`` / ``fork`` take its seed). Still one call per stage and one graph per (class, B), but most of
+the batching gain is gone: those ops cost B launches, only elementwise ops and per-row norms stay batched.
 """
 
 from __future__ import annotations
