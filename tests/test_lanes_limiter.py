@@ -161,6 +161,106 @@ def test_lane_process_server_merges_the_processes_rows():
     assert out["oom"] and out["rows"] == [] and out["peak_bytes"] is None and "out of memory" in out["error"]
 
 
+def test_waves_give_each_arrival_waves_rate_and_host_cores_per_process():
+    from cadencelab.profile.limiter import waves
+
+    rows = pd.DataFrame(dict(sessions=[4] * 6, arrival_s=[0, 0, 0, 0, 1, 1], completion_s=[0.1, 0.2, 0.3, 0.4, 1.2, 1.5],
+                             host_ms=[100, 100, 100, 100, 50, 50], process=[0, 1, 0, 1, 0, 1]))
+    w = waves(rows)
+    assert list(w["wave"]) == [0, 1] and list(w["chunks"]) == [4, 2]
+    assert w.loc[0, "span_ms"] == pytest.approx(400) and w.loc[0, "chunks_per_s"] == pytest.approx(10)
+    assert w.loc[0, "host_cores"] == pytest.approx(1.0) and w.loc[0, "host_cores_per_process"] == pytest.approx(0.5)
+    assert w.loc[1, "chunks_per_s"] == pytest.approx(4) and w.loc[1, "processes"] == 2
+    with pytest.raises(ValueError, match="host_ms"):
+        waves(rows.drop(columns="host_ms"))
+
+
+def test_device_across_unions_every_processes_kernels_in_the_window():
+    from cadencelab.profile.limiter import device_across
+
+    k = pd.DataFrame(dict(process=[0, 0, 1, 1], start_ns=[-50, 50, 25, 300], end_ns=[40, 100, 75, 400]))
+    d = device_across(k, 0, 200)  # the last kernel lies outside; the first is clipped to the window
+    assert d["kernels"] == 3 and d["window_ms"] == pytest.approx(200e-6)
+    assert d["busy_share"] == pytest.approx(0.5) and d["max_at_once"] == 2
+    assert d["at_once"] == pytest.approx((40 + 50 + 50) / 100)
+    assert d["busy_share_by_process"] == {0: pytest.approx(0.45), 1: pytest.approx(0.25)}
+    with pytest.raises(ValueError, match="empty"):
+        device_across(k, 5, 5)
+
+
+def test_lane_process_server_profile_puts_every_processes_kernels_on_one_clock():
+    import numpy as np
+
+    from cadencelab.bench.sessions_lane_processes import LaneProcessServer
+
+    class _Profiled(_FakeProc):
+        def wait(self, timeout):
+            kind, res = super().wait(timeout)
+            res["kernels"] = dict(start_ns=np.array([10, 20]) + self.k, end_ns=np.array([15, 30]) + self.k)
+            return kind, res
+
+    srv = LaneProcessServer.__new__(LaneProcessServer)
+    srv.arm, srv.cfg, srv.split, srv.chunk_s = "SRl", type("C", (), dict(speak_seconds=1, workloads=("speak_heavy",),
+                                                                          mixed_seconds=1))(), [1, 1], 0.01
+    srv.procs = [_Profiled(0), _Profiled(1)]
+    srv.estimate_s = lambda w, n: 1.0
+    out = srv.run("speak_heavy", 2, profile=True)
+    assert [p.sent[-1][0] for p in srv.procs] == ["profile", "profile"]
+    assert out["kernels"]["process"].tolist() == [0, 0, 1, 1] and out["kernels"]["start_ns"].tolist() == [10, 20, 11, 21]
+    assert out["start_ns"] == int(srv.procs[0].sent[-1][5] * 1e9)
+    assert "kernels" not in srv.run("speak_heavy", 2)
+
+
+def test_a_lane_process_profile_reads_its_kernels_against_the_wall_clock():
+    """The worker's profiled run on the CPU (no kernels there): its rows as a plain run's, its clock mark found,
+    and the processes' analysis of the second reads it."""
+    from cadencelab.bench import lanes_limiter as lim
+    from cadencelab.bench.common import built_checkpoint
+    from cadencelab.bench.sessions_lane_processes import _profile, one_process
+    from cadencelab.bench.sessions_lanes import LaneArmServer
+
+    cfg = lim.LimiterConfig(config="teaching", device="cpu", sessions=(2,), lanes=2, speak_seconds=1, prompts=1,
+                            n_timesteps=CPU_STEPS, lane_processes=2)
+    with built_checkpoint(cfg.config, cfg.seed, lambda m: None) as ckpt:
+        server = LaneArmServer("SRl", ckpt, one_process(lim._sessions_cfg(cfg), 2))
+
+        class _One:  # one process standing for the lane processes: the run a LaneProcessServer merges
+            def __init__(self):
+                self.cfg = lim._sessions_cfg(cfg)
+
+            def run(self, workload, n, profile=False):
+                import time
+
+                start_at = time.time() + 0.05
+                res = _profile(server, one_process(self.cfg, 2), workload, n, list(range(n)), start_at)
+                k = pd.DataFrame(dict(process=0, **res["kernels"]))
+                rows = [dict(r, process=0) for r in res["rows"]]  # as LaneProcessServer.run numbers them
+                return dict(rows=rows, kernels=k, start_ns=int(start_at * 1e9))
+
+        msgs = []
+        out = lim._profiled_across(_One(), cfg, 2, msgs.append)
+    assert out["sessions"] == 2 and out["kernels"] == 0 and out["busy_share"] == 0.0
+    assert out["chunks_per_s"] > 0 and out["host_cores_per_process"] > 0 and out["window_ms"] > 0
+    assert "profiled second, N=2" in msgs[-1]
+
+
+def test_lanes_limiter_from_processes_on_cpu(tmp_path):
+    """--lane-processes 2: the counts served from two processes, their waves written and tabled."""
+    from cadencelab.bench.lanes_limiter import LimiterConfig, run_study, table
+
+    cfg = LimiterConfig(config="teaching", device="cpu", sessions=(2,), lanes=2, speak_seconds=1, prompts=1,
+                        untimed=False, profile=False, n_timesteps=CPU_STEPS, lane_processes=2, out=str(tmp_path))
+    res = run_study(cfg, progress=lambda m: None)
+    assert res["mode"] == "processes" and res["server"]["lane_processes"] == 2
+    assert [p["sessions"] for p in res["points"]] == [2] and res["waves"][0]["chunks"] == 2
+    ch = pd.read_csv(tmp_path / "lanes_limiter_chunks.csv")
+    assert set(ch["process"]) == {0, 1}
+    assert json.loads((tmp_path / "lanes_limiter.json").read_text())["mode"] == "processes"
+    assert "wave-0 chunks/s" in table(res)
+    with pytest.raises(ValueError, match="lane-processes of 2 or more"):
+        LimiterConfig(device="cpu", mps=True)
+
+
 def _fake_control(tmp_path, servers="4242"):
     """A stand-in for nvidia-cuda-mps-control: logs each call (flags, stdin, pipe folder) and answers as the daemon."""
     log = tmp_path / "calls.log"

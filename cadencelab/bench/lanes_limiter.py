@@ -18,6 +18,14 @@ does (``--lanes`` SRc graph sets on one set of weights, one stream and thread ea
 Read with :func:`cadencelab.viz.limiter.analyse_limiter`; the summary's ``reading`` per count is
 :func:`cadencelab.profile.limiter.reading`. Writes ``lanes_limiter.json`` and per-chunk, per-launch and
 per-stream CSVs (``lanes_limiter_chunks.csv``, ``_launches.csv``, ``_streams.csv``) under ``--out``.
+
+With ``--lane-processes P`` (and ``--mps``) the lanes are served as the sessions study serves them from P
+processes, where no timer reaches the lane threads: each count's waves (:func:`cadencelab.profile.limiter.waves`:
+the rate each arrival wave was served at, the threads' CPU time per process) and, on CUDA, one second of the
+largest count (or ``--profile-sessions``) with every process under ``torch.profiler``: all processes' kernels on
+one clock, their busy union over the wave and how many ran at once
+(:func:`cadencelab.profile.limiter.device_across`). Writes ``lanes_limiter.json`` (``mode`` "processes") and
+the chunk rows (``lanes_limiter_chunks.csv``).
 """
 
 from __future__ import annotations
@@ -49,11 +57,22 @@ class LimiterConfig:
                                                  "(kernels' busy union, overlap across streams)")
     profile_sessions: int = opt(0, type=int_range(0, MAX_CHUNKS),
                                 help="sessions of the profiled second (0: the largest --sessions count)")
+    lane_processes: int = opt(1, type=int_range(1, 16),
+                              help="serve the lanes from this many processes (split between them), as the sessions "
+                                   "study does; no host timer then: waves and the kernels of every process")
+    mps: bool = opt(False, help="with --lane-processes > 1: the processes as clients of one CUDA MPS daemon")
     n_timesteps: int = options.steps()
     seed: int = options.seed()
     condition: str = options.condition()
     out: str = options.out("lanes-limiter")
     overwrite: bool = options.overwrite()
+
+    def __post_init__(self):
+        if not 1 <= self.lane_processes <= self.lanes:
+            raise ValueError(f"LimiterConfig.lane_processes must be in 1..lanes ({self.lanes}), got {self.lane_processes}")
+        if self.mps and self.lane_processes < 2:
+            raise ValueError(f"LimiterConfig.mps serves lane processes: it needs --lane-processes of 2 or more, "
+                             f"got {self.lane_processes}")
 
 
 def _sessions_cfg(cfg: LimiterConfig, speak_seconds: int | None = None):
@@ -62,7 +81,8 @@ def _sessions_cfg(cfg: LimiterConfig, speak_seconds: int | None = None):
     return SessionsConfig(config=cfg.config, device=cfg.device, arms=("SRl",), workloads=("speak_heavy",),
                           sessions=(1,), lanes=cfg.lanes, speak_seconds=speak_seconds or cfg.speak_seconds,
                           prompts=cfg.prompts, cadence_s=cfg.cadence_s, n_timesteps=cfg.n_timesteps, seed=cfg.seed,
-                          condition=cfg.condition, processes=False, out=cfg.out)
+                          condition=cfg.condition, processes=False, lane_processes=cfg.lane_processes, mps=cfg.mps,
+                          out=cfg.out)
 
 
 def _served(server, n: int, split=None) -> tuple[list, list, dict]:
@@ -71,10 +91,7 @@ def _served(server, n: int, split=None) -> tuple[list, list, dict]:
         split.start()
     res = server.run("speak_heavy", n)
     rows = res["rows"]
-    point = dict(sessions=n, timed=split is not None, chunks=len(rows),
-                 holds=holds_cadence(rows, n, server.cfg.cadence_s), worst_p95_ms=worst_p95(rows),
-                 lanes_used=res.get("lanes_used"),
-                 eager_sections=res.get("eager_sections"), captures=res.get("captures"))
+    point = _point(res, n, server.cfg.cadence_s, split is not None)
     if split is None:
         return [], [], point
     served = {(r["session"], r["chunk"]): r for r in rows}
@@ -85,6 +102,13 @@ def _served(server, n: int, split=None) -> tuple[list, list, dict]:
                            arrival_s=s.get("arrival_s")))
     launches = [dict(sessions=n, **x) for x in split.launches]
     return chunks, launches, point
+
+
+def _point(res: dict, n: int, cadence_s: float, timed: bool) -> dict:
+    rows = res["rows"]
+    return dict(sessions=n, timed=timed, chunks=len(rows), holds=holds_cadence(rows, n, cadence_s),
+                worst_p95_ms=worst_p95(rows), lanes_used=res.get("lanes_used"), oom=bool(res.get("oom")),
+                eager_sections=res.get("eager_sections"), captures=res.get("captures"))
 
 
 def _profiled_second(server, cfg: LimiterConfig, n: int, progress) -> tuple[dict, list]:
@@ -123,6 +147,8 @@ def run_study(cfg: LimiterConfig, progress=print) -> dict:
 
     out = check_out(cfg, ("lanes_limiter*",))
     t_start = time.perf_counter()
+    if cfg.lane_processes > 1:
+        return _run_processes(cfg, out, t_start, progress)
     counts = sorted(set(cfg.sessions))
     with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:
         server = LaneArmServer("SRl", ckpt, _sessions_cfg(cfg))
@@ -187,8 +213,86 @@ def _write(cfg, out, t_start, info, points, chunks, launches, profile=None, stre
     return result
 
 
+def _run_processes(cfg: LimiterConfig, out, t_start: float, progress) -> dict:
+    """The lanes from ``cfg.lane_processes`` processes: every count served once, then the profiled second."""
+    from .sessions_lane_processes import LaneProcessServer
+
+    counts = sorted(set(cfg.sessions))
+    with built_checkpoint(cfg.config, cfg.seed, progress) as ckpt:
+        server = LaneProcessServer("SRl", ckpt, _sessions_cfg(cfg))
+        try:
+            progress(f"SRl: {cfg.lanes} lanes in {cfg.lane_processes} processes (MPS {'on' if cfg.mps else 'off'}) "
+                     f"ready in {server.setup_s:.0f} s")
+            rows, points = [], []
+            for n in counts:
+                res = server.run("speak_heavy", n)
+                rows += res["rows"]
+                points.append(_point(res, n, cfg.cadence_s, False))
+                progress(f"N={n}: {'holds' if points[-1]['holds'] else 'BREAKS'} the cadence, worst p95 "
+                         f"{points[-1]['worst_p95_ms']:.0f} ms")
+            info = server.info()
+            result = _write_processes(cfg, out, t_start, info, points, rows)
+            if cfg.profile and server.cuda:
+                try:
+                    profile = _profiled_across(server, cfg, cfg.profile_sessions or counts[-1], progress)
+                except Exception:  # the served counts stand without it; the reason is recorded
+                    result["profile_error"] = traceback.format_exc()[-2000:]
+                    progress(f"profiled second failed: {result['profile_error'].strip().splitlines()[-1]}")
+                    write_json(result, out / "lanes_limiter.json", strict_json=False)
+                else:
+                    result = _write_processes(cfg, out, t_start, info, points, rows, profile)
+        finally:
+            server.close()
+    return result
+
+
+def _profiled_across(server, cfg: LimiterConfig, n: int, progress) -> dict:
+    """One second of ``n`` sessions, every lane process under ``torch.profiler``: the kernels of all processes
+    over the wave (its arrival to its last completion), the wave's rate and the threads' CPU time."""
+    import pandas as pd
+
+    from ..profile.limiter import device_across, waves
+
+    server.cfg = _sessions_cfg(cfg, speak_seconds=1)
+    try:
+        res = server.run("speak_heavy", n, profile=True)
+    finally:
+        server.cfg = _sessions_cfg(cfg)
+    rows = res["rows"]
+    if not rows:
+        raise RuntimeError(f"profiled second, N={n}: no rows ({res.get('error', 'out of memory')})")
+    lo = res["start_ns"]
+    hi = lo + int(max(r["completion_s"] for r in rows) * 1e9)
+    d = device_across(res["kernels"], lo, hi)
+    w = waves(pd.DataFrame(rows)).iloc[0]
+    out = dict(sessions=n, **d, chunks_per_s=float(w["chunks_per_s"]), span_ms=float(w["span_ms"]),
+               host_cores_per_process=float(w["host_cores_per_process"]), worst_p95_ms=worst_p95(rows))
+    progress(f"profiled second, N={n}: kernels of {len(d['busy_share_by_process'])} processes busy "
+             f"{d['busy_share']:.0%} of the wave's {d['window_ms']:.0f} ms, {d['at_once']:.1f} at once; "
+             f"{w['chunks_per_s']:.1f} chunks/s")
+    return out
+
+
+def _write_processes(cfg, out, t_start, info, points, rows, profile=None) -> dict:
+    import pandas as pd
+
+    from ..profile.limiter import waves
+    from .token2wav import provenance
+
+    ch = pd.DataFrame(rows)
+    w = waves(ch) if len(ch) else pd.DataFrame()
+    result = dict(provenance=dict(provenance(cfg), wall_s=time.perf_counter() - t_start), mode="processes",
+                  server=info, points=points, waves=w.to_dict("records"), profiled=profile, profile_error=None,
+                  files=dict(chunks="lanes_limiter_chunks.csv"))
+    write_json(result, out / "lanes_limiter.json", strict_json=False)
+    write_csv(ch, out / "lanes_limiter_chunks.csv")
+    return result
+
+
 def table(result: dict) -> str:
     """The short table printed last: per count the parts that take most of a chunk's host window, and the reading."""
+    if result.get("mode") == "processes":
+        return _table_processes(result)
     lines = [f"{'N':>4} {'chunks/s':>8} {'wall ms':>8} {'launch ms':>9} {'at once':>7} {'speed-up':>8} "
              f"{'launch%':>7} {'device%':>7} {'py wait':>7}  reading"]
     for r in result["table"]:
@@ -204,6 +308,21 @@ def table(result: dict) -> str:
         lines.append(f"profiled N={p['sessions']}: device busy {p['busy_share']:.0%}, overlap {p['overlap']:.2f} over "
                      f"{p['streams']:.0f} streams, graph launches {p['graph_launch_concurrency']:.2f} at once "
                      f"(mean {p['graph_launch_mean_ms']:.1f} ms)")
+    return "\n".join(lines)
+
+
+def _table_processes(result: dict) -> str:
+    first = {w["sessions"]: w for w in result["waves"] if w["wave"] == 0}
+    lines = [f"{'N':>4} {'holds':>5} {'p95 ms':>7} {'wave-0 chunks/s':>15} {'host cores/process':>18}"]
+    for pt in result["points"]:
+        w = first.get(pt["sessions"], {})
+        lines.append(f"{pt['sessions']:>4} {str(pt['holds']):>5} {pt['worst_p95_ms']:7.0f} "
+                     f"{w.get('chunks_per_s', float('nan')):15.1f} {w.get('host_cores_per_process', float('nan')):18.2f}")
+    p = result.get("profiled")
+    if p:
+        lines.append(f"profiled N={p['sessions']}: kernels busy {p['busy_share']:.0%} of the wave's "
+                     f"{p['window_ms']:.0f} ms, {p['at_once']:.1f} at once (most {p['max_at_once']}), "
+                     f"{p['chunks_per_s']:.1f} chunks/s")
     return "\n".join(lines)
 
 

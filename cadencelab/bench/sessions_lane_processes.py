@@ -60,6 +60,34 @@ def _run(server, cfg, workload: str, n: int, only: list, start_at: float) -> dic
     return guarded_run(_Part(server, only, start_at), workload, n)
 
 
+def _profile(server, cfg, workload: str, n: int, only: list, start_at: float) -> dict:
+    """:func:`_run` under ``torch.profiler``: its answer and ``kernels``, every device record's (start, end) in
+    ``time.time_ns`` nanoseconds, so that the processes' kernels meet on one clock. The profiler's clock is read
+    against ``time.time_ns`` at a marked range just before the run."""
+    import numpy as np
+    import torch
+
+    from ..profile.capture import profiled
+
+    with profiled(server.device, window=None) as p:
+        with torch.profiler.record_function(_MARK):
+            mark_ns = time.time_ns()
+        res = _run(server, cfg, workload, n, only, start_at)
+    r = p.trace.ranges
+    mark = r[(r["name"] == _MARK) & (r["side"] == "cpu")]
+    if mark.empty:
+        raise RuntimeError(f"lane process profile: the trace has no {_MARK!r} range to set its clock by")
+    offset = mark_ns - int(mark["start_ns"].iloc[0])
+    k = p.trace.kernels
+    res["kernels"] = dict(start_ns=(k["start_ns"].to_numpy(np.int64) + offset),
+                          end_ns=(k["end_ns"].to_numpy(np.int64) + offset))
+    return res
+
+
+#: the range that sets a lane process's profiler clock against ``time.time_ns``
+_MARK = "cadencelab.clock_mark"
+
+
 class _Part:
     """One process's share of a run, as :func:`~.session_serving.guarded_run` calls it."""
 
@@ -75,7 +103,7 @@ class _Part:
 
 def _worker(conn, ckpt: str, cfg, lanes: int) -> None:
     serve(conn, lambda: _build(ckpt, cfg, lanes), _ready,
-          {"run": _run, "info": lambda server: server.info()})
+          {"run": _run, "profile": _profile, "info": lambda server: server.info()})
 
 
 class LaneProcessServer:
@@ -115,12 +143,15 @@ class LaneProcessServer:
     def load(self, workload: str, n: int) -> float:
         return self.chunk_s * len(schedule(self.cfg, workload, n)) / horizon(self.cfg, workload)
 
-    def run(self, workload: str, n: int) -> dict:
-        """Serve ``n`` sessions: session i in process i % P, every process from one start instant."""
+    def run(self, workload: str, n: int, profile: bool = False) -> dict:
+        """Serve ``n`` sessions: session i in process i % P, every process from one start instant. With
+        ``profile`` each process serves under ``torch.profiler`` and the answer holds ``kernels`` (process,
+        start_ns, end_ns on ``time.time_ns``'s clock) and ``start_ns`` (t = 0 of the rows' times on it)."""
         p_count = len(self.procs)
         start_at = time.time() + START_LEAD_S
         for k, p in enumerate(self.procs):
-            p.conn.send(("run", self.cfg, workload, n, [i for i in range(n) if i % p_count == k], start_at))
+            p.conn.send(("profile" if profile else "run", self.cfg, workload, n,
+                         [i for i in range(n) if i % p_count == k], start_at))
         limit = self.estimate_s(workload, n) * 4 + 120.0
         parts = []
         for p in self.procs:
@@ -141,6 +172,12 @@ class LaneProcessServer:
                    eager_sections=sum(part.get("eager_sections", 0) for part in parts))
         if oom:
             out["error"] = "; ".join(part.get("error", "") for part in parts if part["oom"])
+        if profile:
+            import pandas as pd
+
+            out["start_ns"] = int(start_at * 1e9)
+            out["kernels"] = pd.concat([pd.DataFrame(dict(process=k, **part["kernels"])) for k, part in enumerate(parts)
+                                        if "kernels" in part], ignore_index=True)
         for r in out["rows"]:  # the lane a row names: its process's lanes counted after the earlier processes'
             r["process"] = r["session"] % p_count
             r["lane"] = sum(self.split[: r["process"]]) + r["lane"]

@@ -13,6 +13,13 @@ device span ``dev_start_ms`` / ``dev_end_ms``) and one row per graph launch (``s
   slow-down against one lane alone (``launch_speedup`` = concurrency / slow-down: 1 when the launches in effect
   take turns, the concurrency when they run side by side), the host window's share spent launching, the
   device spans' union share of the wall, and the reading (:func:`reading`).
+
+Lanes served from several processes (``--lane-processes``) are read from their chunk rows and their kernels:
+
+* :func:`waves`: each wave of chunks that arrive at one instant (aligned arrivals), served at what rate and
+  with how many cores' worth of the lane threads' CPU time per process;
+* :func:`device_across`: every process's kernels on one clock, their union share of a window and how many ran
+  at once (the device as all processes see it).
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["PARTS", "PYTHON_PARTS", "concurrency", "host_split", "limiter_table", "reading", "SATURATED"]
+__all__ = ["PARTS", "PYTHON_PARTS", "concurrency", "device_across", "host_split", "limiter_table", "reading",
+           "SATURATED", "waves"]
 
 #: the parts of a chunk's host window (:mod:`cadencelab.bench.lanes_split`), in the order a chunk meets them
 PARTS = ("lock_wait", "swap", "tokens_in", "classify", "signature", "checks", "stage", "launch", "outputs",
@@ -141,3 +149,44 @@ def reading(row: dict, busy_share: float | None = None) -> str:
     device = f"device {dev:.0%}" if dev == dev else "device not measured"
     return (f"neither saturated: {device}, launches {launch:.0%} of the wall (launch speed-up {speed:.1f}); "
             f"the lanes or the arrivals limit")
+
+
+def waves(chunks: pd.DataFrame, by: str = "sessions") -> pd.DataFrame:
+    """One row per ``by`` and arrival wave (chunks arriving at one instant): ``chunks``, ``span_ms`` from the arrival
+    to the wave's last completion, ``chunks_per_s`` (chunks / span: the rate the wave was served at),
+    ``host_cores`` (the chunks' thread CPU ``host_ms`` over the span) and, with a ``process`` column,
+    ``host_cores_per_process`` (their mean over the processes). The first wave (``wave`` 0) meets no backlog."""
+    _need(chunks, [by, "arrival_s", "completion_s", "host_ms"], "waves")
+    rows = []
+    for key, g in chunks.groupby(by, sort=True):
+        at = g["arrival_s"].round(3)
+        for w, (t, c) in enumerate(g.groupby(at, sort=True)):
+            span = float(c["completion_s"].max() - t)
+            cores = c["host_ms"].sum() / 1e3 / span if span > 0 else float("nan")
+            r = {by: key, "wave": w, "arrival_s": float(t), "chunks": int(len(c)), "span_ms": span * 1e3,
+                 "chunks_per_s": len(c) / span if span > 0 else float("nan"), "host_cores": cores}
+            if "process" in c:
+                per = c.groupby("process")["host_ms"].sum() / 1e3 / span if span > 0 else pd.Series(dtype=float)
+                r["processes"] = int(c["process"].nunique())
+                r["host_cores_per_process"] = float(per.mean()) if len(per) else float("nan")
+            rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def device_across(kernels: pd.DataFrame, lo_ns: int, hi_ns: int) -> dict:
+    """``kernels`` (``process``, ``start_ns``, ``end_ns`` on one clock, every process's) clipped to the window
+    [``lo_ns``, ``hi_ns``]: ``busy_share`` (their union over the window), ``at_once`` (mean while any runs),
+    ``max_at_once``, ``kernels``, and ``busy_share_by_process`` (each process's own union over the window)."""
+    _need(kernels, ["process", "start_ns", "end_ns"], "device_across")
+    if not hi_ns > lo_ns:
+        raise ValueError(f"device_across: the window [{lo_ns}, {hi_ns}] is empty")
+    k = kernels[(kernels["end_ns"] > lo_ns) & (kernels["start_ns"] < hi_ns)]
+    s, e = k["start_ns"].clip(lower=lo_ns).to_numpy(float), k["end_ns"].clip(upper=hi_ns).to_numpy(float)
+    wall = float(hi_ns - lo_ns)
+    c = concurrency(s / 1e9, e / 1e9)
+    per = {}
+    for proc, g in k.groupby("process", sort=True):
+        gs, ge = g["start_ns"].clip(lower=lo_ns), g["end_ns"].clip(upper=hi_ns)
+        per[int(proc)] = concurrency(gs / 1e9, ge / 1e9)["union_s"] * 1e9 / wall
+    return dict(window_ms=wall / 1e6, kernels=c["intervals"], busy_share=c["union_s"] * 1e9 / wall,
+                at_once=float(c["mean"]), max_at_once=int(c["max"]), busy_share_by_process=per)
