@@ -209,3 +209,28 @@ def test_bench_duplex_cpu_tiny(tmp_path, monkeypatch, capsys):
     assert set(med["arm"]) == {"B0", "SRc"} and (med["source"] == "measured").all()
     assert len(data.duplex_seconds()) == len(rows)
     assert len(viz.waterfall(data.duplex_second(arm="SRc")).data) == 1
+
+
+def test_bench_duplex_warms_up_as_many_seconds_as_asked(tmp_path, capsys):
+    """--warmup-seconds 2: the language models' first continuation runs before the clock; a refused count
+    (no timed second left) is one line naming both flags."""
+    from cadencelab.bench.__main__ import main
+
+    out = tmp_path / "duplex"
+    old = torch.get_num_threads()
+    try:
+        rc = main(["duplex", "--device", "cpu", "--preset", "tiny", "--arms", "SRc", "--seconds", "3",
+                   "--warmup-seconds", "2", "--no-profile", "--out", str(out)])
+        assert rc == 0
+        res = json.loads((out / "duplex_second.json").read_text())
+        secs = pd.DataFrame(res["seconds"])
+        assert secs.sort_values("second")["warmup"].tolist() == [True, True, False]
+        assert res["summary"]["SRc"]["seconds_timed"] == 1 and res["provenance"]["study"]["warmup_seconds"] == 2
+        capsys.readouterr()
+        assert main(["duplex", "--device", "cpu", "--preset", "tiny", "--seconds", "2", "--warmup-seconds", "2",
+                     "--no-profile", "--out", str(tmp_path / "refused")]) != 0
+    finally:
+        torch.set_num_threads(old)
+    err = capsys.readouterr().err
+    assert "--warmup-seconds" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "refused" / "duplex_second.json").exists()

@@ -48,6 +48,10 @@ class DuplexStudyConfig:
     device: str = options.device()
     arms: tuple = opt(("B0", "SRc"), parse=names_in(lambda: _arms()), help="comma-separated Token2wav arms")
     seconds: int = opt(3, type=int_range(2, MAX_CHUNKS), help="duplex seconds per arm, the first a warm-up (>= 2)")
+    # a one-second warm-up runs the language models' first second only: their first continuation (second 2)
+    # then pays first-use costs inside a timed second
+    warmup_seconds: int = opt(1, type=int_range(1, MAX_CHUNKS),
+                              help="the first seconds of each arm that are warm-up, not timed (fewer than --seconds)")
     seed: int = options.seed()
     profile: bool = opt(True, help="one profiled second per arm, its trimmed trace kept")
     condition: str = options.condition()
@@ -138,8 +142,9 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     apply_condition(cfg.condition)  # before the first CUDA call
-    if cfg.seconds < 2:
-        raise ValueError("--seconds must be >= 2: the first second of each arm is a warm-up")
+    if cfg.seconds <= cfg.warmup_seconds:
+        raise ValueError(f"--seconds ({cfg.seconds}) must exceed --warmup-seconds ({cfg.warmup_seconds}): "
+                         f"an arm needs a timed second")
     dcfg = study_preset(cfg)
     t_start = time.perf_counter()
     models = build_models(dcfg, device, cfg.seed)
@@ -154,9 +159,9 @@ def run_study(cfg: DuplexStudyConfig, progress=print) -> dict:
                 torch.cuda.synchronize(device)
                 torch.cuda.reset_peak_memory_stats(device)
             h = DuplexSecond(dcfg, t2w_arm, device, cfg.seed, models=models, backend=cfg.backend, decode=decode)
-            df = h.run(cfg.seconds, warmup=1, progress=True)
+            df = h.run(cfg.seconds, warmup=cfg.warmup_seconds, progress=True)
             rows.append(df)
-            seconds.append(h.seconds_frame().assign(warmup=lambda d: d["second"] < 1))
+            seconds.append(h.seconds_frame().assign(warmup=lambda d: d["second"] < cfg.warmup_seconds))
             info = dict(token2wav_arm=t2w_arm, decode=decode, token2wav_build_s=h.token2wav_build_s,
                         substages_timed=h.substages_timed)
             if cfg.profile:  # after the timed seconds: the profiler's overhead stays out of them
