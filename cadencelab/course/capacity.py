@@ -14,6 +14,9 @@
     b0_alone(dataset)                    B0 serving one session beside the factorial's B0, what each measures
     limiter_reading(), limiter_figure()  what limits the lanes at their break (the lanes-limiter recording)
     exact_batching(dataset)              batched SRb beside batch-invariant SRbi: sessions held, solo-exact chunks
+    mps_reading(name)                    one sweep of the lanes under MPS beside the run without MPS
+    mps_sweeps(), served_rates()         every sweep under MPS side by side; the rate each arrival wave was served
+    mps_sweeps_reading(), served_rate_figure()   what the sweeps say together, and the rates' picture
 
 Everything is read from the recorded files through :mod:`cadencelab.course.data` and
 :func:`cadencelab.course.frames.capacity_by_reference`.
@@ -34,7 +37,8 @@ from . import data
 from .frames import capacity_by_reference
 
 __all__ = ["capacity_bounds", "capacity_figure", "goodput_plateau", "lower_bounds", "lanes_reading", "b0_alone",
-           "limiter_reading", "limiter_figure", "exact_batching", "WORKLOADS", "DATASETS"]
+           "limiter_reading", "limiter_figure", "exact_batching", "mps_reading", "mps_sweeps", "mps_sweeps_reading",
+           "served_rates", "served_rate_figure", "MPS_SWEEPS", "WORKLOADS", "DATASETS"]
 
 #: the workloads of the sessions study and the two recordings of it the notebook shows
 WORKLOADS = ("speak_heavy", "mixed")
@@ -291,3 +295,124 @@ def mps_reading(name: str = "sessions_mps", before: str = "sessions_lane_process
                  f"of each does not settle a difference.")
     out["reading"] = text
     return out
+
+
+#: the sweeps of the lanes under MPS (H100, 2026-12-07), 4 processes each: 32 lanes, then 40 lanes (no B0 arm
+#: in that one, so its chunks are unchecked: a lane-count control)
+MPS_SWEEPS = ("sessions_mps", "sessions_mps_r2", "sessions_mps_r3", "sessions_mps_40lanes")
+
+
+def mps_sweeps(names=MPS_SWEEPS) -> pd.DataFrame:
+    """One row per sweep under MPS: ``lanes``, ``lane_processes``, per arm ``held_<arm>`` / ``broke_<arm>``
+    (speak-heavy; None where the arm did not run or never broke), ``srl_over_src``, ``target_sessions`` (the
+    fewest SRl sessions meeting ``LANES_TARGET`` x SRc's), ``target_met``, ``checked`` / ``exact`` chunks and
+    ``control`` (no B0 arm: no chunk checked against the session alone)."""
+    rows = []
+    for name in names:
+        r = data.result(name)
+        s, srl = r["summary"], r["arms"]["SRl"]
+        b = capacity_bounds(name)
+        b = b[b["workload"] == "speak_heavy"].set_index("arm")
+        row = dict(dataset=name, date=r["provenance"].get("date", "")[:16], gpu=r["provenance"].get("gpu"),
+                   lanes=int(srl["lanes"]), lane_processes=int(srl["lane_processes"]), mps=bool(srl["mps"]["on"]))
+        for arm in ("B0", "SRc", "SRl"):
+            row[f"held_{arm}"] = int(b.loc[arm, "shown"]) if arm in b.index else None
+            row[f"broke_{arm}"] = (int(b.loc[arm, "breaks_at"]) if arm in b.index and pd.notna(b.loc[arm, "breaks_at"])
+                                   else None)
+        row["srl_over_src"] = row["held_SRl"] / row["held_SRc"]
+        row["target_sessions"] = math.ceil(LANES_TARGET * row["held_SRc"])
+        row["target_met"] = row["held_SRl"] >= row["target_sessions"]
+        # met, missed (the sweep broke at or below the target's count) or untried (it jumped over it)
+        row["target"] = ("met" if row["target_met"] else "missed" if row["broke_SRl"] is not None
+                         and row["broke_SRl"] <= row["target_sessions"] else "untried")
+        row.update(checked=int(s["chunks_checked"]), exact=int(s["chunks_exact"]), control="B0" not in r["arms"])
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("dataset")
+
+
+def served_rates(names=MPS_SWEEPS, arms=("SRc", "SRl")) -> pd.DataFrame:
+    """Per sweep, arm and session count, the first arrival wave (every session's first chunk at one instant, no
+    backlog): ``span_ms`` to its last completion, ``chunks_per_s`` (the rate it was served at) and
+    ``host_cores_per_process`` (the lane threads' CPU time over the span; it counts a thread spinning while it
+    waits for the device). From :func:`cadencelab.profile.limiter.waves` over each recording's chunks."""
+    from ..profile.limiter import waves
+
+    out = []
+    for name in names:
+        c = data.sessions_chunks(name)
+        for arm in arms:
+            g = c[(c["arm"] == arm) & (c["workload"] == "speak_heavy")]
+            if g.empty:
+                continue
+            if "process" not in g or g["process"].isna().all():
+                g = g.assign(process=0)  # one process served the arm
+            w = waves(g)
+            out.append(w[w["wave"] == 0].assign(dataset=name, arm=arm,
+                                                lanes=int(data.result(name)["arms"]["SRl"]["lanes"])))
+    cols = ["dataset", "arm", "lanes", "sessions", "chunks", "span_ms", "chunks_per_s", "host_cores_per_process"]
+    return pd.concat(out, ignore_index=True)[cols]
+
+
+def mps_sweeps_reading(names=MPS_SWEEPS) -> dict:
+    """What the sweeps under MPS say together: the counts SRl held and SRc's (one sweep each, so a spread and no
+    interval), how often the target was met, the lane-count control, and the rate the first waves were served
+    at from 16 sessions to the count each sweep held (``plateau``: min, max chunks/s)."""
+    t = mps_sweeps(names)
+    main, ctl = t[~t["control"]], t[t["control"]]
+    rates = served_rates(names)
+    held = rates["dataset"].map(t["held_SRl"])
+    srl = rates[(rates["arm"] == "SRl") & (rates["sessions"] >= 16) & (rates["sessions"] <= held)]
+    solo = rates[(rates["arm"] == "SRl") & (rates["sessions"] < 16)]
+    src = rates[rates["arm"] == "SRc"]
+    out = dict(sweeps=len(main), held=main["held_SRl"].tolist(), held_src=sorted(set(main["held_SRc"])),
+               ratios=main["srl_over_src"].round(2).tolist(), met=int(main["target_met"].sum()),
+               missed=int((main["target"] == "missed").sum()), untried=int((main["target"] == "untried").sum()),
+               target_sessions=sorted(set(main["target_sessions"])), exact=int(main["exact"].sum()),
+               checked=int(main["checked"].sum()), control_lanes=ctl["lanes"].tolist(),
+               control_held=ctl["held_SRl"].tolist(), lanes=sorted(set(main["lanes"])),
+               plateau=(float(srl["chunks_per_s"].min()), float(srl["chunks_per_s"].max())),
+               plateau_counts=(int(srl["sessions"].min()), int(srl["sessions"].max())),
+               small_rate=(float(solo["chunks_per_s"].min()), float(solo["chunks_per_s"].max())) if len(solo) else None,
+               src_rate=(float(src["chunks_per_s"].min()), float(src["chunks_per_s"].max())),
+               host_cores=(float(srl["host_cores_per_process"].min()), float(srl["host_cores_per_process"].max())),
+               gpu=main["gpu"].iloc[0])
+    held = ", ".join(str(h) for h in out["held"])
+    ratios = ", ".join(f"{x:.2f}x" for x in out["ratios"])
+    text = (f"In {out['sweeps']} sweeps under MPS on the {out['gpu']}, 4 processes of "
+            f"{out['lanes'][0] // 4} lanes each held {held} speak-heavy sessions where SRc held "
+            f"{' or '.join(map(str, out['held_src']))} in the same run ({ratios}); the {LANES_TARGET}x target "
+            f"({' or '.join(map(str, out['target_sessions']))} sessions) was met in {out['met']} of "
+            f"{out['sweeps']}, missed by the next count in {out['missed']}"
+            + (f" and never tried in {out['untried']} (it held less and broke above)" if out["untried"] else "")
+            + ". One sweep per run: the counts are a spread, not an interval. "
+            f"Every checked chunk equalled the session run alone: {out['exact']} of {out['checked']}.")
+    if len(ctl):
+        text += (f" With {out['control_lanes'][0]} lanes instead of {out['lanes'][0]} (a control without B0, its "
+                 f"chunks unchecked) SRl held {out['control_held'][0]}: more lanes did not hold more sessions.")
+    text += (f" From 16 sessions to the count each sweep held, the first wave of chunks (every session's first, "
+             f"arriving together) was served at {out['plateau'][0]:.0f}-{out['plateau'][1]:.0f} chunks per second "
+             f"whatever the count, against {out['small_rate'][0]:.0f} at 4 sessions and "
+             f"{out['src_rate'][0]:.1f}-{out['src_rate'][1]:.1f} for SRc's one graph set: the served rate stops "
+             f"growing by 16 sessions, with lanes and processes to spare, and the sessions held sit near that rate "
+             f"times the 1 s cadence. The lane threads used {out['host_cores'][0]:.1f}-{out['host_cores'][1]:.1f} "
+             f"cores' worth of CPU time per process there (a thread waiting on the device counts as busy).")
+    out["reading"] = text
+    return out
+
+
+def served_rate_figure(names=MPS_SWEEPS) -> go.Figure:
+    """The first wave's served rate against the session count: one line per sweep (SRl), SRc's beside them."""
+    rates = served_rates(names)
+    fig = go.Figure()
+    for (name, arm), g in rates.groupby(["dataset", "arm"], sort=False):
+        g = g.sort_values("sessions")
+        label = f"SRl, {name} ({int(g['lanes'].iloc[0])} lanes)" if arm == "SRl" else f"SRc, {name}"
+        fig.add_trace(go.Scatter(x=g["sessions"], y=g["chunks_per_s"], mode="lines+markers", name=label,
+                                 line=dict(dash="solid" if arm == "SRl" else "dot"),
+                                 hovertemplate="N=%{x}: %{y:.1f} chunks/s<extra>" + label + "</extra>"))
+    fig.update_layout(title="The rate each count's first wave of chunks was served at (lanes under MPS)",
+                      xaxis_title="sessions served (N)", yaxis=dict(title="chunks per second", rangemode="tozero"),
+                      height=420, margin=dict(t=60, b=50))
+    return set_caption(fig, "Each point: N sessions' first chunks, arriving together, over the time to the last "
+                            "one's completion. A line that flattens as N grows is a rate the lanes cannot raise "
+                            "by serving more at once.")

@@ -162,11 +162,12 @@ def waves(chunks: pd.DataFrame, by: str = "sessions") -> pd.DataFrame:
         at = g["arrival_s"].round(3)
         for w, (t, c) in enumerate(g.groupby(at, sort=True)):
             span = float(c["completion_s"].max() - t)
-            cores = c["host_ms"].sum() / 1e3 / span if span > 0 else float("nan")
+            cores = c["host_ms"].sum(min_count=1) / 1e3 / span if span > 0 else float("nan")
             r = {by: key, "wave": w, "arrival_s": float(t), "chunks": int(len(c)), "span_ms": span * 1e3,
                  "chunks_per_s": len(c) / span if span > 0 else float("nan"), "host_cores": cores}
             if "process" in c:
-                per = c.groupby("process")["host_ms"].sum() / 1e3 / span if span > 0 else pd.Series(dtype=float)
+                per = (c.groupby("process")["host_ms"].sum(min_count=1) / 1e3 / span if span > 0
+                       else pd.Series(dtype=float))
                 r["processes"] = int(c["process"].nunique())
                 r["host_cores_per_process"] = float(per.mean()) if len(per) else float("nan")
             rows.append(r)

@@ -10,6 +10,7 @@ folder named by ``$CADENCELAB_DATA``. The readers, by study:
     duplex second          duplex_second(condition), duplex_summary(condition), duplex_served_summary()
     soak (SRc against B0)  soak_summary(), soak_chunks(), soak_turns()
     sessions on one GPU    sessions_summary(), sessions_capacity(), sessions_table(), sessions_per_session(),
+                           sessions_chunks(),
                            lanes_limiter(), lanes_limiter_chunks()
     cross-architecture     mimi_summary(), mimi_arms(), freeze_summary(), freeze_paths()
     the rest               tour_live(), recorded_trace(arm, kind), is_recorded(name), how_to_record(name), result(name)
@@ -61,8 +62,8 @@ from .files import (
                     recording_how,
                     result,
 )
-from .sessions import (lanes_limiter, lanes_limiter_chunks, sessions_capacity, sessions_per_session,
-                       sessions_summary, sessions_table)
+from .sessions import (lanes_limiter, lanes_limiter_chunks, sessions_capacity, sessions_chunks,
+                       sessions_per_session, sessions_summary, sessions_table)
 from .soak import soak_chunks, soak_result, soak_summary, soak_turns
 from .traces import recorded_trace
 
@@ -106,6 +107,7 @@ __all__ = [
                     "recording_how",
                     "result",
                     "sessions_capacity",
+                    "sessions_chunks",
                     "sessions_per_session",
                     "sessions_summary",
                     "sessions_table",

@@ -56,6 +56,13 @@ def sessions_table(dataset: str = "sessions") -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("arm")
 
 
+def sessions_chunks(dataset: str = "sessions") -> pd.DataFrame:
+    """One row per chunk served in ``dataset``'s sweep: arm, session count, session, chunk, its arrival,
+    completion, latency, the lane thread's CPU time (``host_ms``), its lane and process, and its exactness."""
+    _, rel, how = result_of(dataset)
+    return read_csv(data_path(Path(rel).with_name(Path(rel).stem + "_chunks.csv.gz"), how))
+
+
 def sessions_per_session() -> pd.DataFrame:
     """One row per (arm, workload, N, session): chunks, p50/p95/max chunk ms, holds_cadence, exactness."""
     _, rel, how = result_of("sessions")
