@@ -104,11 +104,12 @@ _OLDER = "--condition no_tf32_cudnn_det_ws"
 _H100 = "on an H100 (a lent CUDA machine)"
 _H100_HF = "on an H100, transformers 5.25 installed"
 
-def _h100_sessions(name: str, arms: str, sessions: str, budget: int, label: str, minutes: float, out: str) -> Recording:
+def _h100_sessions(name: str, arms: str, sessions: str, budget: int, label: str, minutes: float, out: str,
+                   resolution: float = 0.125) -> Recording:
     """A speak-heavy, aligned sessions sweep on the H100 (``arms``: the arms and their own flags), saved as ``name``."""
     return Recording(name, "sessions", f"h100/{name}.json",
                      f"--device cuda --arms {arms} --workloads speak_heavy --arrivals aligned --sessions {sessions} "
-                     f"--growth 1.5 --resolution 0.125 --arm-reserve 45 --verify-workers 4 --time-budget {budget}",
+                     f"--growth 1.5 --resolution {resolution} --arm-reserve 45 --verify-workers 4 --time-budget {budget}",
                      _SESSIONS_THEN + f" as {name}.csv.gz and {name}_chunks.csv.gz", label, minutes, out, _H100)
 
 
@@ -224,6 +225,25 @@ RECORDINGS = (
     _h100_sessions("sessions_mps", "B0,SRc,SRl --lane-processes 4 --lanes 32 --mps", "4,16,32", 230,
                    "sessions, lanes served from 4 processes as clients of one MPS daemon (speak-heavy)", 3.4,
                    "sessions"),
+    # a second lent H100 the same day: the MPS sweep through the 2.5x count twice, a lane-count control, the
+    # fused second in three fresh processes, the Mimi encoder's compile control
+    *(_h100_sessions(f"sessions_mps_{run}", "B0,SRc,SRl --lane-processes 4 --lanes 32 --mps", "4,16,32,38", 330,
+                     f"sessions under MPS through the 2.5x count ({k} of 2, speak-heavy)", m, "sessions",
+                     resolution=0.05) for k, (run, m) in enumerate((("r2", 3.7), ("r3", 4.0)), 1)),
+    _h100_sessions("sessions_mps_40lanes", "SRc,SRl --lane-processes 4 --lanes 40 --mps", "4,16,32,38,40", 260,
+                   "sessions under MPS with 40 lanes: a lane-count control (no B0 arm, so no chunk checked)", 2.6,
+                   "sessions", resolution=0.05),
+    *(Recording(f"duplex_fused_p{k}", "duplex", f"h100/duplex_fused_p{k}.json",
+                "--device cuda --preset h200 --arms SRc --decode graph,fused --seconds 7 --no-profile", _DUPLEX_THEN,
+                f"duplex second, graph and fused decode (fresh process {k} of 3)", 0.5, f"fused_p{k}", _H100_HF)
+      for k in (1, 2, 3)),
+    Recording("kit_hf_mimi_encoder_compiled", "kit", "h100/kit_hf_mimi_encoder_compiled.json",
+              "--model cadencelab.adapters.hf.mimi_encoder:kit_model_on --device cuda --arms "
+              "B0,SRc,B0_repeat,B0_compiled --min-processes 3 --max-processes 3 --time-budget 200 --block-timeout 50",
+              "copy DIR/kit_factorial.json to {path} and gzip DIR/kit_factorial_blocks.csv beside it as "
+              "kit_hf_mimi_encoder_compiled_blocks.csv.gz",
+              "the kit's factorial on the Mimi encoder with the compile control (3 fresh processes per arm)", 3.8,
+              "mimi_encoder", _H100_HF),
 )
 
 DEVICE_TASKS = (
