@@ -13,6 +13,8 @@ fresh processes, the A/A check that gates every direction, and why a host-bound 
     predicted_b0_ms(rate, name)      B0's latency on a host with another tiny-op rate, from that split
     staging_check(name)              what the next round's staging did to B0, and the headline from the blocks
                                      that no staging overlapped
+    duplex_processes(names)          the whole duplex second over fresh processes: per run its mean second with
+                                     the interval, the seconds under a goal, and each second's place in its turn
 
 ``name`` is a recorded dataset: ``"headline"`` (B0, SRc and B0_repeat only, the most processes) or
 ``"factorial"`` (every arm, at least three processes each). The intervals were computed when the
@@ -32,7 +34,8 @@ from . import data
 
 __all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "two_headlines", "process_frame", "b0_split",
            "predicted_b0_ms",
-           "is_trusted", "latency_interval", "ceiling_interval", "staging_check"]
+           "is_trusted", "latency_interval", "ceiling_interval", "staging_check", "kit_versus", "duplex_processes",
+           "FUSED_PROCESSES"]
 
 
 def _finite(*v) -> bool:
@@ -220,3 +223,35 @@ def kit_versus(name: str, arm: str, reference: str = "B0") -> dict:
             raise ValueError(f"{rel}: no timed blocks of arm {a!r} (arms: {sorted(per)})")
     pt, lo, hi = ratio_interval(per[arm], per[reference], m["n_boot"], m["seed"])
     return dict(change=pt, lo=lo, hi=hi, direction=direction(lo, hi))
+
+
+#: the fused and graph decodes' duplex second, one fresh process each (H100, 2026-12-07)
+FUSED_PROCESSES = ("duplex_fused_p1", "duplex_fused_p2", "duplex_fused_p3")
+
+
+def duplex_processes(names=FUSED_PROCESSES, goal_ms: float = 250.0, seed: int = 0) -> dict:
+    """The duplex second recorded by one fresh process per dataset in ``names``: ``runs``, one row per run
+    (``SRc+fusedLM``...) with the mean second (each process's timed seconds a block) and its 95% hierarchical
+    bootstrap interval over the processes, the processes, the timed seconds and how many were at or under
+    ``goal_ms``; ``seconds``, one row per run and second index: the median over processes of the whole second
+    and of the backbone, and ``chunk_in_turn``."""
+    secs, stages = [], []
+    for k, name in enumerate(names):
+        r = data.result(name)
+        secs.append(pd.DataFrame(r["seconds"]).assign(process=k))
+        stages.append(pd.DataFrame(r["rows"]).assign(process=k))
+    s, st = pd.concat(secs, ignore_index=True), pd.concat(stages, ignore_index=True)
+    s, st = s[~s["warmup"].astype(bool)], st[~st["warmup"].astype(bool)]
+    tail = 100 * (1 - CONFIDENCE) / 2
+    runs = []
+    for arm, g in s.groupby("arm", sort=False):
+        per = [grp["second_ms"].tolist() for _, grp in g.groupby("process")]
+        boot = hierarchical_bootstrap(per, 4000, np.random.default_rng(seed))
+        runs.append(dict(run=arm, processes=len(per), seconds=int(len(g)), mean_ms=point(per),
+                         lo_ms=float(np.percentile(boot, tail)), hi_ms=float(np.percentile(boot, 100 - tail)),
+                         median_ms=float(g["second_ms"].median()), under_goal=int((g["second_ms"] <= goal_ms).sum()),
+                         goal_ms=goal_ms))
+    bb = st[st["stage"] == "backbone"].groupby(["arm", "second"])["dur_ms"].median().rename("backbone_ms")
+    by = (s.groupby(["arm", "second"]).agg(second_ms=("second_ms", "median"), chunk_in_turn=("chunk_in_turn", "first"))
+          .join(bb).reset_index())
+    return dict(runs=pd.DataFrame(runs).set_index("run"), seconds=by)
