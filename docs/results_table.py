@@ -57,6 +57,8 @@ H100_KITS = [recorded(f"kit_hf_{m}") for m in ("qwen2_decode", "mimi_encoder", "
 H100_COMPILED = recorded("kit_hf_qwen2_decode_compiled")
 H100_FUSED = recorded("duplex_fused")
 H100_MPS = recorded("sessions_mps")
+H100_MIMI_COMPILED = recorded("kit_hf_mimi_encoder_compiled")
+H100_FUSED_P = [recorded(n) for n in ("duplex_fused_p1", "duplex_fused_p2", "duplex_fused_p3")]
 H100_TOUR = ROOT / "data" / device_task("tour_graded").path
 LANE_PROCESSES = recorded("sessions_lane_processes")
 LIMITER = recorded("lanes_limiter")
@@ -759,8 +761,27 @@ def h100_compile_paragraph() -> str:
             f"Mimi encoder and decoder the control stopped the run: its first block, where torch.compile works, "
             f"outlasted the {_logged_timeout(MIMI_COMPILE_LOG)} s block timeout "
             f"(`{_name(MIMI_COMPILE_LOG)}`); the kit now gives the control's first block "
-            f"`--compile-timeout` more seconds and reports a failed control without stopping the factorial, not "
-            f"re-run on a GPU.\n\n" + kit_section(H100_COMPILED))
+            f"`--compile-timeout` more seconds and reports a failed control without stopping the factorial."
+            f"\n\n" + kit_section(H100_COMPILED) + _mimi_compiled())
+
+
+def _mimi_compiled() -> str:
+    """The compile control on the Mimi encoder, re-run with the first block's extra time."""
+    from cadencelab.course import trust
+
+    if not H100_MIMI_COMPILED.exists():
+        return ""
+    name = "kit_hf_mimi_encoder_compiled"
+    r = _read(H100_MIMI_COMPILED)
+    arms = {a["arm"]: a for a in r["arms"]}
+    c, v = trust.kit_versus(name, "B0_compiled"), trust.kit_versus(name, "SRc", "B0_compiled")
+    fig = lambda x: trust.figure_text(x["change"], x["lo"], x["hi"], unit="%")  # noqa: E731
+    exact = "bit-exact with the stock call" if arms["B0_compiled"]["bit_exact"] else "not bit-exact with the stock call"
+    return (f"\n\nRe-run on the Mimi encoder with that time (`{_name(H100_MIMI_COMPILED)}`, "
+            f"{r['provenance'].get('gpu')}, {r['provenance'].get('date', '')[:10]}, below): the compile control is "
+            f"{fig(c)} against B0 ({c['direction']}) and {exact}; SRc against the compile control: {fig(v)} "
+            f"({v['direction']}), SRc {'bit-exact' if arms['SRc']['bit_exact'] else 'NOT bit-exact'}. The decoder's "
+            f"control was not re-run.\n\n" + kit_section(H100_MIMI_COMPILED))
 
 
 def h100_mps_paragraph() -> str:
@@ -774,7 +795,9 @@ def h100_mps_paragraph() -> str:
     return (f"Lanes under MPS (`{_name(H100_MPS)}`, {r['provenance'].get('gpu')}, "
             f"{r['provenance'].get('date', '')[:10]}; `--mps`: one daemon started for the arm, the lane processes "
             f"its clients, so their kernels share the SMs instead of time-slicing). {capacity.mps_reading()['reading']}"
-            f" SRc over B0 in this run: {r['summary']['sessions_ratio_SRc_over_B0']['speak_heavy']:.1f}x.")
+            f" SRc over B0 in this run: {r['summary']['sessions_ratio_SRc_over_B0']['speak_heavy']:.1f}x.\n\n"
+            f"Through the target's count (`{'`, `'.join(_name(recorded(n)) for n in capacity.MPS_SWEEPS[1:])}`): "
+            f"{capacity.mps_sweeps_reading()['reading']}")
 
 
 def h100_fused_paragraph() -> str:
@@ -801,9 +824,37 @@ def h100_fused_paragraph() -> str:
             f"{len(f)} timed seconds per run after a warm-up second): per second one prefill graph per declared "
             f"input (the mask built on the device, the first token inside) and one graph of all the decode steps. "
             f"SRc+fusedLM's seconds: {int((f <= 250).sum())} of {len(f)} at or under the 250 ms goal, median "
-            f"{f.median():.0f} ms, the slowest {f.max():.0f} ms (not yet explained). Too few seconds "
+            f"{f.median():.0f} ms, the slowest {f.max():.0f} ms (which second, below). Too few seconds "
             f"for an interval: a measurement, not a settled claim. The fused and graph decodes are controls: their "
-            f"tokens equal each other, not eager decoding's.\n\n" + "\n".join(rows))
+            f"tokens equal each other, not eager decoding's.\n\n" + "\n".join(rows) + _fused_processes())
+
+
+def _fused_processes() -> str:
+    """The fused and graph decodes' second over three fresh processes: intervals and the slow second."""
+    from cadencelab.course import trust
+
+    if not all(p.exists() for p in H100_FUSED_P):
+        return ""
+    d = trust.duplex_processes()
+    runs, by = d["runs"], d["seconds"]
+    f = runs.loc["SRc+fusedLM"]
+    fig = lambda r: trust.figure_text(r["mean_ms"], r["lo_ms"], r["hi_ms"], unit="ms")  # noqa: E731
+    slow = by.loc[by.groupby("arm")["second_ms"].idxmax()].set_index("arm")
+    fs = slow.loc["SRc+fusedLM"]
+    rest = by[(by["arm"] == "SRc+fusedLM") & (by["second"] != fs["second"])]
+    prov = _read(H100_FUSED_P[0])["provenance"]
+    return (f"\n\nIn {int(f['processes'])} fresh processes (`{'`, `'.join(_name(p) for p in H100_FUSED_P)}`, "
+            f"{prov.get('gpu')}, {prov.get('date', '')[:10]}, {int(f['seconds']) // int(f['processes'])} timed seconds "
+            f"each): the mean second of SRc+fusedLM is {fig(f)} and of SRc+graphLM {fig(runs.loc['SRc+graphLM'])} "
+            f"(95% intervals over processes). {int(f['under_goal'])} of {int(f['seconds'])} fused seconds were at "
+            f"or under the {f['goal_ms']:.0f} ms goal; the interval of the mean "
+            + ("straddles it" if f["lo_ms"] <= f["goal_ms"] <= f["hi_ms"] else
+               "lies under it" if f["hi_ms"] < f["goal_ms"] else "lies over it")
+            + f". The seconds over it are second {int(fs['second'])} of every process (median "
+            f"{fs['second_ms']:.0f} ms, backbone {fs['backbone_ms']:.0f} ms against "
+            f"{rest['backbone_ms'].min():.0f}-{rest['backbone_ms'].max():.0f} ms in the others), in the graph decode "
+            f"too (second {int(slow.loc['SRc+graphLM', 'second'])}): the first second whose language models continue "
+            f"a turn (chunk {int(fs['chunk_in_turn'])} of it), a path the one-second warm-up never runs.")
 
 
 def h100_tour_paragraph() -> str:
@@ -888,8 +939,8 @@ def _runs() -> list[tuple]:
     """The recordings that are re-run on the device, one per command: (recording, every file it records)."""
     runs: dict[str, list] = {}
     for r in RECORDINGS:
-        if r.minutes is not None:
-            runs[r.command()] = [r]
+        if r.minutes is not None:  # a command recorded more than once (repeats for a spread): one row, every file
+            runs.setdefault(r.command(), []).append(r)
     for r in RECORDINGS:
         if r.minutes is None and r.command() in runs:
             runs[r.command()].append(r)

@@ -244,3 +244,33 @@ def test_nb6_lanes_under_mps():
     assert "this run does not decide it" in text and "neither meets nor misses" in r["reading"]
     assert r["srl_over_src"] < 2.5 and r["exact"] == r["checked"] > 0
     assert f"held {r['held']['SRl']} speak-heavy sessions" in r["reading"] and "not separated" in r["reading"]
+
+
+def test_nb6_through_the_goals_count():
+    """'met once, missed by one session once', 'more lanes held no more', 'past 16 sessions the line is flat, the
+    same with 40 lanes', 'the sessions held sit near the rate itself', and the reading's counts."""
+    from cadencelab.course import capacity
+
+    t = capacity.mps_sweeps()
+    text = _source("06_").replace("\n# ", " ")
+    main, ctl = t[~t["control"]], t[t["control"]]
+    assert "met once, missed by one session once" in text
+    assert (main["target"] == "met").sum() == 1 and (main["target"] == "missed").sum() == 1
+    missed = main[main["target"] == "missed"].iloc[0]
+    assert missed["broke_SRl"] == missed["target_sessions"] == missed["held_SRl"] + 1  # by one session
+    assert (main["exact"] == main["checked"]).all() and (main["checked"] > 0).all()
+    assert "More lanes held no more" in text and ctl["lanes"].iloc[0] > main["lanes"].max()
+    assert ctl["held_SRl"].iloc[0] <= main["held_SRl"].max() and ctl["checked"].iloc[0] == 0
+    rates = capacity.served_rates()
+    srl = rates[(rates["arm"] == "SRl") & (rates["sessions"] >= 16)
+                & (rates["sessions"] <= rates["dataset"].map(t["held_SRl"]))]
+    assert "Past 16 sessions the line is flat, the same with 40 lanes" in text
+    med = srl["chunks_per_s"].median()
+    assert (srl["chunks_per_s"].between(0.85 * med, 1.15 * med)).all()
+    assert set(srl["dataset"]) == set(t.index)  # every sweep, the 40-lane control too
+    four = rates[(rates["arm"] == "SRl") & (rates["sessions"] == 4)]["chunks_per_s"]
+    assert (four < srl["chunks_per_s"].min()).all()  # the rate grew up to 16, then stopped
+    assert "sit near the rate itself" in text and (abs(main["held_SRl"] - med) <= 0.1 * med).all()
+    r = capacity.mps_sweeps_reading()
+    assert f"held {', '.join(map(str, main['held_SRl']))} speak-heavy sessions" in r["reading"]
+    assert "a spread, not an interval" in r["reading"] and r["met"] == 1 and r["untried"] == 1

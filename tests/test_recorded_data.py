@@ -500,3 +500,53 @@ def test_recorded_graded_notebooks_ran_on_the_gpu():
     assert "eager on cuda" in df.loc["09_capture_task.py", "check"]
     assert all(g["exercises"] and set(g["exercises"].values()) == {"solved"} for g in df["gradebook"])
     assert df.attrs["provenance"]["gpu"].startswith("NVIDIA")
+
+
+def test_recorded_mps_sweeps_are_mps_clients_exact_and_the_control_is_labelled():
+    from cadencelab.course import capacity
+
+    t = capacity.mps_sweeps()
+    assert list(t.index) == list(capacity.MPS_SWEEPS) and t["mps"].all() and (t["lane_processes"] == 4).all()
+    for name in capacity.MPS_SWEEPS:
+        r = data.result(name)
+        assert r["arms"]["SRl"]["mps"]["servers"] == 1 and r["provenance"]["gpu"].startswith("NVIDIA H100")
+    main = t[~t["control"]]
+    assert (main["checked"] == main["exact"]).all() and (main["checked"] > 0).all()
+    assert t.loc["sessions_mps_40lanes", "control"] and t.loc["sessions_mps_40lanes", "checked"] == 0
+    assert t.loc["sessions_mps_r2", "target"] == "met" and t.loc["sessions_mps_r3", "target"] == "missed"
+    from cadencelab.viz import caption
+
+    fig = capacity.served_rate_figure()
+    assert len(fig.data) == 2 * len(capacity.MPS_SWEEPS) and caption(fig)
+
+
+def test_recorded_fused_second_over_three_processes():
+    """The fused decode's second over fresh processes: its interval, and the one slow second in each process."""
+    from cadencelab.course import trust
+
+    d = trust.duplex_processes()
+    runs, by = d["runs"], d["seconds"]
+    assert list(runs.index) == ["SRc+graphLM", "SRc+fusedLM"] and (runs["processes"] == 3).all()
+    f = runs.loc["SRc+fusedLM"]
+    assert f["lo_ms"] < f["mean_ms"] < f["hi_ms"] and f["seconds"] == 18
+    over = 0
+    for name in trust.FUSED_PROCESSES:  # second 2 is the slowest second of each process, in both decodes
+        s = pd.DataFrame(data.result(name)["seconds"])
+        s = s[~s["warmup"]]
+        fused = s[s["arm"] == "SRc+fusedLM"]
+        assert set(fused.loc[fused["second_ms"] > f["goal_ms"], "second"]) == {2}  # the only ones over the goal
+        over += int((fused["second_ms"] > f["goal_ms"]).sum())
+        for arm, g in s.groupby("arm"):
+            assert g.loc[g["second_ms"].idxmax(), "second"] == 2, (name, arm)
+            assert g.loc[g["second"] == 2, "chunk_in_turn"].item() == 1
+        assert data.result(name)["summary"]["SRc+fusedLM"]["lm_graph_tokens_equal_seconds"].split("/")[0] == "7"
+    assert f["under_goal"] == f["seconds"] - over == 15
+    assert by.loc[by.groupby("arm")["second_ms"].idxmax(), "second"].tolist() == [2, 2]
+
+
+def test_recorded_mimi_compile_control_ran_labelled_and_never_gated():
+    r = data.result("kit_hf_mimi_encoder_compiled")
+    arms = {a["arm"]: a for a in r["arms"]}
+    assert arms["B0_compiled"]["control"] and not arms["B0_compiled"]["bit_exact"]
+    assert arms["SRc"]["bit_exact"] and not arms["SRc"]["control"] and r["summary"]["exact"]
+    assert r["summary"]["failed_controls"] == {} and r["summary"]["certified"]

@@ -228,14 +228,15 @@ RECORDINGS = (
     # a second lent H100 the same day: the MPS sweep through the 2.5x count twice, a lane-count control, the
     # fused second in three fresh processes, the Mimi encoder's compile control
     *(_h100_sessions(f"sessions_mps_{run}", "B0,SRc,SRl --lane-processes 4 --lanes 32 --mps", "4,16,32,38", 330,
-                     f"sessions under MPS through the 2.5x count ({k} of 2, speak-heavy)", m, "sessions",
-                     resolution=0.05) for k, (run, m) in enumerate((("r2", 3.7), ("r3", 4.0)), 1)),
+                     "sessions under MPS through the 2.5x count (speak-heavy; run twice for a spread)", m, "sessions",
+                     resolution=0.05) for run, m in (("r2", 3.7), ("r3", 4.0))),
     _h100_sessions("sessions_mps_40lanes", "SRc,SRl --lane-processes 4 --lanes 40 --mps", "4,16,32,38,40", 260,
                    "sessions under MPS with 40 lanes: a lane-count control (no B0 arm, so no chunk checked)", 2.6,
                    "sessions", resolution=0.05),
     *(Recording(f"duplex_fused_p{k}", "duplex", f"h100/duplex_fused_p{k}.json",
                 "--device cuda --preset h200 --arms SRc --decode graph,fused --seconds 7 --no-profile", _DUPLEX_THEN,
-                f"duplex second, graph and fused decode (fresh process {k} of 3)", 0.5, f"fused_p{k}", _H100_HF)
+                "duplex second, graph and fused decode (one fresh process; run 3 times)", 0.5, "fused",
+                _H100_HF)
       for k in (1, 2, 3)),
     Recording("kit_hf_mimi_encoder_compiled", "kit", "h100/kit_hf_mimi_encoder_compiled.json",
               "--model cadencelab.adapters.hf.mimi_encoder:kit_model_on --device cuda --arms "
@@ -247,10 +248,12 @@ RECORDINGS = (
 )
 
 DEVICE_TASKS = (
-    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 4.1,
+    DeviceTask("CUDA tests", "python3 -m pytest -q -m cuda tests", 4.8,
                "75 passed, 3 failed at aeaaec1 on an H100, 2026-12-06 (data/h100/logs/cuda_tests.log: the "
                "batch-invariant SRbi rows at B = 2, 4 and one planted capture mistake); on 2026-12-07 the tests of "
-               "those two and of the compile control passed there (data/h100/logs/2026-12-07_cuda_tests_ws.log)"),
+               "those two and of the compile control passed there (data/h100/logs/2026-12-07_cuda_tests_ws.log); "
+               "the whole suite, 81 passed at 47f616c on an H100 later that day "
+               "(data/h100/logs/2026-12-07_cuda_suite.log)"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
