@@ -261,6 +261,8 @@ def _profiled_across(server, cfg: LimiterConfig, n: int, progress) -> dict:
     rows = res["rows"]
     if not rows:
         raise RuntimeError(f"profiled second, N={n}: no rows ({res.get('error', 'out of memory')})")
+    if getattr(server, "cuda", False) and res["kernels"].empty:  # never a 0% busy device read from no records
+        raise RuntimeError(f"profiled second, N={n}: the profiler recorded no kernels in any lane process")
     lo = res["start_ns"]
     hi = lo + int(max(r["completion_s"] for r in rows) * 1e9)
     d = device_across(res["kernels"], lo, hi)
