@@ -209,6 +209,7 @@ capacity.mps_sweeps()[["lanes", "held_B0", "held_SRc", "held_SRl", "broke_SRl", 
 # %%
 show(capacity.served_rate_figure())
 
+# %% [markdown]
 # ## Batching, exactly
 #
 # SRb stacks the chunks of a second into one batched call: more sessions, but rows that differ from each

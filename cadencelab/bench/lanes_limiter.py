@@ -2,30 +2,19 @@
 
 ``python -m cadencelab.bench lanes-limiter --device cuda --sessions 28,32 --out DIR``
 
-One process, one :class:`~cadencelab.bench.sessions_lanes.LaneArmServer` serving as the sessions study's SRl arm
-does (``--lanes`` SRc graph sets on one set of weights, one stream and thread each, speak-heavy sessions at the
-1 s cadence, chunks submitted at their arrival):
+One process serves as the sessions study's SRl arm does (``--lanes`` SRc graph sets over one set of weights, one
+stream and thread each, speak-heavy sessions at the 1 s cadence). With
+:class:`~cadencelab.bench.lanes_split.HostSplit` installed: one session alone (the reference), then every
+``--sessions`` count, each chunk's host window split into parts (lock wait, swap, staging, graph launch, device
+wait, ...) and each graph launch kept as an interval; the largest count again untimed (what the timer costs);
+on CUDA one profiled second (kernels' busy union, overlap across streams, graph launches at once). Read with
+:func:`cadencelab.viz.limiter.analyse_limiter`. Writes ``lanes_limiter.json`` and per-chunk, per-launch and
+per-stream CSVs under ``--out``.
 
-1. the pool is built and warmed up as the sessions study does it;
-2. with :class:`~cadencelab.bench.lanes_split.HostSplit` installed, one session alone (the reference a launch's
-   slow-down is read against), then every ``--sessions`` count: each chunk's host window split into its parts
-   (lock wait, swap, staging, graph launch, the wait for the device, ...), each graph launch kept as an interval,
-   and on CUDA each chunk's device span from events on its lane's stream;
-3. the largest count again without the timer (``--untimed``): what the timer itself costs;
-4. on CUDA (``--profile``), one second under ``torch.profiler``: the kernels' busy union, each stream's busy time,
-   their overlap (:func:`cadencelab.profile.streams.stream_overlap`) and how many graph launches ran at once.
-
-Read with :func:`cadencelab.viz.limiter.analyse_limiter`; the summary's ``reading`` per count is
-:func:`cadencelab.profile.limiter.reading`. Writes ``lanes_limiter.json`` and per-chunk, per-launch and
-per-stream CSVs (``lanes_limiter_chunks.csv``, ``_launches.csv``, ``_streams.csv``) under ``--out``.
-
-With ``--lane-processes P`` (and ``--mps``) the lanes are served as the sessions study serves them from P
-processes, where no timer reaches the lane threads: each count's waves (:func:`cadencelab.profile.limiter.waves`:
-the rate each arrival wave was served at, the threads' CPU time per process) and, on CUDA, one second of the
-largest count (or ``--profile-sessions``) with every process under ``torch.profiler``: all processes' kernels on
-one clock, their busy union over the wave and how many ran at once
-(:func:`cadencelab.profile.limiter.device_across`). Writes ``lanes_limiter.json`` (``mode`` "processes") and
-the chunk rows (``lanes_limiter_chunks.csv``).
+With ``--lane-processes P`` (and ``--mps``) P processes serve, where no timer reaches the lane threads: each
+count's arrival waves (:func:`cadencelab.profile.limiter.waves`) and, on CUDA, one second with every process under
+``torch.profiler``, all their kernels on one clock (:func:`cadencelab.profile.limiter.device_across`): their busy
+union over the wave and how many ran at once. ``mode`` "processes" in the JSON; the chunk rows in the CSV.
 """
 
 from __future__ import annotations

@@ -5,18 +5,16 @@
                                          ("lower_bound"), and the largest N that ran
     capacity_figure(workload, dataset)   p95 chunk latency vs sessions, each arm named with its exactness
                                          reference, the lower bounds marked in the figure itself
-    goodput_plateau(workload, dataset)   per arm the most audio seconds served per second at any N, and each
-                                         arm's ratio to SRc (why lanes gain less than their count: the device
-                                         saturates)
-    lower_bounds(dataset)                one line naming the counts that are lower bounds (or none)
+    goodput_plateau(workload, dataset)   per arm the most audio seconds served per second at any N, and its
+                                         ratio to SRc's
     lanes_reading(workload, dataset)     the lanes' plateau over SRc's, their count, and what the recording
                                          settles about the limit (a lower bound settles less)
-    b0_alone(dataset)                    B0 serving one session beside the factorial's B0, what each measures
+    b0_alone(dataset)                    B0 serving one session beside the factorial's B0; lower_bounds(dataset)
     limiter_reading(), limiter_figure()  what limits the lanes at their break (the lanes-limiter recording)
     exact_batching(dataset)              batched SRb beside batch-invariant SRbi: sessions held, solo-exact chunks
     mps_reading(name)                    one sweep of the lanes under MPS beside the run without MPS
-    mps_sweeps(), served_rates()         every sweep under MPS side by side; the rate each arrival wave was served
-    mps_sweeps_reading(), served_rate_figure()   what the sweeps say together, and the rates' picture
+    mps_sweeps(), served_rates(), mps_sweeps_reading(), served_rate_figure()   every sweep under MPS, the rate
+                                         each first wave was served at, what they say together, its picture
 
 Everything is read from the recorded files through :mod:`cadencelab.course.data` and
 :func:`cadencelab.course.frames.capacity_by_reference`.

@@ -13,8 +13,7 @@ fresh processes, the A/A check that gates every direction, and why a host-bound 
     predicted_b0_ms(rate, name)      B0's latency on a host with another tiny-op rate, from that split
     staging_check(name)              what the next round's staging did to B0, and the headline from the blocks
                                      that no staging overlapped
-    duplex_processes(names)          the whole duplex second over fresh processes: per run its mean second with
-                                     the interval, the seconds under a goal, and each second's place in its turn
+    duplex_processes(names)          the duplex second over fresh processes: its interval, seconds under a goal
 
 ``name`` is a recorded dataset: ``"headline"`` (B0, SRc and B0_repeat only, the most processes) or
 ``"factorial"`` (every arm, at least three processes each). The intervals were computed when the

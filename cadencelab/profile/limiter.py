@@ -5,8 +5,7 @@ The lanes-limiter study (:mod:`cadencelab.bench.lanes_limiter`) records one row 
 window ``wall_ms`` and thread CPU ``cpu_ms``, each part's ``<part>_ms`` / ``<part>_cpu_ms``, on CUDA its
 device span ``dev_start_ms`` / ``dev_end_ms``) and one row per graph launch (``start_s``, ``end_s``). Read here:
 
-* :func:`concurrency`: the union of a set of intervals, their sum, how many run at once on average while any
-  does (sum / union) and at most;
+* :func:`concurrency`: a set of intervals' union, sum, mean at once while any runs (sum / union) and most;
 * :func:`host_split`: per session count the mean milliseconds per chunk of every part (they add up to the
   host window), and the thread's wait while runnable in the pure-Python parts (wall - CPU);
 * :func:`limiter_table`: per session count the chunks per second, the launches' concurrency and their
@@ -14,12 +13,9 @@ device span ``dev_start_ms`` / ``dev_end_ms``) and one row per graph launch (``s
   take turns, the concurrency when they run side by side), the host window's share spent launching, the
   device spans' union share of the wall, and the reading (:func:`reading`).
 
-Lanes served from several processes (``--lane-processes``) are read from their chunk rows and their kernels:
-
-* :func:`waves`: each wave of chunks that arrive at one instant (aligned arrivals), served at what rate and
-  with how many cores' worth of the lane threads' CPU time per process;
-* :func:`device_across`: every process's kernels on one clock, their union share of a window and how many ran
-  at once (the device as all processes see it).
+Lanes served from several processes: :func:`waves` (each wave of chunks arriving at one instant, the rate it
+was served at, the lane threads' CPU time per process) and :func:`device_across` (every process's kernels on one
+clock: their union share of a window and how many ran at once).
 """
 
 from __future__ import annotations

@@ -10,8 +10,7 @@ folder named by ``$CADENCELAB_DATA``. The readers, by study:
     duplex second          duplex_second(condition), duplex_summary(condition), duplex_served_summary()
     soak (SRc against B0)  soak_summary(), soak_chunks(), soak_turns()
     sessions on one GPU    sessions_summary(), sessions_capacity(), sessions_table(), sessions_per_session(),
-                           sessions_chunks(),
-                           lanes_limiter(), lanes_limiter_chunks()
+                           sessions_chunks(), lanes_limiter(), lanes_limiter_chunks()
     cross-architecture     mimi_summary(), mimi_arms(), freeze_summary(), freeze_paths()
     the rest               tour_live(), recorded_trace(arm, kind), is_recorded(name), how_to_record(name), result(name)
 
