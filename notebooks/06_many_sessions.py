@@ -210,6 +210,25 @@ capacity.mps_sweeps()[["lanes", "held_B0", "held_SRc", "held_SRl", "broke_SRl", 
 show(capacity.served_rate_figure())
 
 # %% [markdown]
+# ## What limits them now
+#
+# Is that rate the device's? The lanes-limiter study served 38 sessions from the same four processes with
+# every process under the profiler and, in the same call, from eight processes of four lanes. The lines are
+# computed from both runs; the two markers in the figure above are theirs.
+
+# %%
+lim = capacity.mps_limiter_reading()
+print(lim["reading"])
+lim["runs"][["processes", "lanes", "sessions", "chunks_per_s", "host_cores_per_process", "worst_p95_ms"]].round(2)
+
+# %% [markdown]
+# The device's timeline was nearly always busy, yet eight processes served the same wave faster than four, in
+# both of its waves: kernels from more processes still fit beside each other. So the flat line is not the
+# GPU's ceiling, and each process's own path (its interpreter, its launches) looks like the next limit. One
+# run of each cannot settle it, and the limiter study checks no chunk against the session alone: a sessions
+# sweep from eight processes is the next measurement.
+
+# %% [markdown]
 # ## Batching, exactly
 #
 # SRb stacks the chunks of a second into one batched call: more sessions, but rows that differ from each

@@ -274,3 +274,20 @@ def test_nb6_through_the_goals_count():
     r = capacity.mps_sweeps_reading()
     assert f"held {', '.join(map(str, main['held_SRl']))} speak-heavy sessions" in r["reading"]
     assert "a spread, not an interval" in r["reading"] and r["met"] == 1 and r["untried"] == 1
+
+
+def test_nb6_what_limits_them_now():
+    """'nearly always busy', 'eight processes served the same wave faster than four, in both of its waves', 'no
+    chunk checked', and the reading's figures."""
+    from cadencelab.course import capacity
+
+    r = capacity.mps_limiter_reading()
+    text = _source("06_").replace("\n# ", " ")
+    runs, prof = r["runs"].set_index("processes"), r["profiled"]
+    assert "The device's timeline was nearly always busy" in text and prof["busy_share"] >= 0.95
+    assert "eight processes served the same wave faster than four, in both of its waves" in text
+    assert min(runs.loc[8, "wave_rates"]) > max(runs.loc[4, "wave_rates"])
+    assert (runs["sessions"] == 38).all() and (runs["lanes"] == 32).all() and runs["mps"].all()
+    assert runs["commit"].nunique() == 1  # one call, one tree
+    assert "checks no chunk against the session alone" in text and "no interval" in r["reading"]
+    assert f"{prof['busy_share']:.0%} of the wave's" in r["reading"] and prof["at_once"] > 1

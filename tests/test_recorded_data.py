@@ -517,7 +517,7 @@ def test_recorded_mps_sweeps_are_mps_clients_exact_and_the_control_is_labelled()
     from cadencelab.viz import caption
 
     fig = capacity.served_rate_figure()
-    assert len(fig.data) == 2 * len(capacity.MPS_SWEEPS) and caption(fig)
+    assert len(fig.data) == 2 * len(capacity.MPS_SWEEPS) + len(capacity.MPS_LIMITER) and caption(fig)
 
 
 def test_recorded_fused_second_over_three_processes():
@@ -550,3 +550,22 @@ def test_recorded_mimi_compile_control_ran_labelled_and_never_gated():
     assert arms["B0_compiled"]["control"] and not arms["B0_compiled"]["bit_exact"]
     assert arms["SRc"]["bit_exact"] and not arms["SRc"]["control"] and r["summary"]["exact"]
     assert r["summary"]["failed_controls"] == {} and r["summary"]["certified"]
+
+
+def test_recorded_two_second_warm_up_takes_the_slow_second_out_of_the_clock():
+    from cadencelab.course import trust
+
+    w = trust.warmup_check()
+    s = w["seconds"]
+    assert w["warmup_seconds"] == 2 and w["timed"] == 6 and w["under_goal"] == w["timed"]
+    cont = s[s["warmup"] & (s["chunk_in_turn"] == 1)]  # the first continuation ran in the warm-up
+    assert len(cont) == 1 and cont["backbone_ms"].item() > 2 * s.loc[~s["warmup"], "backbone_ms"].max()
+    assert data.result("duplex_fused_warmup2")["summary"]["SRc+fusedLM"]["decode"] == "fused"
+
+
+def test_recorded_limiter_under_mps_profiled_every_process():
+    r = data.result("lanes_limiter_mps4")
+    p = r["profiled"]
+    assert r["mode"] == "processes" and r["server"]["mps"]["servers"] == 1 and r["profile_error"] is None
+    assert len(p["busy_share_by_process"]) == r["server"]["lane_processes"] == 4 and p["kernels"] > 100_000
+    assert data.result("lanes_limiter_mps8")["server"]["lane_processes"] == 8

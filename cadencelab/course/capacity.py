@@ -14,7 +14,8 @@
     exact_batching(dataset)              batched SRb beside batch-invariant SRbi: sessions held, solo-exact chunks
     mps_reading(name)                    one sweep of the lanes under MPS beside the run without MPS
     mps_sweeps(), served_rates(), mps_sweeps_reading(), served_rate_figure()   every sweep under MPS, the rate
-                                         each first wave was served at, what they say together, its picture
+                                         each first wave was served at, what they say together, its picture;
+                                         mps_limiter_reading(): the device and the processes at the break
 
 Everything is read from the recorded files through :mod:`cadencelab.course.data` and
 :func:`cadencelab.course.frames.capacity_by_reference`.
@@ -36,7 +37,8 @@ from .frames import capacity_by_reference
 
 __all__ = ["capacity_bounds", "capacity_figure", "goodput_plateau", "lower_bounds", "lanes_reading", "b0_alone",
            "limiter_reading", "limiter_figure", "exact_batching", "mps_reading", "mps_sweeps", "mps_sweeps_reading",
-           "served_rates", "served_rate_figure", "MPS_SWEEPS", "WORKLOADS", "DATASETS"]
+           "served_rates", "served_rate_figure", "mps_limiter_reading", "MPS_SWEEPS", "MPS_LIMITER", "WORKLOADS",
+           "DATASETS"]
 
 #: the workloads of the sessions study and the two recordings of it the notebook shows
 WORKLOADS = ("speak_heavy", "mixed")
@@ -398,8 +400,66 @@ def mps_sweeps_reading(names=MPS_SWEEPS) -> dict:
     return out
 
 
-def served_rate_figure(names=MPS_SWEEPS) -> go.Figure:
-    """The first wave's served rate against the session count: one line per sweep (SRl), SRc's beside them."""
+#: the lanes-limiter runs under MPS (one call, H100, 2026-12-07): 4 processes of 8 lanes, profiled; 8 of 4
+MPS_LIMITER = ("lanes_limiter_mps4", "lanes_limiter_mps8")
+
+
+def _limiter_runs(names=MPS_LIMITER) -> list[dict]:
+    """Per lanes-limiter run from processes: its processes, lanes, and each count's first wave (and profile)."""
+    out = []
+    for name in names:
+        r = data.result(name)
+        if r.get("mode") != "processes":
+            raise ValueError(f"{data.DATASETS[name][0]}: not a lanes-limiter run from processes")
+        first = [w for w in r["waves"] if w["wave"] == 0]
+        for w in first:
+            pt = next(p for p in r["points"] if p["sessions"] == w["sessions"])
+            waves = [x["chunks_per_s"] for x in r["waves"] if x["sessions"] == w["sessions"]]
+            out.append(dict(dataset=name, processes=int(r["server"]["lane_processes"]), lanes=int(r["server"]["lanes"]),
+                            wave_rates=waves,
+                            sessions=int(w["sessions"]), chunks_per_s=float(w["chunks_per_s"]),
+                            host_cores_per_process=float(w["host_cores_per_process"]), holds=bool(pt["holds"]),
+                            worst_p95_ms=float(pt["worst_p95_ms"]), mps=bool(r["server"]["mps"]["on"]),
+                            profiled=r.get("profiled"), gpu=r["provenance"].get("gpu"),
+                            commit=r["provenance"].get("git_commit")))
+    return out
+
+
+def _rates(run) -> str:
+    return " and ".join(f"{v:.1f}" for v in run["wave_rates"])
+
+
+def mps_limiter_reading(names=MPS_LIMITER) -> dict:
+    """What limits the lanes under MPS, from the lanes-limiter runs of one call: the profiled run's kernels over
+    the wave (all processes' union, how many at once, each process's own share) and the wave's rate with 4
+    processes against 8 at the same count. ``runs``: one row per run; ``reading``: the sentences."""
+    runs = pd.DataFrame(_limiter_runs(names))
+    prof = next(p for p in runs["profiled"] if p)
+    four, eight = (runs[runs["processes"] == k].iloc[0] for k in sorted(runs["processes"])[:2])
+    own = sorted(prof["busy_share_by_process"].values())
+    gain = eight["chunks_per_s"] / four["chunks_per_s"] - 1
+    text = (f"At {prof['sessions']} speak-heavy sessions under MPS on the {four['gpu']} ({four['processes']} processes "
+            f"of {four['lanes'] // four['processes']} lanes), one profiled second put every process's kernels on one "
+            f"clock: together they ran {prof['busy_share']:.0%} of the wave's {prof['window_ms']:.0f} ms, "
+            f"{prof['at_once']:.1f} at once on average ({prof['max_at_once']} at most); each process's own kernels "
+            f"ran {own[0]:.0%}-{own[-1]:.0%} of it. The same {four['lanes']} lanes from {eight['processes']} processes "
+            f"of {eight['lanes'] // eight['processes']}, in the same call, served the first wave of "
+            f"{eight['sessions']} sessions at {eight['chunks_per_s']:.1f} chunks per second against "
+            f"{four['chunks_per_s']:.1f} ({gain:+.0%}; each run's waves: {_rates(eight)} against {_rates(four)}; "
+            f"worst p95 {eight['worst_p95_ms']:.0f} ms against {four['worst_p95_ms']:.0f} ms). A device whose "
+            f"timeline is {prof['busy_share']:.0%} busy still took more work side by side: a busy union says when "
+            f"some kernel runs, not that the SMs are full, so it does not make the device the limit, and in this "
+            f"run more processes (more interpreters, launch paths and hardware queues) served faster. One run of "
+            f"each, at one count, so no interval: this suggests, and does not settle, "
+            f"that each process's path still limits the lanes; a sessions sweep from {eight['processes']} "
+            f"processes, its chunks checked against the session alone, would say how many sessions that holds (the "
+            f"limiter study measures and checks no chunk against the session alone).")
+    return dict(runs=runs.drop(columns="profiled"), profiled=prof, gain=gain, reading=text)
+
+
+def served_rate_figure(names=MPS_SWEEPS, limiter=MPS_LIMITER) -> go.Figure:
+    """The first wave's served rate against the session count: one line per sweep (SRl), SRc's beside them, and
+    the lanes-limiter runs (4 and 8 processes) as markers."""
     rates = served_rates(names)
     fig = go.Figure()
     for (name, arm), g in rates.groupby(["dataset", "arm"], sort=False):
@@ -408,9 +468,14 @@ def served_rate_figure(names=MPS_SWEEPS) -> go.Figure:
         fig.add_trace(go.Scatter(x=g["sessions"], y=g["chunks_per_s"], mode="lines+markers", name=label,
                                  line=dict(dash="solid" if arm == "SRl" else "dot"),
                                  hovertemplate="N=%{x}: %{y:.1f} chunks/s<extra>" + label + "</extra>"))
+    for r in _limiter_runs(limiter) if limiter else []:
+        label = f"SRl, {r['processes']} processes of {r['lanes'] // r['processes']} lanes ({r['dataset']})"
+        fig.add_trace(go.Scatter(x=[r["sessions"]], y=[r["chunks_per_s"]], mode="markers", name=label,
+                                 marker=dict(size=13, symbol="diamond" if r["processes"] > 4 else "square"),
+                                 hovertemplate="N=%{x}: %{y:.1f} chunks/s<extra>" + label + "</extra>"))
     fig.update_layout(title="The rate each count's first wave of chunks was served at (lanes under MPS)",
                       xaxis_title="sessions served (N)", yaxis=dict(title="chunks per second", rangemode="tozero"),
                       height=420, margin=dict(t=60, b=50))
     return set_caption(fig, "Each point: N sessions' first chunks, arriving together, over the time to the last "
                             "one's completion. A line that flattens as N grows is a rate the lanes cannot raise "
-                            "by serving more at once.")
+                            "by serving more at once; the markers are the same lanes from 4 and from 8 processes.")

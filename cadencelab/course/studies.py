@@ -245,6 +245,20 @@ RECORDINGS = (
               "kit_hf_mimi_encoder_compiled_blocks.csv.gz",
               "the kit's factorial on the Mimi encoder with the compile control (3 fresh processes per arm)", 3.8,
               "mimi_encoder", _H100_HF),
+    # the same lent H100, its last minutes: what limits the lanes under MPS, and the two-second warm-up
+    Recording("lanes_limiter_mps4", "lanes-limiter", "h100/lanes_limiter_mps4.json",
+              "--device cuda --lane-processes 4 --mps --lanes 32 --sessions 38 --speak-seconds 2 --profile-sessions 38",
+              "copy DIR/lanes_limiter.json to {path} and gzip DIR/lanes_limiter_chunks.csv beside it as "
+              "lanes_limiter_mps4_chunks.csv.gz", "what limits the lanes under MPS: 4 processes of 8 lanes, every "
+              "process's kernels profiled at 38 sessions", 1.4, "limiter", _H100),
+    Recording("lanes_limiter_mps8", "lanes-limiter", "h100/lanes_limiter_mps8.json",
+              "--device cuda --lane-processes 8 --mps --lanes 32 --sessions 38 --speak-seconds 2 --no-profile",
+              "copy DIR/lanes_limiter.json to {path}", "the same 32 lanes from 8 processes of 4 at 38 sessions "
+              "(unprofiled)", 1.5, "limiter8", _H100),
+    Recording("duplex_fused_warmup2", "duplex", "h100/duplex_fused_warmup2.json",
+              "--device cuda --preset h200 --arms SRc --decode fused --seconds 8 --warmup-seconds 2 --no-profile",
+              _DUPLEX_THEN, "duplex second, fused decode, two warm-up seconds (the first continuation before the "
+              "clock)", 0.4, "fused_w2", _H100_HF),
 )
 
 DEVICE_TASKS = (

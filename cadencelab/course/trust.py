@@ -34,7 +34,7 @@ from . import data
 __all__ = ["figure_text", "claim", "arms_frame", "a_a", "headline", "two_headlines", "process_frame", "b0_split",
            "predicted_b0_ms",
            "is_trusted", "latency_interval", "ceiling_interval", "staging_check", "kit_versus", "duplex_processes",
-           "FUSED_PROCESSES"]
+           "FUSED_PROCESSES", "warmup_check"]
 
 
 def _finite(*v) -> bool:
@@ -254,3 +254,17 @@ def duplex_processes(names=FUSED_PROCESSES, goal_ms: float = 250.0, seed: int = 
     by = (s.groupby(["arm", "second"]).agg(second_ms=("second_ms", "median"), chunk_in_turn=("chunk_in_turn", "first"))
           .join(bb).reset_index())
     return dict(runs=pd.DataFrame(runs).set_index("run"), seconds=by)
+
+
+def warmup_check(name: str = "duplex_fused_warmup2", goal_ms: float = 250.0) -> dict:
+    """A duplex recording with more than one warm-up second: its warm-up and timed seconds (ms, with their place
+    in the turn and the backbone's share), how many timed seconds were at or under ``goal_ms``, and the slowest."""
+    r = data.result(name)
+    s = pd.DataFrame(r["seconds"])
+    bb = pd.DataFrame(r["rows"]).query("stage == 'backbone'").set_index("second")["dur_ms"]
+    s = s.assign(backbone_ms=s["second"].map(bb))
+    timed, warm = s[~s["warmup"].astype(bool)], s[s["warmup"].astype(bool)]
+    return dict(warmup_seconds=int(r["provenance"]["study"]["warmup_seconds"]), seconds=s, timed=len(timed),
+                under_goal=int((timed["second_ms"] <= goal_ms).sum()), goal_ms=goal_ms,
+                slowest_ms=float(timed["second_ms"].max()), median_ms=float(timed["second_ms"].median()),
+                warmup_ms=warm["second_ms"].tolist(), warmup_backbone_ms=warm["backbone_ms"].tolist())
