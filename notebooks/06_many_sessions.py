@@ -224,7 +224,9 @@ lim["runs"][["processes", "lanes", "sessions", "chunks_per_s", "host_cores_per_p
 # %% [markdown]
 # The device's timeline was nearly always busy, yet eight processes served the same wave faster than four, in
 # both of its waves: kernels from more processes still fit beside each other. So the flat line is not the
-# GPU's ceiling, and each process's own path (its interpreter, its launches) looks like the next limit. One
+# GPU's ceiling, and each process's own path (its interpreter, its launches) looks like the next limit. Inside
+# a chunk the launches took most of its time on the lane, yet its thread was on a CPU for less than half of
+# that: the launches waited, and for what the recording does not say. One
 # run of each cannot settle it, and the limiter study checks no chunk against the session alone: a sessions
 # sweep from eight processes is the next measurement.
 

@@ -291,3 +291,6 @@ def test_nb6_what_limits_them_now():
     assert runs["commit"].nunique() == 1  # one call, one tree
     assert "checks no chunk against the session alone" in text and "no interval" in r["reading"]
     assert f"{prof['busy_share']:.0%} of the wave's" in r["reading"] and prof["at_once"] > 1
+    at = r["launches"]["at"]  # 'the launches took most of its time on the lane', 'on a CPU for less than half of that'
+    assert "the launches took most of its time on the lane" in text and at["launch_ms"] > 0.5 * at["service_ms"]
+    assert "on a CPU for less than half of that" in text and at["host_ms"] < 0.5 * at["launch_ms"]

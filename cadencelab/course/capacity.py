@@ -438,6 +438,11 @@ def mps_limiter_reading(names=MPS_LIMITER) -> dict:
     four, eight = (runs[runs["processes"] == k].iloc[0] for k in sorted(runs["processes"])[:2])
     own = sorted(prof["busy_share_by_process"].values())
     gain = eight["chunks_per_s"] / four["chunks_per_s"] - 1
+    ch = data.lanes_limiter_chunks(four["dataset"])
+    at = ch[ch["sessions"] == four["sessions"]][["launch_ms", "service_ms", "host_ms"]].median()
+    alone = pd.concat([data.sessions_chunks(n) for n in MPS_SWEEPS])
+    alone = alone[(alone["arm"] == "SRl") & (alone["sessions"] == four["processes"])]  # one chunk per process
+    one = alone[["launch_ms", "service_ms", "host_ms"]].median()
     text = (f"At {prof['sessions']} speak-heavy sessions under MPS on the {four['gpu']} ({four['processes']} processes "
             f"of {four['lanes'] // four['processes']} lanes), one profiled second put every process's kernels on one "
             f"clock: together they ran {prof['busy_share']:.0%} of the wave's {prof['window_ms']:.0f} ms, "
@@ -454,7 +459,15 @@ def mps_limiter_reading(names=MPS_LIMITER) -> dict:
             f"that each process's path still limits the lanes; a sessions sweep from {eight['processes']} "
             f"processes, its chunks checked against the session alone, would say how many sessions that holds (the "
             f"limiter study measures and checks no chunk against the session alone).")
-    return dict(runs=runs.drop(columns="profiled"), profiled=prof, gain=gain, reading=text)
+    text += (f" Inside the {four['processes']}-process run (medians per chunk), a chunk's graph launches took "
+             f"{at['launch_ms']:.0f} ms of the {at['service_ms']:.0f} ms it spent on its lane, while its thread ran on "
+             f"a CPU {at['host_ms']:.0f} ms in all: most of the launch time was spent waiting off the CPU. With one "
+             f"chunk per process ({four['processes']} sessions, the sweeps) the launches took {one['launch_ms']:.0f} "
+             f"ms and the thread was on a CPU for the whole chunk ({one['host_ms']:.0f} of {one['service_ms']:.0f} "
+             f"ms). What the launches waited for is not measured; a wait that one process's launches share would "
+             f"explain why more processes served faster.")
+    return dict(runs=runs.drop(columns="profiled"), profiled=prof, gain=gain, reading=text,
+                launches=dict(at=at.to_dict(), one_per_process=one.to_dict()))
 
 
 def served_rate_figure(names=MPS_SWEEPS, limiter=MPS_LIMITER) -> go.Figure:

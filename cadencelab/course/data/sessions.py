@@ -87,7 +87,8 @@ def lanes_limiter() -> pd.DataFrame:
     return df
 
 
-def lanes_limiter_chunks() -> pd.DataFrame:
-    """One row per timed chunk of the lanes-limiter study: its session count, lane, host window and every part."""
-    _, rel, how = result_of("lanes_limiter")
-    return read_csv(data_path(Path(rel).parent / "lanes_limiter_chunks.csv.gz", how))
+def lanes_limiter_chunks(dataset: str = "lanes_limiter") -> pd.DataFrame:
+    """One row per chunk of a lanes-limiter recording: its session count, lane, host window and every part (one
+    process, timed), or, from processes (``lanes_limiter_mps4``), the served rows: launch, service, thread CPU."""
+    _, rel, how = result_of(dataset)
+    return read_csv(data_path(Path(rel).with_name(Path(rel).stem + "_chunks.csv.gz"), how))
