@@ -13,9 +13,8 @@
     limiter_reading(), limiter_figure()  what limits the lanes at their break (the lanes-limiter recording)
     exact_batching(dataset)              batched SRb beside batch-invariant SRbi: sessions held, solo-exact chunks
     mps_reading(name)                    one sweep of the lanes under MPS beside the run without MPS
-    mps_sweeps(), served_rates(), mps_sweeps_reading(), served_rate_figure()   every sweep under MPS, the rate
-                                         each first wave was served at, what they say together, its picture;
-                                         mps_limiter_reading(): the device and the processes at the break
+    mps_sweeps(), served_rates(), mps_sweeps_reading(), served_rate_figure(), mps_limiter_reading()   every
+                                         MPS sweep, each first wave's rate, the device and processes at the break
 
 Everything is read from the recorded files through :mod:`cadencelab.course.data` and
 :func:`cadencelab.course.frames.capacity_by_reference`.
