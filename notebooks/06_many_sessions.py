@@ -190,7 +190,7 @@ capacity.capacity_bounds("sessions_mps")[["arm", "workload", "shown", "breaks_at
 #
 # ## Through the goal's count, three times
 #
-# Two more sweeps on another day's lent H100 tried the goal's count itself, and a third gave the four processes
+# Two more sweeps, on a later lent H100, tried the goal's count itself, and a third gave the four processes
 # 40 lanes instead of 32 (without B0, so its chunks were not checked against the session alone: a control for
 # the lane count, nothing more). The table holds every sweep under MPS; the lines are computed from them.
 
@@ -223,12 +223,12 @@ lim["runs"][["processes", "lanes", "sessions", "chunks_per_s", "host_cores_per_p
 
 # %% [markdown]
 # The device's timeline was nearly always busy, yet eight processes served the same wave faster than four, in
-# both of its waves: kernels from more processes still fit beside each other. So the flat line is not the
-# GPU's ceiling, and each process's own path (its interpreter, its launches) looks like the next limit. Inside
-# a chunk the launches took most of its time on the lane, yet its thread was on a CPU for less than half of
-# that: the launches waited, and for what the recording does not say. One
-# run of each cannot settle it, and the limiter study checks no chunk against the session alone: a sessions
-# sweep from eight processes is the next measurement.
+# both of its waves: kernels from more processes still fit beside each other. So the flat line need not be
+# the GPU's ceiling, and each process's own path (its interpreter, its launches) looks like the next limit.
+# Inside a chunk the launches took most of its time on the lane, yet its thread was on a CPU for less than
+# half of that: the launches waited, and for what the recording does not say. One run of each cannot settle
+# it, and the limiter study checks no chunk against the session alone: a sessions sweep from eight processes
+# is the next measurement.
 
 # %% [markdown]
 # ## Batching, exactly
