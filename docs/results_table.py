@@ -806,6 +806,8 @@ def h100_mps_paragraph() -> str:
 
 def h100_fused_paragraph() -> str:
     """The duplex second with the fused decode (``duplex_fused``), beside the graph decode of the same run."""
+    from cadencelab.course import trust
+
     if not H100_FUSED.exists():
         return ""
     r = _read(H100_FUSED)
@@ -827,7 +829,8 @@ def h100_fused_paragraph() -> str:
             f"{r['provenance'].get('gpu')}, {r['provenance'].get('date', '')[:10]}, one process, "
             f"{len(f)} timed seconds per run after a warm-up second): per second one prefill graph per declared "
             f"input (the mask built on the device, the first token inside) and one graph of all the decode steps. "
-            f"SRc+fusedLM's seconds: {int((f <= 250).sum())} of {len(f)} at or under the 250 ms goal, median "
+            f"SRc+fusedLM's seconds: {int((f <= trust.SECOND_GOAL_MS).sum())} of {len(f)} at or under the "
+            f"{trust.SECOND_GOAL_MS:.0f} ms goal, median "
             f"{f.median():.0f} ms, the slowest {f.max():.0f} ms (which second, below). Too few seconds "
             f"for an interval: a measurement, not a settled claim. The fused and graph decodes are controls: their "
             f"tokens equal each other, not eager decoding's.\n\n" + "\n".join(rows) + _fused_processes())

@@ -260,18 +260,16 @@ def mps_reading(name: str = "sessions_mps", before: str = "sessions_lane_process
     MPS (``before``): ``lane_processes``, ``lanes``, ``servers`` (MPS servers seen: 1 when the processes were its
     clients), per arm ``held`` / ``broke``, ``srl_over_src``, ``srl_over_b0``, ``target_met`` (``LANES_TARGET``),
     ``exact`` / ``checked``, and ``reading``. One sweep per run: no interval is given and none is claimed."""
-    r = data.result(name)
-    s, srl = r["summary"], r["arms"]["SRl"]
-    b = capacity_bounds(name)
-    b = b[b["workload"] == "speak_heavy"].set_index("arm")
-    held = {a: int(b.loc[a, "shown"]) for a in b.index}
-    broke = {a: (int(b.loc[a, "breaks_at"]) if pd.notna(b.loc[a, "breaks_at"]) else None) for a in b.index}
-    out = dict(lane_processes=int(srl["lane_processes"]), lanes=int(srl["lanes"]), servers=int(srl["mps"]["servers"]),
-               held=held, broke=broke, srl_over_src=held["SRl"] / held["SRc"], srl_over_b0=held["SRl"] / held["B0"],
-               target_met=bool(s.get("target_lanes_2_5x_met")), exact=int(s["chunks_exact"]),
-               checked=int(s["chunks_checked"]), gpu=r["provenance"].get("gpu"))
+    row = mps_sweeps((name,)).iloc[0]  # one sweep, read as every sweep is
+    arms = [a for a in ("B0", "SRc", "SRl") if row[f"held_{a}"] is not None and pd.notna(row[f"held_{a}"])]
+    held = {a: int(row[f"held_{a}"]) for a in arms}
+    broke = {a: (int(row[f"broke_{a}"]) if pd.notna(row[f"broke_{a}"]) else None) for a in arms}
+    out = dict(lane_processes=int(row["lane_processes"]), lanes=int(row["lanes"]), servers=int(row["servers"]),
+               held=held, broke=broke, srl_over_src=row["srl_over_src"], srl_over_b0=held["SRl"] / held["B0"],
+               target_met=bool(row["target_met"]), exact=int(row["exact"]), checked=int(row["checked"]),
+               gpu=row["gpu"], target_sessions=int(row["target_sessions"]))
     clients = "clients of one MPS server" if out["servers"] == 1 else f"{out['servers']} MPS servers seen"
-    need = out["target_sessions"] = math.ceil(LANES_TARGET * held["SRc"])  # the fewest SRl sessions reaching it
+    need = out["target_sessions"]  # the fewest SRl sessions reaching the target
     target = (f"meeting the {LANES_TARGET}x target" if out["target_met"] else
               f"the {LANES_TARGET}x target needs {need}")
     text = (f"Under MPS, {out['lane_processes']} processes of {out['lanes'] // out['lane_processes']} lanes "
@@ -313,7 +311,8 @@ def mps_sweeps(names=MPS_SWEEPS) -> pd.DataFrame:
         b = capacity_bounds(name)
         b = b[b["workload"] == "speak_heavy"].set_index("arm")
         row = dict(dataset=name, date=r["provenance"].get("date", "")[:16], gpu=r["provenance"].get("gpu"),
-                   lanes=int(srl["lanes"]), lane_processes=int(srl["lane_processes"]), mps=bool(srl["mps"]["on"]))
+                   lanes=int(srl["lanes"]), lane_processes=int(srl["lane_processes"]), mps=bool(srl["mps"]["on"]),
+                   servers=int(srl["mps"].get("servers", 0)))
         for arm in ("B0", "SRc", "SRl"):
             row[f"held_{arm}"] = int(b.loc[arm, "shown"]) if arm in b.index else None
             row[f"broke_{arm}"] = (int(b.loc[arm, "breaks_at"]) if arm in b.index and pd.notna(b.loc[arm, "breaks_at"])
@@ -352,16 +351,17 @@ def served_rates(names=MPS_SWEEPS, arms=("SRc", "SRl")) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)[cols]
 
 
-def mps_sweeps_reading(names=MPS_SWEEPS) -> dict:
+def mps_sweeps_reading(names=MPS_SWEEPS, from_sessions: int = 16) -> dict:
     """What the sweeps under MPS say together: the counts SRl held and SRc's (one sweep each, so a spread and no
     interval), how often the target was met, the lane-count control, and the rate the first waves were served
-    at from 16 sessions to the count each sweep held (``plateau``: min, max chunks/s)."""
+    at from ``from_sessions`` (the sweeps' first count above a few per process) to the count each sweep held
+    (``plateau``: min, max chunks/s)."""
     t = mps_sweeps(names)
     main, ctl = t[~t["control"]], t[t["control"]]
     rates = served_rates(names)
     held = rates["dataset"].map(t["held_SRl"])
-    srl = rates[(rates["arm"] == "SRl") & (rates["sessions"] >= 16) & (rates["sessions"] <= held)]
-    solo = rates[(rates["arm"] == "SRl") & (rates["sessions"] < 16)]
+    srl = rates[(rates["arm"] == "SRl") & (rates["sessions"] >= from_sessions) & (rates["sessions"] <= held)]
+    few = rates[(rates["arm"] == "SRl") & (rates["sessions"] < from_sessions)]
     src = rates[rates["arm"] == "SRc"]
     out = dict(sweeps=len(main), held=main["held_SRl"].tolist(), held_src=sorted(set(main["held_SRc"])),
                ratios=main["srl_over_src"].round(2).tolist(), met=int(main["target_met"].sum()),
@@ -371,14 +371,16 @@ def mps_sweeps_reading(names=MPS_SWEEPS) -> dict:
                control_held=ctl["held_SRl"].tolist(), lanes=sorted(set(main["lanes"])),
                plateau=(float(srl["chunks_per_s"].min()), float(srl["chunks_per_s"].max())),
                plateau_counts=(int(srl["sessions"].min()), int(srl["sessions"].max())),
-               small_rate=(float(solo["chunks_per_s"].min()), float(solo["chunks_per_s"].max())) if len(solo) else None,
+               small_rate=(float(few["chunks_per_s"].min()), float(few["chunks_per_s"].max())) if len(few) else None,
+               small_counts=sorted(set(few["sessions"])), processes=sorted(set(main["lane_processes"])),
                src_rate=(float(src["chunks_per_s"].min()), float(src["chunks_per_s"].max())),
                host_cores=(float(srl["host_cores_per_process"].min()), float(srl["host_cores_per_process"].max())),
                gpu=main["gpu"].iloc[0])
     held = ", ".join(str(h) for h in out["held"])
     ratios = ", ".join(f"{x:.2f}x" for x in out["ratios"])
-    text = (f"In {out['sweeps']} sweeps under MPS on the {out['gpu']}, 4 processes of "
-            f"{out['lanes'][0] // 4} lanes each held {held} speak-heavy sessions where SRc held "
+    procs = out["processes"][0]
+    text = (f"In {out['sweeps']} sweeps under MPS on the {out['gpu']}, {procs} processes of "
+            f"{out['lanes'][0] // procs} lanes each held {held} speak-heavy sessions where SRc held "
             f"{' or '.join(map(str, out['held_src']))} in the same run ({ratios}); the {LANES_TARGET}x target "
             f"({' or '.join(map(str, out['target_sessions']))} sessions) was met in {out['met']} of "
             f"{out['sweeps']}, missed by the next count in {out['missed']}"
@@ -388,12 +390,13 @@ def mps_sweeps_reading(names=MPS_SWEEPS) -> dict:
     if len(ctl):
         text += (f" With {out['control_lanes'][0]} lanes instead of {out['lanes'][0]} (a control without B0, its "
                  f"chunks unchecked) SRl held {out['control_held'][0]}: more lanes did not hold more sessions.")
-    text += (f" From 16 sessions to the count each sweep held, the first wave of chunks (every session's first, "
-             f"arriving together) was served at {out['plateau'][0]:.0f}-{out['plateau'][1]:.0f} chunks per second "
-             f"whatever the count, against {out['small_rate'][0]:.0f} at 4 sessions and "
+    text += (f" From {from_sessions} sessions to the count each sweep held, the first wave of chunks (every "
+             f"session's first, arriving together) was served at {out['plateau'][0]:.0f}-{out['plateau'][1]:.0f} "
+             f"chunks per second whatever the count, against {out['small_rate'][0]:.0f} at "
+             f"{' and '.join(map(str, out['small_counts']))} sessions and "
              f"{out['src_rate'][0]:.1f}-{out['src_rate'][1]:.1f} for SRc's one graph set: the served rate stops "
-             f"growing by 16 sessions, with lanes and processes to spare, and the sessions held sit near that rate "
-             f"times the 1 s cadence. The lane threads used {out['host_cores'][0]:.1f}-{out['host_cores'][1]:.1f} "
+             f"growing by {from_sessions} sessions, with lanes and processes to spare, and the sessions held sit "
+             f"near that rate times the 1 s cadence. The lane threads used {out['host_cores'][0]:.1f}-{out['host_cores'][1]:.1f} "
              f"cores' worth of CPU time per process there (a thread waiting on the device counts as busy).")
     out["reading"] = text
     return out
@@ -434,7 +437,7 @@ def mps_limiter_reading(names=MPS_LIMITER) -> dict:
     processes against 8 at the same count. ``runs``: one row per run; ``reading``: the sentences."""
     runs = pd.DataFrame(_limiter_runs(names))
     prof = next(p for p in runs["profiled"] if p)
-    four, eight = (runs[runs["processes"] == k].iloc[0] for k in sorted(runs["processes"])[:2])
+    four, eight = (runs[runs["processes"] == k].iloc[0] for k in (runs["processes"].min(), runs["processes"].max()))
     own = sorted(prof["busy_share_by_process"].values())
     gain = eight["chunks_per_s"] / four["chunks_per_s"] - 1
     ch = data.lanes_limiter_chunks(four["dataset"])
