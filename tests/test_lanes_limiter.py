@@ -259,6 +259,8 @@ def test_lanes_limiter_from_processes_on_cpu(tmp_path):
     assert "wave-0 chunks/s" in table(res)
     with pytest.raises(ValueError, match="lane-processes of 2 or more"):
         LimiterConfig(device="cpu", mps=True)
+    with pytest.raises(ValueError, match=r"lane_processes must be in 1\.\.lanes \(4\), got 5"):
+        LimiterConfig(device="cpu", lanes=4, lane_processes=5)
 
 
 def _fake_control(tmp_path, servers="4242"):
