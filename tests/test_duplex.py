@@ -234,3 +234,20 @@ def test_bench_duplex_warms_up_as_many_seconds_as_asked(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--warmup-seconds" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "refused" / "duplex_second.json").exists()
+
+
+@pytest.mark.cuda
+def test_bench_duplex_warms_up_the_served_decoders_on_cuda(tmp_path):
+    """--warmup-seconds 2 with the graph and fused decodes on the GPU: the continuation second runs before the
+    clock in every mode, and the timed second's tokens agree between the two decodes."""
+    from cadencelab.bench.__main__ import main
+
+    out = tmp_path / "duplex"
+    assert main(["duplex", "--device", "cuda", "--preset", "tiny", "--arms", "SRc", "--decode", "graph,fused",
+                 "--seconds", "3", "--warmup-seconds", "2", "--no-profile", "--out", str(out)]) == 0
+    res = json.loads((out / "duplex_second.json").read_text())
+    secs = pd.DataFrame(res["seconds"])
+    assert set(secs["arm"]) == {"SRc+graphLM", "SRc+fusedLM"}
+    for _, s in secs.groupby("arm"):
+        assert s.sort_values("second")["warmup"].tolist() == [True, True, False]
+    assert all(v["seconds_timed"] == 1 for v in res["summary"].values())

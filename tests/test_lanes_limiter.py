@@ -429,3 +429,21 @@ def test_engine_relists_module_tensors_only_after_a_registration_in_its_trees():
     c = e.counters().iloc[0]
     assert c["invalidations"] == 1 and c["miss_reasons"].get("invalidated") == 1
     assert torch.equal(e(x), net(x))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mps", [False, True], ids=["processes", "mps"])
+def test_lanes_limiter_profiles_every_lane_process_on_cuda(tmp_path, mps):
+    """Two lane processes on the GPU, with and without the MPS daemon: the profiled second holds kernels of
+    both processes on one clock, inside the wave it measured."""
+    from cadencelab.bench.lanes_limiter import LimiterConfig, run_study
+
+    cfg = LimiterConfig(config="teaching", device="cuda", sessions=(2,), lanes=2, speak_seconds=1, prompts=1,
+                        untimed=False, profile=True, lane_processes=2, mps=mps, out=str(tmp_path))
+    res = run_study(cfg, progress=print)
+    assert res["profile_error"] is None and res["server"]["lane_processes"] == 2
+    p = res["profiled"]
+    assert p["sessions"] == 2 and p["kernels"] > 0 and len(p["busy_share_by_process"]) == 2
+    assert all(s > 0 for s in p["busy_share_by_process"].values())
+    assert 0 < p["busy_share"] <= 1 and p["max_at_once"] >= 1 and p["window_ms"] > 0
+    assert json.loads((tmp_path / "lanes_limiter.json").read_text())["profiled"]["kernels"] == p["kernels"]
