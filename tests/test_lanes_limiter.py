@@ -344,7 +344,7 @@ def test_sessions_study_lanes_from_two_processes_on_cpu(tmp_path):
     from cadencelab.bench import sessions as study
 
     cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl", "B0"), workloads=("speak_heavy",),
-                               sessions=(3,), max_sessions=3, cadence_s=1e6, speak_seconds=1, prompts=1, lanes=2,
+                               sessions=(3,), max_sessions=3, cadence_s=1e6, speak_seconds=1, prompts=2, lanes=2,
                                lane_processes=2, processes=False, time_budget_s=600.0, n_timesteps=CPU_STEPS,
                                out=str(tmp_path))
     res = study.run_study(cfg, progress=lambda m: None)

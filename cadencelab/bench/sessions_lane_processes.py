@@ -43,10 +43,13 @@ def one_process(cfg, lanes: int):
     return dataclasses.replace(cfg, lanes=lanes, lane_processes=1, mps=False)
 
 
-def _build(ckpt: str, cfg, lanes: int):
+def _build(ckpt: str, cfg, lanes: int, share: tuple[int, int]):
     from .sessions_lanes import LaneArmServer
 
-    return LaneArmServer("SRl", ckpt, one_process(cfg, lanes))
+    server = LaneArmServer("SRl", ckpt, one_process(cfg, lanes), share)
+    if server.cuda:  # the warm-up's freed blocks back to the device: P processes' caches would each keep them
+        server.torch.cuda.empty_cache()
+    return server
 
 
 def _ready(server) -> dict:
@@ -101,8 +104,8 @@ class _Part:
         self.server.recover()
 
 
-def _worker(conn, ckpt: str, cfg, lanes: int) -> None:
-    serve(conn, lambda: _build(ckpt, cfg, lanes), _ready,
+def _worker(conn, ckpt: str, cfg, lanes: int, share: tuple[int, int] = (0, 1)) -> None:
+    serve(conn, lambda: _build(ckpt, cfg, lanes, share), _ready,
           {"run": _run, "profile": _profile, "info": lambda server: server.info()})
 
 
@@ -122,7 +125,7 @@ class LaneProcessServer:
         self.procs, self.ready = [], []
         try:
             for k, lanes in enumerate(self.split):
-                self.procs.append(ArmProcess(f"{arm}/{k}", _worker, (ckpt, cfg, lanes)))
+                self.procs.append(ArmProcess(f"{arm}/{k}", _worker, (ckpt, cfg, lanes, (k, len(self.split)))))
             for p in self.procs:
                 kind, res = p.wait(start_timeout_s)
                 if kind != "ready":

@@ -32,7 +32,9 @@ ARM = "SRl"
 class LaneArmServer(DeviceServer):
     """The lane pool, its prompt templates and the real-time runs."""
 
-    def __init__(self, arm: str, ckpt: str, cfg):
+    def __init__(self, arm: str, ckpt: str, cfg, share: tuple[int, int] = (0, 1)):
+        """``share = (k, P)``: this server serves the sessions ``i % P == k`` (one of ``P`` lane processes), so
+        it opens only the prompt templates those sessions fork (session ``i`` takes prompt ``i % prompts``)."""
         from ..serving.lanes import LanePool
         from ..serving.sessions import declared_state_bytes
 
@@ -40,15 +42,23 @@ class LaneArmServer(DeviceServer):
         self.pool = LanePool(flow, hift, self.device, cfg.lanes, "SRc", n_timesteps=cfg.n_timesteps, cfg=mcfg,
                              backend=self.backend)
         self.declared = declared_state_bytes(self.pool.lanes[0].runtime.decl)
-        self.templates = [self.pool.open(-1 - p, pr, 0) for p, pr in enumerate(self.prompts)]
+        k, p_count = share
+        used = sorted({i % len(self.prompts) for i in range(k, k + p_count * len(self.prompts), p_count)})
+        self.templates = {p: self.pool.open(-1 - p, self.prompts[p], 0) for p in used}
         self.setup_s = time.perf_counter() - self._t0
         self.chunk_s = self._warm_up()
         self.captures_after_warmup = self.pool.captures()
         self.eager_after_warmup = self.pool.eager_sections
-        self.template_bytes = sum(t.state_bytes() for t in self.templates)
+        self.template_bytes = sum(t.state_bytes() for t in self.templates.values())
 
     def _template(self, i: int):
-        return self.templates[i % len(self.templates)]
+        """Session ``i``'s template: its prompt's."""
+        return self.templates[i % len(self.prompts)]
+
+    def _spare(self, i: int):
+        """A template for the ``i``-th warm-up session: the served prompts' in turn (their shapes get captured)."""
+        t = list(self.templates.values())
+        return t[i % len(t)]
 
     def _warm_up(self) -> float:
         from ..serving.lanes import LaneExecutor
@@ -56,14 +66,14 @@ class LaneArmServer(DeviceServer):
         pool, cfg = self.pool, self.cfg
         k_max = max_chunks(cfg)
         for ln in pool.lanes:  # one lane at a time: its captures
-            ss = [pool.fork(self._template(i), -100 - 2 * ln.index - i, 7 + i) for i in range(2)]
+            ss = [pool.fork(self._spare(i), -100 - 2 * ln.index - i, 7 + i) for i in range(2)]
             for k in range(k_max):
                 for i, s in enumerate(ss):
                     pool.stream(s, session_chunk(cfg, 10_000 + i, k, self.vocab), lane=ln.index)
             for s in ss:
                 pool.close(s)
         n = len(pool.lanes)  # every lane at once: the steady time per chunk
-        ss = [pool.fork(self._template(i), -1000 - i, 7 + i) for i in range(n)]
+        ss = [pool.fork(self._spare(i), -1000 - i, 7 + i) for i in range(n)]
         per_chunk = []
         with LaneExecutor(pool) as ex:
             for k in range(k_max):
@@ -91,7 +101,7 @@ class LaneArmServer(DeviceServer):
             return None
         pool, cfg = self.pool, self.cfg
         lanes = min(lanes, len(pool.lanes))
-        ss = [pool.fork(self._template(i), -2000 - i, 11 + i) for i in range(lanes)]
+        ss = [pool.fork(self._spare(i), -2000 - i, 11 + i) for i in range(lanes)]
         k_max = max_chunks(cfg)
         with LaneExecutor(pool) as ex:
             for k in range(k_max + 1):
