@@ -58,8 +58,10 @@ H100_COMPILED = recorded("kit_hf_qwen2_decode_compiled")
 H100_FUSED = recorded("duplex_fused")
 H100_MPS = recorded("sessions_mps")
 H100_MIMI_COMPILED = recorded("kit_hf_mimi_encoder_compiled")
+H100_MIMI_DECODER_COMPILED = recorded("kit_hf_mimi_decoder_compiled")
 H100_FUSED_P = [recorded(n) for n in ("duplex_fused_p1", "duplex_fused_p2", "duplex_fused_p3")]
 H100_WARMUP2 = recorded("duplex_fused_warmup2")
+H100_WARMUP2_P = [recorded(n) for n in trust.WARMUP2_PROCESSES]
 H100_LIMITER_MPS = [recorded(n) for n in ("lanes_limiter_mps4", "lanes_limiter_mps8")]
 H100_TOUR = ROOT / "data" / device_task("tour_graded").path
 LANE_PROCESSES = recorded("sessions_lane_processes")
@@ -768,22 +770,28 @@ def h100_compile_paragraph() -> str:
 
 
 def _mimi_compiled() -> str:
-    """The compile control on the Mimi encoder, re-run with the first block's extra time."""
+    """The compile control on the Mimi encoder and decoder, re-run with the first block's extra time."""
     from cadencelab.course import trust
 
-    if not H100_MIMI_COMPILED.exists():
-        return ""
-    name = "kit_hf_mimi_encoder_compiled"
-    r = _read(H100_MIMI_COMPILED)
-    arms = {a["arm"]: a for a in r["arms"]}
-    c, v = trust.kit_versus(name, "B0_compiled"), trust.kit_versus(name, "SRc", "B0_compiled")
     fig = lambda x: trust.figure_text(x["change"], x["lo"], x["hi"], unit="%")  # noqa: E731
-    exact = "bit-exact with the stock call" if arms["B0_compiled"]["bit_exact"] else "not bit-exact with the stock call"
-    return (f"\n\nRe-run on the Mimi encoder with that time (`{_name(H100_MIMI_COMPILED)}`, "
-            f"{r['provenance'].get('gpu')}, {r['provenance'].get('date', '')[:10]}, below): the compile control is "
-            f"{fig(c)} against B0 ({c['direction']}) and {exact}; SRc against the compile control: {fig(v)} "
-            f"({v['direction']}), SRc {'bit-exact' if arms['SRc']['bit_exact'] else 'NOT bit-exact'}. The decoder's "
-            f"control was not re-run.\n\n" + kit_section(H100_MIMI_COMPILED))
+    text, sections = [], []
+    for part, path in (("encoder", H100_MIMI_COMPILED), ("decoder", H100_MIMI_DECODER_COMPILED)):
+        if not path.exists():
+            text.append(f"The {part}'s control was not re-run.")
+            continue
+        name, r = path.name.removesuffix(".json"), _read(path)
+        arms = {a["arm"]: a for a in r["arms"]}
+        c, v = trust.kit_versus(name, "B0_compiled"), trust.kit_versus(name, "SRc", "B0_compiled")
+        exact = ("bit-exact with the stock call" if arms["B0_compiled"]["bit_exact"] else
+                 "not bit-exact with the stock call")
+        text.append(f"Re-run on the Mimi {part} with that time (`{_name(path)}`, {r['provenance'].get('gpu')}, "
+                    f"{r['provenance'].get('date', '')[:10]}, below): the compile control is {fig(c)} against B0 "
+                    f"({c['direction']}) and {exact}; SRc against the compile control: {fig(v)} ({v['direction']}), "
+                    f"SRc {'bit-exact' if arms['SRc']['bit_exact'] else 'NOT bit-exact'}.")
+        sections.append(kit_section(path))
+    if not sections:
+        return ""
+    return "\n\n" + " ".join(text) + "\n\n" + "\n\n".join(sections)
 
 
 def h100_mps_paragraph() -> str:
@@ -876,7 +884,26 @@ def _warmup2() -> str:
             f"or under {w['goal_ms']:.0f} ms (median {w['median_ms']:.0f} ms, slowest {w['slowest_ms']:.0f} ms), and "
             f"the warm-up's continuation second took {w['warmup_ms'][1]:.0f} ms (backbone "
             f"{w['warmup_backbone_ms'][1]:.0f} ms): the slow second is that path's first run, paid once per process "
-            f"before serving. One process: a measurement, no interval.")
+            f"before serving. One process: a measurement, no interval." + _warmup2_processes())
+
+
+def _warmup2_processes() -> str:
+    """The two-second warm-up in fresh processes: the second's interval once the first continuation is warm."""
+    from cadencelab.course import trust
+
+    if not all(p.exists() for p in H100_WARMUP2_P):
+        return ""
+    runs = trust.duplex_processes(trust.WARMUP2_PROCESSES)["runs"]
+    f, g = runs.loc["SRc+fusedLM"], runs.loc["SRc+graphLM"]
+    fig = lambda r: trust.figure_text(r["mean_ms"], r["lo_ms"], r["hi_ms"], unit="ms")  # noqa: E731
+    where = ("lies under" if f["hi_ms"] < f["goal_ms"] else "lies over" if f["lo_ms"] > f["goal_ms"] else "straddles")
+    prov = _read(H100_WARMUP2_P[0])["provenance"]
+    return (f" In {int(f['processes'])} fresh processes with the two warm-up seconds "
+            f"(`{'`, `'.join(_name(p) for p in H100_WARMUP2_P)}`, {prov.get('gpu')}, a later machine of "
+            f"{prov.get('date', '')[:10]}): the mean second of SRc+fusedLM is {fig(f)}, its interval {where} the "
+            f"{f['goal_ms']:.0f} ms goal, {int(f['under_goal'])} of {int(f['seconds'])} timed seconds at or under it; "
+            f"SRc+graphLM {fig(g)}, {int(g['under_goal'])} of {int(g['seconds'])}. The fused decode stays a labelled "
+            f"control: its tokens equal the graph decode's, not eager decoding's.")
 
 
 def h100_tour_paragraph() -> str:

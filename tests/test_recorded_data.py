@@ -569,3 +569,34 @@ def test_recorded_limiter_under_mps_profiled_every_process():
     assert r["mode"] == "processes" and r["server"]["mps"]["servers"] == 1 and r["profile_error"] is None
     assert len(p["busy_share_by_process"]) == r["server"]["lane_processes"] == 4 and p["kernels"] > 100_000
     assert data.result("lanes_limiter_mps8")["server"]["lane_processes"] == 8
+
+
+def test_recorded_mimi_decoder_compile_control_ran_labelled_and_never_gated():
+    from cadencelab.course import trust
+
+    r = data.result("kit_hf_mimi_decoder_compiled")
+    arms = {a["arm"]: a for a in r["arms"]}
+    assert arms["B0_compiled"]["control"] and not arms["B0_compiled"]["bit_exact"]
+    assert arms["SRc"]["bit_exact"] and not arms["SRc"]["control"] and r["summary"]["exact"]
+    assert r["summary"]["failed_controls"] == {} and r["summary"]["certified"] and r["summary"]["a_a_holds"]
+    # the README's directions: the control faster than B0, SRc faster than the control, both intervals below 0
+    for v in (trust.kit_versus("kit_hf_mimi_decoder_compiled", "B0_compiled"),
+              trust.kit_versus("kit_hf_mimi_decoder_compiled", "SRc", "B0_compiled")):
+        assert v["hi"] < 0 and v["direction"] == "faster"
+
+
+def test_recorded_two_warm_up_seconds_in_fresh_processes_put_the_fused_second_under_the_goal():
+    """The README: with two warm-up seconds in 3 fresh processes the fused second's interval lies under 250 ms,
+    every timed second at or under it, the graph decode's none; the fused tokens equal the graph decode's."""
+    from cadencelab.course import trust
+
+    runs = trust.duplex_processes(trust.WARMUP2_PROCESSES)["runs"]
+    f, g = runs.loc["SRc+fusedLM"], runs.loc["SRc+graphLM"]
+    assert f["processes"] == g["processes"] == 3 and f["seconds"] == g["seconds"] == 18
+    assert f["hi_ms"] < trust.SECOND_GOAL_MS and f["under_goal"] == f["seconds"]
+    assert g["lo_ms"] > trust.SECOND_GOAL_MS and g["under_goal"] == 0
+    for name in trust.WARMUP2_PROCESSES:
+        r = data.result(name)
+        assert r["provenance"]["study"]["warmup_seconds"] == 2
+        s = r["summary"]["SRc+fusedLM"]
+        assert not s["lm_exact"] and s["lm_graph_tokens_equal_seconds"] == "8/8"

@@ -259,6 +259,19 @@ RECORDINGS = (
               "--device cuda --preset h200 --arms SRc --decode fused --seconds 8 --warmup-seconds 2 --no-profile",
               _DUPLEX_THEN, "duplex second, fused decode, two warm-up seconds (the first continuation before the "
               "clock)", 0.4, "fused_w2", _H100_HF),
+    # a third lent H100 that day: the two-second warm-up in three fresh processes, the Mimi decoder's control
+    *(Recording(f"duplex_fused_w2_p{k}", "duplex", f"h100/duplex_fused_w2_p{k}.json",
+                "--device cuda --preset h200 --arms SRc --decode graph,fused --seconds 8 --warmup-seconds 2 "
+                "--no-profile", _DUPLEX_THEN, "duplex second, graph and fused decode after two warm-up seconds (one "
+                "fresh process; run 3 times)", 0.5, "fused_w2", _H100_HF)
+      for k in (1, 2, 3)),
+    Recording("kit_hf_mimi_decoder_compiled", "kit", "h100/kit_hf_mimi_decoder_compiled.json",
+              "--model cadencelab.adapters.hf.mimi_decoder:kit_model_on --device cuda --arms "
+              "B0,SRc,B0_repeat,B0_compiled --min-processes 3 --max-processes 3 --time-budget 200 --block-timeout 50",
+              "copy DIR/kit_factorial.json to {path} and gzip DIR/kit_factorial_blocks.csv beside it as "
+              "kit_hf_mimi_decoder_compiled_blocks.csv.gz",
+              "the kit's factorial on the Mimi decoder with the compile control (3 fresh processes per arm)", 3.6,
+              "mimi_decoder", _H100_HF),
 )
 
 DEVICE_TASKS = (
