@@ -211,6 +211,24 @@ def test_lane_process_server_profile_puts_every_processes_kernels_on_one_clock()
     assert "kernels" not in srv.run("speak_heavy", 2)
 
 
+def test_a_lane_process_opens_only_the_templates_its_sessions_fork():
+    """Process 1 of 2 serves the odd sessions: of 4 prompts it opens 1 and 3 (session i takes prompt i % 4); its
+    warm-up forks those, and a session it does not serve has no template there."""
+    from cadencelab.bench import sessions as study
+    from cadencelab.bench.common import built_checkpoint
+    from cadencelab.bench.sessions_lanes import LaneArmServer
+
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl",), lanes=1, prompts=4, speak_seconds=1,
+                               n_timesteps=CPU_STEPS, processes=False)
+    with built_checkpoint(cfg.config, cfg.seed, lambda m: None) as ckpt:
+        part, whole = LaneArmServer("SRl", ckpt, cfg, share=(1, 2)), LaneArmServer("SRl", ckpt, cfg)
+    assert sorted(part.templates) == [1, 3] and sorted(whole.templates) == [0, 1, 2, 3]
+    assert part._template(5) is part.templates[1] and part._spare(1) is part.templates[3]
+    assert part.template_bytes * 2 == whole.template_bytes
+    with pytest.raises(KeyError, match=r"session 2 takes prompt 2, .*prompts \[1, 3\]"):
+        part._template(2)
+
+
 def test_a_lane_process_profile_reads_its_kernels_against_the_wall_clock():
     """The worker's profiled run on the CPU (no kernels there): its rows as a plain run's, its clock mark found,
     and the processes' analysis of the second reads it."""

@@ -52,8 +52,12 @@ class LaneArmServer(DeviceServer):
         self.template_bytes = sum(t.state_bytes() for t in self.templates.values())
 
     def _template(self, i: int):
-        """Session ``i``'s template: its prompt's."""
-        return self.templates[i % len(self.prompts)]
+        """Session ``i``'s template: its prompt's (a session of another lane process has none here)."""
+        p = i % len(self.prompts)
+        if p not in self.templates:
+            raise KeyError(f"SRl lane server: session {i} takes prompt {p}, whose template this process (serving "
+                           f"prompts {sorted(self.templates)}) did not open")
+        return self.templates[p]
 
     def _spare(self, i: int):
         """A template for the ``i``-th warm-up session: the served prompts' in turn (their shapes get captured)."""
