@@ -105,11 +105,12 @@ _H100 = "on an H100 (a lent CUDA machine)"
 _H100_HF = "on an H100, transformers 5.25 installed"
 
 def _h100_sessions(name: str, arms: str, sessions: str, budget: int, label: str, minutes: float, out: str,
-                   resolution: float = 0.125) -> Recording:
+                   resolution: float = 0.125, growth: float = 1.5) -> Recording:
     """A speak-heavy, aligned sessions sweep on the H100 (``arms``: the arms and their own flags), saved as ``name``."""
     return Recording(name, "sessions", f"h100/{name}.json",
                      f"--device cuda --arms {arms} --workloads speak_heavy --arrivals aligned --sessions {sessions} "
-                     f"--growth 1.5 --resolution {resolution} --arm-reserve 45 --verify-workers 4 --time-budget {budget}",
+                     f"--growth {growth} --resolution {resolution} --arm-reserve 45 --verify-workers 4 "
+                     f"--time-budget {budget}",
                      _SESSIONS_THEN + f" as {name}.csv.gz and {name}_chunks.csv.gz", label, minutes, out, _H100)
 
 
