@@ -281,7 +281,9 @@ DEVICE_TASKS = (
                "batch-invariant SRbi rows at B = 2, 4 and one planted capture mistake); on 2026-12-07 the tests of "
                "those two and of the compile control passed there (data/h100/logs/2026-12-07_cuda_tests_ws.log); "
                "the whole suite, 81 passed at 47f616c on an H100 later that day "
-               "(data/h100/logs/2026-12-07_cuda_suite.log)"),
+               "(data/h100/logs/2026-12-07_cuda_suite.log); at e28944a on a third H100, with the marked tests of the "
+               "lane processes' profile and the warm-up seconds, 83 passed, the four notebook and widget modules "
+               "skipped there without their wheels (data/h100/logs/2026-12-07_cuda_suite_e28944a.log)"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
