@@ -100,8 +100,12 @@ def test_static_cache_certified_and_equal_to_transformers_loop(decode):
     assert all(_equal(want, cert.outputs))
     assert len(cert.catalog[cert.catalog["kind"] == "steady"]) == 1
     short = qwen2_decode.kit_model(model, static=8)  # a ring the turn wraps: the model's 16 slots never do
-    got = _equal(want, dataclasses.replace(short, traffic=km.traffic).runtime("S").run(km.traffic).outputs)
-    assert all(got[:8]) and not all(got[8:13])
+    got = dataclasses.replace(short, traffic=km.traffic).runtime("S").run(km.traffic).outputs
+    err = [float((a - b).abs().max()) for a, b in zip(want, got)]
+    # Before the wrap the 8-slot attention sums in another order than the 16-slot one: equal to rounding only
+    # (bitwise on some CPUs, not on others); after it the turn's first tokens are gone, a real difference.
+    assert max(err[:8]) < 1e-6 < 1e-3 < min(err[8:13])
+    assert not all(_equal(want, got))
 
 
 @pytest.mark.cuda
