@@ -188,6 +188,67 @@ def test_device_across_unions_every_processes_kernels_in_the_window():
         device_across(k, 5, 5)
 
 
+def test_next_wave_fits_the_set_ups_in_the_free_memory_and_fails_named_when_none_fits():
+    from cadencelab.bench.sessions_lane_processes import CONTEXT_ALLOWANCE, next_wave
+
+    gib = 1 << 30
+    assert next_wave(7, None, 1, 8) == 7  # off CUDA: no reading, all at once
+    reading = dict(setup_peak_bytes=9 * gib, free_bytes=70 * gib)
+    assert next_wave(7, reading, 1, 8) == 70 * gib // (9 * gib + CONTEXT_ALLOWANCE) == 7
+    assert next_wave(3, reading, 5, 8) == 3
+    assert next_wave(7, dict(reading, free_bytes=25 * gib), 1, 8) == 2
+    with pytest.raises(RuntimeError, match=r"3 of 8 set up; .* about 10\.0 GiB .* 5\.0 GiB free: use fewer"):
+        next_wave(5, dict(reading, free_bytes=5 * gib), 3, 8)
+
+
+class _Staged:
+    """A lane process as the parent sees it during set-up: staged, then ready at go; its reading of the device
+    is the card's free memory, less every ready process's held bytes."""
+
+    def __init__(self, k, card, peak):
+        self.k, self.card, self.peak, self.arm, self.state, self.asked = k, card, peak, f"SRl/{k}", "staged", []
+
+    def go(self):
+        self.state = "go"
+
+    def wait(self, timeout):
+        if self.state == "staged":
+            return "staged", dict(stage_s=0.1)
+        self.card["ready"] += 1
+        return "ready", dict(chunk_s=0.01, memory=self.ask(("memory",), timeout)[1])
+
+    def ask(self, msg, timeout):
+        self.asked.append(msg)
+        free = self.card["total"] - self.card["ready"] * self.card["held"]
+        return "ok", dict(setup_peak_bytes=self.peak, held_bytes=self.card["held"], free_bytes=free,
+                          total_bytes=self.card["total"])
+
+
+def test_lane_processes_set_up_in_waves_sized_by_the_first_ones_peak():
+    """On CUDA process 0 sets up alone; then as many at once as the free memory holds at its peak, asked anew
+    after each wave; every process is set up in order. Off CUDA all at once."""
+    from cadencelab.bench.sessions_lane_processes import LaneProcessServer
+
+    gib = 1 << 30
+    card = dict(total=80 * gib, held=6 * gib, ready=0)
+    srv = LaneProcessServer.__new__(LaneProcessServer)
+    srv.cuda, srv.ready, srv.waves = True, [], []
+    srv.procs = [_Staged(k, card, 15 * gib) for k in range(8)]
+    srv._set_up(10.0)
+    assert srv.waves == [1, 4, 3] and len(srv.ready) == 8  # 74 GiB free, then 50, at a 16 GiB need
+    assert all(p.state == "go" for p in srv.procs) and srv.procs[4].asked == [("memory",)] * 2
+    card.update(held=10 * gib, ready=0)  # free 70, 30, 20, then 10 GiB: the eighth cannot set up
+    srv.ready, srv.waves = [], []
+    srv.procs = [_Staged(k, card, 15 * gib) for k in range(8)]
+    with pytest.raises(RuntimeError, match="7 of 8 set up"):
+        srv._set_up(10.0)
+    assert srv.waves == [1, 4, 1, 1] and srv.procs[7].state == "staged"
+    card["ready"], srv.cuda, srv.ready, srv.waves = 0, False, [], []
+    srv.procs = [_Staged(k, card, 15 * gib) for k in range(3)]
+    srv._set_up(10.0)
+    assert srv.waves == [3]
+
+
 def test_lane_process_server_profile_puts_every_processes_kernels_on_one_clock():
     import numpy as np
 
@@ -342,8 +403,13 @@ def test_lane_processes_under_mps_fail_closed_without_a_server(tmp_path, monkeyp
     monkeypatch.setattr("shutil.which", lambda name: exe)
 
     class _Ready(_FakeProc):
+        went = False
+
+        def go(self):
+            self.went = True
+
         def wait(self, timeout):
-            return "ready", dict(chunk_s=0.1, setup_s=0.0, lanes=1)
+            return ("ready", dict(chunk_s=0.1, setup_s=0.0, lanes=1)) if self.went else ("staged", {})
 
         def stop(self):
             self.stopped = True

@@ -14,6 +14,10 @@ own, so every chunk is what the session alone gives; the study's solo-B0 check c
 process). Every process starts the run at one wall-clock instant (``start_at``), submits each of its sessions'
 chunks at its arrival, and answers its rows; the rows of all processes are one run. ``peak_bytes`` is the sum
 of the processes' own peaks (each a ``max_memory_allocated`` of its context): an upper bound of the device's.
+
+Set-up in waves: every process imports at once, but on CUDA process 0 sets up alone first; its set-up peak and
+the device's free memory then size each next wave (:func:`next_wave`), so that 8 set-ups at their warm-up peaks
+never meet on one card (they did: 8 x 10 GiB on an 80 GB H100) and a plan that cannot fit fails, named, first.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import time
 from .common import ArmProcess, serve
 from .session_serving import horizon, schedule
 
-__all__ = ["LaneProcessServer", "lanes_of", "one_process"]
+__all__ = ["LaneProcessServer", "lanes_of", "next_wave", "one_process"]
 
 #: seconds between sending a run and its start, so that every process has its request before t = 0
 START_LEAD_S = 2.0
@@ -43,6 +47,31 @@ def one_process(cfg, lanes: int):
     return dataclasses.replace(cfg, lanes=lanes, lane_processes=1, mps=False)
 
 
+#: device bytes a lane process holds outside PyTorch's allocator (its CUDA context and module images), allowed
+#: for when a wave is sized: an MPS client's context is smaller, a plain one near this
+CONTEXT_ALLOWANCE = 1 << 30
+
+
+def next_wave(waiting: int, memory: dict | None, ready: int, processes: int) -> int:
+    """How many of the ``waiting`` lane processes may set up at once: as many as the device's free memory holds
+    at the set-up peak that ``memory`` (the last ready process's reading; None off CUDA: all) measured."""
+    if memory is None:
+        return waiting
+    need = memory["setup_peak_bytes"] + CONTEXT_ALLOWANCE
+    fit = memory["free_bytes"] // need
+    if fit < 1:
+        raise RuntimeError(f"SRl lane processes: {ready} of {processes} set up; each set-up needs about "
+                           f"{need / 2**30:.1f} GiB (a process's set-up peak plus its context) and the device has "
+                           f"{memory['free_bytes'] / 2**30:.1f} GiB free: use fewer --lane-processes or --lanes")
+    return min(waiting, int(fit))
+
+
+def _prepare() -> None:
+    """The imports before a lane process's device set-up: every process's overlap the others' set-ups."""
+    from ..serving import lanes  # noqa: F401  (torch and the serving stack; no device work)
+    from . import sessions_lanes  # noqa: F401
+
+
 def _build(ckpt: str, cfg, lanes: int, share: tuple[int, int]):
     from .sessions_lanes import LaneArmServer
 
@@ -52,8 +81,18 @@ def _build(ckpt: str, cfg, lanes: int, share: tuple[int, int]):
     return server
 
 
+def _memory(server) -> dict | None:
+    """A ready lane process's reading for :func:`next_wave` (its cache already returned by :func:`_build`)."""
+    if not server.cuda:
+        return None
+    cuda = server.torch.cuda
+    free, total = cuda.mem_get_info()
+    return dict(setup_peak_bytes=int(cuda.max_memory_reserved()), held_bytes=int(cuda.memory_reserved()),
+                free_bytes=int(free), total_bytes=int(total))
+
+
 def _ready(server) -> dict:
-    return dict(chunk_s=server.chunk_s, setup_s=server.setup_s, lanes=len(server.pool.lanes))
+    return dict(chunk_s=server.chunk_s, setup_s=server.setup_s, lanes=len(server.pool.lanes), memory=_memory(server))
 
 
 def _run(server, cfg, workload: str, n: int, only: list, start_at: float) -> dict:
@@ -105,8 +144,9 @@ class _Part:
 
 
 def _worker(conn, ckpt: str, cfg, lanes: int, share: tuple[int, int] = (0, 1)) -> None:
-    serve(conn, lambda: _build(ckpt, cfg, lanes, share), _ready,
-          {"run": _run, "profile": _profile, "info": lambda server: server.info()})
+    serve(conn, lambda _: _build(ckpt, cfg, lanes, share), _ready,
+          {"run": _run, "profile": _profile, "info": lambda server: server.info(), "memory": _memory},
+          prepare=_prepare)
 
 
 class LaneProcessServer:
@@ -122,15 +162,11 @@ class LaneProcessServer:
             from .mps import Mps
 
             self.mps = Mps().__enter__()
-        self.procs, self.ready = [], []
+        self.procs, self.ready, self.waves = [], [], []
         try:
             for k, lanes in enumerate(self.split):
                 self.procs.append(ArmProcess(f"{arm}/{k}", _worker, (ckpt, cfg, lanes, (k, len(self.split)))))
-            for p in self.procs:
-                kind, res = p.wait(start_timeout_s)
-                if kind != "ready":
-                    raise RuntimeError(f"{p.arm} failed to start: {str(res)[-2000:]}")
-                self.ready.append(res)
+            self._set_up(start_timeout_s)
             if self.mps is not None and not self.mps.served():
                 raise RuntimeError("--mps: the lane processes started but no MPS server runs: they are not its clients")
         except BaseException:
@@ -139,6 +175,39 @@ class LaneProcessServer:
         self.setup_s = time.perf_counter() - t0
         # the processes together: each chunk at the slowest process's warm-up rate, P processes at once
         self.chunk_s = max(r["chunk_s"] for r in self.ready) / len(self.procs)
+
+    def _set_up(self, timeout_s: float) -> None:
+        """Every process's imports at once, then the device set-ups in waves (:func:`next_wave`): on CUDA the
+        first wave is process 0 alone, whose reading sizes the next."""
+        for p in self.procs:
+            self._expect(p, "staged", timeout_s)
+        wave = 1 if self.cuda else len(self.procs)
+        while True:
+            batch = self.procs[len(self.ready): len(self.ready) + wave]
+            for p in batch:
+                p.go()
+            self.ready += [self._expect(p, "ready", timeout_s) for p in batch]
+            self.waves.append(len(batch))
+            waiting = len(self.procs) - len(self.ready)
+            if not waiting:
+                return
+            wave = next_wave(waiting, self._reading(batch, timeout_s), len(self.ready), len(self.procs))
+
+    def _reading(self, batch: list, timeout_s: float) -> dict | None:
+        """After a wave: the device's free memory now (asked of its last process, every one of the wave ready)
+        and the highest set-up peak the wave measured; None off CUDA."""
+        peaks = [r["memory"]["setup_peak_bytes"] for r in self.ready[-len(batch):] if r.get("memory")]
+        if not peaks:
+            return None
+        now = self._expect(batch[-1], "ok", timeout_s, ("memory",))
+        return dict(now, setup_peak_bytes=max(peaks))
+
+    @staticmethod
+    def _expect(p, kind: str, timeout_s: float, ask: tuple | None = None) -> dict:
+        got, res = p.ask(ask, timeout_s) if ask else p.wait(timeout_s)
+        if got != kind:
+            raise RuntimeError(f"{p.arm} failed to start: {str(res)[-2000:]}")
+        return res
 
     def estimate_s(self, workload: str, n: int) -> float:
         return horizon(self.cfg, workload) + self.chunk_s * len(schedule(self.cfg, workload, n)) + START_LEAD_S
@@ -209,6 +278,7 @@ class LaneProcessServer:
                     warmup_chunk_s_per_process=[r["chunk_s"] for r in self.ready],
                     median_warmup_chunk_s=statistics.median(r["chunk_s"] for r in self.ready),
                     mps=self.mps.record() if self.mps is not None else dict(on=False),
+                    setup_waves=self.waves, setup_memory=[r.get("memory") for r in self.ready],
                     processes=infos)
 
     def close(self) -> None:
