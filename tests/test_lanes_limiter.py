@@ -526,6 +526,9 @@ def test_lanes_limiter_profiles_every_lane_process_on_cuda(tmp_path, mps):
                         untimed=False, profile=True, lane_processes=2, mps=mps, out=str(tmp_path))
     res = run_study(cfg, progress=print)
     assert res["profile_error"] is None and res["server"]["lane_processes"] == 2
+    assert res["server"]["setup_waves"] == [1, 1]  # process 0 alone, then the other at its measured peak
+    mem = res["server"]["setup_memory"]
+    assert all(0 < m["held_bytes"] <= m["setup_peak_bytes"] and m["free_bytes"] < m["total_bytes"] for m in mem)
     p = res["profiled"]
     assert p["sessions"] == 2 and p["kernels"] > 0 and len(p["busy_share_by_process"]) == 2
     assert all(s > 0 for s in p["busy_share_by_process"].values())
