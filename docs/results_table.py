@@ -853,24 +853,33 @@ def _fused_processes() -> str:
     d = trust.duplex_processes()
     runs, by = d["runs"], d["seconds"]
     f = runs.loc["SRc+fusedLM"]
-    fig = lambda r: trust.figure_text(r["mean_ms"], r["lo_ms"], r["hi_ms"], unit="ms")  # noqa: E731
     slow = by.loc[by.groupby("arm")["second_ms"].idxmax()].set_index("arm")
     fs = slow.loc["SRc+fusedLM"]
     rest = by[(by["arm"] == "SRc+fusedLM") & (by["second"] != fs["second"])]
     prov = _read(H100_FUSED_P[0])["provenance"]
     return (f"\n\nIn {int(f['processes'])} fresh processes (`{'`, `'.join(_name(p) for p in H100_FUSED_P)}`, "
             f"{prov.get('gpu')}, {prov.get('date', '')[:10]}, {int(f['seconds']) // int(f['processes'])} timed seconds "
-            f"each): the mean second of SRc+fusedLM is {fig(f)} and of SRc+graphLM {fig(runs.loc['SRc+graphLM'])} "
+            f"each): the mean second of SRc+fusedLM is {_ms(f)} and of SRc+graphLM {_ms(runs.loc['SRc+graphLM'])} "
             f"(95% intervals over processes). {int(f['under_goal'])} of {int(f['seconds'])} fused seconds were at "
-            f"or under the {f['goal_ms']:.0f} ms goal; the interval of the mean "
-            + ("straddles it" if f["lo_ms"] <= f["goal_ms"] <= f["hi_ms"] else
-               "lies under it" if f["hi_ms"] < f["goal_ms"] else "lies over it")
-            + f". The seconds over it are second {int(fs['second'])} of every process (median "
+            f"or under the {f['goal_ms']:.0f} ms goal; the interval of the mean {_where(f)} it"
+            f". The seconds over it are second {int(fs['second'])} of every process (median "
             f"{fs['second_ms']:.0f} ms, backbone {fs['backbone_ms']:.0f} ms against "
             f"{rest['backbone_ms'].min():.0f}-{rest['backbone_ms'].max():.0f} ms in the others), in the graph decode "
             f"too (second {int(slow.loc['SRc+graphLM', 'second'])}): the first second whose language models continue "
             f"a turn (chunk {int(fs['chunk_in_turn'])} of it), a path the one-second warm-up never runs."
             + _warmup2())
+
+
+def _ms(r) -> str:
+    """A mean second with its interval."""
+    from cadencelab.course import trust
+
+    return trust.figure_text(r["mean_ms"], r["lo_ms"], r["hi_ms"], unit="ms")
+
+
+def _where(r) -> str:
+    """Where a mean's interval lies against the goal."""
+    return "lies under" if r["hi_ms"] < r["goal_ms"] else "lies over" if r["lo_ms"] > r["goal_ms"] else "straddles"
 
 
 def _warmup2() -> str:
@@ -895,14 +904,12 @@ def _warmup2_processes() -> str:
         return ""
     runs = trust.duplex_processes(trust.WARMUP2_PROCESSES)["runs"]
     f, g = runs.loc["SRc+fusedLM"], runs.loc["SRc+graphLM"]
-    fig = lambda r: trust.figure_text(r["mean_ms"], r["lo_ms"], r["hi_ms"], unit="ms")  # noqa: E731
-    where = ("lies under" if f["hi_ms"] < f["goal_ms"] else "lies over" if f["lo_ms"] > f["goal_ms"] else "straddles")
     prov = _read(H100_WARMUP2_P[0])["provenance"]
     return (f" In {int(f['processes'])} fresh processes with the two warm-up seconds "
             f"(`{'`, `'.join(_name(p) for p in H100_WARMUP2_P)}`, {prov.get('gpu')}, a later machine of "
-            f"{prov.get('date', '')[:10]}): the mean second of SRc+fusedLM is {fig(f)}, its interval {where} the "
+            f"{prov.get('date', '')[:10]}): the mean second of SRc+fusedLM is {_ms(f)}, its interval {_where(f)} the "
             f"{f['goal_ms']:.0f} ms goal, {int(f['under_goal'])} of {int(f['seconds'])} timed seconds at or under it; "
-            f"SRc+graphLM {fig(g)}, {int(g['under_goal'])} of {int(g['seconds'])}. The fused decode stays a labelled "
+            f"SRc+graphLM {_ms(g)}, {int(g['under_goal'])} of {int(g['seconds'])}. The fused decode stays a labelled "
             f"control: its tokens equal the graph decode's, not eager decoding's.")
 
 

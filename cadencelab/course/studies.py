@@ -114,6 +114,13 @@ def _h100_sessions(name: str, arms: str, sessions: str, budget: int, label: str,
                      _SESSIONS_THEN + f" as {name}.csv.gz and {name}_chunks.csv.gz", label, minutes, out, _H100)
 
 
+def _h100_duplex_processes(stem: str, args: str, label: str, out: str) -> tuple[Recording, ...]:
+    """One duplex command run in 3 fresh processes (one process is one sample), saved as ``stem`` 1 to 3."""
+    return tuple(Recording(f"{stem}{k}", "duplex", f"h100/{stem}{k}.json", f"--device cuda --preset h200 {args}",
+                           _DUPLEX_THEN, f"{label} (one fresh process; run 3 times)", 0.5, out, _H100_HF)
+                 for k in (1, 2, 3))
+
+
 RECORDINGS = (
     Recording("device_conditions", "conditions", "h200/device_conditions.json", "--device cuda",
               "copy DIR/device_conditions.json to {path} and gzip DIR/device_conditions_chunks.csv beside it",
@@ -234,11 +241,8 @@ RECORDINGS = (
     _h100_sessions("sessions_mps_40lanes", "SRc,SRl --lane-processes 4 --lanes 40 --mps", "4,16,32,38,40", 260,
                    "sessions under MPS with 40 lanes: a lane-count control (no B0 arm, so no chunk checked)", 2.6,
                    "sessions", resolution=0.05),
-    *(Recording(f"duplex_fused_p{k}", "duplex", f"h100/duplex_fused_p{k}.json",
-                "--device cuda --preset h200 --arms SRc --decode graph,fused --seconds 7 --no-profile", _DUPLEX_THEN,
-                "duplex second, graph and fused decode (one fresh process; run 3 times)", 0.5, "fused",
-                _H100_HF)
-      for k in (1, 2, 3)),
+    *_h100_duplex_processes("duplex_fused_p", "--arms SRc --decode graph,fused --seconds 7 --no-profile",
+                            "duplex second, graph and fused decode", "fused"),
     Recording("kit_hf_mimi_encoder_compiled", "kit", "h100/kit_hf_mimi_encoder_compiled.json",
               "--model cadencelab.adapters.hf.mimi_encoder:kit_model_on --device cuda --arms "
               "B0,SRc,B0_repeat,B0_compiled --min-processes 3 --max-processes 3 --time-budget 200 --block-timeout 50",
@@ -261,11 +265,9 @@ RECORDINGS = (
               _DUPLEX_THEN, "duplex second, fused decode, two warm-up seconds (the first continuation before the "
               "clock)", 0.4, "fused_w2", _H100_HF),
     # a third lent H100 that day: the two-second warm-up in three fresh processes, the Mimi decoder's control
-    *(Recording(f"duplex_fused_w2_p{k}", "duplex", f"h100/duplex_fused_w2_p{k}.json",
-                "--device cuda --preset h200 --arms SRc --decode graph,fused --seconds 8 --warmup-seconds 2 "
-                "--no-profile", _DUPLEX_THEN, "duplex second, graph and fused decode after two warm-up seconds (one "
-                "fresh process; run 3 times)", 0.5, "fused_w2", _H100_HF)
-      for k in (1, 2, 3)),
+    *_h100_duplex_processes("duplex_fused_w2_p", "--arms SRc --decode graph,fused --seconds 8 --warmup-seconds 2 "
+                            "--no-profile", "duplex second, graph and fused decode after two warm-up seconds",
+                            "fused_w2"),
     Recording("kit_hf_mimi_decoder_compiled", "kit", "h100/kit_hf_mimi_decoder_compiled.json",
               "--model cadencelab.adapters.hf.mimi_decoder:kit_model_on --device cuda --arms "
               "B0,SRc,B0_repeat,B0_compiled --min-processes 3 --max-processes 3 --time-budget 200 --block-timeout 50",
