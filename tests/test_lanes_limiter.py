@@ -335,7 +335,9 @@ def test_lanes_limiter_from_processes_on_cpu(tmp_path):
     ch = pd.read_csv(tmp_path / "lanes_limiter_chunks.csv")
     assert set(ch["process"]) == {0, 1}
     assert json.loads((tmp_path / "lanes_limiter.json").read_text())["mode"] == "processes"
-    assert "wave-0 chunks/s" in table(res)
+    assert "wave-0 chunks/s" in table(res) and "lock late ms" in table(res)
+    pt = res["points"][0]  # every process probed the interpreter lock while it served
+    assert pt["gil_late_ms"] >= 0 and 0 <= pt["gil_late_share"] <= 1 and pt["gil_idle_ms"] >= 0
     with pytest.raises(ValueError, match="lane-processes of 2 or more"):
         LimiterConfig(device="cpu", mps=True)
     with pytest.raises(ValueError, match=r"lane_processes must be in 1\.\.lanes \(4\), got 5"):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from . import options
 from .common import built_checkpoint, check_out, write_csv, write_json
 from .flags import MAX_CHUNKS, add_study_parser, config_from_args, int_range, ints_in, opt
+from ..profile.limiter import gil_point
 from .session_serving import holds_cadence, worst_p95
 
 __all__ = ["LimiterConfig", "run_study", "table"]
@@ -50,6 +51,8 @@ class LimiterConfig:
                               help="serve the lanes from this many processes (split between them), as the sessions "
                                    "study does; no host timer then: waves and the kernels of every process")
     mps: bool = opt(False, help="with --lane-processes > 1: the processes as clients of one CUDA MPS daemon")
+    gil_probe: bool = opt(True, help="a thread in every lane process that sleeps 2 ms in a loop and times how late "
+                                     "it wakes: the interpreter lock's wait while the lanes serve")
     n_timesteps: int = options.steps()
     seed: int = options.seed()
     condition: str = options.condition()
@@ -71,7 +74,7 @@ def _sessions_cfg(cfg: LimiterConfig, speak_seconds: int | None = None):
                           sessions=(1,), lanes=cfg.lanes, speak_seconds=speak_seconds or cfg.speak_seconds,
                           prompts=cfg.prompts, cadence_s=cfg.cadence_s, n_timesteps=cfg.n_timesteps, seed=cfg.seed,
                           condition=cfg.condition, processes=False, lane_processes=cfg.lane_processes, mps=cfg.mps,
-                          out=cfg.out)
+                          gil_probe=cfg.gil_probe, out=cfg.out)
 
 
 def _served(server, n: int, split=None) -> tuple[list, list, dict]:
@@ -97,7 +100,7 @@ def _point(res: dict, n: int, cadence_s: float, timed: bool) -> dict:
     rows = res["rows"]
     return dict(sessions=n, timed=timed, chunks=len(rows), holds=holds_cadence(rows, n, cadence_s),
                 worst_p95_ms=worst_p95(rows), lanes_used=res.get("lanes_used"), oom=bool(res.get("oom")),
-                eager_sections=res.get("eager_sections"), captures=res.get("captures"))
+                eager_sections=res.get("eager_sections"), captures=res.get("captures"), **gil_point(res.get("gil")))
 
 
 def _profiled_second(server, cfg: LimiterConfig, n: int, progress) -> tuple[dict, list]:
@@ -294,6 +297,10 @@ def table(result: dict) -> str:
         if not pt["timed"]:
             lines.append(f"untimed N={pt['sessions']}: worst p95 {pt['worst_p95_ms']:.0f} ms, "
                          f"{'holds' if pt['holds'] else 'breaks'}")
+        if "gil_late_ms" in pt:
+            lines.append(f"{'timed' if pt['timed'] else 'untimed'} N={pt['sessions']}: the lock probe woke "
+                         f"{pt['gil_late_ms']:.2f} ms late (median; {pt['gil_idle_ms']:.2f} idle), late "
+                         f"{pt['gil_late_share']:.0%} of the run")
     p = result.get("profiled")
     if p:
         lines.append(f"profiled N={p['sessions']}: device busy {p['busy_share']:.0%}, overlap {p['overlap']:.2f} over "
@@ -304,11 +311,13 @@ def table(result: dict) -> str:
 
 def _table_processes(result: dict) -> str:
     first = {w["sessions"]: w for w in result["waves"] if w["wave"] == 0}
-    lines = [f"{'N':>4} {'holds':>5} {'p95 ms':>7} {'wave-0 chunks/s':>15} {'host cores/process':>18}"]
+    lines = [f"{'N':>4} {'holds':>5} {'p95 ms':>7} {'wave-0 chunks/s':>15} {'host cores/process':>18} "
+             f"{'lock late ms':>12} {'late share':>10}"]
     for pt in result["points"]:
         w = first.get(pt["sessions"], {})
         lines.append(f"{pt['sessions']:>4} {str(pt['holds']):>5} {pt['worst_p95_ms']:7.0f} "
-                     f"{w.get('chunks_per_s', float('nan')):15.1f} {w.get('host_cores_per_process', float('nan')):18.2f}")
+                     f"{w.get('chunks_per_s', float('nan')):15.1f} {w.get('host_cores_per_process', float('nan')):18.2f} "
+                     f"{pt.get('gil_late_ms', float('nan')):12.2f} {pt.get('gil_late_share', float('nan')):10.0%}")
     p = result.get("profiled")
     if p:
         lines.append(f"profiled N={p['sessions']}: kernels busy {p['busy_share']:.0%} of the wave's "

@@ -112,6 +112,8 @@ class SessionsConfig:
                                    "by process i %% P; each its own weights, interpreter and CUDA context)")
     mps: bool = opt(False, help="SRl with --lane-processes > 1: the lane processes as clients of one CUDA MPS daemon "
                                 "started for the arm (their kernels share the SMs instead of time-slicing)")
+    gil_probe: bool = opt(False, help="SRl: a thread in each lane process that sleeps 2 ms in a loop and times how "
+                                      "late it wakes (the interpreter lock's wait), recorded per run")
     stagger: bool = opt(False, help="the same as --arrivals staggered")
     out: str = options.out("sessions")
     overwrite: bool = options.overwrite()

@@ -241,7 +241,8 @@ class LaneProcessServer:
                    state_bytes_per_session=max((part.get("state_bytes_per_session", 0) for part in parts), default=0),
                    captures=sum(part.get("captures", 0) for part in parts),
                    invalidations=sum(part.get("invalidations", 0) for part in parts),
-                   eager_sections=sum(part.get("eager_sections", 0) for part in parts))
+                   eager_sections=sum(part.get("eager_sections", 0) for part in parts),
+                   gil=[part.get("gil") for part in parts] if any(part.get("gil") for part in parts) else None)
         if oom:
             out["error"] = "; ".join(part.get("error", "") for part in parts if part["oom"])
         if profile:

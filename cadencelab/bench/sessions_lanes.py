@@ -19,9 +19,12 @@ the same gate as SRc.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
+
+from ..profile.gil import GilProbe
 
 from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, horizon, max_chunks, schedule,
                               session_chunk, session_seed, tensor_digest)
@@ -151,7 +154,8 @@ class LaneArmServer(DeviceServer):
         tokens = {(i, k): session_chunk(cfg, i, k, self.vocab) for _, i, k in items}
         submitted = []
         self._sync()
-        with LaneExecutor(pool) as ex:
+        probe = GilProbe() if getattr(cfg, "gil_probe", False) else contextlib.nullcontext()
+        with probe, LaneExecutor(pool) as ex:
             t0 = time.perf_counter() + (start_at - time.time() if start_at is not None else 0.0)
             for t, i, k in items:
                 at = arrival(cfg, t, i, n)
@@ -176,7 +180,8 @@ class LaneArmServer(DeviceServer):
                    state_bytes_per_session=max((state[i] for i in served), default=0),
                    captures=pool.captures(), invalidations=pool.invalidations(),
                    lanes_used=len({r["lane"] for r in rows}),
-                   eager_sections=pool.eager_sections - self.eager_after_warmup)
+                   eager_sections=pool.eager_sections - self.eager_after_warmup,
+                   gil=probe.summary() if isinstance(probe, GilProbe) else None)
         for s in sessions.values():
             pool.close(s)
         return out

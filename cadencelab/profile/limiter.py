@@ -15,7 +15,7 @@ device span ``dev_start_ms`` / ``dev_end_ms``) and one row per graph launch (``s
 
 Lanes served from several processes: :func:`waves` (each wave of chunks arriving at one instant, the rate it
 was served at, the lane threads' CPU time per process) and :func:`device_across` (every process's kernels on one
-clock: their union share of a window and how many ran at once).
+clock: their union share of a window and how many ran at once). :func:`gil_point`: the interpreter lock's wait.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["PARTS", "PYTHON_PARTS", "concurrency", "device_across", "host_split", "limiter_table", "reading",
-           "SATURATED", "waves"]
+__all__ = ["PARTS", "PYTHON_PARTS", "concurrency", "device_across", "gil_point", "host_split", "limiter_table",
+           "reading", "SATURATED", "waves"]
 
 #: the parts of a chunk's host window (:mod:`cadencelab.bench.lanes_split`), in the order a chunk meets them
 PARTS = ("lock_wait", "swap", "tokens_in", "classify", "signature", "checks", "stage", "launch", "outputs",
@@ -187,3 +187,18 @@ def device_across(kernels: pd.DataFrame, lo_ns: int, hi_ns: int) -> dict:
         per[int(proc)] = concurrency(gs / 1e9, ge / 1e9)["union_s"] * 1e9 / wall
     return dict(window_ms=wall / 1e6, kernels=c["intervals"], busy_share=c["union_s"] * 1e9 / wall,
                 at_once=float(c["mean"]), max_at_once=int(c["max"]), busy_share_by_process=per)
+
+
+def gil_point(gil) -> dict:
+    """A run's interpreter-lock probe (:class:`~cadencelab.profile.gil.GilProbe` summaries: one, or one per lane
+    process) as a point's columns: ``gil_late_ms`` (the median wake-up lateness; over processes, their median's
+    median), ``gil_late_p95_ms`` (the highest p95), ``gil_late_share`` (the mean share of the wall spent late) and
+    ``gil_idle_ms`` (the wake-up latency before the run). Empty without a probe."""
+    runs = [g for g in (gil if isinstance(gil, list) else [gil]) if g and g.get("probes")]
+    if not runs:
+        return {}
+    return dict(gil_late_ms=float(np.median([g["late_ms_median"] for g in runs])),
+                gil_late_p95_ms=float(max(g["late_ms_p95"] for g in runs)),
+                gil_late_share=float(np.mean([g["late_share"] for g in runs])),
+                gil_idle_ms=float(np.median([g["idle_late_ms"] for g in runs])))
+
