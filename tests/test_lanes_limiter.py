@@ -290,6 +290,24 @@ def test_a_lane_process_opens_only_the_templates_its_sessions_fork():
         part._template(2)
 
 
+def test_a_real_lane_process_stages_then_answers_its_memory_reading():
+    """The worker's wiring: imports staged, set up at go, and a ``memory`` request answered (None off CUDA)."""
+    from cadencelab.bench import sessions as study
+    from cadencelab.bench.common import built_checkpoint
+    from cadencelab.bench.sessions_lane_processes import LaneProcessServer
+
+    cfg = study.SessionsConfig(config="teaching", device="cpu", arms=("SRl",), lanes=1, prompts=1, speak_seconds=1,
+                               n_timesteps=CPU_STEPS, processes=False)
+    with built_checkpoint(cfg.config, cfg.seed, lambda m: None) as ckpt:
+        srv = LaneProcessServer("SRl", ckpt, cfg)
+        try:
+            assert srv.waves == [1] and srv.ready[0]["memory"] is None
+            assert srv.procs[0].ask(("memory",), 60.0) == ("ok", None)
+            assert srv.info()["setup_memory"] == [None]
+        finally:
+            srv.close()
+
+
 def test_a_lane_process_profile_reads_its_kernels_against_the_wall_clock():
     """The worker's profiled run on the CPU (no kernels there): its rows as a plain run's, its clock mark found,
     and the processes' analysis of the second reads it."""
