@@ -879,7 +879,10 @@ def _ms(r) -> str:
 
 def _where(r) -> str:
     """Where a mean's interval lies against the goal."""
-    return "lies under" if r["hi_ms"] < r["goal_ms"] else "lies over" if r["lo_ms"] > r["goal_ms"] else "straddles"
+    from cadencelab.course.predict import interval_verdict
+
+    return interval_verdict(r["lo_ms"] - r["goal_ms"], r["hi_ms"] - r["goal_ms"], below="lies under",
+                            above="lies over").replace("no clear difference", "straddles")
 
 
 def _warmup2() -> str:

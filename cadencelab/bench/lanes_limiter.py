@@ -23,10 +23,10 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from ..profile.limiter import gil_point
 from . import options
 from .common import built_checkpoint, check_out, write_csv, write_json
 from .flags import MAX_CHUNKS, add_study_parser, config_from_args, int_range, ints_in, opt
-from ..profile.limiter import gil_point
 from .session_serving import holds_cadence, worst_p95
 
 __all__ = ["LimiterConfig", "run_study", "table"]

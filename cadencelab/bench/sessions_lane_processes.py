@@ -54,7 +54,7 @@ CONTEXT_ALLOWANCE = 1 << 30
 
 def next_wave(waiting: int, memory: dict | None, ready: int, processes: int) -> int:
     """How many of the ``waiting`` lane processes may set up at once: as many as the device's free memory holds
-    at the set-up peak that ``memory`` (the last ready process's reading; None off CUDA: all) measured."""
+    at the set-up peak, both in ``memory`` (read after the last wave; None off CUDA: all at once)."""
     if memory is None:
         return waiting
     need = memory["setup_peak_bytes"] + CONTEXT_ALLOWANCE

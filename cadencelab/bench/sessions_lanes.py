@@ -25,7 +25,6 @@ import time
 import numpy as np
 
 from ..profile.gil import GilProbe
-
 from .session_serving import (SAMPLE_RATE, DeviceServer, arrival, digest, horizon, max_chunks, schedule,
                               session_chunk, session_seed, tensor_digest)
 
@@ -154,8 +153,8 @@ class LaneArmServer(DeviceServer):
         tokens = {(i, k): session_chunk(cfg, i, k, self.vocab) for _, i, k in items}
         submitted = []
         self._sync()
-        probe = GilProbe() if getattr(cfg, "gil_probe", False) else contextlib.nullcontext()
-        with probe, LaneExecutor(pool) as ex:
+        probe = GilProbe() if cfg.gil_probe else None
+        with probe or contextlib.nullcontext(), LaneExecutor(pool) as ex:
             t0 = time.perf_counter() + (start_at - time.time() if start_at is not None else 0.0)
             for t, i, k in items:
                 at = arrival(cfg, t, i, n)
@@ -181,7 +180,7 @@ class LaneArmServer(DeviceServer):
                    captures=pool.captures(), invalidations=pool.invalidations(),
                    lanes_used=len({r["lane"] for r in rows}),
                    eager_sections=pool.eager_sections - self.eager_after_warmup,
-                   gil=probe.summary() if isinstance(probe, GilProbe) else None)
+                   gil=probe.summary() if probe else None)
         for s in sessions.values():
             pool.close(s)
         return out
