@@ -201,4 +201,3 @@ def gil_point(gil) -> dict:
                 gil_late_p95_ms=float(max(g["late_ms_p95"] for g in runs)),
                 gil_late_share=float(np.mean([g["late_share"] for g in runs])),
                 gil_idle_ms=float(np.median([g["idle_late_ms"] for g in runs])))
-
