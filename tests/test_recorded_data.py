@@ -600,3 +600,32 @@ def test_recorded_two_warm_up_seconds_in_fresh_processes_put_the_fused_second_un
         assert r["provenance"]["study"]["warmup_seconds"] == 2
         s = r["summary"]["SRc+fusedLM"]
         assert not s["lm_exact"] and s["lm_graph_tokens_equal_seconds"] == "8/8"
+
+
+def test_recorded_lock_probe_and_staged_set_up_on_the_h200():
+    """The lock probe's runs: one call, one tree, every count probed; the staged set-up's waves as docs/device.md
+    says (4 processes in waves of 1 and 3, 8 in waves of 1 and 7), each process's reading recorded."""
+    runs = {p: data.result(f"lanes_limiter_lock{p}") for p in (4, 8)}
+    assert {r["provenance"]["git_commit"] for r in runs.values()} == {"448fe2f"}
+    assert {r["provenance"]["gpu"] for r in runs.values()} == {"NVIDIA H200"}
+    for p, r in runs.items():
+        assert r["mode"] == "processes" and r["server"]["lane_processes"] == p and r["server"]["mps"]["on"]
+        assert [pt["sessions"] for pt in r["points"]] == [16, 38] and all(pt["holds"] for pt in r["points"])
+        assert all(pt["gil_late_ms"] > 0 and pt["gil_idle_ms"] > 0 for pt in r["points"])
+        assert r["server"]["setup_waves"] == [1, p - 1] and len(r["server"]["setup_memory"]) == p
+        assert all(m["setup_peak_bytes"] + (1 << 30) < m["free_bytes"] for m in r["server"]["setup_memory"])
+
+
+def test_recorded_sweep_from_eight_processes_meets_the_lanes_target_on_what_it_checked():
+    """The README: 45 held against SRc's 15 and B0's 4 in one run, every checked chunk exact, 135 of SRl's chunks
+    unchecked (the verification's time ran out: its 15 reference sessions left)."""
+    r = data.result("sessions_mps8")
+    s = r["summary"]
+    assert r["provenance"]["gpu"] == "NVIDIA H200" and r["provenance"]["git_commit"] == "448fe2f"
+    assert s["capacity_bracket"]["SRl"]["speak_heavy"] == [45, 47] and s["capacity_bracket"]["SRc"]["speak_heavy"] == [15, 16]
+    assert s["capacity_bracket"]["B0"]["speak_heavy"] == [4, 5] and s["target_lanes_2_5x_met"]
+    assert s["all_checked_chunks_exact"] and s["chunks_exact"] == s["chunks_checked"] == 861
+    assert r["verification"]["left"]["reference"] == 15 and r["verification"]["failures"] == []
+    c = data.sessions_chunks("sessions_mps8")
+    assert (~c["checked"]).sum() == 135 and set(c.loc[~c["checked"], "arm"]) == {"SRl"}
+    assert r["arms"]["SRl"]["setup_waves"] == [1, 7]

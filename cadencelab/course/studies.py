@@ -103,6 +103,7 @@ _OLDER = "--condition no_tf32_cudnn_det_ws"
 #: where the 2026-12-06 recordings ran (a lent H100; transformers 5.25 carried for the transformers adapters)
 _H100 = "on an H100 (a lent CUDA machine)"
 _H100_HF = "on an H100, transformers 5.25 installed"
+_H200 = "on an H200 (a lent CUDA machine)"
 
 def _h100_sessions(name: str, arms: str, sessions: str, budget: int, label: str, minutes: float, out: str,
                    resolution: float = 0.125, growth: float = 1.5) -> Recording:
@@ -275,6 +276,18 @@ RECORDINGS = (
               "kit_hf_mimi_decoder_compiled_blocks.csv.gz",
               "the kit's factorial on the Mimi decoder with the compile control (3 fresh processes per arm)", 3.6,
               "mimi_decoder", _H100_HF),
+    # a lent H200 that afternoon (448fe2f): the interpreter-lock probe from 4 and 8 lane processes, the sweep from 8
+    *(Recording(f"lanes_limiter_lock{p}", "lanes-limiter", f"h200/lanes_limiter_lock{p}.json",
+                f"--device cuda --lane-processes {p} --mps --lanes 32 --sessions 16,38 --speak-seconds 2 --no-profile",
+                f"copy DIR/lanes_limiter.json to {{path}} and gzip DIR/lanes_limiter_chunks.csv beside it as "
+                f"lanes_limiter_lock{p}_chunks.csv.gz",
+                f"the interpreter-lock probe in {p} lane processes of {32 // p} lanes (unprofiled)", m, f"lock{p}",
+                _H200) for p, m in ((4, 1.6), (8, 1.7))),
+    Recording("sessions_mps8", "sessions", "h200/sessions_mps8.json",
+              "--device cuda --arms B0,SRc,SRl --lane-processes 8 --lanes 32 --mps --workloads speak_heavy --arrivals "
+              "aligned --sessions 4,16,38 --growth 1.15 --resolution 0.05 --arm-reserve 40 --verify-workers 4 "
+              "--time-budget 230", _SESSIONS_THEN + " as sessions_mps8.csv.gz and sessions_mps8_chunks.csv.gz",
+              "sessions under MPS from 8 processes of 4 lanes (speak-heavy)", 4.0, "sessions8", _H200),
 )
 
 DEVICE_TASKS = (
@@ -285,7 +298,9 @@ DEVICE_TASKS = (
                "the whole suite, 81 passed at 47f616c on an H100 later that day "
                "(data/h100/logs/2026-12-07_cuda_suite.log); at e28944a on a third H100, with the marked tests of the "
                "lane processes' profile and the warm-up seconds, 83 passed, the four notebook and widget modules "
-               "skipped there without their wheels (data/h100/logs/2026-12-07_cuda_suite_e28944a.log)"),
+               "skipped there without their wheels (data/h100/logs/2026-12-07_cuda_suite_e28944a.log); at 448fe2f on "
+               "a lent H200, the lane processes' tests (staged set-up, memory readings; tests/test_lanes_limiter.py) "
+               "2 passed (data/h200/logs/2026-12-07_cuda_lanes.log)"),
     DeviceTask("the raw CUDA-graph lesson (notebook 4)", "python -m cadencelab.course.graph_lesson --out $OUT/lesson",
                0.1, "2026-12-01", dataset="graph_lesson", path="h200/graph_lesson.json",
                then="copy $OUT/lesson/graph_lesson.json to data/h200/"),
