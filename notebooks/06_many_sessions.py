@@ -31,7 +31,7 @@ PREDICT_SESSIONS = None
 from IPython.display import HTML, display
 
 from cadencelab import viz
-from cadencelab.course import capacity, data, glossary, grading, predict
+from cadencelab.course import capacity, data, glossary, grading, lanes_limit, predict
 from cadencelab.course.display import show
 from cadencelab.course.exercises import check_capacity
 from cadencelab.course.frames import lanes_window
@@ -229,6 +229,35 @@ lim["runs"][["processes", "lanes", "sessions", "chunks_per_s", "host_cores_per_p
 # half of that: the launches waited, and for what the recording does not say. One run of each cannot settle
 # it, and the limiter study checks no chunk against the session alone: a sessions sweep from eight processes
 # is the next measurement.
+
+# %% [markdown]
+# ## Eight processes, and what the launches wait for
+#
+# Both measurements ran on a lent H200, in two calls one after the other. First the lanes-limiter again, from
+# four processes and from eight, now with a thread in every lane process that sleeps 2 ms and times how late
+# it wakes: a thread that wakes late waited for Python's lock, or for a core. The lines and the figure are
+# computed from both runs.
+
+# %%
+probe = lanes_limit.lock_probe_reading()
+print(probe["reading"])
+show(lanes_limit.lock_probe_figure())
+
+# %% [markdown]
+# The probe woke on time in every run: the lock was free. From four processes the launches still outlasted
+# their thread's whole time on a CPU, so they wait in the CUDA calls with the lock released, and eight
+# processes again served the same lanes faster than four, at both counts. Fewer Python operations per call
+# would shorten the time on a CPU, not this wait; more processes may pass it. So, the sessions sweep from
+# eight processes, its chunks checked against each session run alone:
+
+# %%
+eight = lanes_limit.eight_process_reading()
+print(eight["reading"])
+
+# %% [markdown]
+# Eight processes of four lanes held three times SRc's count on this card, past the 2.5x goal, and every
+# chunk checked equals its session run alone; not every chunk was checked, as the reading says. One sweep on
+# one card is a result without an interval, and the sweeps from four processes ran on other cards.
 
 # %% [markdown]
 # ## Batching, exactly

@@ -294,3 +294,40 @@ def test_nb6_what_limits_them_now():
     at = r["launches"]["at"]  # 'the launches took most of its time on the lane', 'on a CPU for less than half of that'
     assert "the launches took most of its time on the lane" in text and at["launch_ms"] > 0.5 * at["service_ms"]
     assert "on a CPU for less than half of that" in text and at["host_ms"] < 0.5 * at["launch_ms"]
+
+
+def test_nb6_what_the_launches_wait_for():
+    """'the probe woke on time in every run: the lock was free', 'from four processes the launches still
+    outlasted their thread's whole time on a CPU', 'eight processes again served the same lanes faster than
+    four, at both counts', and that both runs came from one call on one card."""
+    from cadencelab.course import lanes_limit
+
+    r = lanes_limit.lock_probe_reading()
+    t, text = r["table"], _source("06_").replace("\n# ", " ")
+    assert "The probe woke on time in every run: the lock was free" in text
+    # on time: as late as before the run, and far under Python's 5 ms switch interval at the worst p95
+    assert (t["gil_late_ms"] <= 1.5 * t["gil_idle_ms"]).all() and t["gil_late_p95_ms"].max() < 0.5
+    assert "From four processes the launches still outlasted their thread's whole time on a CPU" in text
+    four = t[t["processes"] == 4]
+    assert (four["launch_ms"] > four["host_ms"]).all()
+    assert "eight processes again served the same lanes faster than four, at both counts" in text
+    assert len(r["gain"]) == 2 and min(r["gain"].values()) > 0
+    assert t["commit"].nunique() == 1 and t["gpu"].nunique() == 1 and set(t["processes"]) == {4, 8}
+    assert "no interval" in r["reading"] and "does not settle" in r["reading"]
+
+
+def test_nb6_eight_processes_sweep():
+    """'three times SRc's count on this card, past the 2.5x goal', 'every chunk checked equals its session run
+    alone; not every chunk was checked', 'the sweeps from four processes ran on other cards'."""
+    from cadencelab.course import capacity, lanes_limit
+
+    e = lanes_limit.eight_process_reading()
+    text = _source("06_").replace("\n# ", " ")
+    assert "Eight processes of four lanes held three times SRc's count on this card, past the 2.5x goal" in text
+    assert e["lane_processes"] == 8 and e["lanes"] == 32 and e["srl_over_src"] >= 3.0 and e["target_met"]
+    assert e["held"]["SRl"] < 4 * e["held"]["SRc"]  # three times, not four
+    assert "every chunk checked equals its session run alone; not every chunk was checked" in text
+    assert e["exact"] == e["checked"] > 0 and e["srl_checked"] < e["srl_chunks"]
+    assert e["exact_at_held"] == e["checked_at_held"] > 0
+    assert "the sweeps from four processes ran on other cards" in text
+    assert e["gpu"] not in set(capacity.mps_sweeps()["gpu"])

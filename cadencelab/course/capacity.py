@@ -458,16 +458,15 @@ def mps_limiter_reading(names=MPS_LIMITER) -> dict:
             f"some kernel runs, not that the SMs are full, so it does not make the device the limit, and in this "
             f"run more processes (more interpreters, launch paths and hardware queues) served faster. One run of "
             f"each, at one count, so no interval: this suggests, and does not settle, "
-            f"that each process's path still limits the lanes; a sessions sweep from {eight['processes']} "
-            f"processes, its chunks checked against the session alone, would say how many sessions that holds (the "
-            f"limiter study measures and checks no chunk against the session alone).")
+            f"that each process's path still limits the lanes (the limiter study checks no chunk against the "
+            f"session alone; a sessions sweep from {eight['processes']} processes, on an H200, follows).")
     text += (f" Inside the {four['processes']}-process run (medians per chunk), a chunk's graph launches took "
              f"{at['launch_ms']:.0f} ms of the {at['service_ms']:.0f} ms it spent on its lane, while its thread ran on "
              f"a CPU {at['host_ms']:.0f} ms in all: most of the launch time was spent waiting off the CPU. With one "
              f"chunk per process ({four['processes']} sessions, the sweeps) the launches took {one['launch_ms']:.0f} "
              f"ms and the thread was on a CPU for the whole chunk ({one['host_ms']:.0f} of {one['service_ms']:.0f} "
-             f"ms). What the launches waited for is not measured; a wait that one process's launches share would "
-             f"explain why more processes served faster.")
+             f"ms). What the launches waited for is not measured in this run (the lock probe, on an H200, "
+             f"follows); a wait that one process's launches share would explain why more processes served faster.")
     return dict(runs=runs.drop(columns="profiled"), profiled=prof, gain=gain, reading=text,
                 launches=dict(at=at.to_dict(), one_per_process=one.to_dict()))
 
