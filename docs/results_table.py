@@ -63,6 +63,8 @@ H100_FUSED_P = [recorded(n) for n in ("duplex_fused_p1", "duplex_fused_p2", "dup
 H100_WARMUP2 = recorded("duplex_fused_warmup2")
 H100_WARMUP2_P = [recorded(n) for n in trust.WARMUP2_PROCESSES]
 H100_LIMITER_MPS = [recorded(n) for n in ("lanes_limiter_mps4", "lanes_limiter_mps8")]
+H200_LOCK_PROBE = [recorded(n) for n in ("lanes_limiter_lock4", "lanes_limiter_lock8")]
+H200_MPS8 = recorded("sessions_mps8")
 H100_TOUR = ROOT / "data" / device_task("tour_graded").path
 LANE_PROCESSES = recorded("sessions_lane_processes")
 LIMITER = recorded("lanes_limiter")
@@ -713,6 +715,7 @@ def h100_section() -> str:
                  f"session run alone through B0: {lp['chunks_exact']} of {lp['chunks_checked']}. Capacities are one "
                  f"sweep each (held, then the next N that broke), with no interval.")
     parts.append(h100_mps_paragraph())
+    parts.append(h200_lanes_paragraph())
     eb = capacity.exact_batching()
     rows = "; ".join(f"{a} {r['sessions_held']} (breaks at {r['breaks_at']}; gated on {r['gated_on']}; equal to the "
                      f"session alone in {r['equal_to_solo']} of {r['compared']} chunks compared)" for a, r in eb.iterrows())
@@ -810,6 +813,21 @@ def h100_mps_paragraph() -> str:
             f"{capacity.mps_sweeps_reading()['reading']}\n\n"
             f"What limits them there (`{'`, `'.join(_name(p) for p in H100_LIMITER_MPS)}`, lanes-limiter "
             f"`--lane-processes`): {capacity.mps_limiter_reading()['reading']}")
+
+
+def h200_lanes_paragraph() -> str:
+    """What the lanes wait for and the sweep from 8 processes, on a lent H200 (``course.lanes_limit``)."""
+    if not (H200_MPS8.exists() and all(p.exists() for p in H200_LOCK_PROBE)):
+        return ""
+    from cadencelab.course import lanes_limit
+
+    r = _read(H200_MPS8)
+    return (f"What the launches wait for (`{'`, `'.join(_name(p) for p in H200_LOCK_PROBE)}`, lanes-limiter with "
+            f"its interpreter-lock probe): {lanes_limit.lock_probe_reading()['reading']}\n\n"
+            f"The lanes from 8 processes (`{_name(H200_MPS8)}`, {r['provenance'].get('gpu')}, "
+            f"{r['provenance'].get('date', '')[:10]}, commit `{r['provenance'].get('git_commit')}`): "
+            f"{lanes_limit.eight_process_reading()['reading']} SRc over B0 in this run: "
+            f"{r['summary']['sessions_ratio_SRc_over_B0']['speak_heavy']:.1f}x.")
 
 
 def h100_fused_paragraph() -> str:
