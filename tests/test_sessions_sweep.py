@@ -246,3 +246,24 @@ def test_the_readme_shows_a_bracket_only_where_it_is_wider_than_one_session():
     assert results_table._cap(s, "SRl", "speak_heavy") == "28"
     old = dict(max_sessions_at_cadence_SRl={"mixed": 16}, capacity_bound={"SRl": {"mixed": "lower_bound"}})
     assert results_table._cap(old, "SRl", "mixed") == ">=16"
+
+
+def test_reference_workers_on_one_gpu_are_priced_as_one_stream():
+    """On a GPU the reference workers take turns (the recorded sweeps: 4 of them at 0.8-0.9x one B0 process's
+    rate), so the references owed cost every chunk at B0's warm-up pace whatever the workers; off a GPU each
+    worker has its own cores. The H200 sweep from 8 processes priced 51 sessions' references at ~24 s; its
+    verification ran out of time after 44 s with 15 of them left."""
+    from types import SimpleNamespace
+
+    from cadencelab.bench.sessions_verify import reference_pace, reference_tasks
+
+    assert reference_pace(0.25, 4, "cuda") == reference_pace(0.25, 4, "cuda:1") == 1.0
+    assert reference_pace(0.25, 4, "cpu") == 0.25 and reference_pace(0.25, 0, "cuda") == 0.25
+    rows = [dict(session=i, chunk=k) for i in range(51) for k in range(3)]
+    for device, owed_s in (("cuda", 15.7 + 153 * 0.228), ("cpu", 15.7 + 153 * 0.228 / 4)):
+        cfg = SimpleNamespace(arms=("B0", "SRc", "SRl"), processes=True, verify_workers=4, device=device)
+        owed = study._owed(cfg, "SRl", {"B0": [dict(kind="run", rows=rows)]},
+                           {"B0": dict(chunk_s_warmup=0.228, ready_s=15.7)})
+        assert study.OwedVerification(**owed).seconds() == pytest.approx(owed_s)
+    task = reference_tasks([dict(rows=rows)], reference_pace(0.228, 4, "cuda"))[0]
+    assert task.estimate_s == pytest.approx(3 * 0.228 * 4)  # a session's three chunks, beside three others

@@ -39,7 +39,8 @@ from .sessions_analysis import analyse
 from .session_serving import ARRIVALS, WORKLOADS, chunks_needed
 from .sessions_arm import OwedVerification, for_arrivals, read_rows, run_arm_process, serve_arm, sweep_arm
 from .sessions_sweep import arm_deadline, check_sweep
-from .sessions_verify import GATE, GATED_ARM, REFERENCE, gate_tasks, reference_tasks, split_workers, verify
+from .sessions_verify import (GATE, GATED_ARM, REFERENCE, gate_tasks, reference_pace, reference_tasks, split_workers,
+                              verify)
 from .token2wav import provenance
 
 __all__ = ["SessionsConfig", "run_study", "run_studies", "result_stem", "arm_order", "table", "write_results",
@@ -217,7 +218,7 @@ def _owed(cfg: SessionsConfig, arm: str, entries: dict, infos: dict) -> dict | N
     gates = gate_tasks([e for e in entries.get(GATED_ARM, []) if e.get("kind") == "run"],
                        {int(k): v for k, v in srb.get("eager_batch_s_warmup", {}).items()})
     return dict(need=chunks_needed([r for e in runs for r in e["rows"]]) if "B0" in cfg.arms else {},
-                chunk_s=b0.get("chunk_s_warmup", 0.0), workers=workers,
+                chunk_s=reference_pace(b0.get("chunk_s_warmup", 0.0), workers, cfg.device), workers=workers,
                 start_s=max(b0.get("ready_s", 0.0), srb.get("ready_s", 0.0)),
                 gates_s=sum(t.estimate_s for t in gates if t.priority[0] == 0),
                 gated="B0" in cfg.arms and arm != GATED_ARM)
@@ -257,7 +258,10 @@ def _verification(cfg: SessionsConfig, ckpt: str, entries: dict, infos: dict, ou
     tasks = {}
     if "B0" in cfg.arms:
         solo = [e for a, es in runs.items() if a != GATED_ARM for e in es]
-        tasks[REFERENCE] = reference_tasks(solo, infos.get("B0", {}).get("chunk_s_warmup", 0.0))
+        kinds = [REFERENCE] + ([GATE] if runs.get(GATED_ARM) else [])
+        workers = split_workers(cfg.verify_workers if cfg.processes else 1, kinds)[REFERENCE]
+        tasks[REFERENCE] = reference_tasks(solo, reference_pace(infos.get("B0", {}).get("chunk_s_warmup", 0.0),
+                                                                workers, cfg.device))
     if runs.get(GATED_ARM):
         eager = {int(k): v for k, v in infos.get(GATED_ARM, {}).get("eager_batch_s_warmup", {}).items()}
         tasks[GATE] = gate_tasks(runs[GATED_ARM], eager)

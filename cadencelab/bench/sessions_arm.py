@@ -14,6 +14,7 @@ from pathlib import Path
 from .common import ArmProcess, json_default
 from .session_serving import ArmServer, chunks_needed, guarded_run, holds_cadence, schedule, worst_p95
 from .sessions_sweep import BREAKS, HOLDS, OOM, Sweep, order_points
+from .sessions_verify import reference_pace
 
 __all__ = ["for_arrivals", "OwedVerification", "sweep_arm", "serve_arm", "run_arm_process", "read_rows"]
 
@@ -147,7 +148,9 @@ def serve_arm(arm: str, ckpt: str, cfg, deadline: float, rows_path: str,
         if written:
             progress(f"{arm}: trace of one concurrent round in {written}")
     if owed is not None and arm == "B0":
-        owed = dict(owed, chunk_s=owed.get("chunk_s") or server.chunk_s, start_s=owed.get("start_s") or ready_s)
+        owed = dict(owed, chunk_s=owed.get("chunk_s") or reference_pace(server.chunk_s, owed.get("workers", 1),
+                                                                        cfg.device),
+                    start_s=owed.get("start_s") or ready_s)
     ledger = OwedVerification(**owed) if owed is not None else None
     fh = open(rows_path, "a")
 

@@ -11,12 +11,12 @@ after every timed run, in processes of its own that share the device.
   others, cheapest first. ``SRb``'s comparison with the solo references (``exact_solo``, reported,
   not gated) covers the sessions those references cover: the ones the gated arms used.
 
-Both are host-bound eager streams (B0 is about a quarter device-busy), so ``workers`` processes on
-one device finish them several times faster than one; one process takes the gate (two would hold
-two large runs' sessions at once), the others the references. Every task is estimated from the
-arms' warm-ups; one that would end past the deadline is left, and said (its chunks are reported
-unchecked). Results are rows of ``verify.jsonl``: ``reference`` rows (session, chunk, SHA-256s),
-``gate`` entries (a run's key and its rows) and ``unverified`` entries (a task left, and why).
+Host-bound eager streams, yet ``workers`` processes on one GPU take turns on it (no MPS: it time-slices
+their contexts): in four of five recorded sweeps 4 reference workers served 0.8-0.9x one B0 warm-up chunk's
+rate, so :func:`reference_pace` prices them as one stream. One process takes the gate (two would hold two
+large runs' sessions at once), the others the references. A task that would end past the deadline is left
+and said (its chunks reported unchecked). Results are rows of ``verify.jsonl``: ``reference`` (session,
+chunk, SHA-256s), ``gate`` (a run's key and its rows) and ``unverified`` (a task left, and why).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from .common import ArmProcess, InlineArm, json_default, serve
 from .session_serving import chunks_needed
 
-__all__ = ["Task", "reference_tasks", "gate_tasks", "split_workers", "verify"]
+__all__ = ["Task", "reference_pace", "reference_tasks", "gate_tasks", "split_workers", "verify"]
 
 REFERENCE, GATE = "reference", "gate"
 GATED_ARM = "SRb"
@@ -49,6 +49,13 @@ class Task:
     args: tuple = field(compare=False)
     key: dict = field(compare=False)
     estimate_s: float = field(compare=False, default=0.0)
+
+
+def reference_pace(chunk_s: float, workers: int, device: str) -> float:
+    """Seconds one of ``workers`` reference workers spends per chunk, from B0's warm-up chunk ``chunk_s``: on a
+    GPU they take turns (together about one B0's rate, so each ``workers`` times slower); off it, each has its
+    own cores."""
+    return chunk_s * max(1, workers) if str(device).startswith("cuda") else chunk_s
 
 
 def reference_tasks(runs: list[dict], chunk_s: float) -> list[Task]:
