@@ -204,14 +204,19 @@ def run_studies(cfg: SessionsConfig, progress=print) -> dict:
     return results
 
 
+def _reference_workers(cfg: SessionsConfig, gate: bool) -> int:
+    """The verification's reference workers (:func:`split_workers`): one process fewer when one takes SRb's gate."""
+    kinds = [REFERENCE] + ([GATE] if gate else [])
+    return split_workers(cfg.verify_workers if cfg.processes else 1, kinds)[REFERENCE]
+
+
 def _owed(cfg: SessionsConfig, arm: str, entries: dict, infos: dict) -> dict | None:
     """What the verification owes for the runs so far (:class:`~.sessions_arm.OwedVerification`'s fields),
     for ``arm``'s budget: the solo references of the gated arms' runs (priced by B0's warm-up and start) and
     the SRb gates of its capacity points; None when there is nothing to verify."""
     if "B0" not in cfg.arms and GATED_ARM not in cfg.arms:
         return None
-    kinds = ([REFERENCE] if "B0" in cfg.arms else []) + ([GATE] if GATED_ARM in cfg.arms else [])
-    workers = split_workers(cfg.verify_workers if cfg.processes else 1, kinds).get(REFERENCE, 1)
+    workers = _reference_workers(cfg, GATED_ARM in cfg.arms)
     b0 = infos.get("B0", {})
     runs = [e for a, es in entries.items() if a != GATED_ARM for e in es if e.get("kind") == "run"]
     srb = infos.get(GATED_ARM, {})
@@ -258,10 +263,9 @@ def _verification(cfg: SessionsConfig, ckpt: str, entries: dict, infos: dict, ou
     tasks = {}
     if "B0" in cfg.arms:
         solo = [e for a, es in runs.items() if a != GATED_ARM for e in es]
-        kinds = [REFERENCE] + ([GATE] if runs.get(GATED_ARM) else [])
-        workers = split_workers(cfg.verify_workers if cfg.processes else 1, kinds)[REFERENCE]
-        tasks[REFERENCE] = reference_tasks(solo, reference_pace(infos.get("B0", {}).get("chunk_s_warmup", 0.0),
-                                                                workers, cfg.device))
+        pace = reference_pace(infos.get("B0", {}).get("chunk_s_warmup", 0.0),
+                              _reference_workers(cfg, bool(runs.get(GATED_ARM))), cfg.device)
+        tasks[REFERENCE] = reference_tasks(solo, pace)
     if runs.get(GATED_ARM):
         eager = {int(k): v for k, v in infos.get(GATED_ARM, {}).get("eager_batch_s_warmup", {}).items()}
         tasks[GATE] = gate_tasks(runs[GATED_ARM], eager)
