@@ -36,7 +36,7 @@ from .frames import capacity_by_reference
 
 __all__ = ["capacity_bounds", "capacity_figure", "goodput_plateau", "lower_bounds", "lanes_reading", "b0_alone",
            "limiter_reading", "limiter_figure", "exact_batching", "mps_reading", "mps_sweeps", "mps_sweeps_reading",
-           "served_rates", "served_rate_figure", "mps_limiter_reading", "MPS_SWEEPS", "MPS_LIMITER", "WORKLOADS",
+           "served_rates", "served_rate_figure", "mps_limiter_reading", "limiter_runs", "MPS_SWEEPS", "MPS_LIMITER", "WORKLOADS",
            "DATASETS"]
 
 #: the workloads of the sessions study and the two recordings of it the notebook shows
@@ -406,7 +406,7 @@ def mps_sweeps_reading(names=MPS_SWEEPS, from_sessions: int = 16) -> dict:
 MPS_LIMITER = ("lanes_limiter_mps4", "lanes_limiter_mps8")
 
 
-def _limiter_runs(names=MPS_LIMITER) -> list[dict]:
+def limiter_runs(names=MPS_LIMITER) -> list[dict]:
     """Per lanes-limiter run from processes: its processes, lanes, and each count's first wave (and profile)."""
     out = []
     for name in names:
@@ -435,7 +435,7 @@ def mps_limiter_reading(names=MPS_LIMITER) -> dict:
     """What limits the lanes under MPS, from the lanes-limiter runs of one call: the profiled run's kernels over
     the wave (all processes' union, how many at once, each process's own share) and the wave's rate with 4
     processes against 8 at the same count. ``runs``: one row per run; ``reading``: the sentences."""
-    runs = pd.DataFrame(_limiter_runs(names))
+    runs = pd.DataFrame(limiter_runs(names))
     prof = next(p for p in runs["profiled"] if p)
     four, eight = (runs[runs["processes"] == k].iloc[0] for k in (runs["processes"].min(), runs["processes"].max()))
     own = sorted(prof["busy_share_by_process"].values())
@@ -482,7 +482,7 @@ def served_rate_figure(names=MPS_SWEEPS, limiter=MPS_LIMITER) -> go.Figure:
         fig.add_trace(go.Scatter(x=g["sessions"], y=g["chunks_per_s"], mode="lines+markers", name=label,
                                  line=dict(dash="solid" if arm == "SRl" else "dot"),
                                  hovertemplate="N=%{x}: %{y:.1f} chunks/s<extra>" + label + "</extra>"))
-    for r in _limiter_runs(limiter) if limiter else []:
+    for r in limiter_runs(limiter) if limiter else []:
         label = f"SRl, {r['processes']} processes of {r['lanes'] // r['processes']} lanes ({r['dataset']})"
         fig.add_trace(go.Scatter(x=[r["sessions"]], y=[r["chunks_per_s"]], mode="markers", name=label,
                                  marker=dict(size=13, symbol="diamond" if r["processes"] > 4 else "square"),

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from ..serving import LANES_TARGET
 from ..viz.options import set_caption
 from . import data
-from .capacity import mps_sweeps
+from .capacity import limiter_runs, mps_sweeps
 
 __all__ = ["lock_probe", "lock_probe_reading", "lock_probe_figure", "eight_process_reading", "LOCK_PROBE",
            "MPS8_SWEEP"]
@@ -33,32 +33,22 @@ MPS8_SWEEP = "sessions_mps8"
 
 
 def lock_probe(names=LOCK_PROBE) -> pd.DataFrame:
-    """Per run and session count: ``gil_late_ms`` (the probe's median wake-up lateness, the processes' median),
-    ``gil_late_p95_ms`` (the worst process's p95), ``gil_idle_ms`` (before the run), ``chunks_per_s`` (the first
-    wave's rate), and a chunk's medians on its lane: ``service_ms``, ``launch_ms``, ``host_ms`` (its thread on a
-    CPU) and ``off_cpu_ms`` (service less host: time its thread waited off every CPU)."""
+    """Per run and session count (:func:`~.capacity.limiter_runs`' columns), with ``gil_late_ms`` (the probe's
+    median wake-up lateness, the processes' median), ``gil_late_p95_ms`` (the worst process's p95),
+    ``gil_idle_ms`` (before the run), and a chunk's medians on its lane: ``service_ms``, ``launch_ms``,
+    ``host_ms`` (its thread on a CPU) and ``off_cpu_ms`` (service less host: its thread off every CPU)."""
     rows = []
-    for name in names:
-        r = data.result(name)
-        if r.get("mode") != "processes":
-            raise ValueError(f"{data.DATASETS[name][0]}: not a lanes-limiter run from processes")
-        ch = data.lanes_limiter_chunks(name)
-        for pt in r["points"]:
-            if "gil_late_ms" not in pt:
-                raise ValueError(f"{data.DATASETS[name][0]}: N={pt['sessions']} has no lock probe (run without "
-                                 "--no-gil-probe)")
-            n = pt["sessions"]
-            wave = next(w for w in r["waves"] if w["sessions"] == n and w["wave"] == 0)
-            med = ch[ch["sessions"] == n][["service_ms", "launch_ms", "host_ms"]].median()
-            rows.append(dict(dataset=name, gpu=r["provenance"].get("gpu"), commit=r["provenance"].get("git_commit"),
-                             processes=int(r["server"]["lane_processes"]), lanes=int(r["server"]["lanes"]),
-                             sessions=int(n), holds=bool(pt["holds"]), gil_late_ms=pt["gil_late_ms"],
-                             gil_late_p95_ms=pt["gil_late_p95_ms"], gil_idle_ms=pt["gil_idle_ms"],
-                             chunks_per_s=float(wave["chunks_per_s"]),
-                             host_cores_per_process=float(wave["host_cores_per_process"]),
-                             service_ms=med["service_ms"], launch_ms=med["launch_ms"], host_ms=med["host_ms"],
-                             off_cpu_ms=med["service_ms"] - med["host_ms"]))
-    return pd.DataFrame(rows)
+    for run in limiter_runs(names):
+        pt = next(p for p in data.result(run["dataset"])["points"] if p["sessions"] == run["sessions"])
+        if "gil_late_ms" not in pt:
+            raise ValueError(f"{data.DATASETS[run['dataset']][0]}: N={pt['sessions']} has no lock probe (run "
+                             "without --no-gil-probe)")
+        ch = data.lanes_limiter_chunks(run["dataset"])
+        med = ch[ch["sessions"] == run["sessions"]][["service_ms", "launch_ms", "host_ms"]].median()
+        rows.append(dict(run, gil_late_ms=pt["gil_late_ms"], gil_late_p95_ms=pt["gil_late_p95_ms"],
+                         gil_idle_ms=pt["gil_idle_ms"], service_ms=med["service_ms"], launch_ms=med["launch_ms"],
+                         host_ms=med["host_ms"], off_cpu_ms=med["service_ms"] - med["host_ms"]))
+    return pd.DataFrame(rows).drop(columns=["profiled", "wave_rates"])
 
 
 def lock_probe_reading(names=LOCK_PROBE) -> dict:
