@@ -629,3 +629,21 @@ def test_recorded_sweep_from_eight_processes_meets_the_lanes_target_on_what_it_c
     c = data.sessions_chunks("sessions_mps8")
     assert (~c["checked"]).sum() == 135 and set(c.loc[~c["checked"], "arm"]) == {"SRl"}
     assert r["arms"]["SRl"]["setup_waves"] == [1, 7]
+
+
+def test_recorded_reference_workers_take_turns_on_the_gpu():
+    """sessions_verify's docstring: in four of the five recorded sweeps with 4 reference workers (and no gate),
+    counted from B0's set-up time, they served 0.8-0.9x the rate of one B0 warm-up chunk; the fifth 1.4x, its
+    warm-up chunk twice as slow as the others'."""
+    ratios, warmups = {}, {}
+    for name in ("sessions_lane_processes", "sessions_mps", "sessions_mps_r2", "sessions_mps_r3", "sessions_mps8"):
+        r = data.result(name)
+        v, b0 = r["verification"], r["arms"]["B0"]
+        assert v["workers"] == {"reference": 4}
+        c = data.sessions_chunks(name)
+        refs = len(c[c["checked"]][["session", "chunk"]].drop_duplicates())
+        ratios[name] = refs / (v["wall_s"] - b0["ready_s"]) * b0["chunk_s_warmup"]
+        warmups[name] = b0["chunk_s_warmup"]
+    usual = {n: x for n, x in ratios.items() if 0.75 <= x <= 0.95}
+    assert len(usual) == 4 and round(ratios["sessions_mps_r3"], 1) == 1.4
+    assert warmups["sessions_mps_r3"] > 1.5 * max(warmups[n] for n in usual)
