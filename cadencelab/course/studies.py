@@ -278,11 +278,11 @@ RECORDINGS = (
               "mimi_decoder", _H100_HF),
     # a lent H200 that afternoon (448fe2f): the interpreter-lock probe from 4 and 8 lane processes, the sweep from 8
     *(Recording(f"lanes_limiter_lock{p}", "lanes-limiter", f"h200/lanes_limiter_lock{p}.json",
-                f"--device cuda --lane-processes {p} --mps --lanes 32 --sessions 16,38 --speak-seconds 2 --no-profile",
-                f"copy DIR/lanes_limiter.json to {{path}} and gzip DIR/lanes_limiter_chunks.csv beside it as "
-                f"lanes_limiter_lock{p}_chunks.csv.gz",
-                f"the interpreter-lock probe in {p} lane processes of {32 // p} lanes (unprofiled)", m, f"lock{p}",
-                _H200) for p, m in ((4, 1.6), (8, 1.7))),
+                f"--device cuda --lane-processes {p} --mps --lanes {lanes} --sessions 16,38 --speak-seconds 2 "
+                f"--no-profile", f"copy DIR/lanes_limiter.json to {{path}} and gzip DIR/lanes_limiter_chunks.csv "
+                f"beside it as lanes_limiter_lock{p}_chunks.csv.gz",
+                f"the interpreter-lock probe in {p} lane processes of {lanes // p} lanes (unprofiled)", m, f"lock{p}",
+                _H200) for p, m, lanes in ((4, 1.6, 32), (8, 1.7, 32))),
     Recording("sessions_mps8", "sessions", "h200/sessions_mps8.json",
               "--device cuda --arms B0,SRc,SRl --lane-processes 8 --lanes 32 --mps --workloads speak_heavy --arrivals "
               "aligned --sessions 4,16,38 --growth 1.15 --resolution 0.05 --arm-reserve 40 --verify-workers 4 "
